@@ -1,0 +1,50 @@
+"""What the job runs on: a GPU type and a cluster of them."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+MAX_GPUS = 10_000_000
+
+
+class GpuSpec(BaseModel):
+    """One accelerator. Bandwidths are the effective all-reduce figures a collective sees."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str = Field("custom", max_length=200)
+    memory_gb: float = Field(gt=0, le=100_000, description="HBM capacity, GB of 1e9 bytes.")
+    peak_tflops: float = Field(gt=0, le=1_000_000, description="Dense bf16 peak, TFLOP/s.")
+    intra_node_gb_s: float = Field(
+        gt=0, le=1_000_000, description="All-reduce bandwidth inside the NVLink domain, GB/s."
+    )
+    inter_node_gb_s: float = Field(
+        gt=0, le=1_000_000, description="Network bandwidth per GPU across nodes, GB/s."
+    )
+    source: str | None = Field(None, max_length=2000, description="Where the figures come from.")
+
+    @property
+    def memory_bytes(self) -> float:
+        return self.memory_gb * 1e9
+
+    @property
+    def peak_flop_s(self) -> float:
+        return self.peak_tflops * 1e12
+
+    @property
+    def intra_node_bytes_s(self) -> float:
+        return self.intra_node_gb_s * 1e9
+
+    @property
+    def inter_node_bytes_s(self) -> float:
+        return self.inter_node_gb_s * 1e9
+
+
+class ClusterSpec(BaseModel):
+    """`gpus` accelerators of one type, `gpus_per_node` of them sharing NVLink."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    gpus: int = Field(gt=0, le=MAX_GPUS)
+    gpu: GpuSpec
+    gpus_per_node: int = Field(8, gt=0, le=1024)

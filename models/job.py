@@ -1,0 +1,17 @@
+"""A training job: what is trained, on what, with which batch. Everything a layout is priced against."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict
+
+from models.hardware import ClusterSpec
+from models.training import TrainingSpec
+from models.transformer import TransformerSpec
+
+
+class TrainingJob(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    model: TransformerSpec
+    cluster: ClusterSpec
+    training: TrainingSpec

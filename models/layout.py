@@ -1,0 +1,132 @@
+"""The parallel layout: one small validated value object that the rest of the code asks.
+
+Degrees multiply to the GPU count (`tp * pp * cp * dp = gpus`); `dp` is derived from the
+others and the cluster, so a layout is resolved against a job before it is priced.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from models.errors import InvalidSpec
+from models.job import TrainingJob
+
+Dimension = Literal["tp", "cp", "pp", "dp"]
+DIMENSIONS: tuple[Dimension, ...] = ("tp", "cp", "pp", "dp")
+# Tensor innermost (NVLink), data outermost (communicates least often): the plate's rule.
+DEFAULT_PLACEMENT: tuple[Dimension, ...] = ("tp", "cp", "pp", "dp")
+MAX_DEGREE = 10_000_000
+
+
+class Recompute(StrEnum):
+    """Activation recomputation, ordered from cheapest in FLOPs to cheapest in memory."""
+
+    NONE = "none"
+    SELECTIVE = "selective"
+    FULL = "full"
+
+
+class Layout(BaseModel):
+    """Parallel degrees and the per-step knobs that go with them."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    tp: int = Field(1, gt=0, le=MAX_DEGREE, description="Tensor-parallel degree.")
+    pp: int = Field(1, gt=0, le=MAX_DEGREE, description="Pipeline-parallel degree.")
+    cp: int = Field(1, gt=0, le=MAX_DEGREE, description="Context-parallel degree.")
+    dp: int | None = Field(
+        None, gt=0, le=MAX_DEGREE, description="Data-parallel degree; derived when omitted."
+    )
+    vpp: int = Field(1, gt=0, le=1024, description="Interleaved chunks per pipeline device.")
+    micro_batch: int = Field(1, gt=0, le=1_000_000, description="Sequences per micro-batch.")
+    zero: int = Field(
+        0, ge=0, le=3, description="ZeRO stage: 1 shards optimiser, 2 +grads, 3 +weights."
+    )
+    recompute: Recompute = Recompute.NONE
+    placement: tuple[Dimension, ...] = Field(
+        DEFAULT_PLACEMENT, description="Dimensions from the innermost (fastest links) outward."
+    )
+
+    @field_validator("placement")
+    @classmethod
+    def _placement_is_a_permutation(cls, placement: tuple[str, ...]) -> tuple[str, ...]:
+        if sorted(placement) != sorted(DIMENSIONS):
+            raise ValueError(
+                f"placement must order each of {list(DIMENSIONS)} once, got {list(placement)}"
+            )
+        return placement
+
+    @property
+    def model_parallel_size(self) -> int:
+        return self.tp * self.pp * self.cp
+
+    @property
+    def pp_enabled(self) -> bool:
+        return self.pp > 1
+
+    @property
+    def data_parallel_size(self) -> int:
+        """dp, which a resolved layout always carries."""
+        if self.dp is None:
+            raise InvalidSpec(
+                "layout is not resolved against a cluster yet (dp unknown)", "layout.dp"
+            )
+        return self.dp
+
+    def micro_batches(self, global_batch: int) -> int:
+        """Micro-batches per replica per step, `m = global_batch / (dp * micro_batch)`."""
+        return global_batch // (self.data_parallel_size * self.micro_batch)
+
+    def group_span(self, dim: Dimension) -> int:
+        """GPUs spanned by one `dim` group: its degree times those of the dimensions inside it."""
+        span = 1
+        for inner in self.placement:
+            span *= self.degree(inner)
+            if inner == dim:
+                return span
+        raise AssertionError(dim)
+
+    def degree(self, dim: Dimension) -> int:
+        return {"tp": self.tp, "pp": self.pp, "cp": self.cp, "dp": self.data_parallel_size}[dim]
+
+
+def resolve_layout(layout: Layout, job: TrainingJob) -> Layout:
+    """Derive dp and check the layout against the job; every message names the numbers."""
+    model, gpus, batch = job.model, job.cluster.gpus, job.training.global_batch
+    tp, pp, cp = layout.tp, layout.pp, layout.cp
+    product = f"tp({tp}) * pp({pp}) * cp({cp}) = {layout.model_parallel_size}"
+    if gpus % layout.model_parallel_size:
+        raise InvalidSpec(f"{product} does not divide gpus({gpus})", "layout")
+    dp = gpus // layout.model_parallel_size
+    if layout.dp is not None and layout.dp != dp:
+        raise InvalidSpec(
+            f"dp({layout.dp}) disagrees with gpus({gpus}) / ({product}) = {dp}", "layout.dp"
+        )
+    if model.num_attention_heads % tp:
+        raise InvalidSpec(
+            f"tp({tp}) does not divide num_attention_heads({model.num_attention_heads})",
+            "layout.tp",
+        )
+    if job.training.seq_len % cp:
+        raise InvalidSpec(f"cp({cp}) does not divide seq_len({job.training.seq_len})", "layout.cp")
+    if pp > model.num_layers:
+        raise InvalidSpec(f"pp({pp}) exceeds num_layers({model.num_layers})", "layout.pp")
+    if layout.vpp > 1 and pp == 1:
+        raise InvalidSpec(
+            f"vpp({layout.vpp}) interleaves pipeline stages and needs pp > 1", "layout.vpp"
+        )
+    if pp * layout.vpp > model.num_layers:
+        raise InvalidSpec(
+            f"pp({pp}) * vpp({layout.vpp}) = {pp * layout.vpp} chunks exceed num_layers({model.num_layers}):"
+            " each chunk needs at least one layer",
+            "layout.vpp",
+        )
+    if batch % (dp * layout.micro_batch):
+        raise InvalidSpec(
+            f"global_batch {batch} is not divisible by dp({dp}) * micro_batch({layout.micro_batch})",
+            "training.global_batch",
+        )
+    return layout.model_copy(update={"dp": dp})

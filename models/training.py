@@ -1,0 +1,18 @@
+"""The training step being laid out."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class TrainingSpec(BaseModel):
+    """One optimiser step: `global_batch` sequences of `seq_len` tokens."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    global_batch: int = Field(2048, gt=0, le=100_000_000, description="Sequences per step.")
+    seq_len: int = Field(8192, gt=0, le=100_000_000, description="Tokens per sequence.")
+
+    @property
+    def tokens_per_step(self) -> int:
+        return self.global_batch * self.seq_len

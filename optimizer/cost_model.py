@@ -1,0 +1,139 @@
+"""The cost model's front door: price one layout of one job under a named profile.
+
+One source of truth: the CLI, the HTTP API, the page, the enumerator and the CP-SAT model
+all get their figures from the profile functions reached from here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from models.errors import InvalidSpec
+from models.job import TrainingJob
+from models.layout import Layout, Recompute, resolve_layout
+from optimizer import workshop
+from optimizer.assumptions import CostAssumptions
+from optimizer.estimate import Estimate, MemoryBytes, MfuStep
+
+Profile = Callable[[TrainingJob, Layout, CostAssumptions], Estimate]
+
+MFU_STEP_NAMES = (
+    "kernel efficiency",
+    "after pipeline bubble",
+    "after tensor-parallel communication",
+    "after data-parallel communication",
+    "after recomputation",
+)
+
+
+def tp_in_node(job: TrainingJob, layout: Layout) -> bool:
+    """Whether each tensor-parallel group sits inside one node's NVLink under the placement."""
+    return layout.group_span("tp") <= job.cluster.gpus_per_node
+
+
+def engine_warnings(job: TrainingJob, layout: Layout) -> list[str]:
+    """What-ifs the formulas price but a training engine would refuse or run badly."""
+    model, tp = job.model, layout.tp
+    warnings = []
+    if model.num_kv_heads % tp and tp % model.num_kv_heads == 0:
+        warnings.append(
+            f"tp({tp}) exceeds num_kv_heads({model.num_kv_heads}): engines such as Megatron-LM "
+            "refuse to split KV heads this way (others replicate them); priced anyway"
+        )
+    elif model.num_kv_heads % tp:
+        warnings.append(
+            f"tp({tp}) does not divide num_kv_heads({model.num_kv_heads}): engines such as "
+            "Megatron-LM refuse it; priced anyway"
+        )
+    if not tp_in_node(job, layout):
+        span = layout.group_span("tp")
+        warnings.append(
+            f"tensor-parallel groups span {span} GPUs, beyond a node of {job.cluster.gpus_per_node}: "
+            f"their all-reduces run on the network at {job.cluster.gpu.inter_node_gb_s:g} GB/s"
+        )
+    return warnings
+
+
+def _workshop_unpriced(layout: Layout) -> list[str]:
+    warnings = []
+    if layout.cp > 1:
+        warnings.append(
+            f"profile workshop does not price context parallelism's K/V exchange: cp({layout.cp}) "
+            "only divides activations here"
+        )
+    if layout.zero >= 3:
+        warnings.append("profile workshop does not price ZeRO-3's parameter all-gathers")
+    return warnings
+
+
+def price_workshop(job: TrainingJob, layout: Layout, assumptions: CostAssumptions) -> Estimate:
+    if layout.recompute == Recompute.SELECTIVE:
+        raise InvalidSpec(
+            "profile workshop prices recompute 'none' or 'full'; selective recompute needs "
+            "profile standard",
+            "layout.recompute",
+        )
+    b = workshop.breakdown(
+        job,
+        assumptions.kernel_efficiency,
+        tp=layout.tp,
+        pp=layout.pp,
+        cp=layout.cp,
+        dp=layout.data_parallel_size,
+        vpp=layout.vpp,
+        micro_batch=layout.micro_batch,
+        zero=layout.zero,
+        full_recompute=layout.recompute == Recompute.FULL,
+        tp_in_node=tp_in_node(job, layout),
+    )
+    factors = (1 - b.bubble, b.tp_factor, b.dp_factor, b.recompute_factor)
+    mfus = [b.kernel_efficiency]
+    for factor in factors:
+        mfus.append(mfus[-1] * float(factor))
+    step_time_s = float(b.step_time_s)
+    return Estimate(
+        profile="workshop",
+        layout=layout,
+        micro_batches=int(b.micro_batches),
+        memory=MemoryBytes(
+            weights=float(b.weights_bytes),
+            gradients=float(b.gradients_bytes),
+            optimizer=float(b.optimizer_bytes),
+            activations=float(b.activations_bytes),
+            capacity=job.cluster.gpu.memory_bytes,
+        ),
+        bubble=float(b.bubble),
+        mfu_steps=tuple(MfuStep(name, mfu) for name, mfu in zip(MFU_STEP_NAMES, mfus, strict=True)),
+        step_time_s=step_time_s,
+        tokens_per_s_per_gpu=job.training.tokens_per_step / (step_time_s * job.cluster.gpus),
+        times_s={
+            "layer_compute": float(b.layer_compute_s),
+            "tp_comm_per_layer": float(b.tp_comm_s),
+            "dp_comm": float(b.dp_comm_s),
+            "step_compute": float(b.step_compute_s),
+        },
+        warnings=tuple(engine_warnings(job, layout) + _workshop_unpriced(layout)),
+    )
+
+
+PROFILES: dict[str, Profile] = {"workshop": price_workshop}
+DEFAULT_EVALUATE_PROFILE = "workshop"
+
+
+def profile_named(name: str) -> Profile:
+    if name not in PROFILES:
+        raise InvalidSpec(
+            f"unknown profile {name!r}; known: {', '.join(sorted(PROFILES))}", "profile"
+        )
+    return PROFILES[name]
+
+
+def evaluate(
+    job: TrainingJob,
+    layout: Layout,
+    profile: str = DEFAULT_EVALUATE_PROFILE,
+    assumptions: CostAssumptions | None = None,
+) -> Estimate:
+    """Resolve the layout against the job (deriving dp) and price it."""
+    price = profile_named(profile)
+    return price(job, resolve_layout(layout, job), assumptions or CostAssumptions())

@@ -1,0 +1,52 @@
+"""What pricing one layout yields: memory by part, bubble, the MFU waterfall, and warnings."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from models.layout import Layout
+
+
+@dataclass(frozen=True)
+class MemoryBytes:
+    """Memory per device by part, in bytes (the worst device's where devices differ)."""
+
+    weights: float
+    gradients: float
+    optimizer: float
+    activations: float
+    capacity: float
+
+    @property
+    def total(self) -> float:
+        return self.weights + self.gradients + self.optimizer + self.activations
+
+
+@dataclass(frozen=True)
+class MfuStep:
+    """The utilisation estimate after one more effect has been charged."""
+
+    name: str
+    mfu: float
+
+
+@dataclass(frozen=True)
+class Estimate:
+    profile: str
+    layout: Layout  # resolved: dp is set
+    micro_batches: int
+    memory: MemoryBytes
+    bubble: float
+    mfu_steps: tuple[MfuStep, ...]
+    step_time_s: float
+    tokens_per_s_per_gpu: float
+    times_s: dict[str, float] = field(default_factory=dict)  # per-layer and per-step components
+    warnings: tuple[str, ...] = ()
+
+    @property
+    def mfu(self) -> float:
+        return self.mfu_steps[-1].mfu
+
+    @property
+    def fits(self) -> bool:
+        return self.memory.total <= self.memory.capacity
