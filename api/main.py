@@ -7,6 +7,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
 from api.errors import detail_from_domain, detail_from_validation
+from api.page import router as page_router
 from api.routes import router
 from api.schemas import ErrorOut
 from models.errors import InvalidSpec
@@ -19,6 +20,7 @@ def create_app() -> FastAPI:
         description="Parallelism layouts for transformer training: cost model, optimiser, explanations.",
     )
     app.include_router(router)
+    app.include_router(page_router)
 
     @app.exception_handler(RequestValidationError)
     async def _invalid_request(_: Request, error: RequestValidationError) -> JSONResponse:

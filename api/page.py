@@ -1,0 +1,7 @@
+"""The workshop page at `/`: static files, no CDN."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+
+router = APIRouter()
