@@ -7,6 +7,9 @@ all get their figures from the profile functions reached from here.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
 
 from models.errors import InvalidSpec
 from models.job import TrainingJob
@@ -14,8 +17,20 @@ from models.layout import Layout, Recompute, resolve_layout
 from optimizer import workshop
 from optimizer.assumptions import CostAssumptions
 from optimizer.estimate import Estimate, MemoryBytes, MfuStep
+from optimizer.grid import GridPrices, LayoutGrid
 
-Profile = Callable[[TrainingJob, Layout, CostAssumptions], Estimate]
+Pricer = Callable[[TrainingJob, Layout, CostAssumptions], Estimate]
+GridPricer = Callable[[TrainingJob, LayoutGrid, CostAssumptions], GridPrices]
+
+
+@dataclass(frozen=True)
+class Profile:
+    """A named cost model: one layout in full detail, or a grid of layouts at once."""
+
+    name: str
+    price: Pricer
+    price_grid: GridPricer
+
 
 MFU_STEP_NAMES = (
     "kernel efficiency",
@@ -116,7 +131,35 @@ def price_workshop(job: TrainingJob, layout: Layout, assumptions: CostAssumption
     )
 
 
-PROFILES: dict[str, Profile] = {"workshop": price_workshop}
+def price_workshop_grid(
+    job: TrainingJob, grid: LayoutGrid, assumptions: CostAssumptions
+) -> GridPrices:
+    b = workshop.breakdown(
+        job,
+        assumptions.kernel_efficiency,
+        tp=grid.tp,
+        pp=grid.pp,
+        cp=grid.cp,
+        dp=grid.dp,
+        vpp=grid.vpp,
+        micro_batch=grid.micro_batch,
+        zero=grid.zero,
+        full_recompute=grid.is_recompute(Recompute.FULL),
+        tp_in_node=grid.span("tp") <= job.cluster.gpus_per_node,
+    )
+    return GridPrices(
+        weights_bytes=np.asarray(b.weights_bytes, dtype=float),
+        gradients_bytes=np.asarray(b.gradients_bytes, dtype=float),
+        optimizer_bytes=np.asarray(b.optimizer_bytes, dtype=float),
+        activations_bytes=np.asarray(b.activations_bytes, dtype=float),
+        bubble=np.asarray(b.bubble, dtype=float),
+        mfu=np.asarray(b.mfu, dtype=float),
+    )
+
+
+PROFILES: dict[str, Profile] = {
+    "workshop": Profile("workshop", price_workshop, price_workshop_grid),
+}
 DEFAULT_EVALUATE_PROFILE = "workshop"
 
 
@@ -135,5 +178,5 @@ def evaluate(
     assumptions: CostAssumptions | None = None,
 ) -> Estimate:
     """Resolve the layout against the job (deriving dp) and price it."""
-    price = profile_named(profile)
-    return price(job, resolve_layout(layout, job), assumptions or CostAssumptions())
+    pricer = profile_named(profile).price
+    return pricer(job, resolve_layout(layout, job), assumptions or CostAssumptions())

@@ -1,0 +1,121 @@
+"""Many layouts at once: equally shaped integer arrays that a profile prices in one call.
+
+The exhaustive enumerator and the CP-SAT model's tables both price through this, with the
+same formulas that `evaluate` uses for one layout.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from itertools import permutations
+from typing import Any
+
+import numpy as np
+
+from models.layout import DIMENSIONS, Dimension, Layout, Recompute
+
+RECOMPUTE_CODES: tuple[Recompute, ...] = (Recompute.NONE, Recompute.SELECTIVE, Recompute.FULL)
+# Every order of the four dimensions, innermost first; a grid names one by its index.
+PLACEMENTS: tuple[tuple[Dimension, ...], ...] = tuple(permutations(DIMENSIONS))
+
+
+def recompute_code(recompute: Recompute) -> int:
+    return RECOMPUTE_CODES.index(recompute)
+
+
+def placement_code(placement: tuple[Dimension, ...]) -> int:
+    return PLACEMENTS.index(tuple(placement))
+
+
+@dataclass(frozen=True)
+class LayoutGrid:
+    """Resolved layouts (dp set) as int64 arrays of one shape."""
+
+    tp: np.ndarray
+    pp: np.ndarray
+    cp: np.ndarray
+    dp: np.ndarray
+    vpp: np.ndarray
+    micro_batch: np.ndarray
+    zero: np.ndarray
+    recompute: np.ndarray  # index into RECOMPUTE_CODES
+    placement: np.ndarray  # index into PLACEMENTS
+
+    def __len__(self) -> int:
+        return int(self.tp.size)
+
+    def degree(self, dim: Dimension) -> np.ndarray:
+        return {"tp": self.tp, "pp": self.pp, "cp": self.cp, "dp": self.dp}[dim]
+
+    def span(self, dim: Dimension) -> np.ndarray:
+        """GPUs spanned by one `dim` group: its degree times the degrees placed inside it."""
+        span = np.ones_like(self.tp)
+        for code, order in enumerate(PLACEMENTS):
+            chosen = self.placement == code
+            if not chosen.any():
+                continue
+            inner = order[: order.index(dim) + 1]
+            product = np.prod([self.degree(d) for d in inner], axis=0)
+            span = np.where(chosen, product, span)
+        return span
+
+    def is_recompute(self, recompute: Recompute) -> np.ndarray:
+        return self.recompute == recompute_code(recompute)
+
+    def layout(self, index: int) -> Layout:
+        return Layout(
+            tp=int(self.tp[index]),
+            pp=int(self.pp[index]),
+            cp=int(self.cp[index]),
+            dp=int(self.dp[index]),
+            vpp=int(self.vpp[index]),
+            micro_batch=int(self.micro_batch[index]),
+            zero=int(self.zero[index]),
+            recompute=RECOMPUTE_CODES[int(self.recompute[index])],
+            placement=PLACEMENTS[int(self.placement[index])],
+        )
+
+    def take(self, index: Any) -> LayoutGrid:
+        """The sub-grid at a boolean mask or index array."""
+        return LayoutGrid(**{name: getattr(self, name)[index] for name in _FIELDS})
+
+    @classmethod
+    def from_layouts(cls, layouts: list[Layout]) -> LayoutGrid:
+        def column(values: list[int]) -> np.ndarray:
+            return np.asarray(values, dtype=np.int64)
+
+        return cls(
+            tp=column([x.tp for x in layouts]),
+            pp=column([x.pp for x in layouts]),
+            cp=column([x.cp for x in layouts]),
+            dp=column([x.data_parallel_size for x in layouts]),
+            vpp=column([x.vpp for x in layouts]),
+            micro_batch=column([x.micro_batch for x in layouts]),
+            zero=column([x.zero for x in layouts]),
+            recompute=column([recompute_code(x.recompute) for x in layouts]),
+            placement=column([placement_code(x.placement) for x in layouts]),
+        )
+
+
+_FIELDS = ("tp", "pp", "cp", "dp", "vpp", "micro_batch", "zero", "recompute", "placement")
+
+
+@dataclass(frozen=True)
+class GridPrices:
+    """Per-layout figures of a grid, as float arrays: memory by part (bytes) and MFU."""
+
+    weights_bytes: np.ndarray
+    gradients_bytes: np.ndarray
+    optimizer_bytes: np.ndarray
+    activations_bytes: np.ndarray
+    bubble: np.ndarray
+    mfu: np.ndarray
+
+    @property
+    def memory_bytes(self) -> np.ndarray:
+        return (
+            self.weights_bytes
+            + self.gradients_bytes
+            + self.optimizer_bytes
+            + self.activations_bytes
+        )
