@@ -195,3 +195,16 @@ class ErrorDetail(BaseModel):
 
 class ErrorOut(BaseModel):
     error: ErrorDetail
+
+
+class PresetsOut(BaseModel):
+    """The catalogue: each preset's spec and the source of its figures."""
+
+    models: dict[str, dict[str, Any]]
+    gpus: dict[str, dict[str, Any]]
+
+
+class ReadyOut(BaseModel):
+    status: str
+    solver_admitted: int = Field(description="Solves running or queued now.")
+    solver_capacity: int = Field(description="Workers plus queue depth: more gets 503.")
