@@ -49,5 +49,7 @@ def from_hf_config(config: Mapping[str, Any]) -> TransformerSpec:
         return TransformerSpec.model_validate(fields)
     except ValidationError as error:
         first = error.errors()[0]
-        where = ".".join(str(part) for part in first["loc"]) or "model"
+        field = str(first["loc"][0]) if first["loc"] else ""
+        # Name the key as the user wrote it in config.json, not our field.
+        where = {v: k for k, v in _HF_KEYS.items()}.get(field, field) or "model"
         raise InvalidSpec(f"config.json: {where}: {first['msg']}", "model") from None

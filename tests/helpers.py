@@ -1,0 +1,21 @@
+"""Small builders shared by the tests."""
+
+from __future__ import annotations
+
+from models.hardware import ClusterSpec
+from models.job import TrainingJob
+from models.presets import gpu_preset, model_preset
+from models.training import TrainingSpec
+from models.transformer import TransformerSpec
+
+
+def plate_job(
+    gpus: int = 16384, model: str | TransformerSpec = "llama3-405b", **training: int
+) -> TrainingJob:
+    """The workshop plate's setting: a Llama 3 model on H100s, 2,048 x 8,192 tokens by default."""
+    spec = model_preset(model) if isinstance(model, str) else model
+    return TrainingJob(
+        model=spec,
+        cluster=ClusterSpec(gpus=gpus, gpu=gpu_preset("h100-sxm"), gpus_per_node=8),
+        training=TrainingSpec(**training),
+    )

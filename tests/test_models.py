@@ -1,0 +1,124 @@
+"""Specs, presets and Hugging Face import: validation messages name the numbers."""
+
+from __future__ import annotations
+
+import pytest
+from pydantic import ValidationError
+
+from models.errors import InvalidSpec, UnknownPreset
+from models.hf_config import from_hf_config
+from models.layout import Layout, resolve_layout
+from models.presets import gpu_preset, gpu_presets, model_preset, model_presets
+from models.transformer import TransformerSpec
+from tests.helpers import plate_job
+
+LLAMA3_8B_CONFIG = {
+    "architectures": ["LlamaForCausalLM"],
+    "hidden_size": 4096,
+    "intermediate_size": 14336,
+    "num_attention_heads": 32,
+    "num_hidden_layers": 32,
+    "num_key_value_heads": 8,
+    "vocab_size": 128256,
+    "tie_word_embeddings": False,
+    "rope_theta": 500000.0,
+    "torch_dtype": "bfloat16",
+}
+
+
+def test_every_preset_loads_and_cites_its_source() -> None:
+    for name, entry in model_presets().items():
+        assert model_preset(name).name == name
+        assert entry["source"]
+    for name, entry in gpu_presets().items():
+        assert gpu_preset(name).source == entry["source"]
+    assert {"llama3-8b", "llama3-70b", "llama3-405b"} <= set(model_presets())
+    assert {"h100-sxm", "a100-80gb", "h200-sxm", "b200", "mi300x"} <= set(gpu_presets())
+
+
+def test_the_plates_h100_figures() -> None:
+    h100 = gpu_preset("h100-sxm")
+    assert (h100.memory_gb, h100.peak_tflops, h100.intra_node_gb_s, h100.inter_node_gb_s) == (
+        80,
+        989,
+        400,
+        50,
+    )
+
+
+def test_unknown_preset_lists_the_known_ones() -> None:
+    with pytest.raises(UnknownPreset, match="unknown model preset 'llama9'; known: llama3-405b"):
+        model_preset("llama9")
+
+
+def test_hf_config_of_llama3_8b_imports_to_the_preset() -> None:
+    imported = from_hf_config(LLAMA3_8B_CONFIG)
+    assert imported.total_params == model_preset("llama3-8b").total_params
+
+
+def test_hf_config_with_explicit_head_dim_and_tied_embeddings() -> None:
+    # Qwen3-style: 16 heads of 128 on a 2048-wide model; q width 2048, kv width 2*8*128 = 2048
+    config = {**LLAMA3_8B_CONFIG, "hidden_size": 2048, "num_attention_heads": 16, "head_dim": 128}
+    config |= {"tie_word_embeddings": True, "vocab_size": 1000, "intermediate_size": 6144}
+    spec = from_hf_config(config)
+    # per layer: 2048*(2048 + 2048) + 2048*2048 + 3*2048*6144 = 8388608 + 4194304 + 37748736
+    assert spec.params_per_layer == 50_331_648
+    assert spec.embedding_params == 1000 * 2048
+
+
+def test_hf_config_refuses_what_it_cannot_price() -> None:
+    with pytest.raises(InvalidSpec, match="lacks intermediate_size"):
+        from_hf_config({k: v for k, v in LLAMA3_8B_CONFIG.items() if k != "intermediate_size"})
+    with pytest.raises(InvalidSpec, match="num_hidden_layers: Input should be greater than 0"):
+        from_hf_config({**LLAMA3_8B_CONFIG, "num_hidden_layers": 0})
+
+
+def test_heads_must_group_evenly() -> None:
+    with pytest.raises(
+        ValidationError, match=r"num_attention_heads\(32\) is not divisible by num_kv_heads\(5\)"
+    ):
+        TransformerSpec(
+            num_layers=2,
+            hidden_size=64,
+            ffn_hidden_size=64,
+            num_attention_heads=32,
+            num_kv_heads=5,
+            vocab_size=8,
+        )
+
+
+@pytest.mark.parametrize(
+    ("gpus", "layout", "message"),
+    [
+        (
+            1000,
+            Layout(tp=8, pp=16),
+            r"tp\(8\) \* pp\(16\) \* cp\(1\) = 128 does not divide gpus\(1000\)",
+        ),
+        (
+            12288,
+            Layout(tp=8, pp=16),
+            r"global_batch 2048 is not divisible by dp\(96\) \* micro_batch\(1\)",
+        ),
+        (16384, Layout(tp=32, pp=16, dp=7), r"dp\(7\) disagrees with gpus\(16384\)"),
+        (16384, Layout(tp=8, pp=128), r"pp\(128\) exceeds num_layers\(126\)"),
+        (
+            16384,
+            Layout(tp=8, pp=64, vpp=4),
+            r"pp\(64\) \* vpp\(4\) = 256 chunks exceed num_layers\(126\)",
+        ),
+        (16384, Layout(tp=8, vpp=2), r"vpp\(2\) interleaves pipeline stages and needs pp > 1"),
+        (16384, Layout(tp=256), r"tp\(256\) does not divide num_attention_heads\(128\)"),
+        (3 * 8192, Layout(tp=8, cp=3), r"cp\(3\) does not divide seq_len\(8192\)"),
+    ],
+)
+def test_invalid_layouts_are_refused_with_their_numbers(
+    gpus: int, layout: Layout, message: str
+) -> None:
+    with pytest.raises(InvalidSpec, match=message):
+        resolve_layout(layout, plate_job(gpus=gpus))
+
+
+def test_placement_must_name_each_dimension_once() -> None:
+    with pytest.raises(ValidationError, match="placement must order each of"):
+        Layout(placement=("tp", "tp", "pp", "dp"))
