@@ -116,14 +116,18 @@ def run_evaluate(args: argparse.Namespace) -> int:
 def run_serve(args: argparse.Namespace) -> int:
     import uvicorn
 
+    from api.logs import log_config
+    from api.main import create_app
     from api.settings import Settings
 
-    settings = Settings()
+    settings = Settings()  # WORKERS, QUEUE_DEPTH, SOLVER_TIME_LIMIT_S, ... from the environment
     uvicorn.run(
-        "api.main:app",
+        create_app(settings),
         host=args.host or settings.host,
         port=args.port or settings.port,
-        log_level=settings.log_level.lower(),
+        log_config=log_config(settings.log_level),
+        access_log=False,  # api/middleware.py logs each request, with its id
+        timeout_graceful_shutdown=int(settings.solver_time_limit_s) + 5,  # let solves finish
     )
     return EXIT_OK
 

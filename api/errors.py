@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from pydantic import ValidationError
 
 from api.schemas import ErrorDetail
@@ -25,10 +28,33 @@ def _location(loc: tuple[int | str, ...]) -> str:
     return ".".join(parts)
 
 
+def _body_problem(first: Mapping[str, Any]) -> ErrorDetail | None:
+    """Problems with the body as a whole, which pydantic reports with odd locations."""
+    kind, loc = first.get("type"), tuple(first.get("loc", ()))
+    if kind == "json_invalid":
+        # FastAPI puts the character offset where the field would be.
+        where = f" at character {loc[-1]}" if loc and isinstance(loc[-1], int) else ""
+        reason = str(first.get("ctx", {}).get("error", "malformed"))
+        return ErrorDetail(
+            code="invalid_json", message=f"request body is not valid JSON: {reason}{where}"
+        )
+    if loc == ("body",) and kind == "missing":
+        return ErrorDetail(code="invalid_request", message="request body is required (JSON object)")
+    if loc == ("body",) and kind in ("model_attributes_type", "dict_type", "model_type"):
+        return ErrorDetail(
+            code="invalid_request",
+            message="request body must be a JSON object sent as Content-Type: application/json",
+        )
+    return None
+
+
 def detail_from_validation(error: ValidationError | list[dict]) -> ErrorDetail:
     """The first problem, named by its field; the rest are counted."""
     errors = error.errors() if isinstance(error, ValidationError) else error
     first = errors[0]
+    body_problem = _body_problem(first)
+    if body_problem is not None:
+        return body_problem
     field = _location(tuple(first.get("loc", ()))) or None
     message = _clean(str(first.get("msg", "invalid request")))
     if first.get("type") == "extra_forbidden":
@@ -43,3 +69,28 @@ def detail_from_validation(error: ValidationError | list[dict]) -> ErrorDetail:
 def detail_from_domain(error: InvalidSpec) -> ErrorDetail:
     code = "unknown_preset" if isinstance(error, UnknownPreset) else "invalid_spec"
     return ErrorDetail(code=code, message=error.message, field=error.field)
+
+
+def detail_from_http_status(status: int, reason: str) -> ErrorDetail:
+    """Routing answers (404, 405) in the same error shape as everything else."""
+    code = {404: "not_found", 405: "method_not_allowed"}.get(status, "http_error")
+    return ErrorDetail(code=code, message=reason)
+
+
+def body_too_large(limit_bytes: int, size_bytes: int | None) -> ErrorDetail:
+    size = f"{size_bytes:,} bytes" if size_bytes is not None else "more"
+    return ErrorDetail(
+        code="body_too_large",
+        message=f"request body is {size}; the limit is {limit_bytes:,} bytes",
+    )
+
+
+def saturated(message: str) -> ErrorDetail:
+    return ErrorDetail(code="saturated", message=message)
+
+
+def internal_error(request_id: str) -> ErrorDetail:
+    """What a fault looks like from outside: no trace, an id to find it in the logs."""
+    return ErrorDetail(
+        code="internal_error", message=f"internal error; request id {request_id} in the logs"
+    )

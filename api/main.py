@@ -1,36 +1,81 @@
-"""Builds the FastAPI app; routes live in api/routes.py."""
+"""Builds the FastAPI app; routes live in api/routes.py, error shapes in api/errors.py.
+
+Errors map to HTTP here and only here. The last resort, an exception nothing else
+handles, is caught by `RequestContext` (api/middleware.py): a JSON 500 with the request
+id, the trace only in the log.
+"""
 
 from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from pydantic import ValidationError
+from starlette.exceptions import HTTPException
 
-from api.errors import detail_from_domain, detail_from_validation
+from api import errors
+from api.metrics import Metrics
+from api.middleware import BodyLimit, RequestContext, error_response
 from api.page import router as page_router
 from api.routes import router
-from api.schemas import ErrorOut
+from api.settings import Settings
+from api.workers import Saturated, Solver
 from models.errors import InvalidSpec
 
 
-def create_app() -> FastAPI:
+def add_error_handlers(app: FastAPI) -> None:
+    @app.exception_handler(RequestValidationError)
+    async def _invalid_request(_: Request, error: RequestValidationError) -> JSONResponse:
+        return error_response(errors.detail_from_validation(list(error.errors())), 422)
+
+    @app.exception_handler(ValidationError)
+    async def _invalid_in_domain(_: Request, error: ValidationError) -> JSONResponse:
+        return error_response(errors.detail_from_validation(error), 422)
+
+    @app.exception_handler(InvalidSpec)
+    async def _invalid_spec(_: Request, error: InvalidSpec) -> JSONResponse:
+        return error_response(errors.detail_from_domain(error), 422)
+
+    @app.exception_handler(Saturated)
+    async def _saturated(_: Request, error: Saturated) -> JSONResponse:
+        headers = {"Retry-After": str(error.retry_after_s)}
+        return error_response(errors.saturated(str(error)), 503, headers)
+
+    @app.exception_handler(HTTPException)
+    async def _http(_: Request, error: HTTPException) -> JSONResponse:
+        detail = errors.detail_from_http_status(error.status_code, str(error.detail))
+        return error_response(detail, error.status_code, error.headers)
+
+
+@asynccontextmanager
+async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
+    app.state.ready = True
+    yield
+    # Readiness fails first so a load balancer stops sending while in-flight work drains.
+    app.state.ready = False
+
+
+def create_app(settings: Settings | None = None) -> FastAPI:
+    settings = settings or Settings()
+    metrics = Metrics()
     app = FastAPI(
         title="layoutopt",
         version="0.1.0",
         description="Parallelism layouts for transformer training: cost model, optimiser, explanations.",
+        lifespan=_lifespan,
     )
+    app.state.settings = settings
+    app.state.metrics = metrics
+    app.state.solver = Solver(settings, metrics)
+    app.state.ready = True
     app.include_router(router)
     app.include_router(page_router)
-
-    @app.exception_handler(RequestValidationError)
-    async def _invalid_request(_: Request, error: RequestValidationError) -> JSONResponse:
-        body = ErrorOut(error=detail_from_validation(list(error.errors())))
-        return JSONResponse(body.model_dump(), status_code=422)
-
-    @app.exception_handler(InvalidSpec)
-    async def _invalid_spec(_: Request, error: InvalidSpec) -> JSONResponse:
-        return JSONResponse(ErrorOut(error=detail_from_domain(error)).model_dump(), status_code=422)
-
+    add_error_handlers(app)
+    app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes, metrics=metrics)
+    app.add_middleware(RequestContext, metrics=metrics)  # added last: outermost
     return app
 
 

@@ -1,9 +1,20 @@
-"""Service settings, read from the environment (HOST, PORT, ...)."""
+"""Service settings, read from the environment (HOST, PORT, WORKERS, ...), one per knob."""
 
 from __future__ import annotations
 
-from pydantic import Field
+import os
+from typing import Literal
+
+from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+def usable_cores() -> int:
+    """Cores this process may run on (the affinity mask, not the host's count)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
 
 
 class Settings(BaseSettings):
@@ -11,4 +22,28 @@ class Settings(BaseSettings):
 
     host: str = "127.0.0.1"
     port: int = Field(8000, gt=0, lt=65536)
-    log_level: str = "info"
+    workers: int = Field(
+        default_factory=usable_cores,
+        gt=0,
+        le=256,
+        description="Solver threads: solves are CPU-bound, so one per core.",
+    )
+    queue_depth: int = Field(
+        8, ge=0, le=10_000, description="Solves that may wait for a worker before 503."
+    )
+    solver_time_limit_s: float = Field(
+        10.0, gt=0, le=3600, description="Cap on each solve; a request may ask for less."
+    )
+    cache_size: int = Field(
+        1024, ge=0, le=1_000_000, description="Answers kept for identical requests; 0 disables."
+    )
+    max_body_bytes: int = Field(
+        1_000_000, gt=0, le=100_000_000, description="Larger request bodies get 413."
+    )
+    retry_after_s: int = Field(1, gt=0, le=3600, description="Retry-After sent with a 503.")
+    log_level: Literal["critical", "error", "warning", "info", "debug"] = "info"
+
+    @field_validator("log_level", mode="before")
+    @classmethod
+    def _lower_case(cls, value: object) -> object:
+        return value.lower() if isinstance(value, str) else value

@@ -1,0 +1,120 @@
+"""A Python client for the HTTP API, on httpx: the server's request and response models.
+
+    with Client("http://127.0.0.1:8000") as client:
+        estimate = client.evaluate({"model": "llama3-405b", "cluster": {"gpus": 16384}, ...})
+
+Every failure, the server's 4xx/5xx or no answer at all, raises `LayoutoptError`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, TypeVar
+
+import httpx
+from pydantic import BaseModel, ValidationError
+
+from api.schemas import EstimateOut, EvaluateRequest, PresetsOut
+
+Answer = TypeVar("Answer", bound=BaseModel)
+Body = BaseModel | Mapping[str, Any]
+
+CONNECT_TIMEOUT_S = 5.0
+# The server caps every solve (SOLVER_TIME_LIMIT_S, 10 s by default); allow for queueing too.
+READ_TIMEOUT_S = 60.0
+
+
+class LayoutoptError(Exception):
+    """A request the server refused or could not answer, as the server put it."""
+
+    def __init__(
+        self,
+        status: int | None,
+        code: str,
+        message: str,
+        field: str | None = None,
+        retry_after_s: float | None = None,
+        request_id: str | None = None,
+    ) -> None:
+        where = f" (field {field})" if field else ""
+        super().__init__(f"{status or 'no answer'} {code}: {message}{where}")
+        self.status, self.code, self.message, self.field = status, code, message, field
+        self.retry_after_s = retry_after_s
+        self.request_id = request_id
+
+
+def _body(request: Body) -> Any:
+    if isinstance(request, BaseModel):
+        return request.model_dump(mode="json")
+    return dict(request)
+
+
+def _retry_after_s(response: httpx.Response) -> float | None:
+    value = response.headers.get("Retry-After", "")
+    try:
+        return float(value)
+    except ValueError:
+        return None
+
+
+def error_from(response: httpx.Response) -> LayoutoptError:
+    """The server's `{"error": {code, message, field}}`, or what can be said without it."""
+    try:
+        detail = response.json()["error"]
+        code, message, field = str(detail["code"]), str(detail["message"]), detail.get("field")
+    except (ValueError, KeyError, TypeError):
+        code, message, field = "http_error", response.text[:500] or response.reason_phrase, None
+    return LayoutoptError(
+        response.status_code,
+        code,
+        message,
+        field,
+        retry_after_s=_retry_after_s(response),
+        request_id=response.headers.get("X-Request-ID"),
+    )
+
+
+class Client:
+    """One connection pool to one server; use it as a context manager or call `close()`."""
+
+    def __init__(
+        self,
+        base_url: str,
+        read_timeout_s: float = READ_TIMEOUT_S,
+        transport: httpx.BaseTransport | None = None,
+    ) -> None:
+        timeout = httpx.Timeout(read_timeout_s, connect=CONNECT_TIMEOUT_S)
+        self._http = httpx.Client(base_url=base_url, timeout=timeout, transport=transport)
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._http.close()
+
+    def _call(
+        self, method: str, path: str, answer: type[Answer], body: Body | None = None
+    ) -> Answer:
+        try:
+            response = self._http.request(method, path, json=None if body is None else _body(body))
+        except httpx.HTTPError as error:
+            raise LayoutoptError(None, "unreachable", f"{type(error).__name__}: {error}") from error
+        if response.is_error:
+            raise error_from(response)
+        try:
+            return answer.model_validate(response.json())
+        except (ValueError, ValidationError) as error:
+            raise LayoutoptError(
+                response.status_code, "bad_answer", f"unexpected answer from server: {error}"
+            ) from error
+
+    def evaluate(self, request: EvaluateRequest | Mapping[str, Any]) -> EstimateOut:
+        """Price one layout (`POST /v1/evaluate`)."""
+        return self._call("POST", "/v1/evaluate", EstimateOut, request)
+
+    def presets(self) -> PresetsOut:
+        """The model and GPU presets (`GET /v1/presets`)."""
+        return self._call("GET", "/v1/presets", PresetsOut)

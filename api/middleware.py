@@ -1,0 +1,132 @@
+"""ASGI middleware: request ids, metrics and access logs, the last-resort 500, body limits.
+
+Plain ASGI rather than Starlette's BaseHTTPMiddleware, so the body can be counted as it
+streams and a fault is caught before any byte of the response has gone out.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Mapping
+
+from starlette.datastructures import Headers, MutableHeaders
+from starlette.responses import JSONResponse
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from api import errors
+from api.logs import REQUEST_ID_HEADER, new_request_id, request_id
+from api.metrics import Metrics
+from api.schemas import ErrorDetail, ErrorOut
+
+logger = logging.getLogger("layoutopt.http")
+
+
+def error_response(
+    detail: ErrorDetail, status: int, headers: Mapping[str, str] | None = None
+) -> JSONResponse:
+    return JSONResponse(ErrorOut(error=detail).model_dump(), status_code=status, headers=headers)
+
+
+def _route_label(scope: Scope) -> str:
+    # The route's template (`/v1/evaluate`), never the raw path: bounded label values.
+    return str(getattr(scope.get("route"), "path", "unmatched"))
+
+
+class RequestContext:
+    """Gives each request an id (echoed as X-Request-ID), times it, logs it, counts it,
+    and turns any exception that escapes the app into a JSON 500 without a trace."""
+
+    def __init__(self, app: ASGIApp, metrics: Metrics) -> None:
+        self.app, self.metrics = app, metrics
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        rid = new_request_id(Headers(scope=scope).get(REQUEST_ID_HEADER))
+        token = request_id.set(rid)
+        start = time.perf_counter()
+        status = 500
+        started = False
+
+        async def send_with_id(message: Message) -> None:
+            nonlocal status, started
+            if message["type"] == "http.response.start":
+                started, status = True, message["status"]
+                MutableHeaders(scope=message).append(REQUEST_ID_HEADER, rid)
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_with_id)
+        except Exception:
+            logger.exception("unhandled error")
+            if not started:
+                await error_response(errors.internal_error(rid), 500)(scope, receive, send_with_id)
+        finally:
+            self._record(scope, status, time.perf_counter() - start)
+            request_id.reset(token)
+
+    def _record(self, scope: Scope, status: int, duration_s: float) -> None:
+        method, route = scope["method"], _route_label(scope)
+        self.metrics.requests.inc(method, route, str(status))
+        self.metrics.request_seconds.observe(duration_s, method, route)
+        logger.info(
+            "request",
+            extra={
+                "method": method,
+                "path": scope["path"],
+                "status": status,
+                "duration_ms": round(duration_s * 1000, 2),
+            },
+        )
+
+
+class BodyLimit:
+    """413 for a body over `max_bytes`: by its Content-Length at once, else as it streams.
+
+    The body is read here, up to the limit, and replayed to the app; bodies are small JSON.
+    """
+
+    def __init__(self, app: ASGIApp, max_bytes: int, metrics: Metrics) -> None:
+        self.app, self.max_bytes, self.metrics = app, max_bytes, metrics
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        declared = Headers(scope=scope).get("content-length", "")
+        if declared.isdigit() and int(declared) > self.max_bytes:
+            await self._reject(int(declared), scope, receive, send)
+            return
+        chunks: list[bytes] = []
+        size_bytes = 0
+        more_body = True
+        while more_body:
+            message = await receive()
+            if message["type"] != "http.request":  # the client went away
+                return
+            chunks.append(message.get("body", b""))
+            size_bytes += len(chunks[-1])
+            if size_bytes > self.max_bytes:
+                await self._reject(None, scope, receive, send)
+                return
+            more_body = message.get("more_body", False)
+        await self.app(scope, _replay(b"".join(chunks), receive), send)
+
+    async def _reject(
+        self, size_bytes: int | None, scope: Scope, receive: Receive, send: Send
+    ) -> None:
+        self.metrics.rejections.inc("body_too_large")
+        response = error_response(errors.body_too_large(self.max_bytes, size_bytes), 413)
+        await response(scope, receive, send)
+
+
+def _replay(body: bytes, receive: Receive) -> Receive:
+    """A `receive` that yields the already-read body once, then defers to the real one."""
+    pending = [{"type": "http.request", "body": body, "more_body": False}]
+
+    async def replay() -> Message:
+        return pending.pop() if pending else await receive()
+
+    return replay
