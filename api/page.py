@@ -1,7 +1,106 @@
-"""The workshop page at `/`: static files, no CDN."""
+"""The workshop page at `/`: static files (no CDN), and the one helper the page needs.
+
+The helper, `POST /page/choices`, tells the page which value of each layout control would
+form a valid layout with the other controls held where they are, and why the others would
+not. It asks the cost model itself (`evaluate`), so the page never re-implements a rule.
+"""
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+from pathlib import Path
+from typing import Any
 
-router = APIRouter()
+from fastapi import APIRouter
+from fastapi.responses import FileResponse, JSONResponse
+from pydantic import BaseModel
+
+from api.schemas import ErrorDetail, ErrorOut, EvaluateRequest
+from models.errors import InvalidSpec
+from models.layout import Layout
+from optimizer.cost_model import evaluate
+
+STATIC_DIR = Path(__file__).parent / "static"
+_MEDIA_TYPES = {
+    ".html": "text/html; charset=utf-8",
+    ".js": "text/javascript; charset=utf-8",
+    ".css": "text/css; charset=utf-8",
+    ".svg": "image/svg+xml",
+}
+# Served by name only: nothing outside api/static can be reached through the path.
+_ASSETS = {path.name: path for path in STATIC_DIR.iterdir() if path.suffix in _MEDIA_TYPES}
+
+MAX_TP_CHOICE = 64
+MAX_PP_CHOICE = 128
+MAX_CP_CHOICE = 32
+VPP_CHOICES = tuple(range(1, 9))
+MICRO_BATCH_CHOICES = (1, 2, 4, 8, 16)
+ZERO_CHOICES = (0, 1, 2, 3)
+RECOMPUTE_CHOICES = ("none", "selective", "full")
+
+router = APIRouter(include_in_schema=False)
+
+
+class Choice(BaseModel):
+    value: int | str
+    valid: bool
+    reason: str | None = None
+
+
+def _divisors(n: int, limit: int) -> list[int]:
+    return [d for d in range(1, min(n, limit) + 1) if n % d == 0]
+
+
+def candidate_values(request: EvaluateRequest) -> dict[str, list[int | str]]:
+    """What each control offers: degrees that divide the GPU count, and the usual knobs."""
+    gpus = request.cluster.gpus
+    return {
+        "tp": _divisors(gpus, MAX_TP_CHOICE),
+        "pp": _divisors(gpus, MAX_PP_CHOICE),
+        "cp": _divisors(gpus, MAX_CP_CHOICE),
+        "vpp": list(VPP_CHOICES),
+        "micro_batch": list(MICRO_BATCH_CHOICES),
+        "zero": list(ZERO_CHOICES),
+        "recompute": list(RECOMPUTE_CHOICES),
+    }
+
+
+def _choice(request: EvaluateRequest, control: str, value: int | str) -> Choice:
+    fields: dict[str, Any] = request.layout.model_dump()
+    fields.update({control: value, "dp": None})
+    try:
+        evaluate(request.job(), Layout.model_validate(fields), request.profile, request.assumptions)
+    except InvalidSpec as error:
+        return Choice(value=value, valid=False, reason=error.message)
+    return Choice(value=value, valid=True)
+
+
+@router.post("/page/choices")
+def layout_choices(request: EvaluateRequest) -> dict[str, list[Choice]]:
+    """Each control's values, each marked valid or not with the others held fixed."""
+    request.job()  # a bad model or cluster is the request's fault: 422 once, not per value
+    return {
+        control: [_choice(request, control, value) for value in values]
+        for control, values in candidate_values(request).items()
+    }
+
+
+@router.get("/", response_model=None)
+def workshop_page() -> FileResponse | JSONResponse:
+    """The interactive workshop page."""
+    return _asset_response("index.html")
+
+
+@router.get("/static/{name}", response_model=None)
+def static_asset(name: str) -> FileResponse | JSONResponse:
+    """The page's scripts and styles, vendored here: the page works offline."""
+    return _asset_response(name)
+
+
+def _asset_response(name: str) -> FileResponse | JSONResponse:
+    path = _ASSETS.get(name)
+    if path is None:
+        detail = ErrorDetail(code="not_found", message=f"no static asset named {name!r}")
+        return JSONResponse(ErrorOut(error=detail).model_dump(), status_code=404)
+    return FileResponse(
+        path, media_type=_MEDIA_TYPES[path.suffix], headers={"Cache-Control": "no-cache"}
+    )
