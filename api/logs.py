@@ -18,6 +18,7 @@ _RECORD_ATTRIBUTES = set(vars(logging.LogRecord("", 0, "", 0, "", (), None))) | 
     "message",
     "asctime",
     "taskName",
+    "color_message",  # uvicorn's copy of the message with terminal colours
 }
 
 request_id: ContextVar[str] = ContextVar("request_id", default="-")

@@ -1,0 +1,24 @@
+"""Property-based run against the app's own OpenAPI schema: whatever the body, never a 5xx."""
+
+from __future__ import annotations
+
+import schemathesis
+from hypothesis import HealthCheck, settings
+from schemathesis.checks import not_a_server_error
+
+from api.main import create_app
+from api.settings import Settings
+
+# Small solver limits keep a generated search request from holding a worker for long.
+app = create_app(Settings(solver_time_limit_s=2.0, workers=2, queue_depth=64))
+schema = schemathesis.openapi.from_asgi("/openapi.json", app)
+
+
+@schema.parametrize()
+@settings(
+    max_examples=15,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
+)
+def test_no_request_yields_a_server_error(case: schemathesis.Case) -> None:
+    case.call_and_validate(checks=[not_a_server_error])

@@ -1,0 +1,114 @@
+"""A real `layoutopt serve` (uvicorn) on a free loopback port, driven over HTTP by api.client."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from api.client import Client, LayoutoptError
+from api.schemas import PLATE_EXAMPLE, EvaluateRequest, estimate_out
+from optimizer.cost_model import evaluate
+
+STARTUP_TIMEOUT_S = 30.0
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def wait_until_up(client: Client, server: subprocess.Popen[bytes]) -> None:
+    deadline = time.monotonic() + STARTUP_TIMEOUT_S
+    while time.monotonic() < deadline:
+        if server.poll() is not None:
+            raise RuntimeError(f"server exited with {server.returncode}")
+        try:
+            client.presets()
+            return
+        except LayoutoptError:
+            time.sleep(0.1)
+    raise RuntimeError(f"server not up after {STARTUP_TIMEOUT_S} s")
+
+
+def start_server(port: int, log_path: Path, **env: str) -> subprocess.Popen[bytes]:
+    """`layoutopt serve` as `make run` starts it, settings from the environment."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "api.cli", "serve", "--host", "127.0.0.1", "--port", str(port)],
+        env={**os.environ, **env},
+        stdout=subprocess.DEVNULL,
+        stderr=log_path.open("wb"),
+    )
+
+
+def stop_server(server: subprocess.Popen[bytes]) -> None:
+    server.terminate()
+    try:
+        server.wait(timeout=15)
+    except subprocess.TimeoutExpired:
+        server.kill()
+        server.wait()
+
+
+@pytest.fixture(scope="module")
+def server_log(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("server") / "server.log"
+
+
+@pytest.fixture(scope="module")
+def client(server_log: Path) -> Iterator[Client]:
+    port = free_port()
+    server = start_server(port, server_log, WORKERS="2", SOLVER_TIME_LIMIT_S="5")
+    try:
+        with Client(f"http://127.0.0.1:{port}") as client:
+            wait_until_up(client, server)
+            yield client
+    finally:
+        stop_server(server)
+
+
+def test_evaluate_over_http_matches_the_cost_model(client: Client) -> None:
+    request = EvaluateRequest.model_validate(PLATE_EXAMPLE)
+    expected = estimate_out(
+        evaluate(request.job(), request.layout, request.profile, request.assumptions)
+    )
+    answer = client.evaluate(request)
+    assert answer == expected
+    # and the spec's reference figures, independently of both
+    assert (answer.memory_gb.total, answer.bubble, answer.mfu) == (78.56, 0.1899, 0.4255)
+
+
+def test_client_accepts_a_dict_and_raises_the_servers_error(client: Client) -> None:
+    bad = {**PLATE_EXAMPLE, "cluster": {"gpus": -16}}
+    with pytest.raises(LayoutoptError) as raised:
+        client.evaluate(bad)
+    error = raised.value
+    assert (error.status, error.code, error.field) == (422, "invalid_request", "cluster.gpus")
+    assert "cluster.gpus" in str(error)
+    assert error.request_id
+
+
+def test_unreachable_server_is_a_layoutopt_error() -> None:
+    with (
+        Client(f"http://127.0.0.1:{free_port()}") as nobody,
+        pytest.raises(LayoutoptError) as raised,
+    ):
+        nobody.presets()
+    assert (raised.value.status, raised.value.code) == (None, "unreachable")
+
+
+def test_logs_are_json_lines_with_request_ids(client: Client, server_log: Path) -> None:
+    client.presets()
+    entries = [json.loads(line) for line in server_log.read_text().splitlines() if line]
+    requests = [entry for entry in entries if entry["message"] == "request"]
+    assert requests
+    assert all(len(entry["request_id"]) == 32 for entry in requests)
+    assert {"method", "path", "status", "duration_ms"} <= set(requests[-1])
