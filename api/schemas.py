@@ -8,7 +8,7 @@ into the rounded JSON of the interface contract (docs/interface.md).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
@@ -21,6 +21,8 @@ from models.training import TrainingSpec
 from models.transformer import TransformerSpec
 from optimizer.assumptions import CostAssumptions
 from optimizer.estimate import Estimate
+from optimizer.search import OptimizeResult, ParetoResult
+from optimizer.space import SearchSpace
 
 MEMORY_DECIMALS = 2  # GB, as the plate prints
 FRACTION_DECIMALS = 4
@@ -208,3 +210,98 @@ class ReadyOut(BaseModel):
     status: str
     solver_admitted: int = Field(description="Solves running or queued now.")
     solver_capacity: int = Field(description="Workers plus queue depth: more gets 503.")
+
+
+# --- search: optimize and pareto (owned by the optimiser; issue 3) -----------------------
+
+SEARCH_EXAMPLE: dict[str, Any] = {
+    key: value for key, value in PLATE_EXAMPLE.items() if key != "layout"
+} | {"search": {"max_vpp": 4, "zero_stages": [0, 1, 2], "recompute": ["none", "full"]}}
+
+
+class SearchRequest(PlanRequest):
+    """A job and the space to search: every `search` field is optional."""
+
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [SEARCH_EXAMPLE]})
+
+    search: SearchSpace = SearchSpace()
+    time_limit_s: float | None = Field(
+        None, gt=0, le=600, description="Solver time limit in seconds; default the server's."
+    )
+
+
+class BindingOut(BaseModel):
+    """A rule that holds the optimum back, and the best layout without it."""
+
+    name: str
+    description: str
+    relaxed_mfu: float | None
+    relaxed: EstimateOut | None
+
+
+class SlackOut(BaseModel):
+    name: str
+    value: float
+    limit: float
+    slack: float
+    unit: str
+    description: str
+
+
+class ConflictOut(BaseModel):
+    name: str
+    description: str
+
+
+class SolverOut(BaseModel):
+    wall_s: float
+    proved_optimal: bool
+    solves: int = 0
+    workers: int = 1
+    explain_wall_s: float = 0.0
+
+
+class OptimizeOut(BaseModel):
+    status: Literal["optimal", "feasible", "infeasible"]
+    best: EstimateOut | None
+    binding: list[BindingOut]
+    slack: list[SlackOut]
+    conflict: list[ConflictOut]
+    warnings: list[str]
+    solver: SolverOut
+
+
+class ParetoOut(BaseModel):
+    """Non-dominated layouts, memory ascending and MFU ascending."""
+
+    frontier: list[EstimateOut]
+    warnings: list[str]
+    solver: SolverOut
+
+
+def optimize_out(result: OptimizeResult) -> OptimizeOut:
+    return OptimizeOut(
+        status=result.status,
+        best=None if result.best is None else estimate_out(result.best),
+        binding=[
+            BindingOut(
+                name=b.name,
+                description=b.description,
+                relaxed_mfu=None if b.relaxed_mfu is None else _fraction(b.relaxed_mfu),
+                relaxed=None if b.relaxed is None else estimate_out(b.relaxed),
+            )
+            for b in result.binding
+        ],
+        slack=[SlackOut(**vars(s)) for s in result.slack],
+        conflict=[ConflictOut(name=c.name, description=c.description) for c in result.conflict],
+        warnings=list(result.warnings),
+        solver=SolverOut(**vars(result.solver)),
+    )
+
+
+def pareto_out(result: ParetoResult) -> ParetoOut:
+    return ParetoOut(
+        frontier=[estimate_out(estimate) for estimate in result.frontier],
+        warnings=list(result.warnings),
+        solver=SolverOut(wall_s=result.wall_s, proved_optimal=result.proved),
+    )

@@ -1,0 +1,151 @@
+"""The optimiser's front door: the best layout with a proof and why, and the memory/MFU frontier.
+
+Every figure in a result is recomputed by the cost model (`cost_model.evaluate`) from the
+layout the solver chose; the solver's scaled integers only decide which layout that is.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Literal
+
+from models.job import TrainingJob
+from optimizer.assumptions import CostAssumptions
+from optimizer.cost_model import profile_named
+from optimizer.estimate import Estimate
+from optimizer.space import SearchSpace, resolve_space
+
+Status = Literal["optimal", "feasible", "infeasible"]
+
+
+@dataclass(frozen=True)
+class Relaxation:
+    """What relaxing one rule would buy: the best MFU and layout without it."""
+
+    name: str  # "memory_limit", "kv_heads", "max_vpp", "zero_stages", "fixed_tp", "node_size", ...
+    description: str  # in words, with the numbers
+    relaxed_mfu: float | None  # None when relaxing it leaves nothing feasible either
+    relaxed: Estimate | None
+
+
+@dataclass(frozen=True)
+class Slack:
+    """How far the chosen layout is from one constraint's bound (in the constraint's unit)."""
+
+    name: str
+    value: float
+    limit: float
+    slack: float
+    unit: str
+    description: str
+
+
+@dataclass(frozen=True)
+class Conflict:
+    """One member of a minimal set of rules that cannot hold together."""
+
+    name: str
+    description: str
+
+
+@dataclass(frozen=True)
+class SolverStats:
+    wall_s: float
+    proved_optimal: bool
+    solves: int
+    workers: int
+    explain_wall_s: float = 0.0
+
+
+@dataclass(frozen=True)
+class OptimizeResult:
+    status: Status
+    best: Estimate | None
+    binding: tuple[Relaxation, ...] = ()
+    slack: tuple[Slack, ...] = ()
+    conflict: tuple[Conflict, ...] = ()
+    warnings: tuple[str, ...] = ()
+    solver: SolverStats = field(default_factory=lambda: SolverStats(0.0, False, 0, 1))
+
+
+@dataclass(frozen=True)
+class ParetoResult:
+    """Non-dominated layouts, memory ascending (and so MFU ascending)."""
+
+    frontier: tuple[Estimate, ...]
+    wall_s: float
+    proved: bool
+    warnings: tuple[str, ...] = ()
+
+
+def optimize(
+    job: TrainingJob,
+    space: SearchSpace | None = None,
+    profile: str = "workshop",
+    assumptions: CostAssumptions | None = None,
+    time_limit_s: float = 10.0,
+    workers: int = 1,
+    explain: bool = True,
+) -> OptimizeResult:
+    """The layout of highest MFU that fits, proved optimal within the time limit, and why."""
+    from optimizer import explain as explaining
+    from optimizer.cpsat_model import SolveSettings, best_layout
+
+    profile_named(profile)
+    problem = resolve_space(job, space or SearchSpace(), profile)
+    settings = SolveSettings(time_limit_s=time_limit_s, workers=workers)
+    costs = assumptions or CostAssumptions()
+    start = time.perf_counter()
+    found = best_layout(problem, costs, settings)
+    wall_s = time.perf_counter() - start
+    stats = SolverStats(wall_s, found.proved, found.solves, workers)
+    if found.layout is None:
+        conflict = explaining.conflict(problem, costs, settings) if explain else ()
+        status: Status = "feasible" if not found.proved else "infeasible"
+        if not found.proved:  # time ran out before a layout or a proof of none was found
+            status = "infeasible"
+        return OptimizeResult(
+            status, None, conflict=conflict, warnings=problem.warnings, solver=stats
+        )
+    best = explaining.priced(problem, found.layout, costs)
+    binding: tuple[Relaxation, ...] = ()
+    slack: tuple[Slack, ...] = ()
+    explain_start = time.perf_counter()
+    if explain:
+        binding = explaining.relaxations(problem, best, costs, settings)
+        slack = explaining.slacks(problem, best)
+    stats = SolverStats(
+        wall_s, found.proved, found.solves, workers, time.perf_counter() - explain_start
+    )
+    return OptimizeResult(
+        "optimal" if found.proved else "feasible",
+        best,
+        binding=binding,
+        slack=slack,
+        warnings=problem.warnings + best.warnings,
+        solver=stats,
+    )
+
+
+def pareto(
+    job: TrainingJob,
+    space: SearchSpace | None = None,
+    profile: str = "workshop",
+    assumptions: CostAssumptions | None = None,
+    time_limit_s: float = 30.0,
+    workers: int = 1,
+) -> ParetoResult:
+    """The exact memory/MFU frontier by epsilon-constraint solves, memory ascending."""
+    from optimizer.cpsat_model import SolveSettings
+    from optimizer.frontier import frontier
+
+    profile_named(profile)
+    problem = resolve_space(job, space or SearchSpace(), profile)
+    costs = assumptions or CostAssumptions()
+    start = time.perf_counter()
+    layouts, proved = frontier(problem, costs, SolveSettings(time_limit_s, workers))
+    from optimizer.explain import priced
+
+    estimates = tuple(priced(problem, layout, costs) for layout in layouts)
+    return ParetoResult(estimates, time.perf_counter() - start, proved, problem.warnings)

@@ -1,0 +1,245 @@
+"""The search space: what a request lets the optimiser choose, resolved against a job.
+
+`SearchSpace` is the request's `search` object (every field optional). `resolve_space`
+turns it into a `SearchProblem`: the valid (tp, pp, cp, dp) tuples, the value list of every
+knob, and the user's restrictions, which the CP-SAT model enforces with named literals
+(so that they can be relaxed and reported in infeasibility cores) and the enumerator as
+masks. Which knobs a profile prices is data (`PRICED_KNOBS`): a profile that prices more
+(cp, ZeRO-3, selective recompute) registers a wider entry and the search opens up.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from models.errors import InvalidSpec
+from models.job import TrainingJob
+from models.layout import DIMENSIONS, Dimension, Recompute
+from optimizer.grid import PLACEMENTS, recompute_code
+
+MAX_SEARCH_VPP = 64
+
+
+class SearchSpace(BaseModel):
+    """Bounds and allowed values of the search; None means "the solver chooses"."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    tp: int | None = Field(None, gt=0, description="Fix the tensor-parallel degree.")
+    pp: int | None = Field(None, gt=0, description="Fix the pipeline-parallel degree.")
+    cp: int | None = Field(None, gt=0, description="Fix the context-parallel degree.")
+    vpp: int | None = Field(None, gt=0, description="Fix the interleaved chunks per device.")
+    max_vpp: int = Field(4, gt=0, le=MAX_SEARCH_VPP, description="Most interleaved chunks.")
+    zero_stages: list[int] | None = Field(
+        None, description="Allowed ZeRO stages; default: every stage the profile prices."
+    )
+    recompute: list[Recompute] | None = Field(
+        None, description="Allowed recompute modes; default: every mode the profile prices."
+    )
+    micro_batches: list[int] = Field(
+        [1], description="Allowed micro-batch sizes (sequences per micro-batch)."
+    )
+    memory_limit_gb: float | None = Field(
+        None, gt=0, le=1_000_000, description="Per-device memory limit; default the GPU's."
+    )
+    require_tp_divides_kv_heads: bool = Field(
+        True, description="tp must divide the KV heads (Megatron-LM's rule); relaxable."
+    )
+    placement: tuple[Dimension, ...] | None = Field(
+        None, description="Fix the order of dimensions, innermost first; default: solver's."
+    )
+
+    @field_validator("zero_stages")
+    @classmethod
+    def _zero_stages_known(cls, stages: list[int] | None) -> list[int] | None:
+        if stages is None:
+            return None
+        if not stages or any(stage not in (0, 1, 2, 3) for stage in stages):
+            raise ValueError(f"zero_stages must be a non-empty list of 0..3, got {stages}")
+        return sorted(set(stages))
+
+    @field_validator("recompute")
+    @classmethod
+    def _recompute_not_empty(cls, modes: list[Recompute] | None) -> list[Recompute] | None:
+        if modes is not None and not modes:
+            raise ValueError("recompute must list at least one mode (none, selective, full)")
+        return None if modes is None else sorted(set(modes), key=recompute_code)
+
+    @field_validator("micro_batches")
+    @classmethod
+    def _micro_batches_positive(cls, sizes: list[int]) -> list[int]:
+        if not sizes or any(size <= 0 or size > 1_000_000 for size in sizes):
+            raise ValueError(f"micro_batches must be a non-empty list of sizes 1..1e6, got {sizes}")
+        return sorted(set(sizes))
+
+    @field_validator("placement")
+    @classmethod
+    def _placement_is_a_permutation(
+        cls, placement: tuple[str, ...] | None
+    ) -> tuple[str, ...] | None:
+        if placement is not None and sorted(placement) != sorted(DIMENSIONS):
+            raise ValueError(
+                f"placement must order each of {list(DIMENSIONS)} once, got {list(placement)}"
+            )
+        return placement
+
+    @model_validator(mode="after")
+    def _vpp_within_max(self) -> SearchSpace:
+        if self.vpp is not None and self.vpp > self.max_vpp:
+            raise ValueError(f"vpp({self.vpp}) exceeds max_vpp({self.max_vpp})")
+        return self
+
+
+@dataclass(frozen=True)
+class PricedKnobs:
+    """The knob values a profile's formulas price; the search never leaves them."""
+
+    cp: bool  # whether cp > 1 costs anything
+    zero_stages: tuple[int, ...]
+    recompute: tuple[Recompute, ...]
+    micro_batches: tuple[int, ...] | None  # None: any size
+
+
+PRICED_KNOBS: dict[str, PricedKnobs] = {
+    # The plate prices tp, pp, vpp, ZeRO 0-2 and full recompute at micro-batch 1; under it
+    # cp and ZeRO-3 would cost nothing, and a free search "prefers" cp = 128 with ZeRO-3.
+    "workshop": PricedKnobs(
+        cp=False,
+        zero_stages=(0, 1, 2),
+        recompute=(Recompute.NONE, Recompute.FULL),
+        micro_batches=(1,),
+    ),
+}
+
+
+def priced_knobs(profile: str) -> PricedKnobs:
+    return PRICED_KNOBS.get(profile, PRICED_KNOBS["workshop"])
+
+
+# The knobs besides the degrees, in tie-break order after tp, pp, cp. Adding a knob here
+# (with its values in `SearchProblem.knobs`) adds it to the enumerator and the CP-SAT model.
+KNOBS: tuple[str, ...] = ("vpp", "micro_batch", "zero", "recompute")
+
+
+@dataclass(frozen=True)
+class SearchProblem:
+    """A search space resolved against one job: everything both searches enumerate."""
+
+    job: TrainingJob
+    profile: str
+    degrees: np.ndarray  # (K, 4) int64 rows of (tp, pp, cp, dp), product = gpus
+    knobs: dict[str, tuple[int, ...]]  # knob -> allowed values (recompute as codes)
+    placements: tuple[int, ...]  # indices into PLACEMENTS
+    memory_limit_bytes: float
+    require_kv_divisibility: bool
+    fixed: dict[str, int]  # degree or knob -> value the user fixed
+    allowed: dict[str, tuple[int, ...]]  # knob -> user's subset of the priced values
+    max_vpp: int
+    warnings: tuple[str, ...] = field(default=())
+
+    @property
+    def gpus(self) -> int:
+        return self.job.cluster.gpus
+
+
+def divisors(n: int) -> list[int]:
+    small = [d for d in range(1, int(n**0.5) + 1) if n % d == 0]
+    return sorted(set(small + [n // d for d in small]))
+
+
+def degree_tuples(job: TrainingJob, cp_values: list[int], micro_batches: list[int]) -> np.ndarray:
+    """Every (tp, pp, cp, dp) with product = gpus that the structural rules allow:
+    tp divides the attention heads, pp <= layers, cp from `cp_values` (dividing seq_len),
+    and dp * micro_batch divides the global batch for some allowed micro-batch."""
+    gpus, model = job.cluster.gpus, job.model
+    batch = job.training.global_batch
+    rows = []
+    for tp in divisors(gpus):
+        if model.num_attention_heads % tp:
+            continue
+        for pp in divisors(gpus // tp):
+            if pp > model.num_layers:
+                break
+            for cp in cp_values:
+                if (gpus // (tp * pp)) % cp:
+                    continue
+                dp = gpus // (tp * pp * cp)
+                if any(batch % (dp * b) == 0 for b in micro_batches):
+                    rows.append((tp, pp, cp, dp))
+    return np.asarray(rows, dtype=np.int64).reshape(-1, 4)
+
+
+def _opened(name: str, requested: list[Any] | None, priced: tuple[Any, ...], warnings: list[str]):
+    """The requested values the profile prices; unpriced ones are dropped with a warning."""
+    if requested is None:
+        return tuple(priced)
+    kept = tuple(value for value in requested if value in priced)
+    dropped = [str(getattr(v, "value", v)) for v in requested if v not in priced]
+    if dropped:
+        shown = [str(getattr(v, "value", v)) for v in priced]
+        fallback = "" if kept else f"; searching {shown} instead"
+        warnings.append(f"this profile does not price {name} {dropped}: left out{fallback}")
+    return kept or tuple(priced)
+
+
+def resolve_space(job: TrainingJob, space: SearchSpace, profile: str) -> SearchProblem:
+    """Apply the profile's priced knobs to the request and list the valid degree tuples."""
+    knobs, warnings = priced_knobs(profile), []
+    cp_values = [1]
+    if knobs.cp:
+        cp_values = [c for c in divisors(job.training.seq_len) if job.cluster.gpus % c == 0]
+    elif space.cp not in (None, 1):
+        warnings.append(
+            f"this profile does not price context parallelism: cp({space.cp}) ignored, cp = 1"
+        )
+    zero = _opened("ZeRO stages", space.zero_stages, knobs.zero_stages, warnings)
+    recompute = _opened("recompute", space.recompute, knobs.recompute, warnings)
+    micro = space.micro_batches
+    if knobs.micro_batches is not None:
+        micro = list(_opened("micro-batch sizes", micro, knobs.micro_batches, warnings))
+    fixed = {
+        name: value
+        for name, value in (
+            ("tp", space.tp),
+            ("pp", space.pp),
+            ("cp", space.cp),
+            ("vpp", space.vpp),
+        )
+        if value is not None and not (name == "cp" and not knobs.cp)
+    }
+    placements = tuple(range(len(PLACEMENTS)))
+    if space.placement is not None:
+        placements = (PLACEMENTS.index(tuple(space.placement)),)
+    limit_gb = job.cluster.gpu.memory_gb if space.memory_limit_gb is None else space.memory_limit_gb
+    return SearchProblem(
+        job=job,
+        profile=profile,
+        degrees=degree_tuples(job, cp_values, list(micro)),
+        knobs={
+            "vpp": tuple(range(1, space.max_vpp + 1)),
+            "micro_batch": tuple(micro),
+            "zero": tuple(knobs.zero_stages),
+            "recompute": tuple(recompute_code(r) for r in knobs.recompute),
+        },
+        placements=placements,
+        memory_limit_bytes=limit_gb * 1e9,
+        require_kv_divisibility=space.require_tp_divides_kv_heads,
+        fixed=fixed,
+        allowed={"zero": zero, "recompute": tuple(recompute_code(r) for r in recompute)},
+        max_vpp=space.max_vpp,
+        warnings=tuple(warnings),
+    )
+
+
+def valid_knob_mask(
+    job: TrainingJob, pp: np.ndarray, dp: np.ndarray, vpp: np.ndarray, micro_batch: np.ndarray
+) -> np.ndarray:
+    """Rows a layout may take: vpp > 1 only with pp > 1 and each chunk at least one layer;
+    dp * micro_batch divides the global batch."""
+    layers, batch = job.model.num_layers, job.training.global_batch
+    chunks_ok = (vpp == 1) | ((pp > 1) & (pp * vpp <= layers))
+    return chunks_ok & (batch % (dp * micro_batch) == 0)
