@@ -7,17 +7,20 @@ not. It asks the cost model itself (`evaluate`), so the page never re-implements
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from fastapi import APIRouter
-from fastapi.responses import FileResponse, JSONResponse
+from fastapi import APIRouter, HTTPException
+from fastapi.responses import FileResponse
 from pydantic import BaseModel
 
-from api.schemas import ErrorDetail, ErrorOut, EvaluateRequest
+from api.schemas import EvaluateRequest
 from models.errors import InvalidSpec
+from models.job import TrainingJob
 from models.layout import Layout
 from optimizer.cost_model import evaluate
+from optimizer.grid import PLACEMENTS
 
 STATIC_DIR = Path(__file__).parent / "static"
 _MEDIA_TYPES = {
@@ -50,25 +53,28 @@ def _divisors(n: int, limit: int) -> list[int]:
     return [d for d in range(1, min(n, limit) + 1) if n % d == 0]
 
 
-def candidate_values(request: EvaluateRequest) -> dict[str, list[int | str]]:
+def candidate_values(request: EvaluateRequest) -> dict[str, Sequence[int | str]]:
     """What each control offers: degrees that divide the GPU count, and the usual knobs."""
     gpus = request.cluster.gpus
     return {
         "tp": _divisors(gpus, MAX_TP_CHOICE),
         "pp": _divisors(gpus, MAX_PP_CHOICE),
         "cp": _divisors(gpus, MAX_CP_CHOICE),
-        "vpp": list(VPP_CHOICES),
-        "micro_batch": list(MICRO_BATCH_CHOICES),
-        "zero": list(ZERO_CHOICES),
-        "recompute": list(RECOMPUTE_CHOICES),
+        "vpp": VPP_CHOICES,
+        "micro_batch": MICRO_BATCH_CHOICES,
+        "zero": ZERO_CHOICES,
+        "recompute": RECOMPUTE_CHOICES,
+        "placement": [",".join(order) for order in PLACEMENTS],
     }
 
 
-def _choice(request: EvaluateRequest, control: str, value: int | str) -> Choice:
+def _choice(request: EvaluateRequest, job: TrainingJob, control: str, value: int | str) -> Choice:
     fields: dict[str, Any] = request.layout.model_dump()
-    fields.update({control: value, "dp": None})
+    # A placement travels as "tp,cp,pp,dp" (innermost first): one string per option.
+    as_field = value.split(",") if control == "placement" and isinstance(value, str) else value
+    fields.update({control: as_field, "dp": None})
     try:
-        evaluate(request.job(), Layout.model_validate(fields), request.profile, request.assumptions)
+        evaluate(job, Layout.model_validate(fields), request.profile, request.assumptions)
     except InvalidSpec as error:
         return Choice(value=value, valid=False, reason=error.message)
     return Choice(value=value, valid=True)
@@ -77,30 +83,29 @@ def _choice(request: EvaluateRequest, control: str, value: int | str) -> Choice:
 @router.post("/page/choices")
 def layout_choices(request: EvaluateRequest) -> dict[str, list[Choice]]:
     """Each control's values, each marked valid or not with the others held fixed."""
-    request.job()  # a bad model or cluster is the request's fault: 422 once, not per value
+    job = request.job()  # a bad model or cluster is the request's fault: 422 once, not per value
     return {
-        control: [_choice(request, control, value) for value in values]
+        control: [_choice(request, job, control, value) for value in values]
         for control, values in candidate_values(request).items()
     }
 
 
-@router.get("/", response_model=None)
-def workshop_page() -> FileResponse | JSONResponse:
+@router.get("/")
+def workshop_page() -> FileResponse:
     """The interactive workshop page."""
     return _asset_response("index.html")
 
 
-@router.get("/static/{name}", response_model=None)
-def static_asset(name: str) -> FileResponse | JSONResponse:
+@router.get("/static/{name}")
+def static_asset(name: str) -> FileResponse:
     """The page's scripts and styles, vendored here: the page works offline."""
     return _asset_response(name)
 
 
-def _asset_response(name: str) -> FileResponse | JSONResponse:
+def _asset_response(name: str) -> FileResponse:
     path = _ASSETS.get(name)
     if path is None:
-        detail = ErrorDetail(code="not_found", message=f"no static asset named {name!r}")
-        return JSONResponse(ErrorOut(error=detail).model_dump(), status_code=404)
+        raise HTTPException(status_code=404, detail=f"no static asset named {name!r}")
     return FileResponse(
         path, media_type=_MEDIA_TYPES[path.suffix], headers={"Cache-Control": "no-cache"}
     )

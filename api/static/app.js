@@ -5,14 +5,14 @@
 
 const SVG_NS = "http://www.w3.org/2000/svg";
 const DEBOUNCE_MS = 180;
-const LAYOUT_CONTROLS = ["tp", "pp", "cp", "vpp", "micro_batch", "zero", "recompute"];
+const LAYOUT_CONTROLS = ["tp", "pp", "cp", "vpp", "micro_batch", "zero", "recompute", "placement"];
 const CONTROL_IDS = {
   tp: "tp", pp: "pp", cp: "cp", vpp: "vpp", micro_batch: "micro-batch", zero: "zero",
-  recompute: "recompute", gpus: "gpus", gpu: "gpu", global_batch: "global-batch",
+  recompute: "recompute", placement: "placement", gpus: "gpus", gpu: "gpu", global_batch: "global-batch",
   seq_len: "seq-len", model: "model",
 };
 const OPTION_LABELS = {
-  zero: { 0: "0 · nothing sharded", 1: "1 · optimiser", 2: "2 · + gradients", 3: "3 · + weights" },
+  zero: { 0: "0 · none", 1: "1 · optimiser", 2: "2 · + grads", 3: "3 · + weights" },
 };
 const MEMORY_PARTS = [
   { key: "weights", label: "Weights", colour: "#2f5d9e" },
@@ -31,7 +31,7 @@ const STEP_LABELS = {
 // The plate's scenarios: each changes one thing from its default.
 const PLATE = {
   model: "llama3-405b", gpu: "h100-sxm", gpus: 16384, global_batch: 2048, seq_len: 8192,
-  layout: { tp: 8, pp: 16, cp: 1, vpp: 4, micro_batch: 1, zero: 2, recompute: "none" },
+  layout: { tp: 8, pp: 16, cp: 1, vpp: 4, micro_batch: 1, zero: 2, recompute: "none", placement: ["tp", "cp", "pp", "dp"] },
 };
 const plateWith = (layout, job = {}) => ({ ...PLATE, ...job, layout: { ...PLATE.layout, ...layout } });
 const SCENARIOS = {
@@ -110,7 +110,8 @@ function readLayout() {
   const layout = {};
   for (const control of LAYOUT_CONTROLS) {
     const value = $(CONTROL_IDS[control]).value;
-    layout[control] = control === "recompute" ? value : Number(value);
+    if (control === "placement") layout[control] = value.split(",");
+    else layout[control] = control === "recompute" ? value : Number(value);
   }
   return layout;
 }
@@ -151,11 +152,11 @@ function showRequestError(error) {
   const box = $("request-error");
   box.textContent = error.message;
   box.hidden = false;
-  document.querySelectorAll("[aria-invalid]").forEach((el) => el.removeAttribute("aria-invalid"));
+  unmarkInvalid();
   const control = controlForField(error.field);
   if (control) {
     control.setAttribute("aria-invalid", "true");
-    box.id && control.setAttribute("aria-describedby", box.id);
+    control.setAttribute("aria-errormessage", box.id);
   }
   $("results").classList.add("stale");
   $("dp").textContent = "–";
@@ -165,9 +166,13 @@ function showRequestError(error) {
 function clearRequestError() {
   $("request-error").hidden = true;
   $("results").classList.remove("stale");
+  unmarkInvalid();
+}
+
+function unmarkInvalid() {
   document.querySelectorAll("[aria-invalid]").forEach((el) => {
     el.removeAttribute("aria-invalid");
-    el.removeAttribute("aria-describedby");
+    el.removeAttribute("aria-errormessage");
   });
 }
 
@@ -181,7 +186,8 @@ function controlForField(field) {
 
 // Options the server says cannot form a valid layout are marked with the reason; they are
 // disabled while the current layout is valid, so one move never lands on an invalid one,
-// and left selectable while it is not, so the user can always move out.
+// and left selectable while it is not, so the user can always move out. The selected value
+// keeps its plain label: when it is at fault, the error box beside the controls says why.
 function renderChoices(choices, currentIsValid) {
   for (const control of LAYOUT_CONTROLS) {
     const select = $(CONTROL_IDS[control]);
@@ -191,14 +197,20 @@ function renderChoices(choices, currentIsValid) {
       options.push({ value: current, valid: currentIsValid });
     }
     options.sort((a, b) => (typeof a.value === "number" ? a.value - b.value : 0));
-    select.replaceChildren(...options.map((choice) => choiceOption(control, choice, currentIsValid)));
+    select.replaceChildren(...options.map((choice) =>
+      choiceOption(control, String(choice.value) === current ? { value: choice.value, valid: true } : choice, currentIsValid)));
     select.value = current;
   }
 }
 
+function optionLabel(control, value) {
+  if (control === "placement") return String(value).split(",").join(" › ");
+  return (OPTION_LABELS[control] || {})[value] || String(value);
+}
+
 function choiceOption(control, choice, disableInvalid) {
   const option = document.createElement("option");
-  const label = (OPTION_LABELS[control] || {})[choice.value] || String(choice.value);
+  const label = optionLabel(control, choice.value);
   option.value = String(choice.value);
   option.textContent = choice.valid ? label : `${label} ✕ ${choice.reason || "not a valid layout"}`;
   option.disabled = !choice.valid && disableInvalid;
@@ -210,7 +222,7 @@ function setSelect(control, value) {
   const select = $(CONTROL_IDS[control]);
   const text = String(value);
   if (![...select.options].some((o) => o.value === text)) {
-    select.append(new Option((OPTION_LABELS[control] || {})[value] || text, text));
+    select.append(new Option(optionLabel(control, text), text));
   }
   for (const option of select.options) if (option.value === text) option.disabled = false;
   select.value = text;
@@ -309,11 +321,12 @@ function yAxis(chart, box, scale, format) {
 function drawMemoryChart(memory, fits) {
   const chart = $("memory-chart");
   clearChart(chart);
-  const box = { left: 46, right: 410, top: 18, bottom: 280 };
+  const box = { left: 52, right: 410, top: 18, bottom: 280 };
   const scale = niceScale(Math.max(memory.total, memory.capacity) * 1.08);
   const y = (value) => box.bottom - (value / scale.max) * (box.bottom - box.top);
   yAxis(chart, box, scale, (v) => `${v}`);
-  chart.append(svg("text", { x: 12, y: box.top - 6, class: "tick" }, "GB"));
+  const mid = (box.top + box.bottom) / 2;
+  chart.append(svg("text", { x: 12, y: mid, class: "axis-label", "text-anchor": "middle", transform: `rotate(-90 12 ${mid})` }, "GB per GPU"));
   const bar = { x: 96, width: 92 };
   let base = 0;
   const labels = [];
@@ -387,7 +400,7 @@ function drawMfuChart(steps) {
     if (i > 0) {
       chart.append(svg("line", { x1: x - (column - width), x2: x, y1: y(before), y2: y(before), class: "connector" }));
     }
-    chart.append(svg("text", { x: x + width / 2, y: y(before) - 6, "text-anchor": "middle", class: "bar-label" }, pct(step.mfu)));
+    barLabels(chart, { x: x + width / 2, top: y(step.mfu), bottom: box.bottom, lossTop: y(before) }, step.mfu, before - step.mfu);
     const lines = STEP_LABELS[step.name] || [step.name];
     lines.forEach((line, k) => chart.append(svg("text", {
       x: x + width / 2, y: box.bottom + 16 + k * 14, "text-anchor": "middle", class: "axis-label",
@@ -395,6 +408,20 @@ function drawMfuChart(steps) {
   });
   $("mfu-chart-desc").textContent = steps.map((s) => `${s.name}: ${pct(s.mfu)}`).join("; ") + ".";
   renderMfuTable(steps);
+}
+
+// The value inside the top of its bar (above it when the bar is short); the loss inside its
+// red block when there is room for the text (the table below always has it).
+function barLabels(chart, at, mfu, loss) {
+  const inside = at.bottom - at.top > 24;
+  chart.append(svg("text", {
+    x: at.x, y: inside ? at.top + 16 : at.lossTop - 6, "text-anchor": "middle",
+    class: inside ? "bar-label inside" : "bar-label",
+  }, pct(mfu)));
+  if (at.top - at.lossTop >= 15) {
+    chart.append(svg("text", { x: at.x, y: (at.top + at.lossTop) / 2 + 4, "text-anchor": "middle", class: "loss-label" },
+      `−${(loss * 100).toFixed(1)}`));
+  }
 }
 
 function renderMfuTable(steps) {
@@ -419,76 +446,96 @@ function forgetOptimum() {
 }
 
 const describeLayout = (l) =>
-  `tp ${l.tp} · pp ${l.pp} · cp ${l.cp} · dp ${l.dp} · vpp ${l.vpp} · micro-batch ${l.micro_batch} · ZeRO-${l.zero} · recompute ${l.recompute}`;
+  `tp ${l.tp} · pp ${l.pp} · cp ${l.cp} · dp ${l.dp} · vpp ${l.vpp} · micro-batch ${l.micro_batch} · ZeRO-${l.zero} · recompute ${l.recompute}`
+  + (l.placement ? ` · placement ${l.placement.join(" › ")}` : "");
+
+function loadLayout(layout) {
+  applyLayout(layout);
+  markScenario(null);
+  scheduleRefresh();
+}
 
 async function optimise() {
-  const button = $("optimise");
   let job;
   try {
     job = readJob();
   } catch (error) {
     return showRequestError(error);
   }
-  button.disabled = true;
-  $("optimise-status").textContent = "Searching…";
+  $("optimise").disabled = true;
   document.body.dataset.optimise = "running";
   try {
-    const answer = await postJson("/v1/optimize", job);
-    renderOptimum(answer);
-    if (answer.best) {
-      applyLayout(answer.best.layout);
-      markScenario(null);
-      scheduleRefresh();
-    }
-    $("optimise-status").textContent = "Drawing the frontier…";
-    await loadFrontier(job);
-    $("optimise-status").textContent = "";
-    document.body.dataset.optimise = "done";
+    await step("Searching…", "optimise", async () => {
+      const answer = await postJson("/v1/optimize", job);
+      renderOptimum(answer);
+      if (answer.best) loadLayout(answer.best.layout);
+    });
+    await step("Drawing the frontier…", "frontier", () => loadFrontier(job));
+  } catch {
+    // step() has already said what went wrong beside the button
+  } finally {
+    $("optimise").disabled = false;
+  }
+}
+
+// One stage of Optimise: a status line while it runs, and body[data-<name>] done or error.
+async function step(status, name, work) {
+  $("optimise-status").textContent = status;
+  try {
+    await work();
   } catch (error) {
     $("optimise-status").textContent = error.message;
-    document.body.dataset.optimise = "error";
-  } finally {
-    button.disabled = false;
+    document.body.dataset[name] = "error";
+    throw error;
   }
+  $("optimise-status").textContent = "";
+  document.body.dataset[name] = "done";
 }
 
 function renderOptimum(answer) {
   state.optimum = answer.best || null;
   const solver = answer.solver || {};
   const time = solver.wall_s !== undefined ? ` in ${Number(solver.wall_s).toFixed(2)} s` : "";
-  const proof = solver.proved_optimal ? ", proved optimal" : "";
+  const proof = solver.proved_optimal ? " (proved optimal)" : "";
   $("optimum-summary").textContent = answer.best
-    ? `${answer.status}${proof}${time}: ${describeLayout(answer.best.layout)}, `
-      + `${pct(answer.best.mfu)} MFU at ${gb(answer.best.memory_gb.total, 1)}.`
-    : `${answer.status}: no layout of this job fits${time}.`;
-  $("binding").replaceChildren(...(answer.binding || []).map(bindingItem));
+    ? `Best layout${proof}, found${time}: ${describeLayout(answer.best.layout)} — `
+      + `${pct(answer.best.mfu)} MFU at ${gb(answer.best.memory_gb.total, 1)} per GPU. `
+      + (answer.binding.length ? "What holds it back:" : "No rule holds it back.")
+    : `No layout of this job fits${time}. These rules cannot all hold:`;
+  const items = answer.best
+    ? answer.binding.map((b) => bindingItem(b, answer.best.mfu))
+    : (answer.conflict || []).map((c) => textItem(c.name, c.description));
+  $("binding").replaceChildren(...items, ...(answer.warnings || []).map((w) => textItem("note", w)));
 }
 
-// One binding constraint: what it is, and what relaxing it would buy.
-function bindingItem(binding) {
+function textItem(name, text) {
   const item = document.createElement("li");
-  if (typeof binding === "string") {
-    item.textContent = binding;
-    return item;
-  }
-  const name = binding.constraint || binding.name || binding.kind || "constraint";
-  const says = binding.message || binding.description || binding.detail || "";
-  const strong = Object.assign(document.createElement("strong"), { textContent: name });
-  item.append(strong, says ? ` — ${says}` : "");
-  const gain = relaxGain(binding);
-  if (gain) item.append(Object.assign(document.createElement("span"), { className: "gain", textContent: gain }));
+  item.append(Object.assign(document.createElement("strong"), { textContent: name }), ` — ${text}`);
   return item;
 }
 
-function relaxGain(binding) {
-  const relaxed = binding.relaxed || binding.if_relaxed || null;
-  const mfu = binding.relaxed_mfu ?? binding.mfu_if_relaxed ?? (relaxed && relaxed.mfu);
-  const gain = binding.mfu_gain ?? binding.gain ?? null;
-  if (mfu === undefined && gain === null) return "";
-  const parts = [];
-  if (mfu !== undefined && mfu !== null) parts.push(`relaxing it: ${pct(mfu)} MFU`);
-  if (gain !== null && gain !== undefined) parts.push(`+${(gain * 100).toFixed(1)} pts`);
-  return parts.join(", ");
+// One binding rule: what it says, what relaxing it would buy, and a button to try that layout.
+function bindingItem(binding, bestMfu) {
+  const item = textItem(binding.name.replaceAll("_", " "), binding.description);
+  const gain = document.createElement("span");
+  gain.className = "gain";
+  if (binding.relaxed_mfu === null || binding.relaxed_mfu === undefined) {
+    gain.textContent = "relaxing it alone leaves no layout that fits";
+    gain.classList.add("none");
+  } else {
+    const points = ((binding.relaxed_mfu - bestMfu) * 100).toFixed(1);
+    gain.textContent = `relaxed: ${pct(binding.relaxed_mfu)} MFU (+${points} pts) `;
+  }
+  item.append(gain);
+  if (binding.relaxed) {
+    const button = Object.assign(document.createElement("button"), {
+      type: "button", className: "link", textContent: "load that layout",
+    });
+    button.setAttribute("aria-label", `Load the layout with ${binding.name.replaceAll("_", " ")} relaxed: ${describeLayout(binding.relaxed.layout)}`);
+    button.addEventListener("click", () => loadLayout(binding.relaxed.layout));
+    gain.append(button);
+  }
+  return item;
 }
 
 async function loadFrontier(job) {
@@ -551,11 +598,7 @@ function paretoPoint(point, x, y) {
   group.append(svg("title", {}, label));
   const optimum = state.optimum && sameLayout(state.optimum.layout, point.layout);
   group.append(svg("circle", { cx: x(point.memory_gb.total), cy: y(point.mfu), r: optimum ? 7 : 5.5, class: optimum ? "optimum" : "" }));
-  const load = () => {
-    applyLayout(point.layout);
-    markScenario(null);
-    scheduleRefresh();
-  };
+  const load = () => loadLayout(point.layout);
   group.addEventListener("click", load);
   group.addEventListener("keydown", (event) => {
     if (event.key === "Enter" || event.key === " ") {

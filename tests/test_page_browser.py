@@ -1,0 +1,206 @@
+"""The workshop page driven in headless Chromium against a real `layoutopt serve`.
+
+Expected figures are the plate's (docs: /work/shared/spec/cost-model.md, reference table):
+the default layout shows 78.6 GB and 43% MFU; tp 16 across the network, 16%.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from selenium import webdriver
+from selenium.common.exceptions import TimeoutException
+from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.by import By
+from selenium.webdriver.common.keys import Keys
+from selenium.webdriver.remote.webdriver import WebDriver
+from selenium.webdriver.support.ui import Select, WebDriverWait
+
+from api.client import Client
+from tests.test_server import free_port, start_server, stop_server, wait_until_up
+
+pytestmark = pytest.mark.browser
+
+SCREENSHOT = Path(__file__).resolve().parent.parent / "docs" / "workshop.png"
+WAIT_S = 30.0  # a ceiling for slow CI machines, not a speed claim
+LAPTOP_WIDTH, LAPTOP_HEIGHT = 1366, 768
+CHROME_FLAGS = (
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+)
+
+
+def browser_paths() -> tuple[str, str]:
+    """Debian's chromium and chromedriver; in CI their absence fails the run, never skips it."""
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    driver = shutil.which("chromedriver")
+    if chromium and driver:
+        return chromium, driver
+    message = "no chromium/chromedriver on PATH (apt-get install chromium chromium-driver)"
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"{message}: the workshop page must be tested in CI")
+    pytest.skip(message)
+
+
+@pytest.fixture(scope="module")
+def base_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    port = free_port()
+    log = tmp_path_factory.mktemp("page-server") / "server.log"
+    server = start_server(port, log, WORKERS="2")
+    url = f"http://127.0.0.1:{port}"
+    try:
+        with Client(url) as client:
+            wait_until_up(client, server)
+        yield url
+    finally:
+        stop_server(server)
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[WebDriver]:
+    chromium, driver_path = browser_paths()
+    options = webdriver.ChromeOptions()
+    options.binary_location = chromium
+    for flag in CHROME_FLAGS:
+        options.add_argument(flag)
+    options.add_argument(f"--user-data-dir={tmp_path_factory.mktemp('chromium-profile')}")
+    options.add_argument(f"--window-size={LAPTOP_WIDTH},{LAPTOP_HEIGHT}")
+    driver = webdriver.Chrome(service=Service(driver_path), options=options)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+@pytest.fixture
+def page(browser: WebDriver, base_url: str) -> WebDriver:
+    """The page freshly loaded with its default (the plate's layout), figures drawn."""
+    browser.get(base_url + "/")
+    wait_for(browser, lambda: state(browser) == "ready")
+    return browser
+
+
+def wait_for(browser: WebDriver, condition: Callable[[], object]) -> None:
+    try:
+        WebDriverWait(browser, WAIT_S).until(lambda _: condition())
+    except TimeoutException:
+        shown = {name: text(browser, name) for name in ("total-memory", "mfu", "request-error")}
+        pytest.fail(f"page never reached the expected state; showing {shown}")
+
+
+def state(browser: WebDriver) -> str:
+    return str(browser.execute_script("return document.body.dataset.state || ''"))
+
+
+def text(browser: WebDriver, element_id: str) -> str:
+    return str(browser.find_element(By.ID, element_id).text)
+
+
+def choose(browser: WebDriver, element_id: str, value: str) -> None:
+    Select(browser.find_element(By.ID, element_id)).select_by_value(value)
+
+
+def shown_layout(browser: WebDriver) -> dict[str, str]:
+    ids = ("tp", "pp", "cp", "vpp", "micro-batch", "zero", "recompute", "placement")
+    return {i: browser.find_element(By.ID, i).get_attribute("value") or "" for i in ids}
+
+
+def test_default_shows_the_plates_figures(page: WebDriver) -> None:
+    assert text(page, "total-memory") == "78.6 GB"
+    assert text(page, "mfu") == "43%"
+    # dp = 16384 / (8 * 16 * 1) = 128; bubble (15/4) / (16 + 15/4) = 19.0%
+    assert text(page, "dp") == "128"
+    assert text(page, "bubble") == "19.0%"
+    memory_rows = page.find_elements(By.CSS_SELECTOR, "#memory-table tbody tr")
+    assert [row.text for row in memory_rows[:4]] == [
+        "Weights 6.34",
+        "Gradients 0.05",
+        "Optimiser state 0.30",
+        "Activations 71.87",
+    ]
+    waterfall = page.find_elements(By.CSS_SELECTOR, "#mfu-chart rect.bar")
+    assert len(waterfall) == 5  # kernel efficiency, bubble, TP, DP, recomputation
+
+
+def test_tp_16_lowers_the_mfu_and_warns(page: WebDriver) -> None:
+    choose(page, "tp", "16")
+    wait_for(page, lambda: state(page) == "ready" and text(page, "mfu") != "43%")
+    assert text(page, "mfu") == "16%"  # the plate's figure for tp 16 across the network
+    assert text(page, "dp") == "64"  # 16384 / (16 * 16)
+    assert "num_kv_heads(8)" in text(page, "warnings")
+
+
+def test_invalid_values_are_disabled_or_explained(page: WebDriver) -> None:
+    # pp 32 with vpp 4 needs 128 chunks of 126 layers: offered, but disabled with the reason.
+    pp_32 = page.find_element(By.CSS_SELECTOR, "#pp option[value='32']")
+    assert not pp_32.is_enabled()
+    assert "exceed num_layers(126)" in (pp_32.get_attribute("textContent") or "")
+    # A global batch dp(128) does not divide: the server's message, beside the controls.
+    batch = page.find_element(By.ID, "global-batch")
+    batch.send_keys(Keys.CONTROL, "a")
+    batch.send_keys("100")
+    wait_for(page, lambda: state(page) == "error")
+    assert "not divisible by dp(128)" in text(page, "request-error")
+    assert batch.get_attribute("aria-invalid") == "true"
+
+
+def test_scenarios_and_keyboard(page: WebDriver) -> None:
+    no_pipeline = page.find_element(By.CSS_SELECTOR, "[data-scenario='no-pipeline']")
+    no_pipeline.send_keys(Keys.ENTER)  # buttons are keyboard operable
+    wait_for(page, lambda: state(page) == "ready" and text(page, "dp") == "2048")
+    # pp 1, ZeRO-2: weights 2 * 405.85e9 / 8 = 101.46 GB alone exceed 80 GB
+    assert no_pipeline.get_attribute("aria-pressed") == "true"
+    assert "exceeds 80" in text(page, "memory-note")
+
+
+def test_layouts_readable_on_laptop_screens(page: WebDriver) -> None:
+    for width, height in ((LAPTOP_WIDTH, LAPTOP_HEIGHT), (1920, 1080)):
+        page.set_window_size(width, height)
+        overflow = page.execute_script(
+            "return document.documentElement.scrollWidth - document.documentElement.clientWidth"
+        )
+        assert overflow <= 0, f"horizontal scroll at {width}x{height}"
+        memory, mfu = (page.find_element(By.ID, i).rect for i in ("memory-chart", "mfu-chart"))
+        assert memory["x"] + memory["width"] <= mfu["x"], "charts side by side"
+    page.set_window_size(LAPTOP_WIDTH, LAPTOP_HEIGHT)
+
+
+@pytest.mark.xfail(reason="POST /v1/optimize: the CP-SAT solver has not landed yet", strict=False)
+def test_optimise_fills_the_optimum_and_draws_the_frontier(page: WebDriver) -> None:
+    before = shown_layout(page)
+    page.find_element(By.ID, "optimise").click()
+    try:
+        wait_for(
+            page,
+            lambda: (
+                page.execute_script("return document.body.dataset.optimise") in ("done", "error")
+            ),
+        )
+        assert page.execute_script("return document.body.dataset.optimise") == "done", text(
+            page, "optimise-status"
+        )
+        wait_for(page, lambda: state(page) == "ready" and shown_layout(page) != before)
+    finally:
+        save_screenshot(page)
+
+
+def save_screenshot(browser: WebDriver) -> None:
+    """The whole page at laptop width, for the README."""
+    height = browser.execute_script("return document.documentElement.scrollHeight")
+    browser.execute_cdp_cmd(
+        "Emulation.setDeviceMetricsOverride",
+        {"width": LAPTOP_WIDTH, "height": int(height), "deviceScaleFactor": 1, "mobile": False},
+    )
+    SCREENSHOT.parent.mkdir(exist_ok=True)
+    browser.save_screenshot(str(SCREENSHOT))
+    browser.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
