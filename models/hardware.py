@@ -41,10 +41,21 @@ class GpuSpec(BaseModel):
 
 
 class ClusterSpec(BaseModel):
-    """`gpus` accelerators of one type, `gpus_per_node` of them sharing NVLink."""
+    """`gpus` accelerators of one type, `gpus_per_node` of them sharing NVLink.
+
+    `nvlink_domain` names a larger NVLink domain than a node (GB200 NVL72: 72 GPUs over 18
+    trays of 4); profiles that price links by domain (standard) use it, workshop does not.
+    """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     gpus: int = Field(gt=0, le=MAX_GPUS)
     gpu: GpuSpec
     gpus_per_node: int = Field(8, gt=0, le=1024)
+    nvlink_domain: int | None = Field(
+        None, gt=0, le=100_000, description="GPUs sharing NVLink; defaults to gpus_per_node."
+    )
+
+    @property
+    def nvlink_domain_size(self) -> int:
+        return self.gpus_per_node if self.nvlink_domain is None else self.nvlink_domain

@@ -29,6 +29,14 @@ class Recompute(StrEnum):
     FULL = "full"
 
 
+class Schedule(StrEnum):
+    """Pipeline schedule. `1f1b` is interleaved when vpp > 1 (Narayanan et al. SC21)."""
+
+    ONE_F_ONE_B = "1f1b"
+    ZERO_BUBBLE = "zero-bubble"  # ZB-H1 (Qi et al. 2024): 1F1B's memory, a third of its bubble
+    DUALPIPE = "dualpipe"  # DeepSeek-V3: two directions, parameters twice, p + 1 in flight
+
+
 class Layout(BaseModel):
     """Parallel degrees and the per-step knobs that go with them."""
 
@@ -46,6 +54,10 @@ class Layout(BaseModel):
         0, ge=0, le=3, description="ZeRO stage: 1 shards optimiser, 2 +grads, 3 +weights."
     )
     recompute: Recompute = Recompute.NONE
+    schedule: Schedule = Schedule.ONE_F_ONE_B
+    ep: int = Field(
+        1, gt=0, le=MAX_DEGREE, description="Expert-parallel degree, carved from dp * cp (MoE)."
+    )
     placement: tuple[Dimension, ...] = Field(
         DEFAULT_PLACEMENT, description="Dimensions from the innermost (fastest links) outward."
     )
@@ -129,4 +141,32 @@ def resolve_layout(layout: Layout, job: TrainingJob) -> Layout:
             f"global_batch {batch} is not divisible by dp({dp}) * micro_batch({layout.micro_batch})",
             "training.global_batch",
         )
+    _check_schedule_and_experts(layout, job, dp)
     return layout.model_copy(update={"dp": dp})
+
+
+def _check_schedule_and_experts(layout: Layout, job: TrainingJob, dp: int) -> None:
+    model = job.model
+    if layout.schedule != Schedule.ONE_F_ONE_B and layout.vpp > 1:
+        raise InvalidSpec(
+            f"schedule {layout.schedule.value} is priced without interleaving; vpp({layout.vpp}) needs 1f1b",
+            "layout.schedule",
+        )
+    if layout.schedule == Schedule.DUALPIPE and layout.pp % 2:
+        raise InvalidSpec(
+            f"dualpipe pairs pipeline stages from both ends: pp({layout.pp}) must be even",
+            "layout.schedule",
+        )
+    if layout.ep == 1:
+        return
+    if not model.is_moe:
+        raise InvalidSpec(f"ep({layout.ep}) needs a mixture-of-experts model", "layout.ep")
+    if (dp * layout.cp) % layout.ep:
+        raise InvalidSpec(
+            f"ep({layout.ep}) must divide dp({dp}) * cp({layout.cp}) = {dp * layout.cp}",
+            "layout.ep",
+        )
+    if model.num_experts % layout.ep:
+        raise InvalidSpec(
+            f"ep({layout.ep}) does not divide num_experts({model.num_experts})", "layout.ep"
+        )

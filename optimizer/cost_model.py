@@ -13,11 +13,12 @@ import numpy as np
 
 from models.errors import InvalidSpec
 from models.job import TrainingJob
-from models.layout import Layout, Recompute, resolve_layout
+from models.layout import Layout, Recompute, Schedule, resolve_layout
 from optimizer import workshop
 from optimizer.assumptions import CostAssumptions
 from optimizer.estimate import Estimate, MemoryBytes, MfuStep
 from optimizer.grid import GridPrices, LayoutGrid
+from optimizer.standard_profile import price_standard, price_standard_grid
 
 Pricer = Callable[[TrainingJob, Layout, CostAssumptions], Estimate]
 GridPricer = Callable[[TrainingJob, LayoutGrid, CostAssumptions], GridPrices]
@@ -78,7 +79,21 @@ def _workshop_unpriced(layout: Layout) -> list[str]:
         )
     if layout.zero >= 3:
         warnings.append("profile workshop does not price ZeRO-3's parameter all-gathers")
+    if layout.schedule != Schedule.ONE_F_ONE_B or layout.ep > 1:
+        warnings.append(
+            f"profile workshop prices 1F1B without experts: schedule {layout.schedule.value} "
+            f"and ep({layout.ep}) are ignored here; profile standard prices them"
+        )
     return warnings
+
+
+def _workshop_model_warnings(job: TrainingJob) -> list[str]:
+    if job.model.is_moe:
+        return [
+            "profile workshop prices every layer as dense: a mixture-of-experts model's compute "
+            "and all-to-alls need profile standard"
+        ]
+    return []
 
 
 def price_workshop(job: TrainingJob, layout: Layout, assumptions: CostAssumptions) -> Estimate:
@@ -127,7 +142,11 @@ def price_workshop(job: TrainingJob, layout: Layout, assumptions: CostAssumption
             "dp_comm": float(b.dp_comm_s),
             "step_compute": float(b.step_compute_s),
         },
-        warnings=tuple(engine_warnings(job, layout) + _workshop_unpriced(layout)),
+        warnings=tuple(
+            engine_warnings(job, layout)
+            + _workshop_unpriced(layout)
+            + _workshop_model_warnings(job)
+        ),
     )
 
 
@@ -159,6 +178,7 @@ def price_workshop_grid(
 
 PROFILES: dict[str, Profile] = {
     "workshop": Profile("workshop", price_workshop, price_workshop_grid),
+    "standard": Profile("standard", price_standard, price_standard_grid),
 }
 DEFAULT_EVALUATE_PROFILE = "workshop"
 

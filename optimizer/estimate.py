@@ -42,6 +42,8 @@ class Estimate:
     tokens_per_s_per_gpu: float
     times_s: dict[str, float] = field(default_factory=dict)  # per-layer and per-step components
     warnings: tuple[str, ...] = ()
+    # Hardware FLOPs (model FLOPs plus recomputation) over peak, where the profile reports it.
+    hardware_flops_utilization: float | None = None
 
     @property
     def mfu(self) -> float:

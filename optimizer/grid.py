@@ -12,9 +12,14 @@ from typing import Any
 
 import numpy as np
 
-from models.layout import DIMENSIONS, Dimension, Layout, Recompute
+from models.layout import DIMENSIONS, Dimension, Layout, Recompute, Schedule
 
 RECOMPUTE_CODES: tuple[Recompute, ...] = (Recompute.NONE, Recompute.SELECTIVE, Recompute.FULL)
+SCHEDULE_CODES: tuple[Schedule, ...] = (
+    Schedule.ONE_F_ONE_B,
+    Schedule.ZERO_BUBBLE,
+    Schedule.DUALPIPE,
+)
 # Every order of the four dimensions, innermost first; a grid names one by its index.
 PLACEMENTS: tuple[tuple[Dimension, ...], ...] = tuple(permutations(DIMENSIONS))
 
@@ -25,6 +30,10 @@ def recompute_code(recompute: Recompute) -> int:
 
 def placement_code(placement: tuple[Dimension, ...]) -> int:
     return PLACEMENTS.index(tuple(placement))
+
+
+def schedule_code(schedule: Schedule) -> int:
+    return SCHEDULE_CODES.index(schedule)
 
 
 @dataclass(frozen=True)
@@ -40,6 +49,15 @@ class LayoutGrid:
     zero: np.ndarray
     recompute: np.ndarray  # index into RECOMPUTE_CODES
     placement: np.ndarray  # index into PLACEMENTS
+    # Optional so that grids built before these knobs existed keep working: 1f1b and ep = 1.
+    schedule: np.ndarray | None = None  # index into SCHEDULE_CODES
+    ep: np.ndarray | None = None
+
+    def __post_init__(self) -> None:
+        if self.schedule is None:
+            object.__setattr__(self, "schedule", np.zeros_like(self.tp))
+        if self.ep is None:
+            object.__setattr__(self, "ep", np.ones_like(self.tp))
 
     def __len__(self) -> int:
         return int(self.tp.size)
@@ -73,7 +91,19 @@ class LayoutGrid:
             zero=int(self.zero[index]),
             recompute=RECOMPUTE_CODES[int(self.recompute[index])],
             placement=PLACEMENTS[int(self.placement[index])],
+            schedule=SCHEDULE_CODES[int(self.schedule_codes[index])],
+            ep=int(self.expert_parallel[index]),
         )
+
+    @property
+    def schedule_codes(self) -> np.ndarray:
+        assert self.schedule is not None  # set in __post_init__
+        return self.schedule
+
+    @property
+    def expert_parallel(self) -> np.ndarray:
+        assert self.ep is not None  # set in __post_init__
+        return self.ep
 
     def take(self, index: Any) -> LayoutGrid:
         """The sub-grid at a boolean mask or index array."""
@@ -94,10 +124,24 @@ class LayoutGrid:
             zero=column([x.zero for x in layouts]),
             recompute=column([recompute_code(x.recompute) for x in layouts]),
             placement=column([placement_code(x.placement) for x in layouts]),
+            schedule=column([schedule_code(x.schedule) for x in layouts]),
+            ep=column([x.ep for x in layouts]),
         )
 
 
-_FIELDS = ("tp", "pp", "cp", "dp", "vpp", "micro_batch", "zero", "recompute", "placement")
+_FIELDS = (
+    "tp",
+    "pp",
+    "cp",
+    "dp",
+    "vpp",
+    "micro_batch",
+    "zero",
+    "recompute",
+    "placement",
+    "schedule",
+    "ep",
+)
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,290 @@
+"""Profile `standard`: every knob the optimiser turns carries its cost (docs/cost-model.md).
+
+Adds to `workshop`: the worst pipeline stage's memory (embedding and head, uneven stages,
+interleaving's in-flight penalty, schedules), context parallelism's K/V exchange, ZeRO-3's
+gathers, pipeline sends, selective recompute, mixture-of-experts all-to-alls, NVLink domains
+larger than a node, and MFU as model FLOPs (attention included) with hardware FLOPs beside.
+One function, `breakdown`, prices a single layout and a whole grid alike.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from models.job import TrainingJob
+from optimizer import standard_memory as mem
+from optimizer import standard_time as tim
+from optimizer.assumptions import CostAssumptions
+
+Number = Any
+
+# The MFU waterfall: each step charges one more effect to the step time.
+MFU_STEP_NAMES = (
+    "kernel efficiency",
+    "after uneven stages",
+    "after recomputation",
+    "after pipeline bubble",
+    "after tensor-parallel communication",
+    "after context-parallel communication",
+    "after expert all-to-all",
+    "after pipeline sends",
+    "after data-parallel communication",
+)
+
+
+@dataclass(frozen=True)
+class Degrees:
+    """The knobs of one layout or of a grid (equally shaped arrays), spans included."""
+
+    tp: Number
+    pp: Number
+    cp: Number
+    dp: Number
+    vpp: Number
+    micro_batch: Number
+    zero: Number
+    recompute: Number  # grid.RECOMPUTE_CODES index
+    schedule: Number  # grid.SCHEDULE_CODES index
+    ep: Number
+    tp_span: Number
+    cp_span: Number
+    pp_span: Number
+    dp_span: Number
+
+    @property
+    def ep_span(self) -> Number:
+        """ep ranks are carved from cp first, then dp (Megatron-LM's expert groups)."""
+        inside_cp = self.cp_span / self.cp
+        inside_dp = self.dp_span / self.dp
+        wide = np.maximum(self.ep / self.cp * inside_dp, self.cp_span)
+        return np.where(self.ep <= self.cp, self.ep * inside_cp, wide)
+
+    @property
+    def data_group_span(self) -> Number:
+        """Gradients reduce over dp * cp: the group spans the wider of the two."""
+        return np.maximum(self.dp_span, self.cp_span)
+
+
+@dataclass(frozen=True)
+class Breakdown:
+    micro_batches: Number
+    memory: mem.StageMemory
+    valid: Number  # layers split into whole chunks
+    bubble: Number
+    layer_times_s: dict[str, Number]
+    step_times_s: tuple[Number, ...]  # cumulative, one per MFU_STEP_NAMES
+    model_flops: Number  # per step, whole job
+    hardware_flops: Number
+    cluster_flop_s: float
+
+    @property
+    def step_time_s(self) -> Number:
+        return self.step_times_s[-1]
+
+    @property
+    def mfu_steps(self) -> tuple[Number, ...]:
+        return tuple(self.model_flops / (self.cluster_flop_s * t) for t in self.step_times_s)
+
+    @property
+    def mfu(self) -> Number:
+        return self.mfu_steps[-1]
+
+    @property
+    def hfu(self) -> Number:
+        return self.hardware_flops / (self.cluster_flop_s * self.step_time_s)
+
+
+def stage_memory(job: TrainingJob, a: CostAssumptions, k: Degrees, m: Number) -> mem.StageMemory:
+    """Memory of the first and last device; the worse of the two."""
+    model, s = job.model, job.training.seq_len
+    layers = mem.stage_layers(model.num_layers, k.pp, k.vpp)
+    dense = mem.dense_params_per_layer_per_device(model, k.tp)
+    experts = mem.expert_params_per_layer_per_device(model, k.tp, k.ep)
+    embedding = mem.embedding_params_per_device(model, k.tp, k.pp)
+    group = k.dp * k.cp
+    copies = np.where(k.schedule == mem.SCHEDULE_DUALPIPE, 2, 1)
+    tokens = s * k.micro_batch / (k.tp * k.cp)
+    per_layer = mem.layer_activation_bytes_per_token(model, k.recompute) * tokens
+    working = np.where(
+        k.recompute == mem.RECOMPUTE_FULL,
+        mem.full_layer_activation_bytes_per_token(model) * tokens,
+        0.0,
+    )
+    in_first, in_last = mem.in_flight_micro_batches(m, k.pp, k.vpp, k.schedule)
+    logits = a.logits_bytes_per_value * model.vocab_size * s * k.micro_batch / (k.tp * k.cp)
+
+    def stage(n_layers: Number, in_flight: Number, extra_activations: Number) -> mem.StageMemory:
+        weights, grads, opt = mem.state_bytes(
+            n_layers * dense + embedding,
+            n_layers * experts,
+            k.zero,
+            group,
+            group / k.ep,
+            copies,
+            a.gradient_bytes_per_param,
+            a.optimizer_bytes_per_param,
+        )
+        acts = n_layers * per_layer * in_flight + working + extra_activations
+        return mem.StageMemory(weights, grads, opt, acts)
+
+    first = stage(layers.first, in_first, np.where(k.pp == 1, logits, 0.0))
+    last = stage(layers.last, in_last, logits)
+    return mem.worst_stage(first, last)
+
+
+def layer_times(job: TrainingJob, a: CostAssumptions, k: Degrees) -> dict[str, Number]:
+    """Seconds of one layer on one micro-batch on one device, by component."""
+    model, gpu, cluster = job.model, job.cluster.gpu, job.cluster
+    s, peak, domain = job.training.seq_len, gpu.peak_flop_s, cluster.nvlink_domain_size
+    inter = gpu.inter_node_bytes_s * a.inter_node_bandwidth_efficiency
+
+    def link(span: Number) -> Number:
+        return tim.link_bytes_s(span, domain, gpu.intra_node_bytes_s, inter)
+
+    tokens = s * k.micro_batch / k.cp
+    avg_params = model.active_layer_params / model.num_layers
+    matmul = tim.matmul_s(6 * avg_params, tokens, k.tp, peak, a.kernel_efficiency)
+    attention = tim.attention_s(
+        model.q_width,
+        s,
+        tokens,
+        k.tp,
+        peak,
+        a.attention_kernel_efficiency,
+        a.causal_attention_work_fraction,
+    )
+    cp_bytes = tim.cp_exchange_bytes(
+        k.cp, s * k.micro_batch, model.kv_width, model.num_kv_heads, k.tp, k.recompute
+    )
+    a2a_overlap = np.where(
+        k.schedule == mem.SCHEDULE_DUALPIPE,
+        a.dualpipe_all_to_all_overlap_fraction,
+        a.moe_all_to_all_overlap_fraction,
+    )
+    return {
+        "matmul": matmul,
+        "attention": attention,
+        "recompute": tim.recompute_s(
+            matmul + attention, k.recompute, a.selective_recompute_time_overhead
+        ),
+        "tp_comm": tim.tp_comm_s(
+            k.tp, tokens, model.hidden_size, link(k.tp_span), k.recompute, a.tp_overlap_fraction
+        ),
+        "cp_comm": tim.exposed_s(cp_bytes / link(k.cp_span), attention, a.cp_overlap_fraction),
+        "moe_all_to_all": tim.moe_all_to_all_s(
+            k.ep,
+            tokens,
+            k.tp,
+            model.experts_per_token,
+            model.hidden_size,
+            link(k.ep_span),
+            model.num_moe_layers / model.num_layers,
+            a2a_overlap,
+        ),
+    }
+
+
+def busiest_stage_s(layers: mem.StageLayers, pp: Number, layer_s: Number, head_s: Number) -> Number:
+    """The pipeline runs at its slowest device's pace: the last one carries the output head."""
+    first = layers.first * layer_s + np.where(pp == 1, head_s, 0.0)
+    middle = np.where(pp > 2, layers.middle * layer_s, 0.0)
+    last = layers.last * layer_s + head_s
+    return np.maximum(np.maximum(first, middle), last)
+
+
+def data_parallel_s(
+    job: TrainingJob, a: CostAssumptions, k: Degrees, layers: mem.StageLayers
+) -> tuple[Number, Number]:
+    """(per step, per micro-batch) exposure-free seconds of gradient sync or ZeRO-3 traffic
+    for the first stage's parameters (the busiest in parameters: embedding plus layers)."""
+    model, gpu = job.model, job.cluster.gpu
+    inter = gpu.inter_node_bytes_s * a.inter_node_bandwidth_efficiency
+    bandwidth = tim.link_bytes_s(
+        k.data_group_span, job.cluster.nvlink_domain_size, gpu.intra_node_bytes_s, inter
+    )
+    n_layers = np.maximum(layers.first, layers.middle)
+    dense = n_layers * mem.dense_params_per_layer_per_device(model, k.tp)
+    dense = dense + mem.embedding_params_per_device(model, k.tp, k.pp)
+    experts = n_layers * mem.expert_params_per_layer_per_device(model, k.tp, k.ep)
+    group = k.dp * k.cp
+    zero3 = k.zero >= 3
+    per_step = tim.grad_sync_s(dense, experts, group, group / k.ep, bandwidth)
+    per_micro_batch = tim.zero3_per_micro_batch_s(dense, experts, group, group / k.ep, bandwidth)
+    return np.where(zero3, 0.0, per_step), np.where(zero3, per_micro_batch, 0.0)
+
+
+def breakdown(job: TrainingJob, a: CostAssumptions, k: Degrees) -> Breakdown:
+    """Price layouts given as numbers or as equally shaped arrays."""
+    model, training, gpu = job.model, job.training, job.cluster.gpu
+    m = training.global_batch // (k.dp * k.micro_batch)
+    layers = mem.stage_layers(model.num_layers, k.pp, k.vpp)
+    times = layer_times(job, a, k)
+    tokens = training.seq_len * k.micro_batch / k.cp
+    head_flops = 6 * model.vocab_size * model.hidden_size
+    head_s = tim.matmul_s(head_flops, tokens, k.tp, gpu.peak_flop_s, a.kernel_efficiency)
+    warmup = tim.warmup_micro_batches(k.pp, k.vpp, k.schedule, a.zero_bubble_weight_grad_fraction)
+    inter = gpu.inter_node_bytes_s * a.inter_node_bandwidth_efficiency
+    p2p = tim.pp_p2p_s(
+        k.pp,
+        k.vpp,
+        tokens,
+        model.hidden_size,
+        k.tp,
+        tim.link_bytes_s(k.pp_span, job.cluster.nvlink_domain_size, gpu.intra_node_bytes_s, inter),
+        a.pp_p2p_overlap_fraction,
+    )
+    dp_step_s, zero3_mb_s = data_parallel_s(job, a, k, layers)
+
+    def stage(*parts: str) -> Number:
+        return busiest_stage_s(layers, k.pp, sum(times[p] for p in parts), head_s)
+
+    compute = ("matmul", "attention")
+    balanced = m * (model.num_layers * (times["matmul"] + times["attention"]) + head_s) / k.pp
+    busy = stage(*compute, "recompute", "tp_comm", "cp_comm", "moe_all_to_all")
+    zero3_exposed = tim.exposed_s(zero3_mb_s, busy, a.zero3_overlap_fraction)
+    per_mb = busy + p2p + zero3_exposed
+    dp_exposed = tim.exposed_s(dp_step_s, per_mb, a.dp_overlap_microbatches)
+    slots = m + warmup
+    step_times = (
+        balanced,
+        m * stage(*compute),
+        m * stage(*compute, "recompute"),
+        slots * stage(*compute, "recompute"),
+        slots * stage(*compute, "recompute", "tp_comm"),
+        slots * stage(*compute, "recompute", "tp_comm", "cp_comm"),
+        slots * busy,
+        slots * (busy + p2p),
+        slots * per_mb + dp_exposed,
+    )
+    tokens_per_step = training.tokens_per_step
+    model_flops = tokens_per_step * tim.model_flops_per_token(
+        model.active_layer_params,
+        model.vocab_size * model.hidden_size,
+        model.num_layers,
+        model.q_width,
+        training.seq_len,
+    )
+    extra = tim.recompute_flops_per_token(
+        model.active_layer_params, model.num_layers, model.q_width, training.seq_len, k.recompute
+    )
+    times = {
+        **times,
+        "head": head_s,
+        "pp_p2p_per_micro_batch": p2p,
+        "zero3_per_micro_batch": zero3_exposed,
+        "dp_comm_exposed": dp_exposed,
+    }
+    return Breakdown(
+        micro_batches=m,
+        memory=stage_memory(job, a, k, m),
+        valid=layers.valid,
+        bubble=warmup / slots,
+        layer_times_s=times,
+        step_times_s=step_times,
+        model_flops=model_flops,
+        hardware_flops=model_flops + tokens_per_step * extra,
+        cluster_flop_s=job.cluster.gpus * gpu.peak_flop_s,
+    )

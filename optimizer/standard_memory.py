@@ -1,0 +1,193 @@
+"""Profile `standard`, memory per device: the worst pipeline stage's weights, gradients,
+optimiser state and activations (docs/cost-model.md, "standard: memory").
+
+Pure functions that broadcast over numpy arrays, like `workshop`. Units: bytes, layers,
+parameters. Recompute codes follow `grid.RECOMPUTE_CODES` (0 none, 1 selective, 2 full);
+schedule codes `grid.SCHEDULE_CODES` (0 1f1b, 1 zero-bubble, 2 dualpipe).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from models.transformer import TransformerSpec
+
+Number = Any  # float | int | np.ndarray: the formulas broadcast
+
+BF16_BYTES = 2
+RECOMPUTE_NONE, RECOMPUTE_SELECTIVE, RECOMPUTE_FULL = 0, 1, 2
+SCHEDULE_1F1B, SCHEDULE_ZERO_BUBBLE, SCHEDULE_DUALPIPE = 0, 1, 2
+
+
+# --- how layers split into stages -----------------------------------------------------
+
+
+@dataclass(frozen=True)
+class StageLayers:
+    """Layers held by the first, an interior and the last pipeline device."""
+
+    first: Number
+    middle: Number
+    last: Number
+    valid: Number  # False where the layers cannot split into whole chunks
+
+
+def stage_layers(num_layers: Number, pp: Number, vpp: Number) -> StageLayers:
+    """Whole chunks of `L / (p*v)` layers, or Llama 3's uneven split: when `(L + 2)` splits
+    evenly, the embedding and the output head each take one layer's slot on the first and
+    last stage (Llama 3 paper, section 3.3.2: 126 layers on 16 stages as 7, 8, ..., 8, 7)."""
+    chunks = pp * vpp
+    even = num_layers % chunks == 0
+    uneven = ((num_layers + 2) % chunks == 0) & (pp > 1) & ~even
+    per_device = np.where(uneven, (num_layers + 2) / pp, num_layers / pp)
+    end = np.where(uneven, per_device - 1, per_device)
+    return StageLayers(first=end, middle=per_device, last=end, valid=even | uneven)
+
+
+# --- activations ----------------------------------------------------------------------
+
+
+def mlp_activation_bytes(ffn: Number, gated: bool) -> Number:
+    """Per token: SwiGLU keeps gate and up outputs and their product (3 x 2f bytes); a GeLU
+    MLP keeps its first output and the GeLU output (2 x 2f)."""
+    return (6 if gated else 4) * ffn
+
+
+def layer_activation_bytes_per_token(model: TransformerSpec, recompute: Number) -> Number:
+    """Bytes one layer keeps per token for its backward pass, averaged over dense and MoE
+    layers, before sharding by tp and cp.
+
+    Korthikanti et al. 2022's count (eq. 2) redone for a FlashAttention layer with GQA and no
+    dropout: two norm inputs and outputs (8h), Q, K, V (2(q + kv)), the attention output
+    (2q), and the MLP's intermediate tensors. FlashAttention never stores the s x s scores
+    (the 5as/h term) in any mode. Selective recompute drops what is large and cheap to
+    recompute (Korthikanti's criterion): the two norm outputs (4h) and the activation
+    function's output (2f per expert copy). Full recompute keeps the layer input only (2h).
+    """
+    h, gated = model.hidden_size, model.gated_mlp
+    attention = 8 * h + 2 * (model.q_width + model.kv_width) + 2 * model.q_width
+    dense_mlp = mlp_activation_bytes(model.ffn_hidden_size, gated)
+    dense_selective_saving = 4 * h + 2 * model.ffn_hidden_size
+    moe_mlp, moe_saving = 0.0, 0.0
+    if model.is_moe and model.expert_ffn_hidden_size is not None:
+        copies = model.experts_per_token + model.num_shared_experts
+        # each routed copy also keeps its dispatched input and combine input (2 x 2h)
+        moe_mlp = copies * mlp_activation_bytes(model.expert_ffn_hidden_size, gated)
+        moe_mlp += model.experts_per_token * 4 * h
+        moe_saving = 4 * h + 2 * copies * model.expert_ffn_hidden_size
+    dense_share = 1 - model.num_moe_layers / model.num_layers
+    mlp = dense_share * dense_mlp + (1 - dense_share) * moe_mlp
+    saving = dense_share * dense_selective_saving + (1 - dense_share) * moe_saving
+    none = attention + mlp
+    return np.where(
+        recompute == RECOMPUTE_FULL,
+        BF16_BYTES * h,
+        np.where(recompute == RECOMPUTE_SELECTIVE, none - saving, none),
+    )
+
+
+def full_layer_activation_bytes_per_token(model: TransformerSpec) -> Number:
+    return layer_activation_bytes_per_token(model, RECOMPUTE_NONE)
+
+
+def interleaving_penalty(pp: Number, vpp: Number) -> Number:
+    """Megatron-LM's `1 + (p-1)/(p*v)`: the interleaved schedule's extra in-flight activations
+    (Narayanan et al. SC21 section 2.2.2; Korthikanti et al. 2022 section 4.2.3)."""
+    return np.where(vpp > 1, 1 + (pp - 1) / (pp * vpp), 1.0)
+
+
+def in_flight_micro_batches(
+    micro_batches: Number, pp: Number, vpp: Number, schedule: Number
+) -> tuple[Number, Number]:
+    """Micro-batches whose activations the first and the last device hold at the peak.
+
+    1F1B and ZB-H1 keep min(m, p) on the first device (ZB-H1 keeps 1F1B's peak, Qi et al.
+    2024) times the interleaving penalty; the last device holds one, or with interleaving as
+    many as the first (it also holds early chunks). DualPipe keeps p + 1 on every device
+    (DeepSeek-V3 report, Table 2).
+    """
+    first = np.minimum(micro_batches, pp) * interleaving_penalty(pp, vpp)
+    last = np.where(vpp > 1, first, 1.0)
+    dualpipe = schedule == SCHEDULE_DUALPIPE
+    return np.where(dualpipe, pp + 1, first), np.where(dualpipe, pp + 1, last)
+
+
+# --- parameters -----------------------------------------------------------------------
+
+
+def dense_params_per_layer_per_device(model: TransformerSpec, tp: Number) -> Number:
+    """Parameters of one layer a device holds that every data-parallel rank replicates,
+    averaged over dense and MoE layers: attention, dense MLP, router, shared experts."""
+    dense_share = 1 - model.num_moe_layers / model.num_layers
+    moe_dense_part = (
+        model.attention_params_per_layer
+        + model.router_params
+        + model.num_shared_experts * model.expert_params
+    )
+    return (dense_share * model.params_per_layer + (1 - dense_share) * moe_dense_part) / tp
+
+
+def expert_params_per_layer_per_device(model: TransformerSpec, tp: Number, ep: Number) -> Number:
+    """Routed-expert parameters per layer per device: experts split over ep, each over tp
+    (Megatron-LM's default expert tensor parallelism equals tp)."""
+    moe_share = model.num_moe_layers / model.num_layers
+    return moe_share * model.num_experts * model.expert_params / (ep * tp)
+
+
+def embedding_params_per_device(model: TransformerSpec, tp: Number, pp: Number) -> Number:
+    """The input embedding on the first stage, the output head on the last (vocab-parallel
+    over tp); one device holds both when pp = 1, once if they are tied."""
+    one = model.vocab_size * model.hidden_size / tp
+    both = model.embedding_params / tp
+    return np.where(pp == 1, both, one)
+
+
+@dataclass(frozen=True)
+class StageMemory:
+    """Bytes per device by part, of the worst stage (elementwise over a grid)."""
+
+    weights: Number
+    gradients: Number
+    optimizer: Number
+    activations: Number
+
+    @property
+    def total(self) -> Number:
+        return self.weights + self.gradients + self.optimizer + self.activations
+
+
+def state_bytes(
+    dense_params: Number,
+    expert_params: Number,
+    zero: Number,
+    shard_group: Number,
+    expert_shard_group: Number,
+    copies: Number,
+    grad_bytes: float,
+    optimizer_bytes: float,
+) -> tuple[Number, Number, Number]:
+    """Weights (bf16), gradients and optimiser state; ZeRO stage z shards over the
+    data-parallel group (dp * cp for dense parameters, dp * cp / ep for experts)."""
+
+    def sharded(bytes_per_param: float, from_stage: int) -> Number:
+        on = zero >= from_stage
+        dense = dense_params / np.where(on, shard_group, 1)
+        experts = expert_params / np.where(on, expert_shard_group, 1)
+        return bytes_per_param * (dense + experts)
+
+    weights = copies * sharded(BF16_BYTES, 3)
+    gradients = copies * sharded(grad_bytes, 2)
+    return weights, gradients, sharded(optimizer_bytes, 1)
+
+
+def worst_stage(first: StageMemory, last: StageMemory) -> StageMemory:
+    take_first = first.total >= last.total
+    return StageMemory(
+        weights=np.where(take_first, first.weights, last.weights),
+        gradients=np.where(take_first, first.gradients, last.gradients),
+        optimizer=np.where(take_first, first.optimizer, last.optimizer),
+        activations=np.where(take_first, first.activations, last.activations),
+    )

@@ -1,0 +1,125 @@
+"""Profile `standard` behind the `Profile` interface: one layout in full, or a grid at once.
+
+Both go through `standard.breakdown`, so the enumerator, the CP-SAT tables and `evaluate`
+see the same figures.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from models.errors import InvalidSpec
+from models.job import TrainingJob
+from models.layout import Layout
+from optimizer.assumptions import CostAssumptions
+from optimizer.estimate import Estimate, MemoryBytes, MfuStep
+from optimizer.grid import GridPrices, LayoutGrid, recompute_code, schedule_code
+from optimizer.standard import MFU_STEP_NAMES, Breakdown, Degrees, breakdown
+
+
+def layout_degrees(layout: Layout) -> Degrees:
+    return Degrees(
+        tp=layout.tp,
+        pp=layout.pp,
+        cp=layout.cp,
+        dp=layout.data_parallel_size,
+        vpp=layout.vpp,
+        micro_batch=layout.micro_batch,
+        zero=layout.zero,
+        recompute=recompute_code(layout.recompute),
+        schedule=schedule_code(layout.schedule),
+        ep=layout.ep,
+        tp_span=layout.group_span("tp"),
+        cp_span=layout.group_span("cp"),
+        pp_span=layout.group_span("pp"),
+        dp_span=layout.group_span("dp"),
+    )
+
+
+def grid_degrees(grid: LayoutGrid) -> Degrees:
+    return Degrees(
+        tp=grid.tp,
+        pp=grid.pp,
+        cp=grid.cp,
+        dp=grid.dp,
+        vpp=grid.vpp,
+        micro_batch=grid.micro_batch,
+        zero=grid.zero,
+        recompute=grid.recompute,
+        schedule=grid.schedule_codes,
+        ep=grid.expert_parallel,
+        tp_span=grid.span("tp"),
+        cp_span=grid.span("cp"),
+        pp_span=grid.span("pp"),
+        dp_span=grid.span("dp"),
+    )
+
+
+def check_stage_split(job: TrainingJob, layout: Layout) -> None:
+    layers, pp, vpp = job.model.num_layers, layout.pp, layout.vpp
+    chunks = pp * vpp
+    if layers % chunks and ((layers + 2) % chunks or pp == 1):
+        raise InvalidSpec(
+            f"num_layers({layers}) does not split into pp({pp}) * vpp({vpp}) = {chunks} whole "
+            f"chunks, nor does num_layers + 2 = {layers + 2} (Llama 3's uneven first and last "
+            "stage, which give the embedding and the output head a layer's slot each)",
+            "layout.pp",
+        )
+
+
+def standard_warnings(job: TrainingJob, layout: Layout) -> list[str]:
+    """The engine warnings, judged against the NVLink domain rather than the node."""
+    from optimizer.cost_model import engine_warnings  # cost_model registers this module
+
+    cluster = job.cluster.model_copy(update={"gpus_per_node": job.cluster.nvlink_domain_size})
+    return engine_warnings(job.model_copy(update={"cluster": cluster}), layout)
+
+
+def price_standard(job: TrainingJob, layout: Layout, assumptions: CostAssumptions) -> Estimate:
+    check_stage_split(job, layout)
+    b = breakdown(job, assumptions, layout_degrees(layout))
+    step_time_s = float(b.step_time_s)
+    return Estimate(
+        profile="standard",
+        layout=layout,
+        micro_batches=int(b.micro_batches),
+        memory=MemoryBytes(
+            weights=float(b.memory.weights),
+            gradients=float(b.memory.gradients),
+            optimizer=float(b.memory.optimizer),
+            activations=float(b.memory.activations),
+            capacity=job.cluster.gpu.memory_bytes,
+        ),
+        bubble=float(b.bubble),
+        mfu_steps=tuple(
+            MfuStep(name, float(mfu)) for name, mfu in zip(MFU_STEP_NAMES, b.mfu_steps, strict=True)
+        ),
+        step_time_s=step_time_s,
+        tokens_per_s_per_gpu=job.training.tokens_per_step / (step_time_s * job.cluster.gpus),
+        times_s={**{name: float(v) for name, v in b.layer_times_s.items()}, "step": step_time_s},
+        warnings=tuple(standard_warnings(job, layout)),
+        hardware_flops_utilization=float(b.hfu),
+    )
+
+
+def _grid_prices(b: Breakdown) -> GridPrices:
+    """Layouts whose layers do not split into whole chunks cannot run: infinite memory."""
+    invalid = ~np.asarray(b.valid, dtype=bool)
+
+    def part(values: object) -> np.ndarray:
+        return np.where(invalid, np.inf, np.asarray(values, dtype=float))
+
+    return GridPrices(
+        weights_bytes=part(b.memory.weights),
+        gradients_bytes=part(b.memory.gradients),
+        optimizer_bytes=part(b.memory.optimizer),
+        activations_bytes=part(b.memory.activations),
+        bubble=np.asarray(b.bubble, dtype=float),
+        mfu=np.where(invalid, 0.0, np.asarray(b.mfu, dtype=float)),
+    )
+
+
+def price_standard_grid(
+    job: TrainingJob, grid: LayoutGrid, assumptions: CostAssumptions
+) -> GridPrices:
+    return _grid_prices(breakdown(job, assumptions, grid_degrees(grid)))
