@@ -16,7 +16,6 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from models.errors import InvalidSpec
 from models.job import TrainingJob
 from models.layout import DIMENSIONS, Dimension, Recompute
 from optimizer.grid import PLACEMENTS, recompute_code
@@ -243,3 +242,8 @@ def valid_knob_mask(
     layers, batch = job.model.num_layers, job.training.global_batch
     chunks_ok = (vpp == 1) | ((pp > 1) & (pp * vpp <= layers))
     return chunks_ok & (batch % (dp * micro_batch) == 0)
+
+
+def degree_columns(degrees: np.ndarray) -> dict[str, np.ndarray]:
+    """(K, 4) degree rows as LayoutGrid's tp, pp, cp, dp columns."""
+    return {name: degrees[:, i] for i, name in enumerate(("tp", "pp", "cp", "dp"))}

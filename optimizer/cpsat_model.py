@@ -1,0 +1,300 @@
+"""The CP-SAT model of the layout search, read top to bottom like OR-Tools' samples:
+data (tables from the cost model), variables, one `add_<family>` per constraint family,
+objective, solve, read-back.
+
+Encoding (docs: cpsat-notes.md): one Boolean per valid degree tuple (their product is the
+GPU count by construction) and per knob value, and one Boolean per row of each term table,
+tied to those by channelling sums. Memory is the sum of its four parts in whole bytes;
+ln(MFU) is the sum of the logarithms of its utilisation factors scaled by LN_MFU_SCALE.
+Every rule the user may relax has an enforcement literal named after it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from ortools.sat.python import cp_model
+
+from models.layout import Layout
+from optimizer.assumptions import CostAssumptions
+from optimizer.cpsat_tables import PLACEMENT, Tables, axis_size, build_tables
+from optimizer.enumerator import KV_HEADS, MEMORY_LIMIT
+from optimizer.grid import RECOMPUTE_CODES, LayoutGrid
+from optimizer.space import KNOBS, SearchProblem, degree_columns
+
+# Memory tie-breaks compare kilobytes, so that memory * rank radix stays inside int64.
+TIE_MEMORY_UNIT_BYTES = 1000
+INT64_MAX = 2**63 - 1
+
+
+@dataclass(frozen=True)
+class SolveSettings:
+    time_limit_s: float = 10.0
+    workers: int = 1
+
+
+def _name(value: int, knob: str) -> str:
+    return RECOMPUTE_CODES[value].value if knob == "recompute" else str(value)
+
+
+class LayoutModel:
+    """Variables and constraints of one search problem; `rules` maps names to literals."""
+
+    def __init__(self, tables: Tables) -> None:
+        self.tables, self.problem = tables, tables.problem
+        self.model = cp_model.CpModel()
+        self.rules: dict[str, cp_model.IntVar] = {}
+        self.add_degree_variables()
+        self.add_knob_variables()
+        self.add_term_tables()
+        self.add_kv_heads()
+        self.add_fixed_values()
+        self.add_allowed_knobs()
+        self.add_memory_limit()
+
+    # --- variables ------------------------------------------------------------------
+
+    def add_degree_variables(self) -> None:
+        """Exactly one (tp, pp, cp, dp) tuple; each tuple multiplies to the GPU count."""
+        self.degree_is = [
+            self.model.new_bool_var(f"degrees_are_t{t}_p{p}_c{c}_d{d}")
+            for t, p, c, d in self.problem.degrees
+        ]
+        self.model.add_exactly_one(self.degree_is)
+
+    def degree_expr(self, column: int, values: np.ndarray | None = None) -> cp_model.LinearExpr:
+        """A per-tuple number (by default the degree in `column`) of the chosen tuple."""
+        coefficients = self.problem.degrees[:, column] if values is None else values
+        return cp_model.LinearExpr.weighted_sum(self.degree_is, [int(v) for v in coefficients])
+
+    def add_knob_variables(self) -> None:
+        """Exactly one value per knob; placement is chosen as a class of equally priced orders."""
+        self.knob_is: dict[str, list[cp_model.IntVar]] = {}
+        for knob in KNOBS:
+            self.knob_is[knob] = [
+                self.model.new_bool_var(f"{knob}_is_{_name(value, knob)}")
+                for value in self.problem.knobs[knob]
+            ]
+        self.knob_is[PLACEMENT] = [
+            self.model.new_bool_var(f"placement_class_is_{j}")
+            for j in range(self.tables.classes.count)
+        ]
+        for literals in self.knob_is.values():
+            self.model.add_exactly_one(literals)
+
+    def knob_expr(self, knob: str, values: Sequence[int]) -> cp_model.LinearExpr:
+        return cp_model.LinearExpr.weighted_sum(self.knob_is[knob], [int(v) for v in values])
+
+    # --- constraints ----------------------------------------------------------------
+
+    def add_term_tables(self) -> None:
+        """One row of each table holds: the row whose degree tuple and knob values are chosen.
+
+        Its terms give the memory parts and the logarithms of the utilisation factors."""
+        self.terms: dict[str, cp_model.LinearExpr] = {}
+        for table in self.tables.tables:
+            tag = "_".join(table.axes) or "degrees"
+            rows = [
+                self.model.new_bool_var(f"{tag}_row_{r}") for r in range(len(table.degree_index))
+            ]
+            self.model.add_exactly_one(rows)
+            self._channel(rows, table.degree_index, self.degree_is)
+            for axis in table.axes:
+                self._channel(rows, table.axis_index[axis], self.knob_is[axis])
+            for name, values in table.values.items():
+                self.terms[name] = cp_model.LinearExpr.weighted_sum(rows, [int(v) for v in values])
+        self.memory_bytes = sum(
+            self.terms[t.name] for t in self.tables.terms if t.kind == "memory_bytes"
+        )
+        self.ln_mfu = sum(self.terms[t.name] for t in self.tables.terms if t.kind == "ln_mfu")
+
+    def _channel(self, rows: list, index: np.ndarray, literals: list) -> None:
+        for value, literal in enumerate(literals):
+            chosen = [rows[r] for r in np.flatnonzero(index == value)]
+            self.model.add(sum(chosen) == literal)
+
+    def _rule(self, name: str) -> cp_model.IntVar:
+        self.rules[name] = self.model.new_bool_var(f"rule_{name}")
+        return self.rules[name]
+
+    def add_kv_heads(self) -> None:
+        """tp divides the KV heads (Megatron-LM's rule; the cost model prices it anyway)."""
+        if not self.problem.require_kv_divisibility:
+            return
+        kv_heads = self.problem.job.model.num_kv_heads
+        breaks = (kv_heads % self.problem.degrees[:, 0] != 0).astype(np.int64)
+        self.model.add(self.degree_expr(0, breaks) == 0).only_enforce_if(self._rule(KV_HEADS))
+
+    def add_fixed_values(self) -> None:
+        """Degrees and knobs the user fixed."""
+        columns = {"tp": 0, "pp": 1, "cp": 2}
+        for name, value in self.problem.fixed.items():
+            if name in columns:
+                expr = self.degree_expr(columns[name])
+            else:
+                expr = self.knob_expr(name, self.problem.knobs[name])
+            self.model.add(expr == value).only_enforce_if(self._rule(f"fixed_{name}"))
+
+    def add_allowed_knobs(self) -> None:
+        """Knob values the user allows among those the profile prices (ZeRO, recompute)."""
+        for knob, allowed in self.problem.allowed.items():
+            barred = [
+                lit
+                for v, lit in zip(self.problem.knobs[knob], self.knob_is[knob], strict=True)
+                if v not in allowed
+            ]
+            self.model.add(sum(barred) == 0).only_enforce_if(self._rule(f"{knob}_allowed"))
+
+    def add_memory_limit(self) -> None:
+        """Memory per device (whole bytes, the sum of its parts) within the limit."""
+        limit = int(np.floor(self.problem.memory_limit_bytes))
+        self.model.add(self.memory_bytes <= limit).only_enforce_if(self._rule(MEMORY_LIMIT))
+
+    def cap_memory(self, cap_bytes: int) -> None:
+        self.model.add(self.memory_bytes <= cap_bytes)
+
+    def enforce(self, relaxed: frozenset[str] = frozenset()) -> None:
+        for name, literal in self.rules.items():
+            if name not in relaxed:
+                self.model.add(literal == 1)
+
+    # --- objectives -----------------------------------------------------------------
+
+    def maximize_mfu(self) -> None:
+        self.model.maximize(self.ln_mfu)
+
+    def tie_break_rank(self) -> tuple[cp_model.LinearExpr, int]:
+        """Mixed-radix rank, most significant first: tp, pp, cp, each knob, placement class."""
+        literals: list[cp_model.IntVar] = []
+        weights: list[int] = []
+        radix = 1
+        for axis in (PLACEMENT, *reversed(KNOBS)):
+            literals += self.knob_is[axis]
+            weights += [radix * j for j in range(axis_size(self.tables, axis))]
+            radix *= axis_size(self.tables, axis)
+        for column in (2, 1, 0):
+            ordered = np.unique(self.problem.degrees[:, column])
+            positions = np.searchsorted(ordered, self.problem.degrees[:, column])
+            literals += self.degree_is
+            weights += [radix * int(position) for position in positions]
+            radix *= len(ordered)
+        return cp_model.LinearExpr.weighted_sum(literals, weights), radix
+
+    def minimize_memory_then_rank(self, ln_mfu: int) -> None:
+        """Among layouts of this ln(MFU): least memory (kB), then the tie-break rank."""
+        self.model.add(self.ln_mfu == ln_mfu)
+        rank, radix = self.tie_break_rank()
+        most_kb = self.most_memory_bytes() // TIE_MEMORY_UNIT_BYTES + 1
+        if most_kb * radix >= INT64_MAX // 4:
+            raise OverflowError(f"tie-break objective {most_kb} kB x {radix} exceeds int64")
+        memory_kb = self.model.new_int_var(0, most_kb, "memory_kb")
+        self.model.add(self.memory_bytes - TIE_MEMORY_UNIT_BYTES * memory_kb >= 0)
+        self.model.add(
+            self.memory_bytes - TIE_MEMORY_UNIT_BYTES * memory_kb < TIE_MEMORY_UNIT_BYTES
+        )
+        self.model.minimize(memory_kb * radix + rank)
+
+    def most_memory_bytes(self) -> int:
+        return sum(
+            int(table.values[t.name].max())
+            for table in self.tables.tables
+            for t in self.tables.terms
+            if t.kind == "memory_bytes" and t.name in table.values
+        )
+
+    # --- read-back ------------------------------------------------------------------
+
+    def layout(self, solver: cp_model.CpSolver) -> Layout:
+        k = next(i for i, lit in enumerate(self.degree_is) if solver.boolean_value(lit))
+        chosen = {
+            axis: next(i for i, lit in enumerate(lits) if solver.boolean_value(lit))
+            for axis, lits in self.knob_is.items()
+        }
+        values = {
+            knob: np.asarray([self.problem.knobs[knob][chosen[knob]]], dtype=np.int64)
+            for knob in KNOBS
+        }
+        placement = self.tables.classes.representative[k][chosen[PLACEMENT]]
+        degrees = self.problem.degrees[k : k + 1]
+        grid = LayoutGrid(**degree_columns(degrees), placement=np.asarray([placement]), **values)
+        return grid.layout(0)
+
+
+# --- solve ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Found:
+    """A solve's answer: the layout (None if none), and whether the answer is proved."""
+
+    layout: Layout | None
+    proved: bool  # optimality when a layout came back, infeasibility when none did
+    solves: int
+    memory_bytes: int | None = None
+
+
+def new_solver(settings: SolveSettings, time_limit_s: float | None = None) -> cp_model.CpSolver:
+    """Presolve's probing and the LP relaxation cost more than they prune here (notes)."""
+    solver = cp_model.CpSolver()
+    parameters = solver.parameters
+    parameters.max_time_in_seconds = max(time_limit_s or settings.time_limit_s, 0.01)
+    parameters.num_workers = settings.workers
+    parameters.cp_model_probing_level = 0
+    parameters.linearization_level = 0
+    return solver
+
+
+def _hint(layout_model: LayoutModel, solver: cp_model.CpSolver) -> None:
+    for literals in [layout_model.degree_is, *layout_model.knob_is.values()]:
+        for literal in literals:
+            layout_model.model.add_hint(literal, solver.boolean_value(literal))
+
+
+def solve_best(
+    tables: Tables,
+    settings: SolveSettings,
+    relaxed: frozenset[str] = frozenset(),
+    memory_cap_bytes: int | None = None,
+) -> Found:
+    """Maximise ln(MFU); then, at that value, least memory and the tie-break rank."""
+    if len(tables.problem.degrees) == 0:
+        return Found(None, True, 0)
+    layout_model = LayoutModel(tables)
+    layout_model.enforce(relaxed)
+    if memory_cap_bytes is not None:
+        layout_model.cap_memory(memory_cap_bytes)
+    layout_model.maximize_mfu()
+    solver = new_solver(settings)
+    status = solver.solve(layout_model.model)
+    if status == cp_model.INFEASIBLE:
+        return Found(None, True, 1)
+    if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+        return Found(None, False, 1)
+    proved = status == cp_model.OPTIMAL
+    best_ln_mfu = int(round(solver.value(layout_model.ln_mfu)))
+    first = (layout_model.layout(solver), int(solver.value(layout_model.memory_bytes)))
+    _hint(layout_model, solver)
+    layout_model.minimize_memory_then_rank(best_ln_mfu)
+    remaining_s = settings.time_limit_s - solver.wall_time
+    tie_solver = new_solver(settings, remaining_s)
+    tie_status = tie_solver.solve(layout_model.model)
+    if tie_status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+        return Found(first[0], False, 2, first[1])
+    return Found(
+        layout_model.layout(tie_solver),
+        proved and tie_status == cp_model.OPTIMAL,
+        2,
+        int(tie_solver.value(layout_model.memory_bytes)),
+    )
+
+
+def best_layout(
+    problem: SearchProblem,
+    assumptions: CostAssumptions,
+    settings: SolveSettings,
+    relaxed: frozenset[str] = frozenset(),
+    tables: Tables | None = None,
+) -> Found:
+    return solve_best(tables or build_tables(problem, assumptions), settings, relaxed)

@@ -1,0 +1,214 @@
+"""Why the optimum is what it is: slack per constraint, the value of relaxing each rule, and,
+for an infeasible request, a minimal set of rules that conflict, in words with the numbers.
+
+"Binding" in a discrete problem is not zero slack (cpsat-notes.md): a rule binds when the
+optimum without it has a higher MFU. Relaxed optima are the value of relaxing a rule, not
+layouts to use.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from ortools.sat.python import cp_model
+
+from models.layout import Layout
+from optimizer.assumptions import CostAssumptions
+from optimizer.cost_model import evaluate
+from optimizer.cpsat_model import LayoutModel, SolveSettings, new_solver, solve_best
+from optimizer.cpsat_tables import Tables, build_tables
+from optimizer.enumerator import KV_HEADS, MEMORY_LIMIT
+from optimizer.estimate import Estimate
+from optimizer.search import Conflict, Relaxation, Slack
+from optimizer.space import SearchProblem
+
+GB = 1e9
+# A relaxed optimum must beat the optimum by more than the solver's scaling to count.
+BINDS_RELATIVE = 1e-7
+
+
+def priced(problem: SearchProblem, layout: Layout, assumptions: CostAssumptions) -> Estimate:
+    return evaluate(problem.job, layout, problem.profile, assumptions)
+
+
+def summary(estimate: Estimate) -> str:
+    lay = estimate.layout
+    return (
+        f"tp {lay.tp}, pp {lay.pp}, cp {lay.cp}, dp {lay.data_parallel_size}, vpp {lay.vpp}, "
+        f"micro-batch {lay.micro_batch}, ZeRO-{lay.zero}, recompute {lay.recompute.value}"
+    )
+
+
+def _rule_words(problem: SearchProblem, name: str) -> str:
+    """The rule in words with its numbers."""
+    job = problem.job
+    if name == MEMORY_LIMIT:
+        return f"memory per device <= {problem.memory_limit_bytes / GB:g} GB"
+    if name == KV_HEADS:
+        return f"tp divides num_kv_heads({job.model.num_kv_heads})"
+    if name.startswith("fixed_"):
+        knob = name.removeprefix("fixed_")
+        return f"{knob} fixed at {problem.fixed[knob]}"
+    if name == "zero_allowed":
+        return f"ZeRO stages limited to {list(problem.allowed['zero'])}"
+    if name == "recompute_allowed":
+        from optimizer.grid import RECOMPUTE_CODES
+
+        modes = [RECOMPUTE_CODES[code].value for code in problem.allowed["recompute"]]
+        return f"recompute limited to {modes}"
+    if name == "max_vpp":
+        return f"at most {problem.max_vpp} interleaved chunks (max_vpp)"
+    if name == "node_size":
+        return f"NVLink domains of {job.cluster.gpus_per_node} GPUs"
+    return name
+
+
+def _relaxed_problems(problem: SearchProblem) -> dict[str, SearchProblem]:
+    """Rules relaxed by widening the space rather than dropping a literal."""
+    wider_vpp = problem.max_vpp * 2
+    cluster = problem.job.cluster
+    bigger_node = problem.job.model_copy(
+        update={"cluster": cluster.model_copy(update={"gpus_per_node": cluster.gpus_per_node * 2})}
+    )
+    return {
+        "max_vpp": replace(
+            problem,
+            knobs={**problem.knobs, "vpp": tuple(range(1, wider_vpp + 1))},
+            max_vpp=wider_vpp,
+        ),
+        "node_size": replace(problem, job=bigger_node),
+    }
+
+
+def _relaxation_words(problem: SearchProblem, name: str, best: Estimate, relaxed: Estimate) -> str:
+    gain = f"the best is {summary(relaxed)} at {relaxed.mfu:.1%} (now {best.mfu:.1%})"
+    if name == MEMORY_LIMIT:
+        return (
+            f"memory binds: {best.memory.total / GB:.1f} of {problem.memory_limit_bytes / GB:g} GB; "
+            f"with {relaxed.memory.total / GB:.1f} GB {gain}"
+        )
+    if name == "max_vpp":
+        return f"max_vpp binds: with up to {problem.max_vpp * 2} chunks {gain}"
+    if name == "node_size":
+        nodes = problem.job.cluster.gpus_per_node
+        return f"node size binds: with NVLink domains of {nodes * 2} GPUs {gain}"
+    return f"{_rule_words(problem, name)} binds: without it {gain}"
+
+
+def relaxations(
+    problem: SearchProblem, best: Estimate, assumptions: CostAssumptions, settings: SolveSettings
+) -> tuple[Relaxation, ...]:
+    """Each relaxable rule whose relaxation raises the best MFU, with what it would buy."""
+    tables = build_tables(problem, assumptions)
+    found = {}
+    for rule in LayoutModel(tables).rules:
+        found[rule] = (problem, solve_best(tables, settings, relaxed=frozenset({rule})))
+    for rule, wider in _relaxed_problems(problem).items():
+        found[rule] = (wider, solve_best(build_tables(wider, assumptions), settings))
+    binding = []
+    for rule, (space, answer) in found.items():
+        if answer.layout is None:
+            continue
+        relaxed = priced(space, answer.layout, assumptions)
+        if relaxed.mfu > best.mfu * (1 + BINDS_RELATIVE):
+            words = _relaxation_words(problem, rule, best, relaxed)
+            binding.append(Relaxation(rule, words, relaxed.mfu, relaxed))
+    return tuple(binding)
+
+
+def slacks(problem: SearchProblem, best: Estimate) -> tuple[Slack, ...]:
+    """Distance of the optimum from each bound, in the bound's unit."""
+    job, lay = problem.job, best.layout
+    layers, node = job.model.num_layers, job.cluster.gpus_per_node
+    limit_gb, memory_gb = problem.memory_limit_bytes / GB, best.memory.total / GB
+    span = lay.group_span("tp")
+    rows = [
+        ("memory_limit", memory_gb, limit_gb, "GB", "memory per device"),
+        ("pipeline_layers", lay.pp, layers, "stages", "pipeline stages <= layers"),
+        ("chunk_layers", lay.pp * lay.vpp, layers, "chunks", "pp * vpp chunks <= layers"),
+        ("max_vpp", lay.vpp, problem.max_vpp, "chunks", "interleaved chunks <= max_vpp"),
+        ("node_size", span, node, "GPUs", "tensor-parallel group span <= GPUs per node"),
+    ]
+    return tuple(
+        Slack(name, float(value), float(limit), float(limit - value), unit, words)
+        for name, value, limit, unit, words in rows
+    )
+
+
+def _minimal_core(layout_model: LayoutModel, core: list[str], settings: SolveSettings) -> list[str]:
+    """Drop each rule whose removal leaves the rest still infeasible (deletion filter)."""
+    kept = list(core)
+    for name in core:
+        trial = [rule for rule in kept if rule != name]
+        layout_model.model.clear_assumptions()
+        layout_model.model.add_assumptions([layout_model.rules[r] for r in trial])
+        if new_solver(settings).solve(layout_model.model) == cp_model.INFEASIBLE:
+            kept = trial
+    return kept
+
+
+def _least_memory(tables: Tables, enforced: set[str], settings: SolveSettings) -> Layout | None:
+    """The layout of least memory under the `enforced` rules."""
+    layout_model = LayoutModel(tables)
+    for name, literal in layout_model.rules.items():
+        layout_model.model.add(literal == int(name in enforced))
+    layout_model.model.minimize(layout_model.memory_bytes)
+    solver = new_solver(settings)
+    if solver.solve(layout_model.model) in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+        return layout_model.layout(solver)
+    return None
+
+
+def conflict(
+    problem: SearchProblem, assumptions: CostAssumptions, settings: SolveSettings
+) -> tuple[Conflict, ...]:
+    """A minimal set of the request's rules that no layout satisfies together."""
+    job = problem.job
+    if len(problem.degrees) == 0:
+        model, batch = job.model, job.training.global_batch
+        return (
+            Conflict(
+                "degrees",
+                f"no tp * pp * cp * dp = gpus({job.cluster.gpus}) with tp dividing "
+                f"num_attention_heads({model.num_attention_heads}), pp <= "
+                f"num_layers({model.num_layers}) and dp * micro_batch dividing "
+                f"global_batch({batch})",
+            ),
+        )
+    tables = build_tables(problem, assumptions)
+    layout_model = LayoutModel(tables)  # no objective: presolve would otherwise blame all
+    layout_model.model.add_assumptions(list(layout_model.rules.values()))
+    solver = new_solver(settings)
+    if solver.solve(layout_model.model) != cp_model.INFEASIBLE:
+        return ()
+    by_index = {literal.index: name for name, literal in layout_model.rules.items()}
+    core = [by_index[i] for i in solver.sufficient_assumptions_for_infeasibility()]
+    core = _minimal_core(layout_model, core, settings)
+    return tuple(
+        _conflict_item(problem, tables, name, core, assumptions, settings) for name in core
+    )
+
+
+def _conflict_item(
+    problem: SearchProblem,
+    tables: Tables,
+    name: str,
+    core: list[str],
+    assumptions: CostAssumptions,
+    settings: SolveSettings,
+) -> Conflict:
+    words = _rule_words(problem, name)
+    if name != MEMORY_LIMIT:
+        return Conflict(name, words)
+    every_other = set(LayoutModel(tables).rules) - {name}
+    least = _least_memory(tables, every_other, settings) or _least_memory(
+        tables, set(core) - {name}, settings
+    )
+    if least is None:
+        return Conflict(name, words)
+    estimate = priced(problem, least, assumptions)
+    return Conflict(
+        name,
+        f"{words}: even the least-memory layout the other rules allow ({summary(estimate)}) "
+        f"needs {estimate.memory.total / GB:.1f} GB > {problem.memory_limit_bytes / GB:g} GB",
+    )
