@@ -44,7 +44,8 @@ const SCENARIOS = {
   "70b": plateWith({ pp: 4 }, { model: "llama3-70b", gpus: 2048 }),
 };
 
-const state = { generation: 0, timer: null, estimate: null, frontier: null, optimum: null };
+const MAX_TRIED = 60;
+const state = { generation: 0, timer: null, estimate: null, frontier: null, optimum: null, visited: [] };
 const $ = (id) => document.getElementById(id);
 
 // ---------- requests ----------
@@ -143,6 +144,7 @@ async function refresh() {
   if (!valid) return showRequestError(estimate.reason);
   clearRequestError();
   state.estimate = estimate.value;
+  remember(estimate.value);
   renderEstimate(estimate.value);
   renderPareto();
   document.body.dataset.state = "ready";
@@ -438,9 +440,12 @@ function renderMfuTable(steps) {
 
 function forgetOptimum() {
   state.frontier = null;
+  state.visited = [];
   state.optimum = null;
   $("optimum-summary").textContent = "Press Optimise to search every valid layout of this job for the highest MFU that fits in memory.";
   $("binding").replaceChildren();
+  $("optimum-layout").replaceChildren();
+  $("binding-intro").textContent = "";
   $("optimise-status").textContent = "";
   renderPareto();
 }
@@ -498,14 +503,27 @@ function renderOptimum(answer) {
   const time = solver.wall_s !== undefined ? ` in ${Number(solver.wall_s).toFixed(2)} s` : "";
   const proof = solver.proved_optimal ? " (proved optimal)" : "";
   $("optimum-summary").textContent = answer.best
-    ? `Best layout${proof}, found${time}: ${describeLayout(answer.best.layout)} — `
-      + `${pct(answer.best.mfu)} MFU at ${gb(answer.best.memory_gb.total, 1)} per GPU. `
-      + (answer.binding.length ? "What holds it back:" : "No rule holds it back.")
-    : `No layout of this job fits${time}. These rules cannot all hold:`;
+    ? `${pct(answer.best.mfu)} MFU at ${gb(answer.best.memory_gb.total, 1)} per GPU, found${time}${proof}:`
+    : `No layout of this job fits${time}.`;
+  $("binding-intro").textContent = answer.best
+    ? (answer.binding.length ? "What holds it back, and what relaxing each rule would buy:" : "No rule holds it back.")
+    : "These rules cannot all hold:";
+  $("optimum-layout").replaceChildren(...(answer.best ? layoutChips(answer.best.layout) : []));
   const items = answer.best
     ? answer.binding.map((b) => bindingItem(b, answer.best.mfu))
     : (answer.conflict || []).map((c) => textItem(c.name, c.description));
   $("binding").replaceChildren(...items, ...(answer.warnings || []).map((w) => textItem("note", w)));
+}
+
+function layoutChips(layout) {
+  const chips = [["tp", layout.tp], ["pp", layout.pp], ["cp", layout.cp], ["dp", layout.dp], ["vpp", layout.vpp],
+    ["micro-batch", layout.micro_batch], ["ZeRO", layout.zero], ["recompute", layout.recompute]];
+  if (layout.placement) chips.push(["placement", layout.placement.join(" › ")]);
+  return chips.map(([name, value]) => {
+    const chip = Object.assign(document.createElement("li"), { className: "chip" });
+    chip.append(Object.assign(document.createElement("span"), { textContent: name }), ` ${value}`);
+    return chip;
+  });
 }
 
 function textItem(name, text) {
@@ -553,34 +571,48 @@ function renderPareto() {
       points ? "No layout of this job fits." : "Press Optimise to draw the frontier."));
     return;
   }
-  const current = state.estimate;
-  const memories = points.map((p) => p.memory_gb.total).concat(current ? [current.memory_gb.total] : []);
-  const mfus = points.map((p) => p.mfu).concat(current ? [current.mfu] : []);
-  const box = { left: 46, right: 506, top: 16, bottom: 236 };
-  const xs = niceScale(Math.max(...memories, points[0].memory_gb.capacity) * 1.05);
-  const ys = niceScale(Math.max(...mfus) * 1.1, 4);
+  const everything = points.concat(state.visited);
+  const capacity = points[0].memory_gb.capacity;
+  const box = { left: 52, right: 506, top: 16, bottom: 226 };
+  const xs = niceScale(Math.max(capacity, ...everything.map((p) => p.memory_gb.total)) * 1.05);
+  const ys = niceScale(Math.max(...everything.map((p) => p.mfu)) * 1.1, 4);
   const x = (gbValue) => box.left + (gbValue / xs.max) * (box.right - box.left);
   const y = (mfu) => box.bottom - (mfu / ys.max) * (box.bottom - box.top);
   yAxis(chart, box, ys, (v) => `${Math.round(v * 100)}%`);
   xAxis(chart, box, xs, x);
-  const capX = x(points[0].memory_gb.capacity);
+  const mid = (box.top + box.bottom) / 2;
+  chart.append(svg("text", { x: 12, y: mid, class: "axis-label", "text-anchor": "middle", transform: `rotate(-90 12 ${mid})` }, "MFU"));
+  const capX = x(capacity);
   chart.append(svg("line", { x1: capX, x2: capX, y1: box.top, y2: box.bottom, class: "capacity" }));
+  chart.append(svg("text", { x: capX - 4, y: box.top + 10, "text-anchor": "end", class: "capacity-label" }, `${capacity} GB`));
+  for (const tried of state.visited) {
+    chart.append(svg("circle", { cx: x(tried.memory_gb.total), cy: y(tried.mfu), r: 4, class: "tried", "aria-hidden": "true" }));
+  }
   const sorted = [...points].sort((a, b) => a.memory_gb.total - b.memory_gb.total);
   chart.append(svg("polyline", { points: stepLine(sorted, x, y), class: "frontier" }));
   sorted.forEach((point) => chart.append(paretoPoint(point, x, y)));
+  const current = state.estimate;
   if (current) {
     chart.append(svg("circle", { cx: x(current.memory_gb.total), cy: y(current.mfu), r: 9, class: "current" }));
   }
   $("pareto-chart-desc").textContent = `${points.length} layouts on the frontier, from `
     + `${gb(sorted[0].memory_gb.total, 1)} at ${pct(sorted[0].mfu)} MFU to `
-    + `${gb(sorted[sorted.length - 1].memory_gb.total, 1)} at ${pct(sorted[sorted.length - 1].mfu)}. The ring marks the current layout.`;
+    + `${gb(sorted[sorted.length - 1].memory_gb.total, 1)} at ${pct(sorted[sorted.length - 1].mfu)}; `
+    + `grey dots are the ${state.visited.length} layouts tried here, the ring the current one.`;
+}
+
+// Layouts evaluated since the job last changed: grey dots against the frontier.
+function remember(estimate) {
+  if (state.visited.some((e) => sameLayout(e.layout, estimate.layout))) return;
+  state.visited.push(estimate);
+  if (state.visited.length > MAX_TRIED) state.visited.shift();
 }
 
 function xAxis(chart, box, scale, x) {
   for (let value = 0; value <= scale.max + 1e-9; value += scale.step) {
     chart.append(svg("text", { x: x(value), y: box.bottom + 16, "text-anchor": "middle", class: "tick" }, `${value}`));
   }
-  chart.append(svg("text", { x: (box.left + box.right) / 2, y: box.bottom + 36, "text-anchor": "middle", class: "axis-label" }, "memory per GPU, GB"));
+  chart.append(svg("text", { x: (box.left + box.right) / 2, y: box.bottom + 34, "text-anchor": "middle", class: "axis-label" }, "memory per GPU, GB"));
 }
 
 function stepLine(sorted, x, y) {
