@@ -233,6 +233,7 @@ class Found:
     proved: bool  # optimality when a layout came back, infeasibility when none did
     solves: int
     memory_bytes: int | None = None
+    ln_mfu: int | None = None  # the solver's objective, LN_MFU_SCALE * ln(MFU) rounded
 
 
 def new_solver(settings: SolveSettings, time_limit_s: float | None = None) -> cp_model.CpSolver:
@@ -281,12 +282,13 @@ def solve_best(
     tie_solver = new_solver(settings, remaining_s)
     tie_status = tie_solver.solve(layout_model.model)
     if tie_status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
-        return Found(first[0], False, 2, first[1])
+        return Found(first[0], False, 2, first[1], best_ln_mfu)
     return Found(
         layout_model.layout(tie_solver),
         proved and tie_status == cp_model.OPTIMAL,
         2,
         int(tie_solver.value(layout_model.memory_bytes)),
+        best_ln_mfu,
     )
 
 

@@ -1,0 +1,151 @@
+"""The CP-SAT optimiser on fixed cases: the plate's published layout, infeasibility cores,
+priced knobs, fixed degrees and placement, determinism. Expected layouts come from Llama 3's
+published setting or from the exhaustive enumerator, never from the solver itself."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from pydantic import ValidationError
+
+from models.layout import Recompute
+from optimizer import enumerator
+from optimizer.assumptions import CostAssumptions
+from optimizer.cost_model import evaluate
+from optimizer.cpsat_model import SolveSettings, best_layout
+from optimizer.cpsat_tables import LN_MFU_SCALE
+from optimizer.search import optimize
+from optimizer.space import SearchSpace, resolve_space
+from tests.helpers import plate_job
+
+
+@pytest.fixture(scope="module")
+def plate_result():
+    return optimize(plate_job(), SearchSpace())
+
+
+def enumerated_mfu(job, space: SearchSpace) -> float | None:
+    problem = resolve_space(job, space, "workshop")
+    layout = enumerator.best_layout(problem, CostAssumptions())
+    return None if layout is None else evaluate(job, layout).mfu
+
+
+def test_plate_gets_llama3_published_layout_proved(plate_result) -> None:
+    # Llama 3 405B pre-training: tp 8 (one node), pp 16, interleaved 4, ZeRO-2 (FSDP-like
+    # sharding of grads and optimiser), no recompute: the plate's 42.55% at 78.56 GB.
+    best = plate_result.best
+    layout = best.layout
+    assert plate_result.status == "optimal" and plate_result.solver.proved_optimal
+    assert (layout.tp, layout.pp, layout.cp, layout.data_parallel_size) == (8, 16, 1, 128)
+    assert (layout.vpp, layout.zero, layout.recompute) == (4, 2, Recompute.NONE)
+    assert layout.placement[0] == "tp"  # tensor innermost came out of the solver
+    assert best.mfu == pytest.approx(0.4255, abs=5e-5)
+    assert best.memory.total / 1e9 == pytest.approx(78.56, abs=0.01)
+
+
+def test_plate_says_memory_binds(plate_result) -> None:
+    memory = next(b for b in plate_result.binding if b.name == "memory_limit")
+    assert memory.description.startswith("memory binds: 78.6 of 80 GB")
+    # without the limit the best layout needs more than 80 GB and beats 42.55%
+    assert memory.relaxed.memory.total > 80e9 and memory.relaxed_mfu > 0.4256
+    slack = {s.name: s for s in plate_result.slack}
+    assert slack["memory_limit"].slack == pytest.approx(80 - 78.5618, abs=1e-3)
+
+
+def test_solver_objective_agrees_with_cost_model() -> None:
+    job = plate_job()
+    problem = resolve_space(job, SearchSpace(), "workshop")
+    found = best_layout(problem, CostAssumptions(), SolveSettings())
+    mfu = evaluate(job, found.layout).mfu
+    # two rounded table terms: at most one unit of LN_MFU_SCALE apart
+    assert abs(found.ln_mfu - LN_MFU_SCALE * math.log(mfu)) <= 1.0
+    assert abs(found.memory_bytes - evaluate(job, found.layout).memory.total) <= 2
+
+
+def test_405b_on_64_gpus_conflict_is_memory_alone() -> None:
+    result = optimize(plate_job(gpus=64), SearchSpace())
+    assert result.status == "infeasible" and result.best is None
+    assert [c.name for c in result.conflict] == ["memory_limit"]
+    assert "GB > 80 GB" in result.conflict[0].description
+    assert enumerated_mfu(plate_job(gpus=64), SearchSpace()) is None
+
+
+def test_70b_on_16_gpus_without_recompute_conflict_names_both() -> None:
+    job = plate_job(gpus=16, model="llama3-70b")
+    result = optimize(job, SearchSpace(recompute=[Recompute.NONE]))
+    assert result.status == "infeasible"
+    assert sorted(c.name for c in result.conflict) == ["memory_limit", "recompute_allowed"]
+    # with full recompute allowed it fits: the conflict is real and minimal
+    assert optimize(job, SearchSpace(), explain=False).status == "optimal"
+
+
+def test_fixed_tp_against_kv_rule_conflict() -> None:
+    result = optimize(plate_job(), SearchSpace(tp=16))
+    assert sorted(c.name for c in result.conflict) == ["fixed_tp", "kv_heads"]
+    relaxed = optimize(plate_job(), SearchSpace(tp=16, require_tp_divides_kv_heads=False))
+    assert relaxed.best.layout.tp == 16
+    assert relaxed.best.mfu == pytest.approx(
+        enumerated_mfu(plate_job(), SearchSpace(tp=16, require_tp_divides_kv_heads=False)),
+        rel=1e-6,
+    )
+
+
+def test_unpriced_knobs_warn_and_stay_priced() -> None:
+    result = optimize(
+        plate_job(),
+        SearchSpace(cp=4, zero_stages=[2, 3], recompute=[Recompute.SELECTIVE, Recompute.FULL]),
+        explain=False,
+    )
+    text = " ".join(result.warnings)
+    assert "cp(4)" in text and "ZeRO stages ['3']" in text and "recompute ['selective']" in text
+    layout = result.best.layout
+    assert layout.cp == 1 and layout.zero == 2 and layout.recompute == Recompute.FULL
+
+
+@pytest.mark.parametrize(
+    "space",
+    [
+        SearchSpace(tp=4),
+        SearchSpace(pp=8, vpp=2),
+        SearchSpace(zero_stages=[0, 1], memory_limit_gb=120),
+        SearchSpace(max_vpp=1, memory_limit_gb=60),
+    ],
+)
+def test_restricted_spaces_match_enumerator(space: SearchSpace) -> None:
+    result = optimize(plate_job(), space, explain=False)
+    for name in ("tp", "pp", "vpp"):
+        if getattr(space, name) is not None:
+            assert getattr(result.best.layout, name) == getattr(space, name)
+    assert result.best.mfu == pytest.approx(enumerated_mfu(plate_job(), space), rel=1e-6)
+
+
+def test_fixed_placement_is_kept_and_priced() -> None:
+    placement = ("dp", "pp", "cp", "tp")
+    result = optimize(plate_job(), SearchSpace(placement=placement), explain=False)
+    assert result.best.layout.placement == placement
+    assert result.best.mfu == pytest.approx(
+        enumerated_mfu(plate_job(), SearchSpace(placement=placement)), rel=1e-6
+    )
+    assert result.best.mfu < 0.4255  # tensor parallelism off NVLink costs
+
+
+def test_same_layout_every_time_with_two_workers(plate_result) -> None:
+    for _ in range(3):
+        again = optimize(plate_job(), SearchSpace(), workers=2, explain=False)
+        assert again.best.layout == plate_result.best.layout
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        ({"vpp": 8}, "vpp(8) exceeds max_vpp(4)"),
+        ({"zero_stages": [5]}, "zero_stages must be"),
+        ({"micro_batches": []}, "micro_batches must be"),
+        ({"placement": ["tp", "tp", "pp", "dp"]}, "placement must order"),
+        ({"colour": "red"}, "Extra inputs"),
+    ],
+)
+def test_search_space_rejects_bad_fields(fields: dict, message: str) -> None:
+    with pytest.raises(ValidationError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        SearchSpace.model_validate(fields)

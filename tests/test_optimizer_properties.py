@@ -1,0 +1,115 @@
+"""CP-SAT against the exhaustive enumerator over random models, GPU counts, batches and limits:
+same optimum MFU (1e-6 relative), infeasible exactly when the enumerator finds nothing, and
+the same Pareto frontier."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from models.hardware import ClusterSpec
+from models.job import TrainingJob
+from models.layout import Recompute
+from models.presets import gpu_preset
+from models.training import TrainingSpec
+from models.transformer import TransformerSpec
+from optimizer import enumerator
+from optimizer.assumptions import CostAssumptions
+from optimizer.cost_model import evaluate
+from optimizer.search import optimize, pareto
+from optimizer.space import SearchSpace, resolve_space
+from tests.helpers import plate_job
+
+pytestmark = pytest.mark.slow
+SMALL_GPU_COUNTS = [1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 256, 384, 1024]
+
+
+@st.composite
+def jobs(draw: st.DrawFn) -> TrainingJob:
+    kv_heads = draw(st.sampled_from([1, 2, 4, 8]))
+    heads = kv_heads * draw(st.sampled_from([1, 2, 4, 8]))
+    head_dim = draw(st.sampled_from([64, 128]))
+    hidden = heads * head_dim
+    model = TransformerSpec(
+        num_layers=draw(st.integers(1, 48)),
+        hidden_size=hidden,
+        ffn_hidden_size=hidden * draw(st.sampled_from([2, 3, 4])),
+        num_attention_heads=heads,
+        num_kv_heads=kv_heads,
+        vocab_size=draw(st.sampled_from([32000, 128256])),
+    )
+    cluster = ClusterSpec(
+        gpus=draw(st.sampled_from(SMALL_GPU_COUNTS)),
+        gpu=gpu_preset("h100-sxm"),
+        gpus_per_node=draw(st.sampled_from([4, 8])),
+    )
+    training = TrainingSpec(
+        global_batch=draw(st.sampled_from([1, 3, 8, 64, 96, 256, 1024])),
+        seq_len=draw(st.sampled_from([1024, 4096, 8192])),
+    )
+    return TrainingJob(model=model, cluster=cluster, training=training)
+
+
+spaces = st.builds(
+    SearchSpace,
+    max_vpp=st.integers(1, 6),
+    memory_limit_gb=st.one_of(st.none(), st.floats(2, 200)),
+    require_tp_divides_kv_heads=st.booleans(),
+    zero_stages=st.one_of(st.none(), st.sampled_from([[0], [1, 2], [0, 2]])),
+    recompute=st.one_of(st.none(), st.sampled_from([[Recompute.NONE], [Recompute.FULL]])),
+)
+
+
+def assert_optimum_matches(job: TrainingJob, space: SearchSpace) -> None:
+    problem = resolve_space(job, space, "workshop")
+    expected = enumerator.best_layout(problem, CostAssumptions())
+    result = optimize(job, space, explain=False)
+    if expected is None:
+        assert result.status == "infeasible" and result.best is None
+        return
+    assert result.status == "optimal"
+    assert result.best.mfu == pytest.approx(evaluate(job, expected).mfu, rel=1e-6)
+    assert result.best.memory.total <= problem.memory_limit_bytes
+
+
+def assert_frontier_matches(job: TrainingJob, space: SearchSpace) -> None:
+    problem = resolve_space(job, space, "workshop")
+    expected = enumerator.frontier_points(problem, CostAssumptions())
+    result = pareto(job, space)
+    assert result.proved
+    got = [(e.memory.total, e.mfu) for e in result.frontier]
+    assert len(got) == len(expected)
+    for (memory, mfu), (want_memory, want_mfu, _) in zip(got, expected, strict=True):
+        assert memory == pytest.approx(want_memory, rel=1e-9, abs=4)
+        assert mfu == pytest.approx(want_mfu, rel=1e-6)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(job=jobs(), space=spaces)
+def test_optimum_equals_enumerator(job: TrainingJob, space: SearchSpace) -> None:
+    assert_optimum_matches(job, space)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(job=jobs(), space=spaces)
+def test_frontier_equals_enumerator(job: TrainingJob, space: SearchSpace) -> None:
+    assert_frontier_matches(job, space)
+
+
+BIG_CASES = [
+    (24576, "llama3-405b", SearchSpace()),
+    (6144, "llama3-70b", SearchSpace(memory_limit_gb=40)),
+    (98304, "llama3-405b", SearchSpace(require_tp_divides_kv_heads=False)),
+    (16384, "llama3-8b", SearchSpace(zero_stages=[0, 1], max_vpp=2)),
+]
+
+
+@pytest.mark.parametrize(("gpus", "model", "space"), BIG_CASES)
+def test_big_clusters_match_enumerator(gpus: int, model: str, space: SearchSpace) -> None:
+    assert_optimum_matches(plate_job(gpus=gpus, model=model), space)
+
+
+@pytest.mark.parametrize(("gpus", "model", "space"), BIG_CASES[:2])
+def test_big_cluster_frontiers_match_enumerator(gpus: int, model: str, space: SearchSpace) -> None:
+    assert_frontier_matches(plate_job(gpus=gpus, model=model), space)
