@@ -14,7 +14,14 @@ from typing import Any, TypeVar
 import httpx
 from pydantic import BaseModel, ValidationError
 
-from api.schemas import EstimateOut, EvaluateRequest, PresetsOut
+from api.schemas import (
+    EstimateOut,
+    EvaluateRequest,
+    OptimizeOut,
+    ParetoOut,
+    PresetsOut,
+    SearchRequest,
+)
 
 Answer = TypeVar("Answer", bound=BaseModel)
 Body = BaseModel | Mapping[str, Any]
@@ -114,6 +121,14 @@ class Client:
     def evaluate(self, request: EvaluateRequest | Mapping[str, Any]) -> EstimateOut:
         """Price one layout (`POST /v1/evaluate`)."""
         return self._call("POST", "/v1/evaluate", EstimateOut, request)
+
+    def optimize(self, request: SearchRequest | Mapping[str, Any]) -> OptimizeOut:
+        """The best layout, its proof status and what binds it (`POST /v1/optimize`)."""
+        return self._call("POST", "/v1/optimize", OptimizeOut, request)
+
+    def pareto(self, request: SearchRequest | Mapping[str, Any]) -> ParetoOut:
+        """The memory/MFU frontier (`POST /v1/pareto`)."""
+        return self._call("POST", "/v1/pareto", ParetoOut, request)
 
     def presets(self) -> PresetsOut:
         """The model and GPU presets (`GET /v1/presets`)."""

@@ -13,12 +13,18 @@ from api.schemas import (
     ErrorOut,
     EstimateOut,
     EvaluateRequest,
+    OptimizeOut,
+    ParetoOut,
     PresetsOut,
     ReadyOut,
+    SearchRequest,
     estimate_out,
+    optimize_out,
+    pareto_out,
 )
 from api.workers import Solver
 from models.presets import gpu_presets, model_presets
+from optimizer import search
 from optimizer.cost_model import evaluate
 
 router = APIRouter()
@@ -43,10 +49,46 @@ def price(request: EvaluateRequest) -> EstimateOut:
     return estimate_out(estimate)
 
 
+def best_layout(request: SearchRequest, time_limit_s: float) -> OptimizeOut:
+    # One CP-SAT worker per solve: the pool already gives each core its own request.
+    result = search.optimize(
+        request.job(), request.search, request.profile, request.assumptions, time_limit_s
+    )
+    return optimize_out(result)
+
+
+def frontier(request: SearchRequest, time_limit_s: float) -> ParetoOut:
+    result = search.pareto(
+        request.job(), request.search, request.profile, request.assumptions, time_limit_s
+    )
+    return pareto_out(result)
+
+
+def proved(answer: OptimizeOut | ParetoOut) -> bool:
+    """Only proved answers are cached: a timed-out one may improve when the server is idle."""
+    return answer.solver.proved_optimal
+
+
 @router.post("/v1/evaluate", response_model=EstimateOut, tags=["plan"], responses=ERROR_RESPONSES)
 async def evaluate_layout(request: EvaluateRequest, solver: SolverDep) -> EstimateOut:
     """Price one layout: memory per device by part, pipeline bubble, MFU step by step."""
     return await solver.run("evaluate", request, partial(price, request))
+
+
+@router.post("/v1/optimize", response_model=OptimizeOut, tags=["plan"], responses=ERROR_RESPONSES)
+async def optimize_layout(request: SearchRequest, solver: SolverDep) -> OptimizeOut:
+    """The layout of highest MFU that fits, whether it is proved optimal, and what binds it."""
+    time_limit_s = solver.time_limit_for(request.time_limit_s)
+    work = partial(best_layout, request, time_limit_s)
+    return await solver.run("optimize", request, work, cacheable=proved)
+
+
+@router.post("/v1/pareto", response_model=ParetoOut, tags=["plan"], responses=ERROR_RESPONSES)
+async def pareto_frontier(request: SearchRequest, solver: SolverDep) -> ParetoOut:
+    """The memory/MFU frontier: non-dominated layouts, memory ascending, MFU ascending."""
+    time_limit_s = solver.time_limit_for(request.time_limit_s)
+    work = partial(frontier, request, time_limit_s)
+    return await solver.run("pareto", request, work, cacheable=proved)
 
 
 @router.get("/v1/presets", response_model=PresetsOut, tags=["plan"])

@@ -14,7 +14,15 @@ from pathlib import Path
 import pytest
 
 from api.client import Client, LayoutoptError
-from api.schemas import PLATE_EXAMPLE, EvaluateRequest, estimate_out
+from api.schemas import (
+    PLATE_EXAMPLE,
+    SEARCH_EXAMPLE,
+    EstimateOut,
+    EvaluateRequest,
+    SearchRequest,
+    estimate_out,
+)
+from models.layout import Layout
 from optimizer.cost_model import evaluate
 
 STARTUP_TIMEOUT_S = 30.0
@@ -84,6 +92,24 @@ def test_evaluate_over_http_matches_the_cost_model(client: Client) -> None:
     assert answer == expected
     # and the spec's reference figures, independently of both
     assert (answer.memory_gb.total, answer.bubble, answer.mfu) == (78.56, 0.1899, 0.4255)
+
+
+def priced_by_cost_model(request: SearchRequest, answer: EstimateOut) -> EstimateOut:
+    chosen = answer.layout.model_dump(exclude={"micro_batches"})
+    layout = Layout.model_validate(chosen)
+    return estimate_out(evaluate(request.job(), layout, request.profile, request.assumptions))
+
+
+def test_optimize_and_pareto_over_http_match_the_cost_model(client: Client) -> None:
+    request = SearchRequest.model_validate(SEARCH_EXAMPLE)
+    optimum = client.optimize(request)
+    assert optimum.status == "optimal" and optimum.best is not None
+    assert optimum.best == priced_by_cost_model(request, optimum.best)
+    frontier = client.pareto(SEARCH_EXAMPLE).frontier  # a dict works as well as a model
+    assert frontier
+    assert all(point == priced_by_cost_model(request, point) for point in frontier)
+    # the optimum is the frontier's best-MFU end
+    assert frontier[-1].mfu == optimum.best.mfu
 
 
 def test_client_accepts_a_dict_and_raises_the_servers_error(client: Client) -> None:

@@ -1,0 +1,247 @@
+"""HTTP load: many concurrent clients against a real server on loopback, for a bounded time.
+
+    .venv/bin/python -m bench.load                      # 20 s, 32 clients, 20% optimize
+    .venv/bin/python -m bench.load --duration-s 60 --clients 64 --optimize-share 0.5
+
+Starts `layoutopt serve` on a free 127.0.0.1 port, mixes evaluate requests (a grid of valid
+layouts, so some repeat and hit the cache) with optimize requests (a few jobs, short time
+limits), and reports throughput, p50/p99 latency by operation, answers by status, and the
+server's resident memory at start, after warm-up and at the end. Stops the server itself.
+The load generator shares the machine's cores with the server: figures are a floor.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import itertools
+import os
+import random
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from api.schemas import PLATE_EXAMPLE, EvaluateRequest
+from models.errors import InvalidSpec
+from optimizer.cost_model import evaluate
+
+STARTUP_TIMEOUT_S = 30.0
+RETRY_PAUSE_S = 0.05  # after a 503, so refused clients do not spin on the loop
+REQUEST_TIMEOUT_S = 60.0
+
+
+@dataclass
+class Tally:
+    latencies_s: dict[str, list[float]] = field(default_factory=dict)  # 2xx only, by operation
+    statuses: Counter[str] = field(default_factory=Counter)  # "200", "503", "transport", ...
+
+    def record(self, operation: str, status: str, latency_s: float) -> None:
+        self.statuses[status] += 1
+        if status.startswith("2"):
+            self.latencies_s.setdefault(operation, []).append(latency_s)
+
+
+def evaluate_bodies() -> list[dict[str, Any]]:
+    """Valid evaluate requests for Llama 3 405B on 16,384 GPUs over a grid of layouts."""
+    bodies = []
+    grid = itertools.product((1, 2, 4, 8), (4, 8, 16), (1, 2, 4), (1, 2), (0, 1, 2))
+    for tp, pp, vpp, micro_batch, zero in grid:
+        layout = {"tp": tp, "pp": pp, "vpp": vpp, "micro_batch": micro_batch, "zero": zero}
+        body = {**PLATE_EXAMPLE, "layout": {**PLATE_EXAMPLE["layout"], **layout}}
+        request = EvaluateRequest.model_validate(body)
+        try:
+            evaluate(request.job(), request.layout, request.profile, request.assumptions)
+        except InvalidSpec:
+            continue
+        bodies.append(body)
+    return bodies
+
+
+def optimize_bodies(time_limit_s: float) -> list[dict[str, Any]]:
+    """A few optimize requests: three models on a few cluster sizes."""
+    base = {key: value for key, value in PLATE_EXAMPLE.items() if key != "layout"}
+    jobs = itertools.product(("llama3-8b", "llama3-70b", "llama3-405b"), (1024, 4096, 16384))
+    return [
+        {**base, "model": model, "cluster": {**base["cluster"], "gpus": gpus}}
+        | {"time_limit_s": time_limit_s}
+        for model, gpus in jobs
+    ]
+
+
+async def one_client(
+    http: httpx.AsyncClient,
+    deadline: float,
+    bodies: dict[str, list[dict[str, Any]]],
+    optimize_share: float,
+    tally: Tally,
+    rng: random.Random,
+) -> None:
+    while time.monotonic() < deadline:
+        operation = "optimize" if rng.random() < optimize_share else "evaluate"
+        start = time.perf_counter()
+        try:
+            response = await http.post(f"/v1/{operation}", json=rng.choice(bodies[operation]))
+            status = str(response.status_code)
+        except httpx.HTTPError as error:
+            status = f"transport:{type(error).__name__}"
+        tally.record(operation, status, time.perf_counter() - start)
+        if status == "503":
+            await asyncio.sleep(RETRY_PAUSE_S)
+
+
+async def drive(
+    base_url: str, args: argparse.Namespace, tally: Tally, server_pid: int
+) -> list[int]:
+    """Run the clients until the deadline; sample the server's RSS once a second meanwhile."""
+    bodies = {
+        "evaluate": evaluate_bodies(),
+        "optimize": optimize_bodies(args.optimize_time_limit_s),
+    }
+    limits = httpx.Limits(max_connections=args.clients, max_keepalive_connections=args.clients)
+    deadline = time.monotonic() + args.duration_s
+    rss_kb = [rss_of(server_pid)]
+    async with httpx.AsyncClient(
+        base_url=base_url, limits=limits, timeout=REQUEST_TIMEOUT_S
+    ) as http:
+        clients = [
+            one_client(http, deadline, bodies, args.optimize_share, tally, random.Random(seed))
+            for seed in range(args.clients)
+        ]
+        sampler = sample_rss(server_pid, deadline, rss_kb)
+        await asyncio.gather(sampler, *clients)
+    rss_kb.append(rss_of(server_pid))
+    return rss_kb
+
+
+async def sample_rss(pid: int, deadline: float, samples: list[int]) -> None:
+    while time.monotonic() < deadline:
+        await asyncio.sleep(1.0)
+        samples.append(rss_of(pid))
+
+
+def rss_of(pid: int) -> int:
+    """Resident memory in KiB, from /proc/<pid>/status."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    raise RuntimeError(f"no VmRSS for pid {pid}")
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def start_server(port: int, args: argparse.Namespace, log: Any) -> subprocess.Popen[bytes]:
+    env = {
+        **os.environ,
+        "WORKERS": str(args.workers),
+        "QUEUE_DEPTH": str(args.queue_depth),
+        "CACHE_SIZE": str(args.cache_size),
+        "LOG_LEVEL": "info",
+    }
+    command = [sys.executable, "-m", "api.cli", "serve", "--host", "127.0.0.1", "--port", str(port)]
+    server = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=log)
+    deadline = time.monotonic() + STARTUP_TIMEOUT_S
+    while time.monotonic() < deadline and server.poll() is None:
+        try:
+            if httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=1.0).status_code == 200:
+                return server
+        except httpx.HTTPError:
+            time.sleep(0.1)
+    server.kill()
+    raise SystemExit(f"server did not come up in {STARTUP_TIMEOUT_S} s (exit {server.poll()})")
+
+
+def percentile(values: list[float], fraction: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
+
+
+def server_counters(base_url: str) -> dict[str, float]:
+    """The /metrics lines for cache hits and rejections."""
+    text = httpx.get(f"{base_url}/metrics", timeout=5.0).text
+    wanted = ("layoutopt_cache_hits_total", "layoutopt_rejections_total")
+    return {
+        line.rsplit(" ", 1)[0]: float(line.rsplit(" ", 1)[1])
+        for line in text.splitlines()
+        if line.startswith(wanted)
+    }
+
+
+def report(
+    args: argparse.Namespace, tally: Tally, rss_kb: list[int], counters: dict[str, float]
+) -> str:
+    total = sum(tally.statuses.values())
+    server_errors = sum(
+        n for status, n in tally.statuses.items() if status.startswith("5") and status != "503"
+    )
+    lines = [
+        f"{args.clients} clients, {args.duration_s:g} s, {args.optimize_share:.0%} optimize "
+        f"(time limit {args.optimize_time_limit_s:g} s); server WORKERS={args.workers} "
+        f"QUEUE_DEPTH={args.queue_depth} CACHE_SIZE={args.cache_size}",
+        "",
+        f"- throughput: {total / args.duration_s:,.1f} requests/s ({total:,} requests)",
+        "- answers by status: "
+        + ", ".join(f"{status}: {n:,}" for status, n in sorted(tally.statuses.items())),
+        f"- 5xx other than 503: {server_errors}",
+        "",
+        "| operation | answered (2xx) | p50 ms | p99 ms |",
+        "| --- | ---: | ---: | ---: |",
+    ]
+    for operation, latencies in sorted(tally.latencies_s.items()):
+        p50, p99 = (percentile(latencies, q) * 1000 for q in (0.5, 0.99))
+        lines.append(f"| {operation} | {len(latencies):,} | {p50:,.1f} | {p99:,.1f} |")
+    warm = rss_kb[min(len(rss_kb) - 1, max(1, len(rss_kb) // 4))]
+    lines += [
+        "",
+        f"- server RSS: {rss_kb[0] / 1024:,.1f} MiB at start, {warm / 1024:,.1f} MiB after "
+        f"warm-up, {max(rss_kb) / 1024:,.1f} MiB peak, {rss_kb[-1] / 1024:,.1f} MiB at the end",
+    ]
+    lines += [f"- `{name}` {value:g}" for name, value in sorted(counters.items())]
+    return "\n".join(lines)
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="bench.load", description=__doc__.splitlines()[0])
+    parser.add_argument("--duration-s", type=float, default=20.0)
+    parser.add_argument("--clients", type=int, default=32)
+    parser.add_argument("--optimize-share", type=float, default=0.2)
+    parser.add_argument("--optimize-time-limit-s", type=float, default=2.0)
+    parser.add_argument("--workers", type=int, default=2, help="server WORKERS")
+    parser.add_argument("--queue-depth", type=int, default=8, help="server QUEUE_DEPTH")
+    parser.add_argument("--cache-size", type=int, default=1024, help="server CACHE_SIZE")
+    args = parser.parse_args(argv)
+    if not 0 < args.duration_s <= 600 or not 0 < args.clients <= 1000:
+        parser.error("--duration-s must be in (0, 600] and --clients in (0, 1000]")
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    port = free_port()
+    base_url = f"http://127.0.0.1:{port}"
+    tally = Tally()
+    with tempfile.TemporaryFile() as log:
+        server = start_server(port, args, log)
+        try:
+            rss_kb = asyncio.run(drive(base_url, args, tally, server.pid))
+            counters = server_counters(base_url)
+        finally:
+            server.terminate()
+            server.wait(timeout=30)
+    print(report(args, tally, rss_kb, counters))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

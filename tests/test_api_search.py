@@ -1,0 +1,109 @@
+"""`/v1/optimize` and `/v1/pareto` through TestClient: answers priced by the cost model,
+the request's time limit capped by the server's, bad search input named by field."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+from api.schemas import SEARCH_EXAMPLE, EstimateOut, SearchRequest, estimate_out
+from models.layout import Layout
+from optimizer import search
+from optimizer.cost_model import evaluate
+
+
+def cost_model_price(request_body: dict[str, Any], answer: dict[str, Any]) -> EstimateOut:
+    """The cost model's own estimate of the layout an answer chose, for the same job."""
+    request = SearchRequest.model_validate(request_body)
+    chosen = {key: value for key, value in answer["layout"].items() if key != "micro_batches"}
+    layout = Layout.model_validate(chosen)
+    return estimate_out(evaluate(request.job(), layout, request.profile, request.assumptions))
+
+
+@pytest.fixture
+def search_body() -> dict[str, Any]:
+    return copy.deepcopy(SEARCH_EXAMPLE)
+
+
+def test_optimize_answers_a_layout_the_cost_model_prices_the_same(
+    api: TestClient, search_body: dict[str, Any]
+) -> None:
+    response = api.post("/v1/optimize", json=search_body)
+    answer = response.json()
+    assert response.status_code == 200
+    assert answer["status"] == "optimal"
+    assert answer["solver"]["proved_optimal"] is True
+    assert EstimateOut.model_validate(answer["best"]) == cost_model_price(
+        search_body, answer["best"]
+    )
+    assert answer["best"]["fits"] is True
+
+
+def test_pareto_frontier_is_priced_by_the_cost_model_and_ordered(
+    api: TestClient, search_body: dict[str, Any]
+) -> None:
+    response = api.post("/v1/pareto", json=search_body)
+    frontier = response.json()["frontier"]
+    assert response.status_code == 200
+    assert len(frontier) >= 2
+    for point in frontier:
+        assert EstimateOut.model_validate(point) == cost_model_price(search_body, point)
+    memory = [point["memory_gb"]["total"] for point in frontier]
+    mfu = [point["mfu"] for point in frontier]
+    assert memory == sorted(memory) and mfu == sorted(mfu)
+
+
+def test_time_limit_is_the_requests_capped_by_the_servers(
+    make_api: Callable[..., TestClient],
+    search_body: dict[str, Any],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    asked: list[float] = []
+    real_optimize = search.optimize
+
+    def spy(*args: Any) -> search.OptimizeResult:
+        asked.append(args[4])  # time_limit_s, passed fifth
+        return real_optimize(*args)
+
+    monkeypatch.setattr(search, "optimize", spy)
+    api = make_api(solver_time_limit_s=3.0)
+    for time_limit_s in (600, 2.5):  # over the server's cap, then under it
+        api.post("/v1/optimize", json={**search_body, "time_limit_s": time_limit_s})
+    api.post("/v1/optimize", json=search_body)  # no limit asked: the server's
+    assert asked == [3.0, 2.5, 3.0]
+
+
+def test_infeasible_search_is_an_answer_not_an_error(
+    api: TestClient, search_body: dict[str, Any]
+) -> None:
+    # 405B on 64 GPUs: no layout fits 80 GB per device (cpsat-notes.md: the memory core)
+    search_body["cluster"]["gpus"] = 64
+    response = api.post("/v1/optimize", json=search_body)
+    answer = response.json()
+    assert response.status_code == 200
+    assert answer["status"] == "infeasible"
+    assert answer["best"] is None
+
+
+@pytest.mark.parametrize(
+    ("change", "field"),
+    [
+        ({"search": {"zero_stages": [5]}}, "search.zero_stages"),
+        ({"search": {"max_vpp": -1}}, "search.max_vpp"),
+        ({"search": {"memory_limit_gb": "lots"}}, "search.memory_limit_gb"),
+        ({"search": {"pipeline": 4}}, "search.pipeline"),
+        ({"time_limit_s": 0}, "time_limit_s"),
+        ({"layout": {"tp": 8}}, "layout"),  # evaluate's field sent to optimize
+    ],
+)
+def test_bad_search_gets_422_naming_the_field(
+    api: TestClient, search_body: dict[str, Any], change: dict[str, Any], field: str
+) -> None:
+    response = api.post("/v1/optimize", json={**search_body, **change})
+    error = response.json()["error"]
+    assert response.status_code == 422
+    assert error["field"] == field
