@@ -128,7 +128,7 @@ class Metrics:
         )
         self.solver_seconds = Histogram(
             "layoutopt_solver_wall_seconds",
-            "Wall time of the work done in the solver pool (cache misses only), by operation.",
+            "Wall time of the work (cache misses only): pricing inline, solves in the pool.",
             ("operation",),
         )
         self.cache_hits = Counter(

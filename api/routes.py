@@ -72,7 +72,9 @@ def proved(answer: OptimizeOut | ParetoOut) -> bool:
 @router.post("/v1/evaluate", response_model=EstimateOut, tags=["plan"], responses=ERROR_RESPONSES)
 async def evaluate_layout(request: EvaluateRequest, solver: SolverDep) -> EstimateOut:
     """Price one layout: memory per device by part, pipeline bubble, MFU step by step."""
-    return await solver.run("evaluate", request, partial(price, request))
+    # Inline: pricing is closed-form (0.2-0.7 ms); queued behind solves in the pool it
+    # waited seconds (bench/load.py, docs/performance.md).
+    return await solver.run("evaluate", request, partial(price, request), inline=True)
 
 
 @router.post("/v1/optimize", response_model=OptimizeOut, tags=["plan"], responses=ERROR_RESPONSES)

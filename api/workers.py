@@ -4,6 +4,8 @@ Solves are CPU-bound and run off the event loop in threads (CP-SAT and numpy rel
 GIL while they work). At most `workers` run and `queue_depth` wait; the next request is
 refused with `Saturated` (503 + Retry-After) instead of queueing without bound, so a
 scheduler calling in its hot path learns at once that it should retry or go elsewhere.
+Pricing one layout (evaluate) is closed-form and sub-millisecond: it runs inline rather
+than queue behind solves.
 """
 
 from __future__ import annotations
@@ -99,9 +101,6 @@ class SolverPool:
             self._admitted -= 1
         self._slots.release()
 
-    def shutdown(self) -> None:
-        self._executor.shutdown(wait=False, cancel_futures=True)
-
 
 class Solver:
     """What routes call: cache first, then the pool, timing and counting both."""
@@ -133,27 +132,32 @@ class Solver:
         request: BaseModel,
         work: Callable[[], Answer],
         cacheable: Callable[[Answer], bool] = lambda _: True,
+        inline: bool = False,
     ) -> Answer:
-        """The answer to `request`: from the cache if an identical one was answered, else `work()`."""
+        """The answer to `request`: from the cache if an identical one was answered, else
+        `work()`, in the pool, or `inline` on the event loop for sub-millisecond work."""
         key = f"{operation}:{request.model_dump_json()}"
         cached = self.cache.get(key)
         if cached is not None:
             self.metrics.cache_hits.inc(operation)
             return cached  # type: ignore[no-any-return]
         self.metrics.cache_misses.inc(operation)
-        try:
-            future = self.pool.submit(_timed, work)
-        except Saturated:
-            self.metrics.rejections.inc("saturated")
-            raise
-        answer, wall_s = await asyncio.wrap_future(future)
+        if inline:
+            answer, wall_s = _timed(work)
+        else:
+            answer, wall_s = await self._in_pool(work)
         self.metrics.solver_seconds.observe(wall_s, operation)
         if cacheable(answer):
             self.cache.put(key, answer)
         return answer
 
-    def shutdown(self) -> None:
-        self.pool.shutdown()
+    async def _in_pool(self, work: Callable[[], Answer]) -> tuple[Answer, float]:
+        try:
+            future = self.pool.submit(_timed, work)
+        except Saturated:
+            self.metrics.rejections.inc("saturated")
+            raise
+        return await asyncio.wrap_future(future)
 
 
 def _timed(work: Callable[[], Answer]) -> tuple[Answer, float]:

@@ -11,7 +11,8 @@ import pytest
 from fastapi.testclient import TestClient
 
 from api import routes
-from api.schemas import PLATE_EXAMPLE
+from api.schemas import PLATE_EXAMPLE, SEARCH_EXAMPLE
+from api.workers import Saturated, SolverPool
 from models.presets import model_preset
 
 
@@ -189,15 +190,29 @@ def test_saturated_server_answers_503_with_retry_after(
     release = threading.Event()
     blocker = api.app.state.solver.pool.submit(release.wait, 30)  # type: ignore[attr-defined]
     try:
-        response = api.post("/v1/evaluate", json=PLATE_EXAMPLE)
+        response = api.post("/v1/optimize", json=SEARCH_EXAMPLE)
         assert response.status_code == 503
         assert response.headers["Retry-After"] == "7"
         assert error_of(response)["code"] == "saturated"
+        # pricing does not queue behind solves: it still answers
+        assert api.post("/v1/evaluate", json=PLATE_EXAMPLE).status_code == 200
     finally:
         release.set()
         blocker.result(timeout=30)
-    assert api.post("/v1/evaluate", json=PLATE_EXAMPLE).status_code == 200
     assert 'layoutopt_rejections_total{reason="saturated"} 1\n' in api.get("/metrics").text
+
+
+def test_pool_admits_workers_plus_queue_then_refuses() -> None:
+    pool = SolverPool(workers=1, queue_depth=1, retry_after_s=1)
+    release = threading.Event()
+    running, queued = pool.submit(release.wait, 30), pool.submit(release.wait, 30)
+    with pytest.raises(Saturated):
+        pool.submit(release.wait, 30)
+    assert pool.admitted == 2
+    release.set()
+    assert running.result(timeout=30) and queued.result(timeout=30)
+    assert pool.admitted == 0
+    pool.submit(int).result(timeout=30)  # slots are free again
 
 
 def test_identical_requests_are_served_from_the_cache(
