@@ -141,16 +141,16 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def start_server(port: int, args: argparse.Namespace, log: Any) -> subprocess.Popen[bytes]:
-    env = {
-        **os.environ,
-        "WORKERS": str(args.workers),
-        "QUEUE_DEPTH": str(args.queue_depth),
-        "CACHE_SIZE": str(args.cache_size),
-        "LOG_LEVEL": "info",
-    }
-    command = [sys.executable, "-m", "api.cli", "serve", "--host", "127.0.0.1", "--port", str(port)]
-    server = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=log)
+# `layoutopt serve` as the console script runs it (`python -m api.cli` would import api.cli twice).
+SERVE = "import sys; from api.cli import main; sys.exit(main())"
+
+
+def start_server(port: int, env: dict[str, str], log: Any) -> subprocess.Popen[bytes]:
+    """`layoutopt serve` on 127.0.0.1:`port`, settings from `env`, once it answers /readyz."""
+    command = [sys.executable, "-c", SERVE, "serve", "--host", "127.0.0.1", "--port", str(port)]
+    server = subprocess.Popen(
+        command, env={**os.environ, **env}, stdout=subprocess.DEVNULL, stderr=log
+    )
     deadline = time.monotonic() + STARTUP_TIMEOUT_S
     while time.monotonic() < deadline and server.poll() is None:
         try:
@@ -158,8 +158,17 @@ def start_server(port: int, args: argparse.Namespace, log: Any) -> subprocess.Po
                 return server
         except httpx.HTTPError:
             time.sleep(0.1)
-    server.kill()
-    raise SystemExit(f"server did not come up in {STARTUP_TIMEOUT_S} s (exit {server.poll()})")
+    stop_server(server)
+    raise RuntimeError(f"server did not come up in {STARTUP_TIMEOUT_S} s (exit {server.poll()})")
+
+
+def stop_server(server: subprocess.Popen[bytes]) -> None:
+    server.terminate()
+    try:
+        server.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        server.kill()
+        server.wait()
 
 
 def percentile(values: list[float], fraction: float) -> float:
@@ -231,14 +240,19 @@ def main(argv: list[str] | None = None) -> int:
     port = free_port()
     base_url = f"http://127.0.0.1:{port}"
     tally = Tally()
+    env = {
+        "WORKERS": str(args.workers),
+        "QUEUE_DEPTH": str(args.queue_depth),
+        "CACHE_SIZE": str(args.cache_size),
+        "LOG_LEVEL": "info",
+    }
     with tempfile.TemporaryFile() as log:
-        server = start_server(port, args, log)
+        server = start_server(port, env, log)
         try:
             rss_kb = asyncio.run(drive(base_url, args, tally, server.pid))
             counters = server_counters(base_url)
         finally:
-            server.terminate()
-            server.wait(timeout=30)
+            stop_server(server)
     print(report(args, tally, rss_kb, counters))
     return 0
 

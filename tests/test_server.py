@@ -3,11 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
-import socket
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -22,48 +17,9 @@ from api.schemas import (
     SearchRequest,
     estimate_out,
 )
+from bench.load import free_port, start_server, stop_server
 from models.layout import Layout
 from optimizer.cost_model import evaluate
-
-STARTUP_TIMEOUT_S = 30.0
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def wait_until_up(client: Client, server: subprocess.Popen[bytes]) -> None:
-    deadline = time.monotonic() + STARTUP_TIMEOUT_S
-    while time.monotonic() < deadline:
-        if server.poll() is not None:
-            raise RuntimeError(f"server exited with {server.returncode}")
-        try:
-            client.presets()
-            return
-        except LayoutoptError:
-            time.sleep(0.1)
-    raise RuntimeError(f"server not up after {STARTUP_TIMEOUT_S} s")
-
-
-def start_server(port: int, log_path: Path, **env: str) -> subprocess.Popen[bytes]:
-    """`layoutopt serve` as `make run` starts it, settings from the environment."""
-    return subprocess.Popen(
-        [sys.executable, "-m", "api.cli", "serve", "--host", "127.0.0.1", "--port", str(port)],
-        env={**os.environ, **env},
-        stdout=subprocess.DEVNULL,
-        stderr=log_path.open("wb"),
-    )
-
-
-def stop_server(server: subprocess.Popen[bytes]) -> None:
-    server.terminate()
-    try:
-        server.wait(timeout=15)
-    except subprocess.TimeoutExpired:
-        server.kill()
-        server.wait()
 
 
 @pytest.fixture(scope="module")
@@ -74,10 +30,10 @@ def server_log(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def client(server_log: Path) -> Iterator[Client]:
     port = free_port()
-    server = start_server(port, server_log, WORKERS="2", SOLVER_TIME_LIMIT_S="5")
+    with server_log.open("wb") as log:
+        server = start_server(port, {"WORKERS": "2", "SOLVER_TIME_LIMIT_S": "5"}, log)
     try:
         with Client(f"http://127.0.0.1:{port}") as client:
-            wait_until_up(client, server)
             yield client
     finally:
         stop_server(server)
