@@ -183,5 +183,14 @@ def main(argv: list[str] | None = None) -> int:
         )
 
 
+from api.cli_search import register_search_commands  # noqa: E402  (it builds on this module)
+
+_EXTRA_COMMANDS.append(register_search_commands)
+
+from api.cli_validate import register_validate_command  # noqa: E402
+
+_EXTRA_COMMANDS.append(register_validate_command)
+
+
 if __name__ == "__main__":
     sys.exit(main())

@@ -21,6 +21,15 @@ class GpuSpec(BaseModel):
     inter_node_gb_s: float = Field(
         gt=0, le=1_000_000, description="Network bandwidth per GPU across nodes, GB/s."
     )
+    memory_bandwidth_gb_s: float | None = Field(
+        None, gt=0, le=1_000_000, description="HBM bandwidth, GB/s (memory-bound kernels)."
+    )
+    attention_efficiency: float | None = Field(
+        None,
+        gt=0,
+        le=1,
+        description="Fraction of peak fused attention reaches on this GPU (a kernel figure).",
+    )
     source: str | None = Field(None, max_length=2000, description="Where the figures come from.")
 
     @property
@@ -30,6 +39,10 @@ class GpuSpec(BaseModel):
     @property
     def peak_flop_s(self) -> float:
         return self.peak_tflops * 1e12
+
+    @property
+    def memory_bandwidth_bytes_s(self) -> float | None:
+        return None if self.memory_bandwidth_gb_s is None else self.memory_bandwidth_gb_s * 1e9
 
     @property
     def intra_node_bytes_s(self) -> float:

@@ -26,13 +26,32 @@ class CostAssumptions(BaseModel):
             "bubble (the workshop plate's assumption: 0.6)."
         ),
     )
-    attention_kernel_efficiency: float = Field(
-        0.45,
+    attention_kernel_efficiency: float | None = Field(
+        None,
         gt=0,
         le=1,
         description=(
-            "Fraction of peak that fused attention (FlashAttention-2) reaches over forward and "
-            "backward; Dao 2023 reports 50-73% of A100 peak forward and lower backward. Judgement."
+            "Fraction of peak that fused attention reaches over forward and backward (profile "
+            "standard); default: the GPU preset's attention_efficiency (FlashAttention papers), "
+            "else 0.35."
+        ),
+    )
+    fused_attention: bool = Field(
+        True,
+        description=(
+            "FlashAttention-style fused attention. False prices the unfused path of 2021-22 "
+            "Megatron-LM: the s x s scores are stored (Korthikanti et al. 2022 eq. 2's 5as/h "
+            "term) and streamed through HBM, and the masked half is computed too."
+        ),
+    )
+    unfused_attention_bytes_per_score: float = Field(
+        30.0,
+        ge=0,
+        le=1_000,
+        description=(
+            "HBM bytes per attention score of the unfused path over forward and backward: "
+            "QK^T out, scale-mask-softmax in and out, dropout in, out and mask, AV in (13), and "
+            "their gradients (17). Our count."
         ),
     )
     causal_attention_work_fraction: float = Field(
@@ -72,9 +91,10 @@ class CostAssumptions(BaseModel):
         ),
     )
     zero3_overlap_fraction: float = _fraction(
-        0.7,
+        0.5,
         "Share of a micro-batch's compute under which ZeRO-3's per-micro-batch parameter "
-        "all-gathers and gradient reduce-scatter can hide (FSDP prefetch). Judgement.",
+        "all-gathers and gradient reduce-scatter can hide (prefetch). Fitted to the three "
+        "ZeRO-3 GPT-3 175B rows of Narayanan et al. SC21 Table 2 (docs/validation.md).",
     )
     pp_p2p_overlap_fraction: float = _fraction(
         0.0, "Share of pipeline point-to-point sends hidden under compute (conservative: none)."

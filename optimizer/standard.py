@@ -14,12 +14,16 @@ from typing import Any
 
 import numpy as np
 
+from models.errors import InvalidSpec
 from models.job import TrainingJob
 from optimizer import standard_memory as mem
 from optimizer import standard_time as tim
 from optimizer.assumptions import CostAssumptions
 
 Number = Any
+
+# Fused attention efficiency for GPUs whose preset names none: FlashAttention-2 on H100.
+DEFAULT_ATTENTION_EFFICIENCY = 0.35
 
 # The MFU waterfall: each step charges one more effect to the step time.
 MFU_STEP_NAMES = (
@@ -107,7 +111,11 @@ def stage_memory(job: TrainingJob, a: CostAssumptions, k: Degrees, m: Number) ->
     group = k.dp * k.cp
     copies = np.where(k.schedule == mem.SCHEDULE_DUALPIPE, 2, 1)
     tokens = s * k.micro_batch / (k.tp * k.cp)
-    per_layer = mem.layer_activation_bytes_per_token(model, k.recompute) * tokens
+    per_token = mem.layer_activation_bytes_per_token(model, k.recompute)
+    per_token = per_token + mem.attention_score_bytes_per_token(
+        model.num_attention_heads, s, k.recompute, a.fused_attention
+    )
+    per_layer = per_token * tokens
     working = np.where(
         k.recompute == mem.RECOMPUTE_FULL,
         mem.full_layer_activation_bytes_per_token(model) * tokens,
@@ -147,15 +155,7 @@ def layer_times(job: TrainingJob, a: CostAssumptions, k: Degrees) -> dict[str, N
     tokens = s * k.micro_batch / k.cp
     avg_params = model.active_layer_params / model.num_layers
     matmul = tim.matmul_s(6 * avg_params, tokens, k.tp, peak, a.kernel_efficiency)
-    attention = tim.attention_s(
-        model.q_width,
-        s,
-        tokens,
-        k.tp,
-        peak,
-        a.attention_kernel_efficiency,
-        a.causal_attention_work_fraction,
-    )
+    attention = attention_time_s(job, a, k, tokens)
     cp_bytes = tim.cp_exchange_bytes(
         k.cp, s * k.micro_batch, model.kv_width, model.num_kv_heads, k.tp, k.recompute
     )
@@ -185,6 +185,47 @@ def layer_times(job: TrainingJob, a: CostAssumptions, k: Degrees) -> dict[str, N
             a2a_overlap,
         ),
     }
+
+
+def attention_efficiency(job: TrainingJob, a: CostAssumptions) -> float:
+    if a.attention_kernel_efficiency is not None:
+        return a.attention_kernel_efficiency
+    return job.cluster.gpu.attention_efficiency or DEFAULT_ATTENTION_EFFICIENCY
+
+
+def attention_time_s(job: TrainingJob, a: CostAssumptions, k: Degrees, tokens: Number) -> Number:
+    """Fused: the causal share of the square at the attention kernels' efficiency. Unfused:
+    the whole square as batched matmuls, plus the scores streamed through HBM."""
+    model, gpu, s = job.model, job.cluster.gpu, job.training.seq_len
+    if a.fused_attention:
+        return tim.attention_s(
+            model.q_width,
+            s,
+            tokens,
+            k.tp,
+            gpu.peak_flop_s,
+            attention_efficiency(job, a),
+            a.causal_attention_work_fraction,
+        )
+    bandwidth = gpu.memory_bandwidth_bytes_s
+    if bandwidth is None:
+        raise InvalidSpec(
+            "fused_attention false streams the attention scores through HBM: the GPU needs "
+            "memory_bandwidth_gb_s",
+            "cluster.gpu.memory_bandwidth_gb_s",
+        )
+    gemms = tim.attention_s(
+        model.q_width, s, tokens, k.tp, gpu.peak_flop_s, a.kernel_efficiency, 1.0
+    )
+    return gemms + tim.unfused_scores_s(
+        model.num_attention_heads,
+        s,
+        tokens,
+        k.tp,
+        a.unfused_attention_bytes_per_score,
+        bandwidth,
+        k.recompute,
+    )
 
 
 def busiest_stage_s(layers: mem.StageLayers, pp: Number, layer_s: Number, head_s: Number) -> Number:

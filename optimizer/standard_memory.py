@@ -93,6 +93,17 @@ def full_layer_activation_bytes_per_token(model: TransformerSpec) -> Number:
     return layer_activation_bytes_per_token(model, RECOMPUTE_NONE)
 
 
+def attention_score_bytes_per_token(
+    heads: int, seq_len: Number, recompute: Number, fused: bool
+) -> Number:
+    """Unfused attention keeps softmax output (2), dropout mask (1) and output (2) bytes per
+    score: Korthikanti et al. 2022 eq. 2's 5as/h term times h, per token. Selective and
+    full recompute drop it, fused attention never stores it."""
+    if fused:
+        return 0.0
+    return np.where(recompute == RECOMPUTE_NONE, 5 * heads * seq_len, 0.0)
+
+
 def interleaving_penalty(pp: Number, vpp: Number) -> Number:
     """Megatron-LM's `1 + (p-1)/(p*v)`: the interleaved schedule's extra in-flight activations
     (Narayanan et al. SC21 section 2.2.2; Korthikanti et al. 2022 section 4.2.3)."""

@@ -91,6 +91,22 @@ def attention_s(
     return flops * tokens / (tp * peak * efficiency)
 
 
+def unfused_scores_s(
+    heads: int,
+    seq_len: Number,
+    tokens: Number,
+    tp: Number,
+    bytes_per_score: float,
+    memory_bytes_s: float,
+    recompute: Number,
+) -> Number:
+    """The unfused path streams every s x s score of the rank's heads through HBM; selective
+    recompute replays its forward part (13 of the 30 bytes we count)."""
+    scores = heads / tp * tokens * seq_len
+    replay = np.where(recompute == RECOMPUTE_SELECTIVE, 13 / 30, 0.0)
+    return scores * bytes_per_score * (1 + replay) / memory_bytes_s
+
+
 def recompute_s(compute_s: Number, recompute: Number, selective_overhead: float) -> Number:
     """Full recompute replays the forward, a third of forward plus backward; selective
     costs a stated fraction of the layer (Korthikanti et al. 2022, Fig. 8)."""
