@@ -1,4 +1,5 @@
-"""Import a Hugging Face `config.json` (Llama, Mistral, Qwen style) into a TransformerSpec."""
+"""Import a Hugging Face `config.json` into a TransformerSpec: dense (Llama, Mistral, Qwen
+style) and mixture-of-experts in the Mixtral and DeepSeek (V2/V3) styles."""
 
 from __future__ import annotations
 
@@ -22,6 +23,53 @@ _HF_KEYS = {
 _MOE_KEYS = ("num_local_experts", "n_routed_experts", "num_experts")
 
 
+def _mixtral_fields(config: Mapping[str, Any]) -> dict[str, Any]:
+    """Mixtral: every layer is MoE and its experts are intermediate_size wide."""
+    return {
+        "num_experts": config["num_local_experts"],
+        "experts_per_token": config.get("num_experts_per_tok", 2),
+        "expert_ffn_hidden_size": config["intermediate_size"],
+    }
+
+
+def _deepseek_fields(config: Mapping[str, Any]) -> dict[str, Any]:
+    """DeepSeek V2/V3: the first `first_k_dense_replace` layers are dense (intermediate_size
+    wide), the rest MoE with moe_intermediate_size experts plus n_shared_experts shared ones.
+    Multi-head latent attention is priced as multi-head attention of hidden/heads width."""
+    if config.get("moe_layer_freq", 1) != 1:
+        raise InvalidSpec(
+            f"config.json: moe_layer_freq={config['moe_layer_freq']} (MoE every few layers) is "
+            "not modelled; only every layer after first_k_dense_replace",
+            "model",
+        )
+    missing = [k for k in ("moe_intermediate_size", "num_experts_per_tok") if k not in config]
+    if missing:
+        raise InvalidSpec(f"config.json lacks {', '.join(missing)} for its experts", "model")
+    return {
+        "num_experts": config["n_routed_experts"],
+        "experts_per_token": config["num_experts_per_tok"],
+        "expert_ffn_hidden_size": config["moe_intermediate_size"],
+        "num_shared_experts": config.get("n_shared_experts") or 0,
+        "dense_layers": config.get("first_k_dense_replace") or 0,
+    }
+
+
+def _moe_fields(config: Mapping[str, Any]) -> dict[str, Any]:
+    moe = [key for key in _MOE_KEYS if config.get(key)]
+    if not moe:
+        return {}
+    if moe[0] == "num_local_experts":
+        return _mixtral_fields(config)
+    if moe[0] == "n_routed_experts":
+        return _deepseek_fields(config)
+    raise InvalidSpec(
+        f"config.json describes a mixture-of-experts model ({moe[0]}={config[moe[0]]}) in a style "
+        "not imported yet (Mixtral's num_local_experts and DeepSeek's n_routed_experts are); "
+        "give the MoE fields (num_experts, experts_per_token, expert_ffn_hidden_size) explicitly",
+        "model",
+    )
+
+
 def looks_like_hf_config(data: Mapping[str, Any]) -> bool:
     return "num_hidden_layers" in data and "hidden_size" in data
 
@@ -31,14 +79,8 @@ def from_hf_config(config: Mapping[str, Any]) -> TransformerSpec:
     missing = [key for key in _HF_KEYS if key not in config]
     if missing:
         raise InvalidSpec(f"config.json lacks {', '.join(missing)}", "model")
-    moe = [key for key in _MOE_KEYS if config.get(key)]
-    if moe:
-        raise InvalidSpec(
-            f"config.json describes a mixture-of-experts model ({moe[0]}={config[moe[0]]}); "
-            "the dense transformer spec cannot price it",
-            "model",
-        )
     fields: dict[str, Any] = {field: config[key] for key, field in _HF_KEYS.items()}
+    fields.update(_moe_fields(config))
     fields["num_kv_heads"] = config.get("num_key_value_heads") or config["num_attention_heads"]
     fields["tied_embeddings"] = bool(config.get("tie_word_embeddings", False))
     if config.get("head_dim"):

@@ -1,0 +1,203 @@
+"""Hand-worked toy cases for profile standard's formulas (arithmetic in the comments), and
+the monotonicity each one must have."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from models.transformer import TransformerSpec
+from optimizer import standard_memory as mem
+from optimizer import standard_time as tim
+
+# L=4, h=8, f=16, a=2, k=1, V=32: hd = 4, q width = 8, K+V width = 2*1*4 = 8
+TOY = TransformerSpec(
+    num_layers=4,
+    hidden_size=8,
+    ffn_hidden_size=16,
+    num_attention_heads=2,
+    num_kv_heads=1,
+    vocab_size=32,
+)
+NONE, SELECTIVE, FULL = mem.RECOMPUTE_NONE, mem.RECOMPUTE_SELECTIVE, mem.RECOMPUTE_FULL
+
+
+# --- stages -----------------------------------------------------------------------------
+
+
+def test_llama3_uneven_stages() -> None:
+    # 126 layers on 16 stages: (126 + 2) / 16 = 8 per device, first and last give one slot
+    # to the embedding and the head: 7, 8, ..., 8, 7 (Llama 3 paper, section 3.3.2)
+    layers = mem.stage_layers(126, 16, 1)
+    assert (layers.first, layers.middle, layers.last, bool(layers.valid)) == (7, 8, 7, True)
+
+
+def test_whole_chunks_and_refusals() -> None:
+    # 128 layers on 16 stages x 4 chunks: 2 layers a chunk, 8 a device
+    even = mem.stage_layers(128, 16, 4)
+    assert (even.first, even.middle, even.last, bool(even.valid)) == (8, 8, 8, True)
+    # 127 = 16 x 7.94 and 129 = 16 x 8.06: neither splits
+    assert not bool(mem.stage_layers(127, 16, 1).valid)
+    # a single stage cannot give slots away: 126 on pp 1 is simply 126
+    assert bool(mem.stage_layers(126, 1, 1).valid)
+
+
+# --- activations ------------------------------------------------------------------------
+
+
+def test_activation_bytes_per_token_by_recompute() -> None:
+    # none: norms 8h = 64, Q,K,V 2*(8 + 8) = 32, attention output 2*8 = 16, SwiGLU 6f = 96
+    #       -> 208 bytes per token
+    # selective: minus the norm outputs 4h = 32 and the activation output 2f = 32 -> 144
+    # full: the layer input, 2h = 16
+    values = mem.layer_activation_bytes_per_token(TOY, np.array([NONE, SELECTIVE, FULL]))
+    assert values.tolist() == [208, 144, 16]
+
+
+def test_gelu_mlp_keeps_two_tensors() -> None:
+    # GeLU MLP: 4f = 64 instead of 6f = 96 -> 208 - 32 = 176
+    gelu = TOY.model_copy(update={"gated_mlp": False})
+    assert mem.layer_activation_bytes_per_token(gelu, NONE) == 176
+
+
+def test_unfused_attention_scores() -> None:
+    # 5 bytes per score (Korthikanti eq. 2): 5 * a * s = 5 * 2 * 8 = 80 per token
+    assert mem.attention_score_bytes_per_token(2, 8, NONE, fused=False) == 80
+    assert mem.attention_score_bytes_per_token(2, 8, SELECTIVE, fused=False) == 0
+    assert mem.attention_score_bytes_per_token(2, 8, NONE, fused=True) == 0
+
+
+def test_interleaving_penalty_and_in_flight() -> None:
+    # 1 + (p-1)/(p v) = 1 + 15/64 = 1.234375; v = 1 has none
+    assert mem.interleaving_penalty(16, 4) == pytest.approx(1.234375)
+    assert mem.interleaving_penalty(16, 1) == 1
+    # m = 32 on p = 16: the first device holds 16 (x the penalty), the last one
+    assert mem.in_flight_micro_batches(32, 16, 1, mem.SCHEDULE_1F1B) == (16, 1)
+    first, last = mem.in_flight_micro_batches(32, 16, 4, mem.SCHEDULE_1F1B)
+    assert (first, last) == (pytest.approx(19.75), pytest.approx(19.75))
+    # fewer micro-batches than stages: only m = 4 are ever in flight
+    assert mem.in_flight_micro_batches(4, 16, 1, mem.SCHEDULE_1F1B)[0] == 4
+    # DualPipe: p + 1 = 17 everywhere; ZB-H1 keeps 1F1B's peak
+    assert mem.in_flight_micro_batches(32, 16, 1, mem.SCHEDULE_DUALPIPE) == (17, 17)
+    assert mem.in_flight_micro_batches(32, 16, 1, mem.SCHEDULE_ZERO_BUBBLE) == (16, 1)
+
+
+def test_penalty_falls_with_chunks() -> None:
+    penalties = mem.interleaving_penalty(16, np.array([2, 4, 8, 16]))
+    assert np.all(np.diff(penalties) < 0) and np.all(penalties > 1)
+
+
+# --- parameters -------------------------------------------------------------------------
+
+
+def test_embedding_on_first_and_last_stage() -> None:
+    # V h / t = 32 * 8 / 2 = 128 on each end stage; both (256) on a single stage
+    assert mem.embedding_params_per_device(TOY, 2, 4) == 128
+    assert mem.embedding_params_per_device(TOY, 2, 1) == 256
+
+
+def test_zero_stages_shard_state() -> None:
+    # 1000 dense params, 400 expert params, group 4, expert group 2, grads 4 B, Adam 12 B
+    # ZeRO-0: weights 2*1400 = 2800, grads 4*1400 = 5600, optimiser 12*1400 = 16800
+    # ZeRO-3: weights 2*(1000/4 + 400/2) = 900, grads 4*450 = 1800, optimiser 12*450 = 5400
+    zero0 = mem.state_bytes(1000, 400, 0, 4, 2, 1, 4, 12)
+    zero3 = mem.state_bytes(1000, 400, 3, 4, 2, 1, 4, 12)
+    assert zero0 == (2800, 5600, 16800)
+    assert zero3 == (900, 1800, 5400)
+    # ZeRO-1 shards only the optimiser: 2800, 5600, 5400
+    assert mem.state_bytes(1000, 400, 1, 4, 2, 1, 4, 12) == (2800, 5600, 5400)
+    # DualPipe keeps two copies of weights and gradients, not of the optimiser
+    assert mem.state_bytes(1000, 400, 0, 4, 2, 2, 4, 12) == (5600, 11200, 16800)
+
+
+# --- communication ----------------------------------------------------------------------
+
+
+def test_tp_comm() -> None:
+    # tokens 100, h 10 -> payload 2000 B; ring 2*3/4*2000 = 3000 B; 4 collectives = 12000 B
+    # at 1000 B/s = 12 s; full recompute replays the 2 forward ones: 18 s
+    assert tim.tp_comm_s(4, 100, 10, 1000, NONE, 0.0) == pytest.approx(12)
+    assert tim.tp_comm_s(4, 100, 10, 1000, FULL, 0.0) == pytest.approx(18)
+    assert tim.tp_comm_s(4, 100, 10, 1000, NONE, 0.5) == pytest.approx(6)
+
+
+def test_cp_exchange_bytes() -> None:
+    # K+V width 8, one KV head so tp 2 cannot shard it further: 8 values per token per rank
+    # 3 passes * (4-1)/4 * 1024 tokens * 8 * 2 B = 36864 B; full recompute adds a 4th pass
+    assert tim.cp_exchange_bytes(4, 1024, 8, 1, 2, NONE) == pytest.approx(36864)
+    assert tim.cp_exchange_bytes(4, 1024, 8, 1, 2, FULL) == pytest.approx(36864 * 4 / 3)
+    # 8 KV heads over tp 8: one head each, 1/8 of the width
+    assert tim.cp_exchange_bytes(4, 1024, 64, 8, 8, NONE) == pytest.approx(36864)
+    assert tim.cp_exchange_bytes(1, 1024, 8, 1, 2, NONE) == 0
+
+
+def test_cp_bytes_grow_with_degree_and_exposure_hides() -> None:
+    degrees = np.array([2, 4, 8, 16])
+    assert np.all(np.diff(tim.cp_exchange_bytes(degrees, 1024, 8, 1, 1, NONE)) > 0)
+    # 10 s of exchange under 8 s of attention with half of it usable: 10 - 4 = 6 s left
+    assert tim.exposed_s(10.0, 8.0, 0.5) == pytest.approx(6)
+    assert tim.exposed_s(3.0, 8.0, 0.5) == 0
+
+
+def test_data_parallel_traffic() -> None:
+    # once a step: 2*(4-1)/4 * 2 B * 1000 = 3000 B at 100 B/s = 30 s
+    assert tim.grad_sync_s(1000, 0, 4, 4, 100) == pytest.approx(30)
+    # ZeRO-3, every micro-batch: 3 passes * 3/4 * 2 B * 1000 = 4500 B -> 45 s
+    assert tim.zero3_per_micro_batch_s(1000, 0, 4, 4, 100) == pytest.approx(45)
+    # experts reduce over their own (smaller) group: 3 * 1/2 * 2 * 400 = 1200 B -> 12 s more
+    assert tim.zero3_per_micro_batch_s(1000, 400, 4, 2, 100) == pytest.approx(57)
+
+
+def test_moe_all_to_all() -> None:
+    # 64 tokens / tp 2 = 32 per rank, top-2, h 8, bf16: 32*2*8*2 = 1024 B, 3/4 leave the
+    # rank: 768 B; 4 all-to-alls a layer: 3072 B at 1 B/s
+    assert tim.moe_all_to_all_s(4, 64, 2, 2, 8, 1.0, 1.0, 0.0) == pytest.approx(3072)
+    # half the layers are MoE and half of it hides: 768
+    assert tim.moe_all_to_all_s(4, 64, 2, 2, 8, 1.0, 0.5, 0.5) == pytest.approx(768)
+    assert tim.moe_all_to_all_s(1, 64, 2, 2, 8, 1.0, 1.0, 0.0) == 0
+
+
+def test_pipeline_sends() -> None:
+    # 2 sends per chunk, 2 chunks, 10 tokens * 4 h * 2 B / tp 2 = 40 B each: 160 B at 1 B/s
+    assert tim.pp_p2p_s(2, 2, 10, 4, 2, 1.0, 0.0) == pytest.approx(160)
+    assert tim.pp_p2p_s(1, 1, 10, 4, 2, 1.0, 0.0) == 0
+
+
+def test_links_by_domain() -> None:
+    spans = np.array([4, 8, 16, 72, 144])
+    assert tim.link_bytes_s(spans, 72, 900.0, 50.0).tolist() == [900, 900, 900, 900, 50]
+
+
+# --- FLOPs and schedules ----------------------------------------------------------------
+
+
+def test_model_and_hardware_flops() -> None:
+    # 6 * (100 active + 10 head) + 2 layers * 12 * q 4 * s 8 = 660 + 768 = 1428 per token
+    assert tim.model_flops_per_token(100, 10, 2, 4, 8) == 1428
+    # full recompute replays the forward: 2 * 100 + 2 layers * 4 * 4 * 8 = 456 more
+    assert tim.recompute_flops_per_token(100, 2, 4, 8, FULL) == 456
+    assert tim.recompute_flops_per_token(100, 2, 4, 8, SELECTIVE) == 0
+
+
+def test_recompute_time() -> None:
+    # full replays the forward: a third of forward plus backward; selective a stated share
+    assert tim.recompute_s(9.0, FULL, 0.02) == pytest.approx(3)
+    assert tim.recompute_s(9.0, SELECTIVE, 0.02) == pytest.approx(0.18)
+    assert tim.recompute_s(9.0, NONE, 0.02) == 0
+
+
+def test_schedule_bubbles() -> None:
+    # 1F1B interleaved: (16-1)/4 = 3.75 slots; ZB-H1 at w = 1/3: 15 * 1/3 = 5;
+    # DualPipe: (8 - 1) * (3 - 5/3) / 2 = 7 * 2/3 = 4.667
+    codes = np.array([mem.SCHEDULE_1F1B, mem.SCHEDULE_ZERO_BUBBLE, mem.SCHEDULE_DUALPIPE])
+    slots = tim.warmup_micro_batches(16, np.array([4, 1, 1]), codes, 1 / 3)
+    assert slots == pytest.approx([3.75, 5, 14 / 3])
+    # without interleaving both newer schedules beat 1F1B's 15 slots
+    plain = tim.warmup_micro_batches(16, 1, mem.SCHEDULE_1F1B, 1 / 3)
+    assert plain == 15 and all(slots[1:] < plain)
+
+
+def test_bubble_grows_with_stages() -> None:
+    pp = np.array([2, 4, 8, 16, 32])
+    for code in (mem.SCHEDULE_1F1B, mem.SCHEDULE_ZERO_BUBBLE):
+        assert np.all(np.diff(tim.warmup_micro_batches(pp, 1, code, 1 / 3)) > 0)
