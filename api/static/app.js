@@ -9,7 +9,7 @@ const LAYOUT_CONTROLS = ["tp", "pp", "cp", "vpp", "micro_batch", "zero", "recomp
 const CONTROL_IDS = {
   tp: "tp", pp: "pp", cp: "cp", vpp: "vpp", micro_batch: "micro-batch", zero: "zero",
   recompute: "recompute", placement: "placement", gpus: "gpus", gpu: "gpu", global_batch: "global-batch",
-  seq_len: "seq-len", model: "model",
+  seq_len: "seq-len", model: "model", profile: "profile",
 };
 const OPTION_LABELS = {
   zero: { 0: "0 · none", 1: "1 · optimiser", 2: "2 · + grads", 3: "3 · + weights" },
@@ -26,7 +26,19 @@ const STEP_LABELS = {
   "after tensor-parallel communication": ["TP", "comm."],
   "after data-parallel communication": ["DP", "comm."],
   "after recomputation": ["recompute"],
+  "after uneven stages": ["uneven", "stages"],
+  "after context-parallel communication": ["CP", "comm."],
+  "after expert all-to-all": ["expert", "all-to-all"],
+  "after pipeline sends": ["PP", "sends"],
 };
+
+// Axis labels for step names the table above does not know: two short lines.
+function stepLabel(name) {
+  if (STEP_LABELS[name]) return STEP_LABELS[name];
+  const words = name.replace(/^after /, "").replace("communication", "comm.").split(" ");
+  const half = Math.ceil(words.length / 2);
+  return [words.slice(0, half).join(" "), words.slice(half).join(" ")].filter(Boolean);
+}
 
 // The plate's scenarios: each changes one thing from its default.
 const PLATE = {
@@ -99,11 +111,12 @@ function readInteger(id, name) {
 function readJob() {
   return {
     model: readModel(),
-    cluster: { gpus: readInteger("gpus", "cluster.gpus"), gpu: $("gpu").value, gpus_per_node: 8 },
+    cluster: { gpus: readInteger("gpus", "cluster.gpus"), gpu: $("gpu").value },
     training: {
       global_batch: readInteger("global-batch", "training.global_batch"),
       seq_len: readInteger("seq-len", "training.seq_len"),
     },
+    profile: $("profile").value,
   };
 }
 
@@ -244,6 +257,7 @@ function applyScenario(name) {
   $("gpus").value = scenario.gpus;
   $("global-batch").value = scenario.global_batch;
   $("seq-len").value = scenario.seq_len;
+  $("profile").value = "workshop";
   applyLayout(scenario.layout);
   markScenario(name);
   forgetOptimum();
@@ -258,7 +272,8 @@ function markScenario(name) {
 
 // ---------- summary and warnings ----------
 
-const pct = (fraction, digits = 1) => `${(fraction * 100).toFixed(digits)}%`;
+// Halves round up, as Python prints the unrounded figure (0.4255 -> 42.6%, not 42.5%).
+const pct = (fraction, digits = 1) => `${(fraction * 100 + 1e-9).toFixed(digits)}%`;
 const gb = (value, digits = 2) => `${value.toFixed(digits)} GB`;
 
 function renderEstimate(estimate) {
@@ -403,7 +418,7 @@ function drawMfuChart(steps) {
       chart.append(svg("line", { x1: x - (column - width), x2: x, y1: y(before), y2: y(before), class: "connector" }));
     }
     barLabels(chart, { x: x + width / 2, top: y(step.mfu), bottom: box.bottom, lossTop: y(before) }, step.mfu, before - step.mfu);
-    const lines = STEP_LABELS[step.name] || [step.name];
+    const lines = stepLabel(step.name);
     lines.forEach((line, k) => chart.append(svg("text", {
       x: x + width / 2, y: box.bottom + 16 + k * 14, "text-anchor": "middle", class: "axis-label",
     }, line)));
@@ -690,6 +705,7 @@ function wire() {
   });
   for (const id of ["hf-config", "gpus", "global-batch", "seq-len"]) $(id).addEventListener("input", onJobChanged);
   $("gpu").addEventListener("change", onJobChanged);
+  $("profile").addEventListener("change", onJobChanged);
   for (const control of LAYOUT_CONTROLS) {
     $(CONTROL_IDS[control]).addEventListener("change", () => {
       markScenario(null);
