@@ -1,0 +1,186 @@
+"""Profile standard end to end: hand-checked figures of the plate, monotonicity in every
+knob it prices, and one-layout pricing agreeing with grid pricing."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from models.errors import InvalidSpec
+from models.hardware import ClusterSpec
+from models.job import TrainingJob
+from models.layout import Layout, Recompute, Schedule, resolve_layout
+from models.presets import gpu_preset, model_preset
+from models.training import TrainingSpec
+from optimizer.assumptions import CostAssumptions
+from optimizer.cost_model import evaluate, profile_named
+from optimizer.grid import LayoutGrid
+from tests.helpers import plate_job
+
+PLATE = Layout(tp=8, pp=16, vpp=4, zero=2)
+
+
+def standard(job: TrainingJob, layout: Layout, **assumptions: float):
+    return evaluate(job, layout, "standard", CostAssumptions(**assumptions))
+
+
+def test_plate_weights_are_the_first_stages() -> None:
+    # P_layer = 16384*(16384 + 2048) + 16384^2 + 3*16384*53248 = 3,187,671,040, / tp 8 =
+    # 398,458,880 a layer. The first stage holds 7 layers (126 + 2 = 128 slots on 16 stages)
+    # plus the input embedding 128256*16384/8 = 262,668,288: 3,051,880,448 params, 2 B each
+    # = 6,103,760,896 B. ZeRO-2 over dp 128: fp32 grads 4*3,051,880,448/128 = 95,371,264 B.
+    estimate = standard(plate_job(), PLATE)
+    assert estimate.memory.weights == pytest.approx(6_103_760_896)
+    assert estimate.memory.gradients == pytest.approx(95_371_264)
+    # the bubble is the plate's: (15/4) / (16 + 15/4) = 0.18987
+    assert estimate.bubble == pytest.approx(0.18987, abs=1e-5)
+
+
+def test_workshop_figures_unchanged() -> None:
+    estimate = evaluate(plate_job(), PLATE, "workshop")
+    assert round(estimate.memory.total / 1e9, 2) == 78.56
+    assert round(estimate.mfu, 4) == 0.4255
+
+
+def test_mfu_counts_model_flops_and_hfu_adds_recompute() -> None:
+    job = plate_job()
+    none = standard(job, PLATE.model_copy(update={"recompute": Recompute.NONE}))
+    full = standard(job, PLATE.model_copy(update={"recompute": Recompute.FULL}))
+    assert none.hardware_flops_utilization == pytest.approx(none.mfu)
+    assert full.mfu < none.mfu
+    # per token: N = 126 * 3,187,671,040 = 401,646,551,040 active layer weights, head
+    # V h = 2,101,346,304, attention L*q*s = 126*16384*8192 = 16,911,433,728
+    # model 6*(N + V h) + 12*L*q*s = 2,625,424,591,872; full recompute adds the forward
+    # 2*N + 4*L*q*s = 870,938,836,992
+    ratio = 1 + 870_938_836_992 / 2_625_424_591_872
+    assert full.hardware_flops_utilization == pytest.approx(full.mfu * ratio)
+    steps = [step.mfu for step in none.mfu_steps]
+    assert steps == sorted(steps, reverse=True)
+
+
+def test_more_tensor_parallelism_less_memory() -> None:
+    job = plate_job(gpus=1024, model="llama3-70b")
+    totals = [standard(job, Layout(tp=tp, pp=8, zero=1)).memory.total for tp in (1, 2, 4, 8)]
+    assert totals == sorted(totals, reverse=True)
+
+
+def test_recompute_orders_memory() -> None:
+    job = plate_job()
+    memories = [
+        standard(job, PLATE.model_copy(update={"recompute": r})).memory.activations
+        for r in (Recompute.NONE, Recompute.SELECTIVE, Recompute.FULL)
+    ]
+    assert memories == sorted(memories, reverse=True)
+
+
+def long_job(seq_len: int = 131072) -> TrainingJob:
+    return plate_job(global_batch=128, seq_len=seq_len)
+
+
+def test_context_parallelism_shards_activations_and_costs_an_exchange() -> None:
+    job = long_job()
+    by_cp = [standard(job, Layout(tp=8, pp=16, cp=cp, zero=1)) for cp in (2, 4, 8, 16)]
+    activations = [e.memory.activations for e in by_cp]
+    assert activations == sorted(activations, reverse=True)
+    # with nothing hidden, the exchange per layer grows with cp (more of the sequence to fetch
+    # per token of its own... and the group leaves the node)
+    exposed = [
+        standard(job, Layout(tp=8, pp=16, cp=cp, zero=1), cp_overlap_fraction=0).times_s["cp_comm"]
+        for cp in (2, 4, 8, 16)
+    ]
+    assert all(x > 0 for x in exposed)
+
+
+def test_cp_exchange_on_nvlink_when_the_domain_holds_it() -> None:
+    # GB200 NVL72: tp 4 x cp 8 = 32 GPUs fit a 72-GPU NVLink domain, not a 4-GPU tray
+    def job(domain: int) -> TrainingJob:
+        cluster = ClusterSpec(
+            gpus=576, gpu=gpu_preset("gb200"), gpus_per_node=4, nvlink_domain=domain
+        )
+        return TrainingJob(
+            model=model_preset("llama3-70b"),
+            cluster=cluster,
+            training=TrainingSpec(global_batch=36, seq_len=131072),
+        )
+
+    layout = Layout(tp=4, pp=2, cp=8, zero=1)
+    tray = standard(job(4), layout, cp_overlap_fraction=0)
+    nvl72 = standard(job(72), layout, cp_overlap_fraction=0)
+    assert nvl72.times_s["cp_comm"] < tray.times_s["cp_comm"] / 5
+    assert nvl72.mfu > tray.mfu
+
+
+def test_zero3_gets_slower_as_gpus_double() -> None:
+    # fixed global batch, micro-batch 1: doubling dp halves each GPU's tokens while its
+    # per-micro-batch gather traffic, 3 * 2 B * P/t * (g-1)/g, stays put
+    def mfu(gpus: int) -> float:
+        job = plate_job(gpus=gpus, model="llama3-70b", global_batch=gpus // 8)
+        return standard(job, Layout(tp=8, zero=3)).mfu
+
+    assert mfu(256) > mfu(512) > mfu(1024)
+
+
+def test_zero3_charges_traffic_that_zero1_does_not() -> None:
+    job = plate_job(gpus=1024, model="llama3-70b")
+    zero1 = standard(job, Layout(tp=8, pp=4, zero=1))
+    zero3 = standard(job, Layout(tp=8, pp=4, zero=3), zero3_overlap_fraction=0)
+    assert zero3.memory.weights < zero1.memory.weights
+    assert zero3.times_s["zero3_per_micro_batch"] > 0
+    assert zero3.mfu < zero1.mfu
+
+
+def test_interleaving_trades_bubble_for_memory_and_sends() -> None:
+    job = plate_job()
+    plain = standard(job, Layout(tp=8, pp=16, vpp=1, zero=2))
+    interleaved = standard(job, Layout(tp=8, pp=16, vpp=4, zero=2))
+    assert interleaved.bubble < plain.bubble
+    assert interleaved.memory.activations > plain.memory.activations
+    assert interleaved.times_s["pp_p2p_per_micro_batch"] == pytest.approx(
+        4 * plain.times_s["pp_p2p_per_micro_batch"]
+    )
+
+
+def test_schedules() -> None:
+    job = plate_job()
+    one_f_one_b = standard(job, Layout(tp=8, pp=16, zero=2))
+    zb = standard(job, Layout(tp=8, pp=16, zero=2, schedule=Schedule.ZERO_BUBBLE))
+    dualpipe = standard(job, Layout(tp=8, pp=16, zero=2, schedule=Schedule.DUALPIPE))
+    assert zb.bubble < one_f_one_b.bubble and dualpipe.bubble < one_f_one_b.bubble
+    assert zb.memory.activations == pytest.approx(one_f_one_b.memory.activations)
+    assert dualpipe.memory.weights == pytest.approx(2 * one_f_one_b.memory.weights)
+    with pytest.raises(InvalidSpec, match="pp\\(15\\) must be even"):
+        resolve_layout(Layout(tp=8, pp=15, zero=2, schedule=Schedule.DUALPIPE), plate_job(15 * 8))
+
+
+def test_layers_must_split_into_whole_chunks() -> None:
+    # 126 layers: pp 5 gives neither 126/5 nor 128/5 whole layers
+    with pytest.raises(InvalidSpec, match=r"num_layers\(126\) does not split into pp\(5\)"):
+        evaluate(plate_job(gpus=5 * 8 * 64), Layout(tp=8, pp=5), "standard")
+
+
+LAYOUTS = [
+    PLATE,
+    Layout(tp=8, pp=16, vpp=2, zero=1, recompute=Recompute.SELECTIVE),
+    Layout(tp=8, pp=16, cp=2, zero=3, recompute=Recompute.FULL, placement=("tp", "pp", "cp", "dp")),
+    Layout(tp=4, pp=16, cp=4, zero=2, schedule=Schedule.ZERO_BUBBLE),
+    Layout(tp=8, pp=16, zero=0, schedule=Schedule.DUALPIPE),
+    Layout(tp=8, pp=2, cp=8, zero=3, placement=("cp", "tp", "pp", "dp")),
+]
+
+
+def test_grid_prices_equal_one_layout_prices() -> None:
+    job = plate_job()
+    resolved = [resolve_layout(layout, job) for layout in LAYOUTS]
+    profile = profile_named("standard")
+    grid = profile.price_grid(job, LayoutGrid.from_layouts(resolved), CostAssumptions())
+    one_by_one = [profile.price(job, layout, CostAssumptions()) for layout in resolved]
+    assert grid.memory_bytes == pytest.approx([e.memory.total for e in one_by_one])
+    assert grid.mfu == pytest.approx([e.mfu for e in one_by_one])
+    assert grid.bubble == pytest.approx([e.bubble for e in one_by_one])
+
+
+def test_grid_marks_unsplittable_layers_infinite() -> None:
+    job = plate_job(gpus=5 * 8 * 64)
+    grid = LayoutGrid.from_layouts([Layout(tp=8, pp=5, dp=64)])
+    prices = profile_named("standard").price_grid(job, grid, CostAssumptions())
+    assert np.isinf(prices.memory_bytes[0]) and prices.mfu[0] == 0

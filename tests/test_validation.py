@@ -1,0 +1,72 @@
+"""`layoutopt validate`: profile standard against published runs, within the error bound."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from api.cli import main
+from api.cli_validate import markdown
+from optimizer.validation import MEAN_ABS_ERROR_TARGET, published_runs, validate
+
+REPO = Path(__file__).resolve().parents[1]
+
+# The figures as the papers print them, typed here so that an edit of the data file
+# cannot move the goalposts: (name fragment, metric, reported value).
+PRINTED = [
+    ("Llama 3 405B on 8,192 H100", "mfu", 0.43),  # Table 4 row 1
+    ("Llama 3 405B on 16,384 H100, cp 1,", "mfu", 0.41),  # Table 4 row 2
+    ("Llama 3 405B on 16,384 H100, cp 16", "mfu", 0.38),  # Table 4 row 3
+    ("SC21 GPT 1008B on 3072 A100", "hfu", 0.52),  # SC21 Table 1: 163 TFLOP/s, 52%
+    ("SC21 GPT 529.6B on 2520 A100", "hfu", 0.52),
+    ("SC21 GPT 1.7B on 32 A100", "hfu", 0.44),
+    ("Korthikanti 2022 GPT 1T on 512 A100", "mfu", 0.563),  # Table 5
+    ("ZeRO-3 GPT 174.6B on 1536 A100", "hfu", 44 / 312),  # SC21 Table 2: 44 TFLOP/s
+]
+
+
+@pytest.fixture(scope="module")
+def report():
+    return validate()
+
+
+@pytest.mark.parametrize(("fragment", "metric", "value"), PRINTED)
+def test_data_file_holds_the_printed_figures(fragment: str, metric: str, value: float) -> None:
+    runs = [run for run in published_runs() if fragment in run.name]
+    assert len(runs) == 1, fragment
+    assert (runs[0].metric, runs[0].reported) == (metric, pytest.approx(value, abs=1e-4))
+
+
+def test_llama3_layouts_are_the_papers() -> None:
+    llama = [run for run in published_runs() if run.name.startswith("Llama 3")]
+    degrees = [(r.layout.tp, r.layout.cp, r.layout.pp, r.job.cluster.gpus) for r in llama]
+    assert degrees == [(8, 1, 16, 8192), (8, 1, 16, 16384), (8, 16, 16, 16384)]
+    assert [r.job.training.seq_len for r in llama] == [8192, 8192, 131072]
+
+
+def test_mean_error_within_the_target(report) -> None:
+    # the error is recomputed here from the rows, not taken from the report's own summary
+    errors = [abs(row.predicted - row.run.reported) for row in report.rows]
+    assert len(errors) >= 18
+    assert sum(errors) / len(errors) <= MEAN_ABS_ERROR_TARGET == 0.03
+    assert max(errors) == pytest.approx(report.max_abs_error)
+
+
+def test_every_published_layout_fits(report) -> None:
+    assert [row.run.name for row in report.rows if not row.estimate.fits] == []
+
+
+def test_docs_validation_is_current(report) -> None:
+    assert (REPO / "docs" / "validation.md").read_text() == markdown(report), (
+        "docs/validation.md is stale: run `make validate`"
+    )
+
+
+def test_cli_writes_markdown(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    target = tmp_path / "validation.md"
+    assert main(["validate", "--markdown", str(target)]) == 0
+    out = capsys.readouterr().out
+    assert "mean absolute error" in out and "Llama 3 405B" in out
+    assert target.read_text().startswith("# Validation")
+    assert main(["validate", "--profile", "nope"]) == 2
