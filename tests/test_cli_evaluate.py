@@ -153,7 +153,7 @@ def test_bad_flags_get_a_clear_message_and_status_2(
 
 def test_unknown_model_preset(capsys: pytest.CaptureFixture[str]) -> None:
     status, _, err = run(["evaluate", "--model", "gpt-9", "--gpus", "8"], capsys)
-    assert status == 2 and "unknown model preset 'gpt-9'; known: llama3-405b" in err
+    assert status == 2 and "unknown model preset 'gpt-9'; known: " in err and "llama3-405b" in err
 
 
 @pytest.mark.parametrize(
