@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from api.schemas import EstimateOut
+from api.schemas import EstimateOut, OptimizeOut, ParetoOut, SolverOut
 
 BAR_WIDTH = 48
 _EIGHTHS = " ▏▎▍▌▋▊▉"
@@ -64,4 +64,54 @@ def estimate_text(est: EstimateOut) -> str:
         f"{est.tokens_per_s_per_gpu:,.1f} tokens/s per GPU"
     )
     lines += [f"warning: {warning}" for warning in est.warnings]
+    return "\n".join(lines)
+
+
+# --- search: optimize and pareto -------------------------------------------------------
+
+
+def solver_line(solver: SolverOut, status: str = "optimal") -> str:
+    claim = "infeasible" if status == "infeasible" else "optimal"
+    proof = f"proved {claim}" if solver.proved_optimal else f"{claim}, NOT proved"
+    details = [f"{solver.solves} solves"] if solver.solves else []
+    if solver.explain_wall_s:
+        details.append(f"explanations {solver.explain_wall_s:.3f} s")
+    extra = f" ({', '.join(details)})" if details else ""
+    return f"solver   {proof} in {solver.wall_s:.3f} s{extra}"
+
+
+def optimize_text(answer: OptimizeOut) -> str:
+    lines = [f"status   {answer.status}", solver_line(answer.solver, answer.status)]
+    if answer.best is None:
+        lines.append("")
+        lines.append("no layout satisfies these rules together:")
+        lines += [f"  - {item.description}" for item in answer.conflict]
+        lines += [f"warning: {warning}" for warning in answer.warnings]
+        return "\n".join(lines)
+    lines += ["", estimate_text(answer.best), ""]
+    lines.append("what holds it back (the best without each rule; not layouts to use)")
+    lines += [f"  - {b.description}" for b in answer.binding] or ["  - nothing we can relax"]
+    lines.append("")
+    lines.append("slack of the chosen layout")
+    for s in answer.slack:
+        lines.append(f"  {s.description:<45} {s.value:>9.2f} of {s.limit:>9.2f} {s.unit}")
+    shown = set(answer.best.warnings)
+    lines += [f"warning: {w}" for w in answer.warnings if w not in shown]
+    return "\n".join(lines)
+
+
+def pareto_text(answer: ParetoOut) -> str:
+    """The frontier as a chart: one row per point, memory ascending, MFU as a bar."""
+    lines = [solver_line(answer.solver), ""]
+    if not answer.frontier:
+        lines.append("no layout fits: the frontier is empty")
+    else:
+        lines.append(f"{'memory GB':>10}  {'MFU':>6}  {'':<{BAR_WIDTH // 2}}  layout")
+    for est in answer.frontier:
+        chart = bar(est.mfu, 0.6, BAR_WIDTH // 2)
+        lines.append(
+            f"{est.memory_gb.total:>10.2f}  {est.mfu * 100:>5.2f}%  {chart:<{BAR_WIDTH // 2}}  "
+            f"{layout_line(est)}"
+        )
+    lines += [f"warning: {warning}" for warning in answer.warnings]
     return "\n".join(lines)

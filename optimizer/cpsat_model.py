@@ -53,6 +53,7 @@ class LayoutModel:
         self.add_fixed_values()
         self.add_allowed_knobs()
         self.add_memory_limit()
+        self.add_search_bounds()
 
     # --- variables ------------------------------------------------------------------
 
@@ -111,9 +112,12 @@ class LayoutModel:
         self.ln_mfu = sum(self.terms[t.name] for t in self.tables.terms if t.kind == "ln_mfu")
 
     def _channel(self, rows: list, index: np.ndarray, literals: list) -> None:
+        """The rows of each value of an axis sum to that value's literal."""
+        order = np.argsort(index, kind="stable")
+        bounds = np.searchsorted(index[order], np.arange(len(literals) + 1))
         for value, literal in enumerate(literals):
-            chosen = [rows[r] for r in np.flatnonzero(index == value)]
-            self.model.add(sum(chosen) == literal)
+            chosen = [rows[r] for r in order[bounds[value] : bounds[value + 1]]]
+            self.model.add(cp_model.LinearExpr.sum(chosen) == literal)
 
     def _rule(self, name: str) -> cp_model.IntVar:
         self.rules[name] = self.model.new_bool_var(f"rule_{name}")
@@ -152,18 +156,62 @@ class LayoutModel:
         limit = int(np.floor(self.problem.memory_limit_bytes))
         self.model.add(self.memory_bytes <= limit).only_enforce_if(self._rule(MEMORY_LIMIT))
 
-    def cap_memory(self, cap_bytes: int) -> None:
-        self.model.add(self.memory_bytes <= cap_bytes)
+    # --- objectives and the bounds the searches move --------------------------------
+
+    def add_search_bounds(self) -> None:
+        """A memory cap (the frontier's epsilon) and a floor under ln(MFU) (the tie-break
+        stage): variables whose domains each solve sets, so one model serves every solve."""
+        self.most_memory = self.most_memory_bytes()
+        self.memory_cap = self.model.new_int_var(0, self.most_memory, "memory_cap_bytes")
+        self.model.add(self.memory_bytes <= self.memory_cap)
+        low, high = self.ln_mfu_bounds()
+        self.ln_mfu_floor = self.model.new_int_var(low, high, "ln_mfu_floor")
+        self.model.add(self.ln_mfu >= self.ln_mfu_floor)
+        rank, radix = self.tie_break_rank()
+        most_kb = self.most_memory // TIE_MEMORY_UNIT_BYTES + 1
+        if most_kb * radix >= INT64_MAX // 4:
+            raise OverflowError(f"tie-break objective {most_kb} kB x {radix} exceeds int64")
+        memory_kb = self.model.new_int_var(0, most_kb, "memory_kb")
+        self.model.add(self.memory_bytes - TIE_MEMORY_UNIT_BYTES * memory_kb >= 0)
+        self.model.add(
+            self.memory_bytes - TIE_MEMORY_UNIT_BYTES * memory_kb < TIE_MEMORY_UNIT_BYTES
+        )
+        self.tie_break = memory_kb * radix + rank
+
+    def _set_domain(self, var: cp_model.IntVar, low: int, high: int) -> None:
+        domain = self.model.proto.variables[var.index].domain
+        domain[0], domain[1] = low, high
 
     def enforce(self, relaxed: frozenset[str] = frozenset()) -> None:
+        """Every rule holds except the `relaxed` ones, which the solver may drop."""
         for name, literal in self.rules.items():
-            if name not in relaxed:
-                self.model.add(literal == 1)
+            self._set_domain(literal, 0 if name in relaxed else 1, 1)
 
-    # --- objectives -----------------------------------------------------------------
+    def cap_memory(self, cap_bytes: int | None) -> None:
+        self._set_domain(self.memory_cap, 0, self.most_memory if cap_bytes is None else cap_bytes)
 
-    def maximize_mfu(self) -> None:
+    def stage_most_mfu(self) -> None:
+        low, high = self.ln_mfu_bounds()
+        self._set_domain(self.ln_mfu_floor, low, high)
+        self.model.clear_hints()
         self.model.maximize(self.ln_mfu)
+
+    def stage_tie_break(self, ln_mfu: int, solver: cp_model.CpSolver) -> None:
+        """Among layouts of this ln(MFU): least memory (kB), then the tie-break rank."""
+        self._set_domain(self.ln_mfu_floor, ln_mfu, self.ln_mfu_bounds()[1])
+        for literals in [self.degree_is, *self.knob_is.values()]:
+            for literal in literals:
+                self.model.add_hint(literal, solver.boolean_value(literal))
+        self.model.minimize(self.tie_break)
+
+    def ln_mfu_bounds(self) -> tuple[int, int]:
+        low = high = 0
+        for table in self.tables.tables:
+            for term in self.tables.terms:
+                if term.kind == "ln_mfu" and term.name in table.values:
+                    low += int(table.values[term.name].min())
+                    high += int(table.values[term.name].max())
+        return low, high
 
     def tie_break_rank(self) -> tuple[cp_model.LinearExpr, int]:
         """Mixed-radix rank, most significant first: tp, pp, cp, each knob, placement class."""
@@ -181,20 +229,6 @@ class LayoutModel:
             weights += [radix * int(position) for position in positions]
             radix *= len(ordered)
         return cp_model.LinearExpr.weighted_sum(literals, weights), radix
-
-    def minimize_memory_then_rank(self, ln_mfu: int) -> None:
-        """Among layouts of this ln(MFU): least memory (kB), then the tie-break rank."""
-        self.model.add(self.ln_mfu == ln_mfu)
-        rank, radix = self.tie_break_rank()
-        most_kb = self.most_memory_bytes() // TIE_MEMORY_UNIT_BYTES + 1
-        if most_kb * radix >= INT64_MAX // 4:
-            raise OverflowError(f"tie-break objective {most_kb} kB x {radix} exceeds int64")
-        memory_kb = self.model.new_int_var(0, most_kb, "memory_kb")
-        self.model.add(self.memory_bytes - TIE_MEMORY_UNIT_BYTES * memory_kb >= 0)
-        self.model.add(
-            self.memory_bytes - TIE_MEMORY_UNIT_BYTES * memory_kb < TIE_MEMORY_UNIT_BYTES
-        )
-        self.model.minimize(memory_kb * radix + rank)
 
     def most_memory_bytes(self) -> int:
         return sum(
@@ -237,36 +271,29 @@ class Found:
 
 
 def new_solver(settings: SolveSettings, time_limit_s: float | None = None) -> cp_model.CpSolver:
-    """Presolve's probing and the LP relaxation cost more than they prune here (notes)."""
+    """Presolve off: on these table models it cost more than it saved (27 vs 35 ms on the
+    plate's case), and OR-Tools 9.15's presolve with probing level 0 wrongly proved one
+    frontier step infeasible (the model is OPTIMAL with presolve off or probing >= 1;
+    cf. google/or-tools#5274). The LP relaxation is off too (cpsat-notes.md)."""
     solver = cp_model.CpSolver()
     parameters = solver.parameters
     parameters.max_time_in_seconds = max(time_limit_s or settings.time_limit_s, 0.01)
     parameters.num_workers = settings.workers
-    parameters.cp_model_probing_level = 0
+    parameters.cp_model_presolve = False
     parameters.linearization_level = 0
     return solver
 
 
-def _hint(layout_model: LayoutModel, solver: cp_model.CpSolver) -> None:
-    for literals in [layout_model.degree_is, *layout_model.knob_is.values()]:
-        for literal in literals:
-            layout_model.model.add_hint(literal, solver.boolean_value(literal))
-
-
 def solve_best(
-    tables: Tables,
+    layout_model: LayoutModel,
     settings: SolveSettings,
     relaxed: frozenset[str] = frozenset(),
     memory_cap_bytes: int | None = None,
 ) -> Found:
     """Maximise ln(MFU); then, at that value, least memory and the tie-break rank."""
-    if len(tables.problem.degrees) == 0:
-        return Found(None, True, 0)
-    layout_model = LayoutModel(tables)
     layout_model.enforce(relaxed)
-    if memory_cap_bytes is not None:
-        layout_model.cap_memory(memory_cap_bytes)
-    layout_model.maximize_mfu()
+    layout_model.cap_memory(memory_cap_bytes)
+    layout_model.stage_most_mfu()
     solver = new_solver(settings)
     status = solver.solve(layout_model.model)
     if status == cp_model.INFEASIBLE:
@@ -276,10 +303,8 @@ def solve_best(
     proved = status == cp_model.OPTIMAL
     best_ln_mfu = int(round(solver.value(layout_model.ln_mfu)))
     first = (layout_model.layout(solver), int(solver.value(layout_model.memory_bytes)))
-    _hint(layout_model, solver)
-    layout_model.minimize_memory_then_rank(best_ln_mfu)
-    remaining_s = settings.time_limit_s - solver.wall_time
-    tie_solver = new_solver(settings, remaining_s)
+    layout_model.stage_tie_break(best_ln_mfu, solver)
+    tie_solver = new_solver(settings, settings.time_limit_s - solver.wall_time)
     tie_status = tie_solver.solve(layout_model.model)
     if tie_status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         return Found(first[0], False, 2, first[1], best_ln_mfu)
@@ -299,4 +324,7 @@ def best_layout(
     relaxed: frozenset[str] = frozenset(),
     tables: Tables | None = None,
 ) -> Found:
-    return solve_best(tables or build_tables(problem, assumptions), settings, relaxed)
+    if len(problem.degrees) == 0:
+        return Found(None, True, 0)
+    layout_model = LayoutModel(tables or build_tables(problem, assumptions))
+    return solve_best(layout_model, settings, relaxed)

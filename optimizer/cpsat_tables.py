@@ -15,7 +15,7 @@ from typing import Literal
 
 import numpy as np
 
-from models.layout import DIMENSIONS
+from models.layout import DIMENSIONS, Dimension
 from optimizer.assumptions import CostAssumptions
 from optimizer.cost_model import profile_named
 from optimizer.grid import GridPrices, LayoutGrid
@@ -70,6 +70,11 @@ TERMS: dict[str, tuple[Term, ...]] = {
 }
 
 
+# The dimensions whose groups a profile prices differently inside and across a node;
+# placements alike on these price alike. Missing profile: all four (correct, slower).
+PLACEMENT_PRICED_DIMS: dict[str, tuple[Dimension, ...]] = {"workshop": ("tp",)}
+
+
 def profile_terms(profile: str) -> tuple[Term, ...]:
     if profile in TERMS:
         return TERMS[profile]
@@ -78,9 +83,9 @@ def profile_terms(profile: str) -> tuple[Term, ...]:
 
 @dataclass(frozen=True)
 class PlacementClasses:
-    """Per degree tuple, the placements told apart by which groups fit in a node.
+    """Per degree tuple, the placements told apart by which priced groups fit in a node.
 
-    Placements whose every group fits (or does not fit) a node alike price alike; each class
+    Placements whose priced groups fit (or do not fit) a node alike price alike; each class
     is represented by its first placement, so ties go to the plate's order.
     """
 
@@ -105,7 +110,8 @@ def placement_classes(problem: SearchProblem) -> PlacementClasses:
         placement=p.ravel(),
     )
     node = problem.job.cluster.gpus_per_node
-    fits = np.stack([grid.span(dim) <= node for dim in DIMENSIONS], axis=1).reshape(*k.shape, 4)
+    dims = PLACEMENT_PRICED_DIMS.get(problem.profile, DIMENSIONS)
+    fits = np.stack([grid.span(dim) <= node for dim in dims], axis=1).reshape(*k.shape, len(dims))
     representative = []
     for row in range(len(problem.degrees)):
         seen: dict[bytes, int] = {}

@@ -15,7 +15,13 @@ from ortools.sat.python import cp_model
 from models.layout import Layout
 from optimizer.assumptions import CostAssumptions
 from optimizer.cost_model import evaluate
-from optimizer.cpsat_model import LayoutModel, SolveSettings, new_solver, solve_best
+from optimizer.cpsat_model import (
+    LayoutModel,
+    SolveSettings,
+    best_layout,
+    new_solver,
+    solve_best,
+)
 from optimizer.cpsat_tables import Tables, build_tables
 from optimizer.enumerator import KV_HEADS, MEMORY_LIMIT
 from optimizer.estimate import Estimate
@@ -81,7 +87,7 @@ def _relaxed_problems(problem: SearchProblem) -> dict[str, SearchProblem]:
 
 
 def _relaxation_words(problem: SearchProblem, name: str, best: Estimate, relaxed: Estimate) -> str:
-    gain = f"the best is {summary(relaxed)} at {relaxed.mfu:.1%} (now {best.mfu:.1%})"
+    gain = f"the best is {summary(relaxed)} at {relaxed.mfu:.2%} (now {best.mfu:.2%})"
     if name == MEMORY_LIMIT:
         return (
             f"memory binds: {best.memory.total / GB:.1f} of {problem.memory_limit_bytes / GB:g} GB; "
@@ -99,12 +105,12 @@ def relaxations(
     problem: SearchProblem, best: Estimate, assumptions: CostAssumptions, settings: SolveSettings
 ) -> tuple[Relaxation, ...]:
     """Each relaxable rule whose relaxation raises the best MFU, with what it would buy."""
-    tables = build_tables(problem, assumptions)
+    layout_model = LayoutModel(build_tables(problem, assumptions))
     found = {}
-    for rule in LayoutModel(tables).rules:
-        found[rule] = (problem, solve_best(tables, settings, relaxed=frozenset({rule})))
+    for rule in layout_model.rules:
+        found[rule] = (problem, solve_best(layout_model, settings, relaxed=frozenset({rule})))
     for rule, wider in _relaxed_problems(problem).items():
-        found[rule] = (wider, solve_best(build_tables(wider, assumptions), settings))
+        found[rule] = (wider, best_layout(wider, assumptions, settings))
     binding = []
     for rule, (space, answer) in found.items():
         if answer.layout is None:
@@ -180,7 +186,7 @@ def conflict(
     layout_model.model.add_assumptions(list(layout_model.rules.values()))
     solver = new_solver(settings)
     if solver.solve(layout_model.model) != cp_model.INFEASIBLE:
-        return ()
+        return ()  # a false INFEASIBLE earlier would show up here as no conflict
     by_index = {literal.index: name for name, literal in layout_model.rules.items()}
     core = [by_index[i] for i in solver.sufficient_assumptions_for_infeasibility()]
     core = _minimal_core(layout_model, core, settings)

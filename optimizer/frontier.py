@@ -13,7 +13,7 @@ import time
 
 from models.layout import Layout
 from optimizer.assumptions import CostAssumptions
-from optimizer.cpsat_model import SolveSettings, solve_best
+from optimizer.cpsat_model import LayoutModel, SolveSettings, solve_best
 from optimizer.cpsat_tables import build_tables
 from optimizer.space import SearchProblem
 
@@ -23,7 +23,9 @@ def frontier(
 ) -> tuple[list[Layout], bool]:
     """Non-dominated layouts, memory ascending, and whether every solve was proved."""
     deadline = time.perf_counter() + settings.time_limit_s
-    tables = build_tables(problem, assumptions)
+    if len(problem.degrees) == 0:
+        return [], True
+    layout_model = LayoutModel(build_tables(problem, assumptions))
     points: list[Layout] = []
     cap_bytes: int | None = None
     while True:
@@ -31,7 +33,7 @@ def frontier(
         if remaining_s <= 0:
             return points[::-1], False
         found = solve_best(
-            tables, SolveSettings(remaining_s, settings.workers), memory_cap_bytes=cap_bytes
+            layout_model, SolveSettings(remaining_s, settings.workers), memory_cap_bytes=cap_bytes
         )
         if found.layout is None or found.memory_bytes is None:
             return points[::-1], found.proved

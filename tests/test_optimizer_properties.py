@@ -85,19 +85,20 @@ def assert_frontier_matches(job: TrainingJob, space: SearchSpace) -> None:
         assert mfu == pytest.approx(want_mfu, rel=1e-6)
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(job=jobs(), space=spaces)
 def test_optimum_equals_enumerator(job: TrainingJob, space: SearchSpace) -> None:
     assert_optimum_matches(job, space)
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(job=jobs(), space=spaces)
 def test_frontier_equals_enumerator(job: TrainingJob, space: SearchSpace) -> None:
     assert_frontier_matches(job, space)
 
 
 BIG_CASES = [
+    (16384, "llama3-405b", SearchSpace()),  # the plate: OR-Tools' presolve once lost a point
     (24576, "llama3-405b", SearchSpace()),
     (6144, "llama3-70b", SearchSpace(memory_limit_gb=40)),
     (98304, "llama3-405b", SearchSpace(require_tp_divides_kv_heads=False)),
@@ -110,6 +111,6 @@ def test_big_clusters_match_enumerator(gpus: int, model: str, space: SearchSpace
     assert_optimum_matches(plate_job(gpus=gpus, model=model), space)
 
 
-@pytest.mark.parametrize(("gpus", "model", "space"), BIG_CASES[:2])
+@pytest.mark.parametrize(("gpus", "model", "space"), BIG_CASES[:3])
 def test_big_cluster_frontiers_match_enumerator(gpus: int, model: str, space: SearchSpace) -> None:
     assert_frontier_matches(plate_job(gpus=gpus, model=model), space)

@@ -1,0 +1,123 @@
+"""`layoutopt optimize` and `layoutopt pareto`: the search commands, registered in api/cli.py.
+
+Same request as POST /v1/optimize and /v1/pareto (`--spec FILE.json`), with flags for the
+job and for the `search` object laid over it.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from typing import Any
+
+from api.cli import BadRequest, add_job_flags, emit, request_data
+from api.errors import EXIT_OK
+from api.render import optimize_text, pareto_text
+from api.schemas import SearchRequest, optimize_out, pareto_out
+from optimizer.search import optimize, pareto
+
+DEFAULT_TIME_LIMIT_S = 10.0
+_SEARCH_FLAGS = (
+    "tp",
+    "pp",
+    "cp",
+    "vpp",
+    "max_vpp",
+    "zero_stages",
+    "recompute",
+    "micro_batches",
+    "memory_limit_gb",
+    "require_tp_divides_kv_heads",
+    "placement",
+)
+
+
+def _comma_list(item: Callable[[str], Any]) -> Callable[[str], list[Any]]:
+    def parse(text: str) -> list[Any]:
+        try:
+            return [item(part.strip()) for part in text.split(",") if part.strip()]
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"expected a comma-separated list, got {text!r}"
+            ) from None
+
+    return parse
+
+
+def add_search_flags(parser: argparse.ArgumentParser) -> None:
+    for name in ("tp", "pp", "cp", "vpp"):
+        parser.add_argument(f"--{name}", type=int, help=f"fix {name}")
+    parser.add_argument("--max-vpp", type=int, dest="max_vpp", help="most interleaved chunks (4)")
+    parser.add_argument(
+        "--zero-stages", type=_comma_list(int), dest="zero_stages", help="allowed, e.g. 1,2"
+    )
+    parser.add_argument("--recompute", type=_comma_list(str), help="allowed, e.g. none,full")
+    parser.add_argument(
+        "--micro-batches", type=_comma_list(int), dest="micro_batches", help="allowed sizes"
+    )
+    parser.add_argument(
+        "--memory-limit-gb", type=float, dest="memory_limit_gb", help="default: GPU capacity"
+    )
+    parser.add_argument(
+        "--allow-tp-beyond-kv-heads",
+        action="store_const",
+        const=False,
+        dest="require_tp_divides_kv_heads",
+        help="let tp not divide the KV heads (engines such as Megatron-LM refuse it)",
+    )
+    parser.add_argument(
+        "--placement", type=_comma_list(str), help="fix the order, innermost first: tp,cp,pp,dp"
+    )
+    parser.add_argument("--time-limit-s", type=float, dest="time_limit_s", help="default 10")
+    parser.add_argument("--workers", type=int, default=1, help="CP-SAT workers (default 1)")
+
+
+def search_request(args: argparse.Namespace) -> SearchRequest:
+    data = request_data(args, {"search": _SEARCH_FLAGS})
+    if args.time_limit_s is not None:
+        data["time_limit_s"] = args.time_limit_s
+    if args.workers < 1:
+        raise BadRequest(f"--workers must be at least 1, got {args.workers}")
+    return SearchRequest.model_validate(data)
+
+
+def run_optimize(args: argparse.Namespace) -> int:
+    request = search_request(args)
+    result = optimize(
+        request.job(),
+        request.search,
+        request.profile,
+        request.assumptions,
+        time_limit_s=request.time_limit_s or DEFAULT_TIME_LIMIT_S,
+        workers=args.workers,
+    )
+    emit(optimize_out(result), args.json, optimize_text)
+    return EXIT_OK
+
+
+def run_pareto(args: argparse.Namespace) -> int:
+    request = search_request(args)
+    result = pareto(
+        request.job(),
+        request.search,
+        request.profile,
+        request.assumptions,
+        time_limit_s=request.time_limit_s or DEFAULT_TIME_LIMIT_S,
+        workers=args.workers,
+    )
+    emit(pareto_out(result), args.json, pareto_text)
+    return EXIT_OK
+
+
+def register_search_commands(commands: Any) -> None:
+    optimize_cmd = commands.add_parser(
+        "optimize", help="the layout of highest MFU that fits, proved optimal, and why"
+    )
+    add_job_flags(optimize_cmd)
+    add_search_flags(optimize_cmd)
+    optimize_cmd.set_defaults(run=run_optimize)
+
+    pareto_cmd = commands.add_parser("pareto", help="the memory/MFU frontier of layouts")
+    add_job_flags(pareto_cmd)
+    add_search_flags(pareto_cmd)
+    pareto_cmd.set_defaults(run=run_pareto)
