@@ -1,0 +1,90 @@
+"""`layoutopt optimize` and `layoutopt pareto` as a user runs them: tables, JSON, bad input."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from api.cli import main
+from api.schemas import SEARCH_EXAMPLE
+from optimizer import enumerator
+from optimizer.assumptions import CostAssumptions
+from optimizer.space import SearchSpace, resolve_space
+from tests.helpers import plate_job
+
+PLATE = ["--model", "llama3-405b", "--gpus", "16384"]
+
+
+def run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    status = main(argv)
+    out, err = capsys.readouterr()
+    return status, out, err
+
+
+def test_optimize_table_names_layout_and_what_binds(capsys: pytest.CaptureFixture[str]) -> None:
+    status, out, _ = run(["optimize", *PLATE], capsys)
+    assert status == 0
+    assert "status   optimal" in out and "proved optimal" in out
+    assert "tp 8  pp 16  cp 1  dp 128  vpp 4" in out and "ZeRO-2  recompute none" in out
+    assert "memory binds: 78.6 of 80 GB" in out
+
+
+def test_optimize_json_from_spec_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    spec = tmp_path / "request.json"
+    spec.write_text(json.dumps(SEARCH_EXAMPLE))
+    status, out, _ = run(["optimize", "--spec", str(spec), "--json"], capsys)
+    answer = json.loads(out)
+    assert status == 0 and answer["status"] == "optimal"
+    assert answer["solver"]["proved_optimal"] is True
+    layout = answer["best"]["layout"]
+    assert (layout["tp"], layout["pp"], layout["vpp"], layout["zero"]) == (8, 16, 4, 2)
+    assert answer["best"]["mfu"] == 0.4255  # the plate's 42.55%
+    assert "memory_limit" in [b["name"] for b in answer["binding"]]
+
+
+def test_pareto_json_matches_enumerated_frontier(capsys: pytest.CaptureFixture[str]) -> None:
+    status, out, _ = run(["pareto", *PLATE, "--json"], capsys)
+    frontier = json.loads(out)["frontier"]
+    problem = resolve_space(plate_job(), SearchSpace(), "workshop")
+    expected = enumerator.frontier_points(problem, CostAssumptions())
+    assert status == 0
+    assert [p["memory_gb"]["total"] for p in frontier] == [
+        round(m / 1e9, 2) for m, _, _ in expected
+    ]
+    assert [p["mfu"] for p in frontier] == [round(mfu, 4) for _, mfu, _ in expected]
+
+
+def test_pareto_text_chart_has_one_row_per_point(capsys: pytest.CaptureFixture[str]) -> None:
+    status, out, _ = run(["pareto", *PLATE, "--max-vpp", "2", "--zero-stages", "2"], capsys)
+    rows = [line for line in out.splitlines() if line.strip().endswith("placement tp<cp<pp<dp")]
+    assert status == 0 and rows
+    memories = [float(row.split()[0]) for row in rows]
+    assert memories == sorted(memories)
+    assert all("ZeRO-2" in row and "vpp 3" not in row for row in rows)
+
+
+def test_infeasible_request_explains_the_conflict(capsys: pytest.CaptureFixture[str]) -> None:
+    status, out, _ = run(["optimize", "--model", "llama3-405b", "--gpus", "64"], capsys)
+    assert status == 0
+    assert "status   infeasible" in out and "proved infeasible" in out
+    assert "no layout satisfies these rules together" in out and "GB > 80 GB" in out
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--zero-stages", "7"], "search.zero_stages: zero_stages must be"),
+        (["--memory-limit-gb", "-1"], "search.memory_limit_gb"),
+        (["--vpp", "6"], "vpp(6) exceeds max_vpp(4)"),
+        (["--placement", "tp,pp"], "placement must order"),
+        (["--workers", "0"], "--workers must be at least 1"),
+    ],
+)
+def test_bad_search_flags_exit_2_with_the_field(
+    flags: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    status, out, err = run(["optimize", *PLATE, *flags], capsys)
+    assert status == 2 and out == ""
+    assert message in err and "Traceback" not in err
