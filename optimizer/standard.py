@@ -76,7 +76,7 @@ class Degrees:
 class Breakdown:
     micro_batches: Number
     memory: mem.StageMemory
-    valid: Number  # layers split into whole chunks
+    valid: Number  # no more chunks than layers
     bubble: Number
     layer_times_s: dict[str, Number]
     step_times_s: tuple[Number, ...]  # cumulative, one per MFU_STEP_NAMES

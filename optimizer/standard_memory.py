@@ -32,19 +32,23 @@ class StageLayers:
     first: Number
     middle: Number
     last: Number
-    valid: Number  # False where the layers cannot split into whole chunks
+    valid: Number  # False where there are more chunks than layers
 
 
 def stage_layers(num_layers: Number, pp: Number, vpp: Number) -> StageLayers:
-    """Whole chunks of `L / (p*v)` layers, or Llama 3's uneven split: when `(L + 2)` splits
-    evenly, the embedding and the output head each take one layer's slot on the first and
-    last stage (Llama 3 paper, section 3.3.2: 126 layers on 16 stages as 7, 8, ..., 8, 7)."""
+    """Whole layers per chunk. `L / (p*v)` when it divides; else Llama 3's uneven split when
+    `(L + 2)` divides, the embedding and the output head taking one layer's slot on the first
+    and last stage (Llama 3 paper, section 3.3.2: 126 layers on 16 stages as 7, 8, ..., 8, 7);
+    else the busiest devices hold `ceil(L / (p*v))` layers a chunk and set the pace (the end
+    stages are priced as full too: an upper bound). `valid` is False only with more chunks
+    than layers."""
     chunks = pp * vpp
     even = num_layers % chunks == 0
     uneven = ((num_layers + 2) % chunks == 0) & (pp > 1) & ~even
-    per_device = np.where(uneven, (num_layers + 2) / pp, num_layers / pp)
+    ceiling = np.ceil(num_layers / chunks) * vpp
+    per_device = np.where(even, num_layers / pp, np.where(uneven, (num_layers + 2) / pp, ceiling))
     end = np.where(uneven, per_device - 1, per_device)
-    return StageLayers(first=end, middle=per_device, last=end, valid=even | uneven)
+    return StageLayers(first=end, middle=per_device, last=end, valid=chunks <= num_layers)
 
 
 # --- activations ----------------------------------------------------------------------

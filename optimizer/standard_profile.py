@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from models.errors import InvalidSpec
 from models.job import TrainingJob
 from models.layout import Layout
 from optimizer.assumptions import CostAssumptions
@@ -55,16 +54,17 @@ def grid_degrees(grid: LayoutGrid) -> Degrees:
     )
 
 
-def check_stage_split(job: TrainingJob, layout: Layout) -> None:
+def uneven_stage_warning(job: TrainingJob, layout: Layout) -> list[str]:
     layers, pp, vpp = job.model.num_layers, layout.pp, layout.vpp
     chunks = pp * vpp
-    if layers % chunks and ((layers + 2) % chunks or pp == 1):
-        raise InvalidSpec(
-            f"num_layers({layers}) does not split into pp({pp}) * vpp({vpp}) = {chunks} whole "
-            f"chunks, nor does num_layers + 2 = {layers + 2} (Llama 3's uneven first and last "
-            "stage, which give the embedding and the output head a layer's slot each)",
-            "layout.pp",
-        )
+    if layers % chunks == 0 or ((layers + 2) % chunks == 0 and pp > 1):
+        return []
+    busiest = -(-layers // chunks) * vpp
+    return [
+        f"num_layers({layers}) does not split into pp({pp}) * vpp({vpp}) = {chunks} equal chunks: "
+        f"the busiest devices hold {busiest} layers against {layers / pp:g} on average and set "
+        "the pace (priced so)"
+    ]
 
 
 def standard_warnings(job: TrainingJob, layout: Layout) -> list[str]:
@@ -72,11 +72,11 @@ def standard_warnings(job: TrainingJob, layout: Layout) -> list[str]:
     from optimizer.cost_model import engine_warnings  # cost_model registers this module
 
     cluster = job.cluster.model_copy(update={"gpus_per_node": job.cluster.nvlink_domain_size})
-    return engine_warnings(job.model_copy(update={"cluster": cluster}), layout)
+    warnings = engine_warnings(job.model_copy(update={"cluster": cluster}), layout)
+    return warnings + uneven_stage_warning(job, layout)
 
 
 def price_standard(job: TrainingJob, layout: Layout, assumptions: CostAssumptions) -> Estimate:
-    check_stage_split(job, layout)
     b = breakdown(job, assumptions, layout_degrees(layout))
     step_time_s = float(b.step_time_s)
     return Estimate(
@@ -103,11 +103,10 @@ def price_standard(job: TrainingJob, layout: Layout, assumptions: CostAssumption
 
 
 def _grid_prices(b: Breakdown) -> GridPrices:
-    """Layouts whose layers do not split into whole chunks cannot run: infinite memory."""
-    invalid = ~np.asarray(b.valid, dtype=bool)
+    """Layouts with more chunks than layers never reach here (the search's knob mask)."""
 
     def part(values: object) -> np.ndarray:
-        return np.where(invalid, np.inf, np.asarray(values, dtype=float))
+        return np.asarray(values, dtype=float)
 
     return GridPrices(
         weights_bytes=part(b.memory.weights),
@@ -115,7 +114,7 @@ def _grid_prices(b: Breakdown) -> GridPrices:
         optimizer_bytes=part(b.memory.optimizer),
         activations_bytes=part(b.memory.activations),
         bubble=np.asarray(b.bubble, dtype=float),
-        mfu=np.where(invalid, 0.0, np.asarray(b.mfu, dtype=float)),
+        mfu=np.asarray(b.mfu, dtype=float),
     )
 
 

@@ -15,6 +15,7 @@ from models.training import TrainingSpec
 from optimizer.assumptions import CostAssumptions
 from optimizer.cost_model import evaluate, profile_named
 from optimizer.grid import LayoutGrid
+from optimizer.standard_memory import stage_layers as mem_stage_layers
 from tests.helpers import plate_job
 
 PLATE = Layout(tp=8, pp=16, vpp=4, zero=2)
@@ -152,10 +153,20 @@ def test_schedules() -> None:
         resolve_layout(Layout(tp=8, pp=15, zero=2, schedule=Schedule.DUALPIPE), plate_job(15 * 8))
 
 
-def test_layers_must_split_into_whole_chunks() -> None:
-    # 126 layers: pp 5 gives neither 126/5 nor 128/5 whole layers
-    with pytest.raises(InvalidSpec, match=r"num_layers\(126\) does not split into pp\(5\)"):
-        evaluate(plate_job(gpus=5 * 8 * 64), Layout(tp=8, pp=5), "standard")
+def test_uneven_layers_set_the_pace() -> None:
+    # 126 layers on pp 5: neither 126/5 nor 128/5 whole, so the busiest devices hold
+    # ceil(126/5) = 26 layers, and the pipeline runs at their pace: 26/25.2 slower than even
+    job = plate_job(gpus=5 * 8 * 64)
+    estimate = evaluate(job, Layout(tp=8, pp=5), "standard")
+    assert any("busiest devices hold 26 layers" in w for w in estimate.warnings)
+    steps = {step.name: step.mfu for step in estimate.mfu_steps}
+    ratio = steps["kernel efficiency"] / steps["after uneven stages"]
+    # balanced time: 126 layers + the head over 5; busiest: 26 layers + the head (last stage)
+    layer, head = (
+        estimate.times_s["matmul"] + estimate.times_s["attention"],
+        estimate.times_s["head"],
+    )
+    assert ratio == pytest.approx((26 * layer + head) / ((126 * layer + head) / 5))
 
 
 LAYOUTS = [
@@ -179,8 +190,9 @@ def test_grid_prices_equal_one_layout_prices() -> None:
     assert grid.bubble == pytest.approx([e.bubble for e in one_by_one])
 
 
-def test_grid_marks_unsplittable_layers_infinite() -> None:
-    job = plate_job(gpus=5 * 8 * 64)
-    grid = LayoutGrid.from_layouts([Layout(tp=8, pp=5, dp=64)])
-    prices = profile_named("standard").price_grid(job, grid, CostAssumptions())
-    assert np.isinf(prices.memory_bytes[0]) and prices.mfu[0] == 0
+def test_stage_layers_uneven_ceiling() -> None:
+    layers = mem_stage_layers(126, 5, 1)
+    assert (layers.first, layers.middle, layers.last) == (26, 26, 26)
+    # 126 layers on 4 stages x 4 chunks: ceil(126/16) = 8 a chunk, 32 a device
+    assert mem_stage_layers(126, 4, 4).middle == 32
+    assert not bool(mem_stage_layers(126, 64, 2).valid)  # 128 chunks for 126 layers
