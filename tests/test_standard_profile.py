@@ -3,7 +3,6 @@ knob it prices, and one-layout pricing agreeing with grid pricing."""
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 
 from models.errors import InvalidSpec
