@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from fastapi.testclient import TestClient
 from selenium import webdriver
 from selenium.common.exceptions import TimeoutException
 from selenium.webdriver.chrome.service import Service
@@ -26,8 +27,6 @@ from optimizer import enumerator
 from optimizer.assumptions import CostAssumptions
 from optimizer.space import SearchProblem, SearchSpace, resolve_space
 from tests.helpers import plate_job
-
-pytestmark = pytest.mark.browser
 
 SCREENSHOT = Path(__file__).resolve().parent.parent / "docs" / "workshop.png"
 WAIT_S = 30.0  # a ceiling for slow CI machines, not a speed claim
@@ -44,13 +43,20 @@ CHROME_FLAGS = (
 )
 
 
+def find_program(name: str) -> str | None:
+    """On PATH, or where Debian's packages put it."""
+    found = shutil.which(name)
+    if found is None and os.access(f"/usr/bin/{name}", os.X_OK):
+        found = f"/usr/bin/{name}"
+    return found
+
+
 def browser_paths() -> tuple[str, str]:
     """Debian's chromium and chromedriver; in CI their absence fails the run, never skips it."""
-    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
-    driver = shutil.which("chromedriver")
+    chromium, driver = find_program("chromium"), find_program("chromedriver")
     if chromium and driver:
         return chromium, driver
-    message = "no chromium/chromedriver on PATH (apt-get install chromium chromium-driver)"
+    message = "no chromium/chromedriver found (apt-get install chromium chromium-driver)"
     if os.environ.get("CI") == "true":
         pytest.fail(f"{message}: the workshop page must be tested in CI")
     pytest.skip(message)
@@ -118,6 +124,7 @@ def shown_layout(browser: WebDriver) -> dict[str, str]:
     return {i: browser.find_element(By.ID, i).get_attribute("value") or "" for i in ids}
 
 
+@pytest.mark.browser
 def test_default_shows_the_plates_figures(page: WebDriver) -> None:
     assert text(page, "total-memory") == "78.6 GB"
     assert text(page, "mfu") == "43%"
@@ -133,8 +140,14 @@ def test_default_shows_the_plates_figures(page: WebDriver) -> None:
     ]
     waterfall = page.find_elements(By.CSS_SELECTOR, "#mfu-chart rect.bar")
     assert len(waterfall) == 5  # kernel efficiency, bubble, TP, DP, recomputation
+    unlabelled = page.execute_script(
+        "return [...document.querySelectorAll('input, select, textarea')]"
+        ".filter((c) => !c.labels || c.labels.length === 0).map((c) => c.id)"
+    )
+    assert unlabelled == []
 
 
+@pytest.mark.browser
 def test_tp_16_lowers_the_mfu_and_warns(page: WebDriver) -> None:
     choose(page, "tp", "16")
     wait_for(page, lambda: state(page) == "ready" and text(page, "mfu") != "43%")
@@ -143,6 +156,7 @@ def test_tp_16_lowers_the_mfu_and_warns(page: WebDriver) -> None:
     assert "num_kv_heads(8)" in text(page, "warnings")
 
 
+@pytest.mark.browser
 def test_invalid_values_are_disabled_or_explained(page: WebDriver) -> None:
     # pp 32 with vpp 4 needs 128 chunks of 126 layers: offered, but disabled with the reason.
     pp_32 = page.find_element(By.CSS_SELECTOR, "#pp option[value='32']")
@@ -157,6 +171,7 @@ def test_invalid_values_are_disabled_or_explained(page: WebDriver) -> None:
     assert batch.get_attribute("aria-invalid") == "true"
 
 
+@pytest.mark.browser
 def test_scenarios_and_keyboard(page: WebDriver) -> None:
     no_pipeline = page.find_element(By.CSS_SELECTOR, "[data-scenario='no-pipeline']")
     no_pipeline.send_keys(Keys.ENTER)  # buttons are keyboard operable
@@ -166,6 +181,7 @@ def test_scenarios_and_keyboard(page: WebDriver) -> None:
     assert "exceeds 80" in text(page, "memory-note")
 
 
+@pytest.mark.browser
 def test_layouts_readable_on_laptop_screens(page: WebDriver) -> None:
     for width, height in ((LAPTOP_WIDTH, LAPTOP_HEIGHT), (1920, 1080)):
         page.set_window_size(width, height)
@@ -200,6 +216,7 @@ def dataset(browser: WebDriver, name: str) -> str:
     return str(browser.execute_script(f"return document.body.dataset.{name} || ''"))
 
 
+@pytest.mark.browser
 def test_optimise_fills_the_optimum_and_draws_the_frontier(page: WebDriver) -> None:
     problem = enumerated_plate_problem()
     optimum = enumerator.best_layout(problem, CostAssumptions())  # the exhaustive oracle
@@ -238,6 +255,54 @@ def save_screenshot(browser: WebDriver) -> None:
         "Emulation.setDeviceMetricsOverride",
         {"width": LAPTOP_WIDTH, "height": int(height), "deviceScaleFactor": 1, "mobile": False},
     )
+    browser.execute_script("document.documentElement.style.overflow = 'hidden'")  # no scrollbar
     SCREENSHOT.parent.mkdir(exist_ok=True)
     browser.save_screenshot(str(SCREENSHOT))
+    browser.execute_script("document.documentElement.style.overflow = ''")
     browser.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
+
+
+# The page's own server side, without a browser: the choices helper and the static files.
+
+
+def test_choices_mark_what_the_cost_model_refuses(api: TestClient, plate_body: dict) -> None:
+    answer = api.post("/page/choices", json=plate_body)
+    assert answer.status_code == 200
+    pp = {choice["value"]: choice for choice in answer.json()["pp"]}
+    # 16384 = 2**14, so pp is offered in powers of two up to 128; with vpp 4 every pp needs
+    # pp * 4 <= 126 chunks of layers: pp 32 (128 chunks) and pp 64, 128 are refused, and
+    # pp 1 because interleaving needs a pipeline.
+    assert sorted(pp) == [1, 2, 4, 8, 16, 32, 64, 128]
+    assert [value for value, choice in pp.items() if choice["valid"]] == [2, 4, 8, 16]
+    assert "exceed num_layers(126)" in pp[32]["reason"]
+    assert "needs pp > 1" in pp[1]["reason"]
+    # micro-batch 16 leaves 2048 / (128 * 16) = 1 micro-batch: valid; tp 16 is priced (warned)
+    tp = {choice["value"]: choice["valid"] for choice in answer.json()["tp"]}
+    assert tp[16] and answer.json()["micro_batch"][-1] == {
+        "value": 16,
+        "valid": True,
+        "reason": None,
+    }
+
+
+def test_choices_of_a_bad_job_is_one_422(api: TestClient, plate_body: dict) -> None:
+    plate_body["model"] = "llama-9000"
+    answer = api.post("/page/choices", json=plate_body)
+    assert answer.status_code == 422
+    assert answer.json()["error"]["field"] == "model"
+
+
+def test_page_and_assets_are_served_and_nothing_else(api: TestClient) -> None:
+    page = api.get("/")
+    assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
+    texts = [page.text]
+    for asset in ("app.js", "style.css"):
+        answer = api.get(f"/static/{asset}")
+        assert answer.status_code == 200
+        texts.append(answer.text)
+    for name in ("page.py", "..%2Fpage.py", "missing.js"):
+        answer = api.get(f"/static/{name}")
+        assert answer.status_code == 404
+        assert answer.json()["error"]["code"] == "not_found"
+    # offline: no script, style or font from another host (the SVG namespace is a name only)
+    assert all("http" not in text.replace("http://www.w3.org/2000/svg", "") for text in texts)

@@ -167,6 +167,10 @@ function showRequestError(error) {
   const box = $("request-error");
   box.textContent = error.message;
   box.hidden = false;
+  // The same message above the (dimmed) figures, for whoever is looking there; the alert
+  // beside the controls is the one announced.
+  $("results-error").textContent = `Not a valid layout, figures below are stale: ${error.message}`;
+  $("results-error").hidden = false;
   unmarkInvalid();
   const control = controlForField(error.field);
   if (control) {
@@ -180,6 +184,7 @@ function showRequestError(error) {
 
 function clearRequestError() {
   $("request-error").hidden = true;
+  $("results-error").hidden = true;
   $("results").classList.remove("stale");
   unmarkInvalid();
 }
