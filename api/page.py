@@ -30,7 +30,11 @@ _MEDIA_TYPES = {
     ".svg": "image/svg+xml",
 }
 # Served by name only: nothing outside api/static can be reached through the path.
-_ASSETS = {path.name: path for path in STATIC_DIR.iterdir() if path.suffix in _MEDIA_TYPES}
+_ASSETS = {
+    path.name: path
+    for path in (STATIC_DIR.iterdir() if STATIC_DIR.is_dir() else ())
+    if path.suffix in _MEDIA_TYPES
+}
 
 MAX_TP_CHOICE = 64
 MAX_PP_CHOICE = 128

@@ -5,6 +5,7 @@
 
 const SVG_NS = "http://www.w3.org/2000/svg";
 const DEBOUNCE_MS = 180;
+const BUSY_RETRY_MS = 1500;
 const LAYOUT_CONTROLS = ["tp", "pp", "cp", "vpp", "micro_batch", "zero", "recompute", "placement"];
 const CONTROL_IDS = {
   tp: "tp", pp: "pp", cp: "cp", vpp: "vpp", micro_batch: "micro-batch", zero: "zero",
@@ -154,7 +155,11 @@ async function refresh() {
   if (generation !== state.generation) return; // a newer request is on its way
   const valid = estimate.status === "fulfilled";
   if (choices.status === "fulfilled") renderChoices(choices.value, valid);
-  if (!valid) return showRequestError(estimate.reason);
+  if (!valid) {
+    // Saturated (503): say so and ask again shortly, unless a newer change asks first.
+    if (estimate.reason.status === 503) state.timer = setTimeout(refresh, BUSY_RETRY_MS);
+    return showRequestError(estimate.reason);
+  }
   clearRequestError();
   state.estimate = estimate.value;
   remember(estimate.value);
