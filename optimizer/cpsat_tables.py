@@ -109,14 +109,19 @@ def placement_classes(problem: SearchProblem) -> PlacementClasses:
         recompute=0 * ones,
         placement=p.ravel(),
     )
-    node = problem.job.cluster.gpus_per_node
+    cluster = problem.job.cluster
+    # workshop prices links by node; other profiles by NVLink domain (which may span nodes)
+    node = cluster.gpus_per_node if problem.profile == "workshop" else cluster.nvlink_domain_size
     dims = PLACEMENT_PRICED_DIMS.get(problem.profile, DIMENSIONS)
+    # expert groups' links depend on more than these fits: keep MoE placements apart
+    apart = problem.job.model.is_moe and problem.profile not in PLACEMENT_PRICED_DIMS
     fits = np.stack([grid.span(dim) <= node for dim in dims], axis=1).reshape(*k.shape, len(dims))
     representative = []
     for row in range(len(problem.degrees)):
         seen: dict[bytes, int] = {}
         for col, code in enumerate(codes):
-            seen.setdefault(fits[row, col].tobytes(), int(code))
+            key = fits[row, col].tobytes() + (bytes([col]) if apart else b"")
+            seen.setdefault(key, int(code))
         representative.append(list(seen.values()))
     return PlacementClasses(representative)
 
@@ -184,7 +189,16 @@ def build_tables(problem: SearchProblem, assumptions: CostAssumptions) -> Tables
     for axes in dict.fromkeys(term.axes for term in terms):
         k, index = _table_rows(problem, classes, axes)
         grid = _grid_for_rows(problem, classes, k, index)
-        valid = valid_knob_mask(problem.job, grid.pp, grid.dp, grid.vpp, grid.micro_batch)
+        valid = valid_knob_mask(
+            problem.job,
+            grid.pp,
+            grid.dp,
+            grid.vpp,
+            grid.micro_batch,
+            grid.cp,
+            grid.schedule,
+            grid.ep,
+        )
         grid, k = grid.take(valid), k[valid]
         index = {axis: column[valid] for axis, column in index.items()}
         prices = price_grid(problem.job, grid, assumptions)

@@ -55,7 +55,9 @@ def layout_grid(problem: SearchProblem) -> LayoutGrid:
         placement=np.asarray(problem.placements, dtype=np.int64)[index[-1]],
         **columns,
     )
-    mask = valid_knob_mask(problem.job, grid.pp, grid.dp, grid.vpp, grid.micro_batch)
+    mask = valid_knob_mask(
+        problem.job, grid.pp, grid.dp, grid.vpp, grid.micro_batch, grid.cp, grid.schedule, grid.ep
+    )
     return grid.take(mask)
 
 

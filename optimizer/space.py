@@ -10,15 +10,15 @@ masks. Which knobs a profile prices is data (`PRICED_KNOBS`): a profile that pri
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from models.job import TrainingJob
-from models.layout import DIMENSIONS, Dimension, Recompute
-from optimizer.grid import PLACEMENTS, recompute_code
+from models.layout import DIMENSIONS, Dimension, Recompute, Schedule
+from optimizer.grid import PLACEMENTS, recompute_code, schedule_code
 
 MAX_SEARCH_VPP = 64
 
@@ -42,6 +42,10 @@ class SearchSpace(BaseModel):
     micro_batches: list[int] = Field(
         [1], description="Allowed micro-batch sizes (sequences per micro-batch)."
     )
+    schedules: list[Schedule] | None = Field(
+        None, description="Allowed pipeline schedules; default: every one the profile prices."
+    )
+    ep: int | None = Field(None, gt=0, description="Fix the expert-parallel degree (MoE).")
     memory_limit_gb: float | None = Field(
         None, gt=0, le=1_000_000, description="Per-device memory limit; default the GPU's."
     )
@@ -101,6 +105,8 @@ class PricedKnobs:
     zero_stages: tuple[int, ...]
     recompute: tuple[Recompute, ...]
     micro_batches: tuple[int, ...] | None  # None: any size
+    schedules: tuple[Schedule, ...] = (Schedule.ONE_F_ONE_B,)
+    expert_parallel: bool = False  # whether ep > 1 (MoE all-to-alls) is priced
 
 
 PRICED_KNOBS: dict[str, PricedKnobs] = {
@@ -112,6 +118,15 @@ PRICED_KNOBS: dict[str, PricedKnobs] = {
         recompute=(Recompute.NONE, Recompute.FULL),
         micro_batches=(1,),
     ),
+    # Profile standard prices every knob (docs/cost-model.md).
+    "standard": PricedKnobs(
+        cp=True,
+        zero_stages=(0, 1, 2, 3),
+        recompute=(Recompute.NONE, Recompute.SELECTIVE, Recompute.FULL),
+        micro_batches=None,
+        schedules=(Schedule.ONE_F_ONE_B, Schedule.ZERO_BUBBLE, Schedule.DUALPIPE),
+        expert_parallel=True,
+    ),
 }
 
 
@@ -121,7 +136,7 @@ def priced_knobs(profile: str) -> PricedKnobs:
 
 # The knobs besides the degrees, in tie-break order after tp, pp, cp. Adding a knob here
 # (with its values in `SearchProblem.knobs`) adds it to the enumerator and the CP-SAT model.
-KNOBS: tuple[str, ...] = ("vpp", "micro_batch", "zero", "recompute")
+KNOBS: tuple[str, ...] = ("vpp", "micro_batch", "zero", "recompute", "schedule", "ep")
 
 
 @dataclass(frozen=True)
@@ -196,6 +211,8 @@ def resolve_space(job: TrainingJob, space: SearchSpace, profile: str) -> SearchP
             f"this profile does not price context parallelism: cp({space.cp}) ignored, cp = 1"
         )
     zero = _opened("ZeRO stages", space.zero_stages, knobs.zero_stages, warnings)
+    schedules = _opened("schedules", space.schedules, knobs.schedules, warnings)
+    ep_values = _expert_degrees(job, space, knobs, warnings)
     recompute = _opened("recompute", space.recompute, knobs.recompute, warnings)
     micro = space.micro_batches
     if knobs.micro_batches is not None:
@@ -207,8 +224,10 @@ def resolve_space(job: TrainingJob, space: SearchSpace, profile: str) -> SearchP
             ("pp", space.pp),
             ("cp", space.cp),
             ("vpp", space.vpp),
+            ("ep", space.ep),
         )
         if value is not None and not (name == "cp" and not knobs.cp)
+        if not (name == "ep" and len(ep_values) == 1)
     }
     placements = tuple(range(len(PLACEMENTS)))
     if space.placement is not None:
@@ -223,27 +242,79 @@ def resolve_space(job: TrainingJob, space: SearchSpace, profile: str) -> SearchP
             "micro_batch": tuple(micro),
             "zero": tuple(knobs.zero_stages),
             "recompute": tuple(recompute_code(r) for r in knobs.recompute),
+            "schedule": tuple(schedule_code(s) for s in knobs.schedules),
+            "ep": ep_values,
         },
         placements=placements,
         memory_limit_bytes=limit_gb * 1e9,
         require_kv_divisibility=space.require_tp_divides_kv_heads,
         fixed=fixed,
-        allowed={"zero": zero, "recompute": tuple(recompute_code(r) for r in recompute)},
+        allowed={
+            "zero": zero,
+            "recompute": tuple(recompute_code(r) for r in recompute),
+            "schedule": tuple(schedule_code(s) for s in schedules),
+        },
         max_vpp=space.max_vpp,
         warnings=tuple(warnings),
     )
 
 
+def _expert_degrees(
+    job: TrainingJob, space: SearchSpace, knobs: PricedKnobs, warnings: list[str]
+) -> tuple[int, ...]:
+    """ep values to search: the divisors of the expert count when the profile prices them."""
+    if knobs.expert_parallel and job.model.is_moe:
+        return tuple(divisors(job.model.num_experts))
+    if space.ep not in (None, 1):
+        warnings.append(
+            f"ep({space.ep}) ignored: this profile and model search no expert parallelism, ep = 1"
+        )
+    return (1,)
+
+
 def valid_knob_mask(
-    job: TrainingJob, pp: np.ndarray, dp: np.ndarray, vpp: np.ndarray, micro_batch: np.ndarray
+    job: TrainingJob,
+    pp: np.ndarray,
+    dp: np.ndarray,
+    vpp: np.ndarray,
+    micro_batch: np.ndarray,
+    cp: np.ndarray | None = None,
+    schedule: np.ndarray | None = None,
+    ep: np.ndarray | None = None,
 ) -> np.ndarray:
     """Rows a layout may take: vpp > 1 only with pp > 1 and each chunk at least one layer;
-    dp * micro_batch divides the global batch."""
+    dp * micro_batch divides the global batch; zero-bubble and DualPipe without interleaving,
+    DualPipe on an even pp; ep divides dp * cp (models.layout's rules)."""
     layers, batch = job.model.num_layers, job.training.global_batch
     chunks_ok = (vpp == 1) | ((pp > 1) & (pp * vpp <= layers))
-    return chunks_ok & (batch % (dp * micro_batch) == 0)
+    mask = chunks_ok & (batch % (dp * micro_batch) == 0)
+    if schedule is not None:
+        dualpipe = schedule == schedule_code(Schedule.DUALPIPE)
+        mask &= ((schedule == 0) | (vpp == 1)) & (~dualpipe | (pp % 2 == 0))
+    if ep is not None and cp is not None:
+        mask &= (dp * cp) % ep == 0
+    return mask
 
 
 def degree_columns(degrees: np.ndarray) -> dict[str, np.ndarray]:
     """(K, 4) degree rows as LayoutGrid's tp, pp, cp, dp columns."""
     return {name: degrees[:, i] for i, name in enumerate(("tp", "pp", "cp", "dp"))}
+
+
+def narrowed(problem: SearchProblem) -> SearchProblem:
+    """The same search with every rule applied to the domains up front: a smaller model for
+    the solves that relax nothing (the optimum, the frontier). Relaxations and conflicts
+    need the wide domains and the rules as literals."""
+    degrees = problem.degrees
+    keep = np.ones(len(degrees), dtype=bool)
+    if problem.require_kv_divisibility:
+        keep &= problem.job.model.num_kv_heads % degrees[:, 0] == 0
+    for column, name in enumerate(("tp", "pp", "cp")):
+        if name in problem.fixed:
+            keep &= degrees[:, column] == problem.fixed[name]
+    knobs = dict(problem.knobs)
+    for knob, allowed in problem.allowed.items():
+        knobs[knob] = tuple(value for value in knobs[knob] if value in allowed)
+    for knob in set(problem.fixed) & set(KNOBS):
+        knobs[knob] = tuple(value for value in knobs[knob] if value == problem.fixed[knob])
+    return replace(problem, degrees=degrees[keep], knobs=knobs)
