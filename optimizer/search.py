@@ -14,7 +14,7 @@ from models.job import TrainingJob
 from optimizer.assumptions import CostAssumptions
 from optimizer.cost_model import profile_named
 from optimizer.estimate import Estimate
-from optimizer.space import SearchSpace, resolve_space
+from optimizer.space import SearchSpace, narrowed, resolve_space
 
 Status = Literal["optimal", "feasible", "infeasible"]
 
@@ -97,7 +97,7 @@ def optimize(
     settings = SolveSettings(time_limit_s=time_limit_s, workers=workers)
     costs = assumptions or CostAssumptions()
     start = time.perf_counter()
-    found = best_layout(problem, costs, settings)
+    found = best_layout(narrowed(problem), costs, settings)
     wall_s = time.perf_counter() - start
     stats = SolverStats(wall_s, found.proved, found.solves, workers)
     if found.layout is None:
@@ -144,7 +144,7 @@ def pareto(
     problem = resolve_space(job, space or SearchSpace(), profile)
     costs = assumptions or CostAssumptions()
     start = time.perf_counter()
-    layouts, proved = frontier(problem, costs, SolveSettings(time_limit_s, workers))
+    layouts, proved = frontier(narrowed(problem), costs, SolveSettings(time_limit_s, workers))
     from optimizer.explain import priced
 
     estimates = tuple(priced(problem, layout, costs) for layout in layouts)
