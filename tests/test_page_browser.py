@@ -296,7 +296,7 @@ def test_page_and_assets_are_served_and_nothing_else(api: TestClient) -> None:
     page = api.get("/")
     assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
     texts = [page.text]
-    for asset in ("app.js", "style.css"):
+    for asset in ("app.js", "charts.js", "optimum.js", "style.css"):
         answer = api.get(f"/static/{asset}")
         assert answer.status_code == 200
         texts.append(answer.text)

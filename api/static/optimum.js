@@ -1,0 +1,70 @@
+// The optimum panel: the best layout as chips, and each binding rule with what relaxing it buys.
+import { describeLayout, gb, pct } from "./charts.js";
+
+const $ = (id) => document.getElementById(id);
+const INVITATION = "Press Optimise to search every valid layout of this job for the highest MFU that fits in memory.";
+
+export function clearOptimum() {
+  $("optimum-summary").textContent = INVITATION;
+  $("optimum-layout").replaceChildren();
+  $("binding-intro").textContent = "";
+  $("binding").replaceChildren();
+}
+
+export function renderOptimum(answer, onLoad) {
+  const solver = answer.solver || {};
+  const time = solver.wall_s !== undefined ? ` in ${Number(solver.wall_s).toFixed(2)} s` : "";
+  const proof = solver.proved_optimal ? " (proved optimal)" : "";
+  $("optimum-summary").textContent = answer.best
+    ? `${pct(answer.best.mfu)} MFU at ${gb(answer.best.memory_gb.total, 1)} per GPU, found${time}${proof}:`
+    : `No layout of this job fits${time}.`;
+  $("binding-intro").textContent = answer.best
+    ? (answer.binding.length ? "What holds it back, and what relaxing each rule would buy:" : "No rule holds it back.")
+    : "These rules cannot all hold:";
+  $("optimum-layout").replaceChildren(...(answer.best ? layoutChips(answer.best.layout) : []));
+  const items = answer.best
+    ? answer.binding.map((b) => bindingItem(b, answer.best.mfu, onLoad))
+    : (answer.conflict || []).map((c) => textItem(c.name, c.description));
+  $("binding").replaceChildren(...items, ...(answer.warnings || []).map((w) => textItem("note", w)));
+}
+
+function layoutChips(layout) {
+  const chips = [["tp", layout.tp], ["pp", layout.pp], ["cp", layout.cp], ["dp", layout.dp], ["vpp", layout.vpp],
+    ["micro-batch", layout.micro_batch], ["ZeRO", layout.zero], ["recompute", layout.recompute]];
+  if (layout.placement) chips.push(["placement", layout.placement.join(" › ")]);
+  return chips.map(([name, value]) => {
+    const chip = Object.assign(document.createElement("li"), { className: "chip" });
+    chip.append(Object.assign(document.createElement("span"), { textContent: name }), ` ${value}`);
+    return chip;
+  });
+}
+
+function textItem(name, text) {
+  const item = document.createElement("li");
+  item.append(Object.assign(document.createElement("strong"), { textContent: name }), ` — ${text}`);
+  return item;
+}
+
+// One binding rule: what it says, what relaxing it would buy, and a button to try that layout.
+function bindingItem(binding, bestMfu, onLoad) {
+  const item = textItem(binding.name.replaceAll("_", " "), binding.description);
+  const gain = document.createElement("span");
+  gain.className = "gain";
+  if (binding.relaxed_mfu === null || binding.relaxed_mfu === undefined) {
+    gain.textContent = "relaxing it alone leaves no layout that fits";
+    gain.classList.add("none");
+  } else {
+    const points = ((binding.relaxed_mfu - bestMfu) * 100).toFixed(1);
+    gain.textContent = `relaxed: ${pct(binding.relaxed_mfu)} MFU (+${points} pts) `;
+  }
+  item.append(gain);
+  if (binding.relaxed) {
+    const button = Object.assign(document.createElement("button"), {
+      type: "button", className: "link", textContent: "load that layout",
+    });
+    button.setAttribute("aria-label", `Load the layout with ${binding.name.replaceAll("_", " ")} relaxed: ${describeLayout(binding.relaxed.layout)}`);
+    button.addEventListener("click", () => onLoad(binding.relaxed.layout));
+    gain.append(button);
+  }
+  return item;
+}
