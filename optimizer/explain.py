@@ -8,7 +8,8 @@ layouts to use.
 
 from __future__ import annotations
 
-from dataclasses import replace
+import time
+from dataclasses import dataclass, replace
 
 from ortools.sat.python import cp_model
 
@@ -29,6 +30,8 @@ from optimizer.search import Conflict, Relaxation, Slack
 from optimizer.space import SearchProblem
 
 GB = 1e9
+MIN_SOLVE_S = 0.01
+CUT_SHORT = "the time limit ran out before every explanation was worked out: some are missing"
 # A relaxed optimum must beat the optimum by more than the solver's scaling to count.
 BINDS_RELATIVE = 1e-7
 
@@ -101,16 +104,58 @@ def _relaxation_words(problem: SearchProblem, name: str, best: Estimate, relaxed
     return f"{_rule_words(problem, name)} binds: without it {gain}"
 
 
+@dataclass(frozen=True)
+class Budget:
+    """What is left of the caller's time limit, handed out solve by solve."""
+
+    deadline: float  # time.perf_counter() value
+    workers: int
+
+    def settings(self) -> SolveSettings | None:
+        remaining_s = self.deadline - time.perf_counter()
+        return SolveSettings(remaining_s, self.workers) if remaining_s > MIN_SOLVE_S else None
+
+
+@dataclass(frozen=True)
+class Explanation:
+    binding: tuple[Relaxation, ...] = ()
+    slack: tuple[Slack, ...] = ()
+    conflict: tuple[Conflict, ...] = ()
+    warnings: tuple[str, ...] = ()
+
+
+def explain(
+    problem: SearchProblem, best: Estimate | None, assumptions: CostAssumptions, budget: Budget
+) -> Explanation:
+    """Slack and relaxations for an optimum; a minimal conflict when there is none."""
+    if best is None:
+        settings = budget.settings()
+        if settings is None:
+            return Explanation(warnings=(CUT_SHORT,))
+        return Explanation(conflict=conflict(problem, assumptions, settings))
+    binding, complete = relaxations(problem, best, assumptions, budget)
+    return Explanation(
+        binding=binding, slack=slacks(problem, best), warnings=() if complete else (CUT_SHORT,)
+    )
+
+
 def relaxations(
-    problem: SearchProblem, best: Estimate, assumptions: CostAssumptions, settings: SolveSettings
-) -> tuple[Relaxation, ...]:
-    """Each relaxable rule whose relaxation raises the best MFU, with what it would buy."""
+    problem: SearchProblem, best: Estimate, assumptions: CostAssumptions, budget: Budget
+) -> tuple[tuple[Relaxation, ...], bool]:
+    """Each relaxable rule whose relaxation raises the best MFU, with what it would buy;
+    and whether every rule was tried within the budget."""
     layout_model = LayoutModel(build_tables(problem, assumptions))
+    tries: list[tuple[str, SearchProblem | None]] = [(rule, None) for rule in layout_model.rules]
+    tries += list(_relaxed_problems(problem).items())
     found = {}
-    for rule in layout_model.rules:
-        found[rule] = (problem, solve_best(layout_model, settings, relaxed=frozenset({rule})))
-    for rule, wider in _relaxed_problems(problem).items():
-        found[rule] = (wider, best_layout(wider, assumptions, settings))
+    for rule, wider in tries:
+        settings = budget.settings()
+        if settings is None:
+            break
+        if wider is None:
+            found[rule] = (problem, solve_best(layout_model, settings, frozenset({rule})))
+        else:
+            found[rule] = (wider, best_layout(wider, assumptions, settings))
     binding = []
     for rule, (space, answer) in found.items():
         if answer.layout is None:
@@ -119,7 +164,7 @@ def relaxations(
         if relaxed.mfu > best.mfu * (1 + BINDS_RELATIVE):
             words = _relaxation_words(problem, rule, best, relaxed)
             binding.append(Relaxation(rule, words, relaxed.mfu, relaxed))
-    return tuple(binding)
+    return tuple(binding), len(found) == len(tries)
 
 
 def slacks(problem: SearchProblem, best: Estimate) -> tuple[Slack, ...]:

@@ -88,42 +88,40 @@ def optimize(
     workers: int = 1,
     explain: bool = True,
 ) -> OptimizeResult:
-    """The layout of highest MFU that fits, proved optimal within the time limit, and why."""
+    """The layout of highest MFU that fits, proved optimal within the time limit, and why.
+
+    `time_limit_s` bounds the whole call: the explanations get what the optimum leaves."""
     from optimizer import explain as explaining
     from optimizer.cpsat_model import SolveSettings, best_layout
 
     profile_named(profile)
     problem = resolve_space(job, space or SearchSpace(), profile)
-    settings = SolveSettings(time_limit_s=time_limit_s, workers=workers)
     costs = assumptions or CostAssumptions()
     start = time.perf_counter()
-    found = best_layout(narrowed(problem), costs, settings)
+    budget = explaining.Budget(start + time_limit_s, workers)
+    found = best_layout(narrowed(problem), costs, SolveSettings(time_limit_s, workers))
     wall_s = time.perf_counter() - start
-    stats = SolverStats(wall_s, found.proved, found.solves, workers)
-    if found.layout is None:
-        conflict = explaining.conflict(problem, costs, settings) if explain else ()
-        status: Status = "feasible" if not found.proved else "infeasible"
-        if not found.proved:  # time ran out before a layout or a proof of none was found
-            status = "infeasible"
-        return OptimizeResult(
-            status, None, conflict=conflict, warnings=problem.warnings, solver=stats
+    warnings = problem.warnings
+    if found.layout is None and not found.proved:
+        warnings += (
+            f"the time limit ({time_limit_s:g} s) ran out before a layout or a proof that none "
+            "exists was found: infeasibility is NOT proved",
         )
-    best = explaining.priced(problem, found.layout, costs)
-    binding: tuple[Relaxation, ...] = ()
-    slack: tuple[Slack, ...] = ()
-    explain_start = time.perf_counter()
-    if explain:
-        binding = explaining.relaxations(problem, best, costs, settings)
-        slack = explaining.slacks(problem, best)
+    best = None if found.layout is None else explaining.priced(problem, found.layout, costs)
+    explained = explaining.Explanation()
+    if explain and (best is not None or found.proved):
+        explained = explaining.explain(problem, best, costs, budget)
     stats = SolverStats(
-        wall_s, found.proved, found.solves, workers, time.perf_counter() - explain_start
+        wall_s, found.proved, found.solves, workers, time.perf_counter() - start - wall_s
     )
+    status: Status = "infeasible" if best is None else "optimal" if found.proved else "feasible"
     return OptimizeResult(
-        "optimal" if found.proved else "feasible",
+        status,
         best,
-        binding=binding,
-        slack=slack,
-        warnings=problem.warnings + best.warnings,
+        binding=explained.binding,
+        slack=explained.slack,
+        conflict=explained.conflict,
+        warnings=warnings + explained.warnings + (() if best is None else best.warnings),
         solver=stats,
     )
 

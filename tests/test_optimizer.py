@@ -11,6 +11,7 @@ from pydantic import ValidationError
 
 from models.layout import Recompute
 from optimizer import enumerator
+from optimizer import explain as explaining
 from optimizer.assumptions import CostAssumptions
 from optimizer.cost_model import evaluate
 from optimizer.cpsat_model import SolveSettings, best_layout
@@ -149,3 +150,10 @@ def test_same_layout_every_time_with_two_workers(plate_result) -> None:
 def test_search_space_rejects_bad_fields(fields: dict, message: str) -> None:
     with pytest.raises(ValidationError, match=message.replace("(", r"\(").replace(")", r"\)")):
         SearchSpace.model_validate(fields)
+
+
+def test_spent_budget_says_explanations_are_missing(plate_result) -> None:
+    problem = resolve_space(plate_job(), SearchSpace(), "workshop")
+    spent = explaining.Budget(deadline=0.0, workers=1)
+    explained = explaining.explain(problem, plate_result.best, CostAssumptions(), spent)
+    assert explained.binding == () and explained.warnings == (explaining.CUT_SHORT,)
