@@ -81,9 +81,14 @@ def search_request(args: argparse.Namespace) -> SearchRequest:
     return SearchRequest.model_validate(data)
 
 
-def run_optimize(args: argparse.Namespace) -> int:
+def _run_search(
+    args: argparse.Namespace,
+    search: Callable[..., Any],
+    to_out: Callable[[Any], Any],
+    text: Callable[[Any], str],
+) -> int:
     request = search_request(args)
-    result = optimize(
+    result = search(
         request.job(),
         request.search,
         request.profile,
@@ -91,22 +96,16 @@ def run_optimize(args: argparse.Namespace) -> int:
         time_limit_s=request.time_limit_s or DEFAULT_TIME_LIMIT_S,
         workers=args.workers,
     )
-    emit(optimize_out(result), args.json, optimize_text)
+    emit(to_out(result), args.json, text)
     return EXIT_OK
+
+
+def run_optimize(args: argparse.Namespace) -> int:
+    return _run_search(args, optimize, optimize_out, optimize_text)
 
 
 def run_pareto(args: argparse.Namespace) -> int:
-    request = search_request(args)
-    result = pareto(
-        request.job(),
-        request.search,
-        request.profile,
-        request.assumptions,
-        time_limit_s=request.time_limit_s or DEFAULT_TIME_LIMIT_S,
-        workers=args.workers,
-    )
-    emit(pareto_out(result), args.json, pareto_text)
-    return EXIT_OK
+    return _run_search(args, pareto, pareto_out, pareto_text)
 
 
 def register_search_commands(commands: Any) -> None:
