@@ -29,6 +29,7 @@ Body = BaseModel | Mapping[str, Any]
 CONNECT_TIMEOUT_S = 5.0
 # The server caps every solve (SOLVER_TIME_LIMIT_S, 10 s by default); allow for queueing too.
 READ_TIMEOUT_S = 60.0
+KEEPALIVE_EXPIRY_S = 2.0
 
 
 class LayoutoptError(Exception):
@@ -91,7 +92,11 @@ class Client:
         transport: httpx.BaseTransport | None = None,
     ) -> None:
         timeout = httpx.Timeout(read_timeout_s, connect=CONNECT_TIMEOUT_S)
-        self._http = httpx.Client(base_url=base_url, timeout=timeout, transport=transport)
+        # Retire idle connections before the server's 5 s keep-alive closes them mid-request.
+        limits = httpx.Limits(keepalive_expiry=KEEPALIVE_EXPIRY_S)
+        self._http = httpx.Client(
+            base_url=base_url, timeout=timeout, limits=limits, transport=transport
+        )
 
     def __enter__(self) -> Client:
         return self

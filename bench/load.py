@@ -29,6 +29,7 @@ from typing import Any
 
 import httpx
 
+from api.client import KEEPALIVE_EXPIRY_S
 from api.schemas import PLATE_EXAMPLE, EvaluateRequest
 from models.errors import InvalidSpec
 from optimizer.cost_model import evaluate
@@ -40,13 +41,15 @@ REQUEST_TIMEOUT_S = 60.0
 
 @dataclass
 class Tally:
-    latencies_s: dict[str, list[float]] = field(default_factory=dict)  # 2xx only, by operation
-    statuses: Counter[str] = field(default_factory=Counter)  # "200", "503", "transport", ...
+    # by (operation, "2xx" or "503"): how long answers and refusals took
+    latencies_s: dict[tuple[str, str], list[float]] = field(default_factory=dict)
+    statuses: Counter[str] = field(default_factory=Counter)  # "200", "503", "transport:...", ...
 
     def record(self, operation: str, status: str, latency_s: float) -> None:
         self.statuses[status] += 1
-        if status.startswith("2"):
-            self.latencies_s.setdefault(operation, []).append(latency_s)
+        answer = "2xx" if status.startswith("2") else status
+        if answer in ("2xx", "503"):
+            self.latencies_s.setdefault((operation, answer), []).append(latency_s)
 
 
 def evaluate_bodies() -> list[dict[str, Any]]:
@@ -105,7 +108,12 @@ async def drive(
         "evaluate": evaluate_bodies(),
         "optimize": optimize_bodies(args.optimize_time_limit_s),
     }
-    limits = httpx.Limits(max_connections=args.clients, max_keepalive_connections=args.clients)
+    # Idle connections retire before uvicorn's 5 s keep-alive closes them under a request.
+    limits = httpx.Limits(
+        max_connections=args.clients,
+        max_keepalive_connections=args.clients,
+        keepalive_expiry=KEEPALIVE_EXPIRY_S,
+    )
     deadline = time.monotonic() + args.duration_s
     rss_kb = [rss_of(server_pid)]
     async with httpx.AsyncClient(
@@ -125,6 +133,13 @@ async def sample_rss(pid: int, deadline: float, samples: list[int]) -> None:
     while time.monotonic() < deadline:
         await asyncio.sleep(1.0)
         samples.append(rss_of(pid))
+
+
+def cpu_s_of(pid: int) -> float:
+    """User plus system CPU time of the process so far, from /proc/<pid>/stat."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    ticks = int(fields[11]) + int(fields[12])  # utime, stime: fields 14 and 15 of stat(5)
+    return ticks / os.sysconf("SC_CLK_TCK")
 
 
 def rss_of(pid: int) -> int:
@@ -188,7 +203,11 @@ def server_counters(base_url: str) -> dict[str, float]:
 
 
 def report(
-    args: argparse.Namespace, tally: Tally, rss_kb: list[int], counters: dict[str, float]
+    args: argparse.Namespace,
+    tally: Tally,
+    rss_kb: list[int],
+    cpu_s: float,
+    counters: dict[str, float],
 ) -> str:
     total = sum(tally.statuses.values())
     server_errors = sum(
@@ -204,18 +223,23 @@ def report(
         + ", ".join(f"{status}: {n:,}" for status, n in sorted(tally.statuses.items())),
         f"- 5xx other than 503: {server_errors}",
         "",
-        "| operation | answered (2xx) | p50 ms | p99 ms |",
-        "| --- | ---: | ---: | ---: |",
+        "| operation | answer | count | p50 ms | p99 ms |",
+        "| --- | --- | ---: | ---: | ---: |",
     ]
-    for operation, latencies in sorted(tally.latencies_s.items()):
+    for (operation, answer), latencies in sorted(tally.latencies_s.items()):
         p50, p99 = (percentile(latencies, q) * 1000 for q in (0.5, 0.99))
-        lines.append(f"| {operation} | {len(latencies):,} | {p50:,.1f} | {p99:,.1f} |")
+        lines.append(f"| {operation} | {answer} | {len(latencies):,} | {p50:,.1f} | {p99:,.1f} |")
     warm = rss_kb[min(len(rss_kb) - 1, max(1, len(rss_kb) // 4))]
     lines += [
         "",
         f"- server RSS: {rss_kb[0] / 1024:,.1f} MiB at start, {warm / 1024:,.1f} MiB after "
         f"warm-up, {max(rss_kb) / 1024:,.1f} MiB peak, {rss_kb[-1] / 1024:,.1f} MiB at the end",
     ]
+    lines.append(
+        f"- server CPU: {cpu_s:,.1f} s in {args.duration_s:g} s "
+        f"({cpu_s / args.duration_s:.2f} cores busy on average, "
+        f"{cpu_s / max(total, 1) * 1000:.1f} ms per request)"
+    )
     lines += [f"- `{name}` {value:g}" for name, value in sorted(counters.items())]
     return "\n".join(lines)
 
@@ -249,11 +273,13 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryFile() as log:
         server = start_server(port, env, log)
         try:
+            cpu_start_s = cpu_s_of(server.pid)
             rss_kb = asyncio.run(drive(base_url, args, tally, server.pid))
+            cpu_s = cpu_s_of(server.pid) - cpu_start_s
             counters = server_counters(base_url)
         finally:
             stop_server(server)
-    print(report(args, tally, rss_kb, counters))
+    print(report(args, tally, rss_kb, cpu_s, counters))
     return 0
 
 
