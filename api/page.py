@@ -18,7 +18,7 @@ from pydantic import BaseModel
 from api.schemas import EvaluateRequest
 from models.errors import InvalidSpec
 from models.job import TrainingJob
-from models.layout import Layout
+from models.layout import Layout, Schedule
 from optimizer.cost_model import evaluate
 from optimizer.grid import PLACEMENTS
 
@@ -39,6 +39,7 @@ _ASSETS = {
 MAX_TP_CHOICE = 64
 MAX_PP_CHOICE = 128
 MAX_CP_CHOICE = 32
+MAX_EP_CHOICE = 64
 VPP_CHOICES = tuple(range(1, 9))
 MICRO_BATCH_CHOICES = (1, 2, 4, 8, 16)
 ZERO_CHOICES = (0, 1, 2, 3)
@@ -68,6 +69,8 @@ def candidate_values(request: EvaluateRequest) -> dict[str, Sequence[int | str]]
         "micro_batch": MICRO_BATCH_CHOICES,
         "zero": ZERO_CHOICES,
         "recompute": RECOMPUTE_CHOICES,
+        "schedule": [schedule.value for schedule in Schedule],
+        "ep": _divisors(gpus, MAX_EP_CHOICE),
         "placement": [",".join(order) for order in PLACEMENTS],
     }
 

@@ -120,7 +120,18 @@ def choose(browser: WebDriver, element_id: str, value: str) -> None:
 
 
 def shown_layout(browser: WebDriver) -> dict[str, str]:
-    ids = ("tp", "pp", "cp", "vpp", "micro-batch", "zero", "recompute", "placement")
+    ids = (
+        "tp",
+        "pp",
+        "cp",
+        "vpp",
+        "micro-batch",
+        "zero",
+        "recompute",
+        "schedule",
+        "ep",
+        "placement",
+    )
     return {i: browser.find_element(By.ID, i).get_attribute("value") or "" for i in ids}
 
 
@@ -208,6 +219,8 @@ def as_shown(layout: Layout) -> dict[str, str]:
         "micro-batch": str(layout.micro_batch),
         "zero": str(layout.zero),
         "recompute": layout.recompute.value,
+        "schedule": layout.schedule.value,
+        "ep": str(layout.ep),
         "placement": ",".join(layout.placement),
     }
 
@@ -240,7 +253,18 @@ def test_optimise_fills_the_optimum_and_draws_the_frontier(page: WebDriver) -> N
     points = page.find_elements(By.CSS_SELECTOR, "#pareto-chart g.point")
     assert len(points) == len(frontier)
     save_screenshot(page)
+    # "load that layout" beside the memory rule: the enumerator's optimum without it, which
+    # does not fit (pp 1: 101.46 GB of weights alone).
+    unbounded = enumerator.best_layout(
+        problem, CostAssumptions(), frozenset({enumerator.MEMORY_LIMIT})
+    )
+    assert unbounded is not None
+    memory_rule = "//ul[@id='binding']/li[starts-with(normalize-space(.), 'memory limit')]"
+    page.find_element(By.XPATH, memory_rule + "//button").click()
+    wait_for(page, lambda: state(page) == "ready" and shown_layout(page) == as_shown(unbounded))
+    assert "exceeds 80" in text(page, "memory-note")
     # Keyboard: the least-memory frontier point loads its layout on Enter.
+    points = page.find_elements(By.CSS_SELECTOR, "#pareto-chart g.point")
     points[0].send_keys(Keys.ENTER)
     wait_for(
         page, lambda: state(page) == "ready" and shown_layout(page) == as_shown(frontier[0][2])

@@ -6,10 +6,10 @@ import { clearOptimum, renderOptimum } from "./optimum.js";
 
 const DEBOUNCE_MS = 180;
 const BUSY_RETRY_MS = 1500;
-const LAYOUT_CONTROLS = ["tp", "pp", "cp", "vpp", "micro_batch", "zero", "recompute", "placement"];
+const LAYOUT_CONTROLS = ["tp", "pp", "cp", "vpp", "micro_batch", "zero", "recompute", "schedule", "ep", "placement"];
 const CONTROL_IDS = {
   tp: "tp", pp: "pp", cp: "cp", vpp: "vpp", micro_batch: "micro-batch", zero: "zero",
-  recompute: "recompute", placement: "placement", gpus: "gpus", gpu: "gpu", global_batch: "global-batch",
+  recompute: "recompute", schedule: "schedule", ep: "ep", placement: "placement", gpus: "gpus", gpu: "gpu", global_batch: "global-batch",
   seq_len: "seq-len", model: "model", profile: "profile",
 };
 const OPTION_LABELS = {
@@ -17,7 +17,10 @@ const OPTION_LABELS = {
 };
 const PLATE = {
   model: "llama3-405b", gpu: "h100-sxm", gpus: 16384, global_batch: 2048, seq_len: 8192,
-  layout: { tp: 8, pp: 16, cp: 1, vpp: 4, micro_batch: 1, zero: 2, recompute: "none", placement: ["tp", "cp", "pp", "dp"] },
+  layout: {
+    tp: 8, pp: 16, cp: 1, vpp: 4, micro_batch: 1, zero: 2, recompute: "none", schedule: "1f1b", ep: 1,
+    placement: ["tp", "cp", "pp", "dp"],
+  },
 };
 // The plate's scenarios: each changes one thing from its default.
 const plateWith = (layout, job = {}) => ({ ...PLATE, ...job, layout: { ...PLATE.layout, ...layout } });
@@ -100,7 +103,7 @@ function readLayout() {
   for (const control of LAYOUT_CONTROLS) {
     const value = $(CONTROL_IDS[control]).value;
     if (control === "placement") layout[control] = value.split(",");
-    else layout[control] = control === "recompute" ? value : Number(value);
+    else layout[control] = ["recompute", "schedule"].includes(control) ? value : Number(value);
   }
   return layout;
 }
@@ -293,8 +296,9 @@ function forgetOptimum() {
   renderPareto();
 }
 
+// A layout from an answer; knobs it does not name are at their defaults.
 function loadLayout(layout) {
-  applyLayout(layout);
+  applyLayout({ schedule: PLATE.layout.schedule, ep: PLATE.layout.ep, ...layout });
   markScenario(null);
   scheduleRefresh();
 }

@@ -31,6 +31,8 @@ export function renderOptimum(answer, onLoad) {
 function layoutChips(layout) {
   const chips = [["tp", layout.tp], ["pp", layout.pp], ["cp", layout.cp], ["dp", layout.dp], ["vpp", layout.vpp],
     ["micro-batch", layout.micro_batch], ["ZeRO", layout.zero], ["recompute", layout.recompute]];
+  if (layout.schedule) chips.push(["schedule", layout.schedule]);
+  if (layout.ep) chips.push(["ep", layout.ep]);
   if (layout.placement) chips.push(["placement", layout.placement.join(" › ")]);
   return chips.map(([name, value]) => {
     const chip = Object.assign(document.createElement("li"), { className: "chip" });
