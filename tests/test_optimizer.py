@@ -157,3 +157,24 @@ def test_spent_budget_says_explanations_are_missing(plate_result) -> None:
     spent = explaining.Budget(deadline=0.0, workers=1)
     explained = explaining.explain(problem, plate_result.best, CostAssumptions(), spent)
     assert explained.binding == () and explained.warnings == (explaining.CUT_SHORT,)
+
+
+def test_equal_mfu_goes_to_least_memory_then_smallest_degrees() -> None:
+    # With 200 GB every ZeRO stage fits tp 8, pp 16, vpp 4 at the same MFU (ZeRO 0-2 price
+    # no communication in workshop); the least memory is ZeRO-2's: 6.34 + 0.05 + 0.30 GB of
+    # states against 6.34 + 6.34 + 38.0 for ZeRO-0.
+    space = SearchSpace(tp=8, pp=16, vpp=4, memory_limit_gb=200, recompute=[Recompute.NONE])
+    result = optimize(plate_job(), space, explain=False)
+    assert result.best.layout.zero == 2
+    # 8B on 8 GPUs: tp 1 and tp 2 tie nowhere, but the placement of tp = 1 does not matter;
+    # the tie goes to the first order, the plate's tensor-innermost one.
+    small = optimize(plate_job(gpus=8, model="llama3-8b"), SearchSpace(tp=1), explain=False)
+    assert small.best.layout.placement == ("tp", "cp", "pp", "dp")
+
+
+def test_fixed_degree_that_costs_mfu_is_reported_binding() -> None:
+    result = optimize(plate_job(), SearchSpace(tp=4))
+    fixed = next(b for b in result.binding if b.name == "fixed_tp")
+    assert fixed.relaxed.layout.tp == 8  # the free optimum
+    assert fixed.relaxed_mfu == pytest.approx(0.42551, abs=1e-5)
+    assert fixed.description.startswith("tp fixed at 4 binds: without it the best is tp 8")
