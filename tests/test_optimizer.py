@@ -166,8 +166,8 @@ def test_equal_mfu_goes_to_least_memory_then_smallest_degrees() -> None:
     space = SearchSpace(tp=8, pp=16, vpp=4, memory_limit_gb=200, recompute=[Recompute.NONE])
     result = optimize(plate_job(), space, explain=False)
     assert result.best.layout.zero == 2
-    # 8B on 8 GPUs: tp 1 and tp 2 tie nowhere, but the placement of tp = 1 does not matter;
-    # the tie goes to the first order, the plate's tensor-innermost one.
+    # With tp fixed at 1 there is no tensor-parallel traffic, so every placement prices the
+    # same: the tie goes to the first order, the plate's tensor-innermost one.
     small = optimize(plate_job(gpus=8, model="llama3-8b"), SearchSpace(tp=1), explain=False)
     assert small.best.layout.placement == ("tp", "cp", "pp", "dp")
 
