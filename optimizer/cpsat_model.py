@@ -53,7 +53,7 @@ class LayoutModel:
         self.add_fixed_values()
         self.add_allowed_knobs()
         self.add_memory_limit()
-        self.add_tie_break()
+        self.add_search_bounds()
 
     # --- variables ------------------------------------------------------------------
 
@@ -106,16 +106,10 @@ class LayoutModel:
                 self._channel(rows, table.axis_index[axis], self.knob_is[axis])
             for name, values in table.values.items():
                 self.terms[name] = cp_model.LinearExpr.weighted_sum(rows, [int(v) for v in values])
-        self.most_memory = self.most_memory_bytes()
-        self.memory_bytes = self.model.new_int_var(0, self.most_memory, "memory_bytes")
-        self.model.add(
-            sum(self.terms[t.name] for t in self.tables.terms if t.kind == "memory_bytes")
-            == self.memory_bytes
+        self.memory_bytes = sum(
+            self.terms[t.name] for t in self.tables.terms if t.kind == "memory_bytes"
         )
-        self.ln_mfu = self.model.new_int_var(*self.ln_mfu_bounds(), "ln_mfu_scaled")
-        self.model.add(
-            sum(self.terms[t.name] for t in self.tables.terms if t.kind == "ln_mfu") == self.ln_mfu
-        )
+        self.ln_mfu = sum(self.terms[t.name] for t in self.tables.terms if t.kind == "ln_mfu")
 
     def _channel(self, rows: list, index: np.ndarray, literals: list) -> None:
         """The rows of each value of an axis sum to that value's literal."""
@@ -164,11 +158,15 @@ class LayoutModel:
 
     # --- objectives and the bounds the searches move --------------------------------
 
-    def add_tie_break(self) -> None:
-        """Least memory in kB, then the rank of the degrees and knobs: one integer to minimise.
-
-        (Memory and ln(MFU) are variables whose domains each solve narrows: the frontier's
-        memory cap, the tie-break stage's floor under ln(MFU); one model serves every solve.)"""
+    def add_search_bounds(self) -> None:
+        """A memory cap (the frontier's epsilon) and a floor under ln(MFU) (the tie-break
+        stage): variables whose domains each solve sets, so one model serves every solve."""
+        self.most_memory = self.most_memory_bytes()
+        self.memory_cap = self.model.new_int_var(0, self.most_memory, "memory_cap_bytes")
+        self.model.add(self.memory_bytes <= self.memory_cap)
+        low, high = self.ln_mfu_bounds()
+        self.ln_mfu_floor = self.model.new_int_var(low, high, "ln_mfu_floor")
+        self.model.add(self.ln_mfu >= self.ln_mfu_floor)
         rank, radix = self.tie_break_rank()
         most_kb = self.most_memory // TIE_MEMORY_UNIT_BYTES + 1
         if most_kb * radix >= INT64_MAX // 4:
@@ -190,17 +188,17 @@ class LayoutModel:
             self._set_domain(literal, 0 if name in relaxed else 1, 1)
 
     def cap_memory(self, cap_bytes: int | None) -> None:
-        self._set_domain(self.memory_bytes, 0, self.most_memory if cap_bytes is None else cap_bytes)
+        self._set_domain(self.memory_cap, 0, self.most_memory if cap_bytes is None else cap_bytes)
 
     def stage_most_mfu(self) -> None:
         low, high = self.ln_mfu_bounds()
-        self._set_domain(self.ln_mfu, low, high)
+        self._set_domain(self.ln_mfu_floor, low, high)
         self.model.clear_hints()
         self.model.maximize(self.ln_mfu)
 
     def stage_tie_break(self, ln_mfu: int, solver: cp_model.CpSolver) -> None:
         """Among layouts of this ln(MFU): least memory (kB), then the tie-break rank."""
-        self._set_domain(self.ln_mfu, ln_mfu, self.ln_mfu_bounds()[1])
+        self._set_domain(self.ln_mfu_floor, ln_mfu, self.ln_mfu_bounds()[1])
         for literals in [self.degree_is, *self.knob_is.values()]:
             for literal in literals:
                 self.model.add_hint(literal, solver.boolean_value(literal))
