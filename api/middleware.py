@@ -20,6 +20,8 @@ from api.metrics import Metrics
 from api.schemas import ErrorDetail, ErrorOut
 
 logger = logging.getLogger("layoutopt.http")
+# Logged and counted when no response was sent: the client went away first (nginx's 499).
+CLIENT_CLOSED = 499
 
 
 def error_response(
@@ -47,7 +49,7 @@ class RequestContext:
         rid = new_request_id(Headers(scope=scope).get(REQUEST_ID_HEADER))
         token = request_id.set(rid)
         start = time.perf_counter()
-        status = 500
+        status = CLIENT_CLOSED  # until a response starts
         started = False
 
         async def send_with_id(message: Message) -> None:

@@ -30,16 +30,10 @@ def test_evaluate_gives_the_spec_reference_figures(api: TestClient) -> None:
     answer = response.json()
     assert response.status_code == 200
     # cost-model.md reference table for the plate's layout
-    assert answer["memory_gb"] == {
-        "weights": 6.34,
-        "gradients": 0.05,
-        "optimizer": 0.30,
-        "activations": 71.87,
-        "total": 78.56,
-        "capacity": 80.0,
-    }
-    assert answer["bubble"] == 0.1899
-    assert answer["mfu"] == 0.4255
+    memory = answer["memory_gb"]
+    assert (memory["weights"], memory["gradients"], memory["optimizer"]) == (6.34, 0.05, 0.30)
+    assert (memory["activations"], memory["total"], memory["capacity"]) == (71.87, 78.56, 80.0)
+    assert (answer["bubble"], answer["mfu"]) == (0.1899, 0.4255)
     # dp = 16384 / (8 * 16 * 1) = 128; micro-batches = 2048 / (128 * 1) = 16
     assert answer["layout"]["dp"] == 128
     assert answer["layout"]["micro_batches"] == 16
