@@ -35,7 +35,9 @@ const SCENARIOS = {
 };
 
 const MAX_TRIED = 60;
-const state = { generation: 0, timer: null, estimate: null, frontier: null, optimum: null, visited: [] };
+const state = {
+  generation: 0, timer: null, estimate: null, frontier: null, optimum: null, visited: [], search: null,
+};
 const $ = (id) => document.getElementById(id);
 
 // ---------- requests ----------
@@ -48,15 +50,17 @@ class RequestError extends Error {
   }
 }
 
-async function postJson(path, body) {
+async function postJson(path, body, signal) {
   let response;
   try {
     response = await fetch(path, {
       method: "POST",
       headers: { "Content-Type": "application/json" },
       body: JSON.stringify(body),
+      signal,
     });
   } catch (error) {
+    if (error.name === "AbortError") throw new RequestError("Search stopped.", null, 0);
     throw new RequestError(`The server did not answer (${error.message}).`, null, 0);
   }
   const data = await response.json().catch(() => null);
@@ -288,6 +292,7 @@ function renderWarnings(warnings) {
 // ---------- optimise, binding constraints, Pareto frontier ----------
 
 function forgetOptimum() {
+  if (state.search) state.search.abort(); // its answer would be for another job
   state.frontier = null;
   state.visited = [];
   state.optimum = null;
@@ -303,46 +308,59 @@ function loadLayout(layout) {
   scheduleRefresh();
 }
 
+// Optimise, or stop the search under way: a large mixture-of-experts search can take a while.
 async function optimise() {
+  if (state.search) return state.search.abort();
   let job;
   try {
     job = readJob();
   } catch (error) {
     return showRequestError(error);
   }
-  $("optimise").disabled = true;
+  const search = (state.search = new AbortController());
+  const button = $("optimise");
+  button.textContent = "Stop";
   document.body.dataset.optimise = "running";
   try {
-    await step("Searching…", "optimise", async () => {
-      const answer = await postJson("/v1/optimize", job);
+    await step("Searching", "optimise", async () => {
+      const answer = await postJson("/v1/optimize", job, search.signal);
       state.optimum = answer.best || null;
       renderOptimum(answer, loadLayout);
       if (answer.best) loadLayout(answer.best.layout);
     });
-    await step("Drawing the frontier…", "frontier", () => loadFrontier(job));
+    await step("Drawing the frontier", "frontier", () => loadFrontier(job, search.signal));
   } catch {
     // step() has already said what went wrong beside the button
   } finally {
-    $("optimise").disabled = false;
+    state.search = null;
+    button.textContent = "Optimise";
   }
 }
 
-// One stage of Optimise: a status line while it runs, and body[data-<name>] done or error.
+// One stage of Optimise: a status line with the seconds so far, then body[data-<name>] set
+// to done or error.
 async function step(status, name, work) {
-  $("optimise-status").textContent = status;
+  const started = Date.now();
+  const say = () => {
+    $("optimise-status").textContent = `${status}… ${Math.round((Date.now() - started) / 1000)} s`;
+  };
+  say();
+  const ticker = setInterval(say, 1000);
   try {
     await work();
   } catch (error) {
     $("optimise-status").textContent = error.message;
     document.body.dataset[name] = "error";
     throw error;
+  } finally {
+    clearInterval(ticker);
   }
   $("optimise-status").textContent = "";
   document.body.dataset[name] = "done";
 }
 
-async function loadFrontier(job) {
-  const answer = await postJson("/v1/pareto", job);
+async function loadFrontier(job, signal) {
+  const answer = await postJson("/v1/pareto", job, signal);
   state.frontier = answer.frontier || [];
   renderPareto();
 }
