@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import schemathesis
 from hypothesis import HealthCheck, settings
-from schemathesis.checks import not_a_server_error
+from schemathesis.checks import not_a_server_error, response_schema_conformance
 
 from api.main import create_app
 from api.settings import Settings
@@ -21,4 +21,4 @@ schema = schemathesis.openapi.from_asgi("/openapi.json", app)
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
 )
 def test_no_request_yields_a_server_error(case: schemathesis.Case) -> None:
-    case.call_and_validate(checks=[not_a_server_error])
+    case.call_and_validate(checks=[not_a_server_error, response_schema_conformance])
