@@ -225,6 +225,9 @@ class SearchRequest(PlanRequest):
     model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [SEARCH_EXAMPLE]})
 
     search: SearchSpace = SearchSpace()
+    profile: str = Field(
+        "standard", max_length=64, description="Cost-model profile; searches default to standard."
+    )
     time_limit_s: float | None = Field(
         None, gt=0, le=600, description="Solver time limit in seconds; default the server's."
     )

@@ -17,6 +17,8 @@ from optimizer.estimate import Estimate
 from optimizer.space import SearchSpace, narrowed, resolve_space
 
 Status = Literal["optimal", "feasible", "infeasible"]
+# Searches price with the profile that charges every knob they turn; evaluate keeps workshop.
+DEFAULT_SEARCH_PROFILE = "standard"
 
 
 @dataclass(frozen=True)
@@ -82,7 +84,7 @@ class ParetoResult:
 def optimize(
     job: TrainingJob,
     space: SearchSpace | None = None,
-    profile: str = "workshop",
+    profile: str = DEFAULT_SEARCH_PROFILE,
     assumptions: CostAssumptions | None = None,
     time_limit_s: float = 10.0,
     workers: int = 1,
@@ -129,7 +131,7 @@ def optimize(
 def pareto(
     job: TrainingJob,
     space: SearchSpace | None = None,
-    profile: str = "workshop",
+    profile: str = DEFAULT_SEARCH_PROFILE,
     assumptions: CostAssumptions | None = None,
     time_limit_s: float = 30.0,
     workers: int = 1,

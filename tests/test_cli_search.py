@@ -14,7 +14,7 @@ from optimizer.assumptions import CostAssumptions
 from optimizer.space import SearchSpace, resolve_space
 from tests.helpers import plate_job
 
-PLATE = ["--model", "llama3-405b", "--gpus", "16384"]
+PLATE = ["--model", "llama3-405b", "--gpus", "16384", "--profile", "workshop"]
 
 
 def run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
@@ -66,7 +66,9 @@ def test_pareto_text_chart_has_one_row_per_point(capsys: pytest.CaptureFixture[s
 
 
 def test_infeasible_request_explains_the_conflict(capsys: pytest.CaptureFixture[str]) -> None:
-    status, out, _ = run(["optimize", "--model", "llama3-405b", "--gpus", "64"], capsys)
+    status, out, _ = run(
+        ["optimize", "--model", "llama3-405b", "--gpus", "64", "--profile", "workshop"], capsys
+    )
     assert status == 0
     assert "status   infeasible" in out and "proved infeasible" in out
     assert "no layout satisfies these rules together" in out and "GB > 80 GB" in out

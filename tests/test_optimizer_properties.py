@@ -4,6 +4,8 @@ the same Pareto frontier."""
 
 from __future__ import annotations
 
+from functools import partial
+
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -17,11 +19,16 @@ from models.transformer import TransformerSpec
 from optimizer import enumerator
 from optimizer.assumptions import CostAssumptions
 from optimizer.cost_model import evaluate
-from optimizer.search import optimize, pareto
+from optimizer.search import optimize as search_optimize
+from optimizer.search import pareto as search_pareto
 from optimizer.space import SearchSpace, resolve_space
 from tests.helpers import plate_job
 
 pytestmark = pytest.mark.slow
+# The cross-check of the workshop profile (searches default to standard; see
+# tests/test_standard_search.py for standard's).
+optimize = partial(search_optimize, profile="workshop")
+pareto = partial(search_pareto, profile="workshop")
 SMALL_GPU_COUNTS = [1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 256, 384, 1024]
 
 
