@@ -5,11 +5,13 @@ from __future__ import annotations
 from functools import partial
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter, Body, Depends, Request
 from fastapi.responses import JSONResponse, PlainTextResponse
 
 from api.metrics import CONTENT_TYPE
 from api.schemas import (
+    PLATE_EXAMPLE,
+    SEARCH_EXAMPLE,
     ErrorOut,
     EstimateOut,
     EvaluateRequest,
@@ -42,6 +44,24 @@ def solver_of(request: Request) -> Solver:
 
 
 SolverDep = Annotated[Solver, Depends(solver_of)]
+# The plate's request as the example body that /docs fills in (Swagger UI shows these
+# media-type examples; the schemas' own `examples` only appear in the schema view).
+PlateEvaluate = Annotated[
+    EvaluateRequest,
+    Body(
+        openapi_examples={
+            "plate": {"summary": "Llama 3 405B on 16,384 H100s", "value": PLATE_EXAMPLE}
+        }
+    ),
+]
+PlateSearch = Annotated[
+    SearchRequest,
+    Body(
+        openapi_examples={
+            "plate": {"summary": "Llama 3 405B on 16,384 H100s", "value": SEARCH_EXAMPLE}
+        }
+    ),
+]
 
 
 def price(request: EvaluateRequest) -> EstimateOut:
@@ -70,7 +90,7 @@ def proved(answer: OptimizeOut | ParetoOut) -> bool:
 
 
 @router.post("/v1/evaluate", response_model=EstimateOut, tags=["plan"], responses=ERROR_RESPONSES)
-async def evaluate_layout(request: EvaluateRequest, solver: SolverDep) -> EstimateOut:
+async def evaluate_layout(request: PlateEvaluate, solver: SolverDep) -> EstimateOut:
     """Price one layout: memory per device by part, pipeline bubble, MFU step by step."""
     # Inline: pricing is closed-form (0.2-0.7 ms); queued behind solves in the pool it
     # waited seconds (bench/load.py, docs/performance.md).
@@ -78,7 +98,7 @@ async def evaluate_layout(request: EvaluateRequest, solver: SolverDep) -> Estima
 
 
 @router.post("/v1/optimize", response_model=OptimizeOut, tags=["plan"], responses=ERROR_RESPONSES)
-async def optimize_layout(request: SearchRequest, solver: SolverDep) -> OptimizeOut:
+async def optimize_layout(request: PlateSearch, solver: SolverDep) -> OptimizeOut:
     """The layout of highest MFU that fits, whether it is proved optimal, and what binds it."""
     time_limit_s = solver.time_limit_for(request.time_limit_s)
     work = partial(best_layout, request, time_limit_s)
@@ -86,7 +106,7 @@ async def optimize_layout(request: SearchRequest, solver: SolverDep) -> Optimize
 
 
 @router.post("/v1/pareto", response_model=ParetoOut, tags=["plan"], responses=ERROR_RESPONSES)
-async def pareto_frontier(request: SearchRequest, solver: SolverDep) -> ParetoOut:
+async def pareto_frontier(request: PlateSearch, solver: SolverDep) -> ParetoOut:
     """The memory/MFU frontier: non-dominated layouts, memory ascending, MFU ascending."""
     time_limit_s = solver.time_limit_for(request.time_limit_s)
     work = partial(frontier, request, time_limit_s)
