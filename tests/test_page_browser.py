@@ -1,7 +1,8 @@
 """The workshop page driven in headless Chromium against a real `layoutopt serve`.
 
-Expected figures are the plate's (docs: /work/shared/spec/cost-model.md, reference table):
-the default layout shows 78.6 GB and 43% MFU; tp 16 across the network, 16%.
+Expected figures are the plate's (the cost-model spec's reference table: the default layout
+shows 78.6 GB and 43% MFU, tp 16 across the network 16%) or come from the exhaustive
+enumerator, never from the page or the solver under test.
 """
 
 from __future__ import annotations
