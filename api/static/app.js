@@ -155,7 +155,7 @@ function showRequestError(error) {
   box.hidden = false;
   // The same message above the (dimmed) figures, for whoever is looking there; the alert
   // beside the controls is the one announced.
-  $("results-error").textContent = `Not a valid layout, figures below are stale: ${error.message}`;
+  $("results-error").textContent = `The figures below are stale: ${error.message}`;
   $("results-error").hidden = false;
   unmarkInvalid();
   const control = controlForField(error.field);
