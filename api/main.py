@@ -18,7 +18,7 @@ from starlette.exceptions import HTTPException
 
 from api import errors
 from api.metrics import Metrics
-from api.middleware import BodyLimit, RequestContext, error_response
+from api.middleware import BodyLimit, InFlightLimit, RequestContext, error_response
 from api.page import router as page_router
 from api.routes import router
 from api.settings import Settings
@@ -75,6 +75,12 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(page_router)
     add_error_handlers(app)
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes, metrics=metrics)
+    app.add_middleware(
+        InFlightLimit,
+        max_in_flight=settings.max_in_flight,
+        retry_after_s=settings.retry_after_s,
+        metrics=metrics,
+    )
     app.add_middleware(RequestContext, metrics=metrics)  # added last: outermost
     return app
 

@@ -139,7 +139,7 @@ class Metrics:
         )
         self.rejections = Counter(
             "layoutopt_rejections_total",
-            "Requests refused before any work: saturated (503), body_too_large (413).",
+            "Requests refused before any work: saturated, in_flight (503), body_too_large (413).",
             ("reason",),
         )
         self._metrics: list[Metric] = [

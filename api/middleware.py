@@ -84,6 +84,35 @@ class RequestContext:
         )
 
 
+class InFlightLimit:
+    """503 + Retry-After at once for a request with a body when `max_in_flight` are already
+    being served, so a flood queues neither bodies nor work without bound.
+
+    Bodiless requests (probes, metrics, presets) always pass: a busy pod stays live.
+    """
+
+    def __init__(self, app: ASGIApp, max_in_flight: int, retry_after_s: int, metrics: Metrics):
+        self.app, self.max_in_flight, self.metrics = app, max_in_flight, metrics
+        self.retry_after_s = retry_after_s
+        self.in_flight = 0  # one event loop: no lock needed
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["method"] in ("GET", "HEAD", "OPTIONS"):
+            await self.app(scope, receive, send)
+            return
+        if self.in_flight >= self.max_in_flight:
+            self.metrics.rejections.inc("in_flight")
+            message = f"{self.max_in_flight} requests in flight; retry in {self.retry_after_s} s"
+            headers = {"Retry-After": str(self.retry_after_s)}
+            await error_response(errors.saturated(message), 503, headers)(scope, receive, send)
+            return
+        self.in_flight += 1
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            self.in_flight -= 1
+
+
 class BodyLimit:
     """413 for a body over `max_bytes`: by its Content-Length at once, else as it streams.
 

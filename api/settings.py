@@ -40,6 +40,13 @@ class Settings(BaseSettings):
     max_body_bytes: int = Field(
         1_000_000, gt=0, le=100_000_000, description="Larger request bodies get 413."
     )
+    max_in_flight: int = Field(
+        256,
+        gt=0,
+        le=100_000,
+        description="Requests with a body served at once; more get 503. Bounds memory "
+        "to about max_in_flight * max_body_bytes.",
+    )
     retry_after_s: int = Field(1, gt=0, le=3600, description="Retry-After sent with a 503.")
     log_level: Literal["critical", "error", "warning", "info", "debug"] = "info"
 

@@ -3,15 +3,20 @@ saturation, the cache, request ids, metrics and the OpenAPI examples."""
 
 from __future__ import annotations
 
+import asyncio
+import json
 import threading
 from collections.abc import Callable
 from typing import Any
 
+import httpx
 import pytest
 from fastapi.testclient import TestClient
 
 from api import routes
+from api.main import create_app
 from api.schemas import PLATE_EXAMPLE, SEARCH_EXAMPLE
+from api.settings import Settings
 from api.workers import Saturated, SolverPool
 from models.presets import model_preset
 
@@ -194,6 +199,33 @@ def test_saturated_server_answers_503_with_retry_after(
         release.set()
         blocker.result(timeout=30)
     assert 'layoutopt_rejections_total{reason="saturated"} 1\n' in api.get("/metrics").text
+
+
+def test_requests_over_the_in_flight_limit_get_503_but_probes_pass() -> None:
+    app = create_app(Settings(workers=1, queue_depth=1, max_in_flight=1))
+    pool = app.state.solver.pool
+    release = threading.Event()
+    blocker = pool.submit(release.wait, 30)  # the one worker is busy
+
+    async def scenario() -> tuple[int, int, str, int]:
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://test") as client:
+            queued = asyncio.create_task(client.post("/v1/optimize", json=SEARCH_EXAMPLE))
+            while pool.admitted < 2:  # the optimize is in flight, waiting for the worker
+                await asyncio.sleep(0.01)
+            refused = await client.post("/v1/evaluate", json=PLATE_EXAMPLE)
+            live = await client.get("/healthz")
+            release.set()
+            return refused.status_code, live.status_code, refused.text, (await queued).status_code
+
+    try:
+        refused, live, body, queued = asyncio.run(scenario())
+    finally:
+        release.set()
+        blocker.result(timeout=30)
+    assert (refused, live, queued) == (503, 200, 200)
+    assert json.loads(body)["error"]["code"] == "saturated"
+    assert "1 requests in flight" in body
 
 
 def test_pool_admits_workers_plus_queue_then_refuses() -> None:
