@@ -31,6 +31,12 @@ source prints. The runs, their citations and every figure a source does not prin
 took instead) are in `models/presets/published_runs.json`; a row may set only an assumption its
 source states (unfused attention in 2021-22 Megatron-LM, no gradient all-reduce overlap,
 Llama 3's exposed context-parallel all-gather).
+
+`rank` places the published (tp, pp, cp, dp) among every degree tuple the optimiser can
+choose, each at its best layout, ranked by the same profile (the exhaustive enumerator,
+which the CP-SAT optimiser matches), under the constraints of the run's engine at the time
+(its `search` object in the data file: e.g. no context parallelism or ZeRO in 2021
+Megatron-LM, Llama 3's fixed order of groups). The target is the top 5.
 """
 
 MARKDOWN_MISSES = """
@@ -48,6 +54,10 @@ MARKDOWN_MISSES = """
   close the gap; neither is printed in the paper.
 - ZeRO-3 at micro-batch 4 (SC21 Table 2) is over-predicted by 6-8 points: one overlap fraction
   (fitted on the three 175B rows) cannot capture how much DeepSpeed's prefetch hides.
+- Ranking: GPT-3 175B on 384 and 768 A100s (SC21 Table 2, tp 8 x pp 12) ranks 9th and 8th:
+  the profile prefers tp 4 x pp 12 (and tp 6 or 3, which divide 96 heads), halving the
+  tensor-parallel traffic on A100's NVLink; the authors' choice of tp 8 at these sizes
+  reflects effects the profile does not price (e.g. smaller matmuls at tp 8 being no slower).
 """
 
 

@@ -14,15 +14,19 @@ from functools import cache
 from importlib import resources
 from typing import Any
 
+import numpy as np
+
 from models.hardware import ClusterSpec
 from models.job import TrainingJob
 from models.layout import Layout
 from models.presets import gpu_preset, model_preset
 from models.training import TrainingSpec
 from models.transformer import TransformerSpec
+from optimizer import enumerator
 from optimizer.assumptions import CostAssumptions
 from optimizer.cost_model import evaluate
 from optimizer.estimate import Estimate
+from optimizer.space import SearchSpace, resolve_space
 
 VALIDATION_PROFILE = "standard"
 # The target of issue 6: mean absolute error at most 3 utilisation points.
@@ -39,12 +43,19 @@ class PublishedRun:
     reported: float
     assumptions: CostAssumptions
     notes: str
+    search: SearchSpace  # the engine's constraints at the time, for the ranking check
+
+    @property
+    def degrees(self) -> tuple[int, int, int, int]:
+        tp, pp, cp = self.layout.tp, self.layout.pp, self.layout.cp
+        return tp, pp, cp, self.job.cluster.gpus // (tp * pp * cp)
 
 
 @dataclass(frozen=True)
 class Comparison:
     run: PublishedRun
     estimate: Estimate
+    rank: int | None = None  # of the published degrees among the search's, 1 = best
 
     @property
     def predicted(self) -> float:
@@ -74,6 +85,16 @@ class ValidationReport:
     def meets_target(self) -> bool:
         return self.mean_abs_error <= MEAN_ABS_ERROR_TARGET
 
+    @property
+    def ranked(self) -> bool:
+        return any(row.rank is not None for row in self.rows)
+
+    @property
+    def top_rank_misses(self) -> tuple[str, ...]:
+        return tuple(
+            row.run.name for row in self.rows if self.ranked and (row.rank or 10**9) > TOP_RANKS
+        )
+
 
 def _model(entry: str | dict[str, Any]) -> TransformerSpec:
     return model_preset(entry) if isinstance(entry, str) else TransformerSpec.model_validate(entry)
@@ -99,6 +120,7 @@ def _run(entry: dict[str, Any]) -> PublishedRun:
         reported=float(entry["reported"]["value"]),
         assumptions=CostAssumptions.model_validate(entry.get("assumptions", {})),
         notes=entry.get("notes", ""),
+        search=SearchSpace.model_validate(entry.get("search", {})),
     )
 
 
@@ -108,16 +130,46 @@ def published_runs() -> tuple[PublishedRun, ...]:
     return tuple(_run(entry) for entry in json.loads(text)["runs"])
 
 
+# The target of issue 6 for the ranking: each published layout among the optimiser's best 5.
+TOP_RANKS = 5
+
+
 def validate(
-    profile: str = VALIDATION_PROFILE, overrides: dict[str, Any] | None = None
+    profile: str = VALIDATION_PROFILE,
+    overrides: dict[str, Any] | None = None,
+    with_ranks: bool = True,
 ) -> ValidationReport:
-    """Price every published layout; `overrides` changes assumptions for all rows alike."""
+    """Price every published layout; `overrides` changes assumptions for all rows alike.
+    With ranks, also place each published (tp, pp, cp, dp) in the optimiser's ranking."""
+    if overrides is None:
+        return _default_report(profile, with_ranks)
+    return _report(profile, overrides, with_ranks)
+
+
+@cache
+def _default_report(profile: str, with_ranks: bool) -> ValidationReport:
+    """Pure in its arguments (the data file is read once), so computed once per process."""
+    return _report(profile, None, with_ranks)
+
+
+def _report(profile: str, overrides: dict[str, Any] | None, with_ranks: bool) -> ValidationReport:
     rows = []
     for run in published_runs():
         assumptions = run.assumptions.model_copy(update=overrides or {})
         estimate = evaluate(run.job, run.layout, profile, assumptions)
-        rows.append(Comparison(run, estimate))
+        rank = None
+        if with_ranks:
+            run_for_rank = run if not overrides else _with_assumptions(run, assumptions)
+            ranked = ranked_degrees(run_for_rank, profile)
+            rank = ranked.index(run.degrees) + 1 if run.degrees in ranked else None
+        rows.append(Comparison(run, estimate, rank))
     return ValidationReport(profile, tuple(rows))
+
+
+def _with_assumptions(run: PublishedRun, assumptions: CostAssumptions) -> PublishedRun:
+    from dataclasses import replace
+
+    return replace(run, assumptions=assumptions)
 
 
 def _percent(value: float) -> str:
@@ -139,18 +191,54 @@ def report_table(report: ValidationReport) -> list[list[str]]:
                 _percent(row.predicted),
                 f"{100 * row.error:+.1f}",
                 "yes" if row.estimate.fits else f"no ({row.estimate.memory.total / 1e9:.0f} GB)",
+                "-" if row.rank is None and not report.ranked else _rank_text(row.rank),
             ]
         )
     return table
 
 
-TABLE_HEADER = ["run", "layout", "metric", "reported", "predicted", "error (points)", "fits"]
+TABLE_HEADER = [
+    "run",
+    "layout",
+    "metric",
+    "reported",
+    "predicted",
+    "error (points)",
+    "fits",
+    "rank",
+]
+
+
+def _rank_text(rank: int | None) -> str:
+    if rank is None:
+        return "not found"
+    return str(rank) if rank <= TOP_RANKS else f"{rank} (miss)"
 
 
 def summary_line(report: ValidationReport) -> str:
     verdict = "meets" if report.meets_target else "MISSES"
-    return (
+    line = (
         f"profile {report.profile}: {len(report.rows)} runs, mean absolute error "
         f"{100 * report.mean_abs_error:.2f} points, max {100 * report.max_abs_error:.2f} points "
         f"({verdict} the {100 * MEAN_ABS_ERROR_TARGET:.0f}-point target)"
     )
+    if report.ranked:
+        inside = len(report.rows) - len(report.top_rank_misses)
+        line += (
+            f"; {inside} of {len(report.rows)} published layouts in the optimiser's top {TOP_RANKS}"
+        )
+    return line
+
+
+def ranked_degrees(run: PublishedRun, profile: str = VALIDATION_PROFILE) -> list[tuple[int, ...]]:
+    """Distinct (tp, pp, cp, dp) best first, each at its best layout, under the run's
+    constraints: the exhaustive enumerator's ranking (MFU, then memory and tie-breaks)."""
+    problem = resolve_space(run.job, run.search, profile)
+    space = enumerator.price_space(problem, run.assumptions)
+    feasible = np.flatnonzero(enumerator.feasible(problem, space, frozenset()))
+    rows = enumerator.tie_break_order(space, feasible)
+    grid = space.grid
+    ranked: dict[tuple[int, ...], None] = {}
+    for row in rows:
+        ranked.setdefault(tuple(int(getattr(grid, d)[row]) for d in ("tp", "pp", "cp", "dp")))
+    return list(ranked)
