@@ -19,7 +19,7 @@ from ortools.sat.python import cp_model
 
 from models.layout import Layout
 from optimizer.assumptions import CostAssumptions
-from optimizer.cpsat_tables import PLACEMENT, Tables, axis_size, build_tables
+from optimizer.cpsat_tables import PLACEMENT, Tables, axis_size, build_tables, term_totals
 from optimizer.enumerator import KV_HEADS, MEMORY_LIMIT
 from optimizer.grid import RECOMPUTE_CODES, LayoutGrid
 from optimizer.space import KNOBS, SearchProblem, degree_columns
@@ -95,21 +95,38 @@ class LayoutModel:
 
         Its terms give the memory parts and the logarithms of the utilisation factors."""
         self.terms: dict[str, cp_model.LinearExpr] = {}
+        self.table_rows: list[list[cp_model.IntVar]] = []
         for table in self.tables.tables:
             tag = "_".join(table.axes) or "degrees"
             rows = [
                 self.model.new_bool_var(f"{tag}_row_{r}") for r in range(len(table.degree_index))
             ]
             self.model.add_exactly_one(rows)
+            self.table_rows.append(rows)
             self._channel(rows, table.degree_index, self.degree_is)
             for axis in table.axes:
                 self._channel(rows, table.axis_index[axis], self.knob_is[axis])
             for name, values in table.values.items():
                 self.terms[name] = cp_model.LinearExpr.weighted_sum(rows, [int(v) for v in values])
+        self.add_search_order()
         self.memory_bytes = sum(
             self.terms[t.name] for t in self.tables.terms if t.kind == "memory_bytes"
         )
         self.ln_mfu = sum(self.terms[t.name] for t in self.tables.terms if t.kind == "ln_mfu")
+
+    def add_search_order(self) -> None:
+        """Branch on the largest table's rows best first: most ln(MFU), least memory, then
+        the tie-break order. With one table (each row a whole layout) the first row that
+        fits is the optimum, and the bound that follows closes the proof."""
+        largest = int(np.argmax([len(table.degree_index) for table in self.tables.tables]))
+        table = self.tables.tables[largest]
+        parts = term_totals(table, self.tables.terms)
+        ranks = [table.axis_index[axis] for axis in reversed(table.axes)]
+        order = np.lexsort((*ranks, parts["memory_bytes"], -parts["ln_mfu"]))
+        rows = self.table_rows[largest]
+        self.model.add_decision_strategy(
+            [rows[r] for r in order], cp_model.CHOOSE_FIRST, cp_model.SELECT_MAX_VALUE
+        )
 
     def _channel(self, rows: list, index: np.ndarray, literals: list) -> None:
         """The rows of each value of an axis sum to that value's literal."""
@@ -129,6 +146,8 @@ class LayoutModel:
             return
         kv_heads = self.problem.job.model.num_kv_heads
         breaks = (kv_heads % self.problem.degrees[:, 0] != 0).astype(np.int64)
+        if not breaks.any():  # a rule nothing breaks has nothing to relax or to blame
+            return
         self.model.add(self.degree_expr(0, breaks) == 0).only_enforce_if(self._rule(KV_HEADS))
 
     def add_fixed_values(self) -> None:
@@ -149,6 +168,8 @@ class LayoutModel:
                 for v, lit in zip(self.problem.knobs[knob], self.knob_is[knob], strict=True)
                 if v not in allowed
             ]
+            if not barred:
+                continue
             self.model.add(sum(barred) == 0).only_enforce_if(self._rule(f"{knob}_allowed"))
 
     def add_memory_limit(self) -> None:
@@ -271,15 +292,19 @@ class Found:
 
 
 def new_solver(settings: SolveSettings, time_limit_s: float | None = None) -> cp_model.CpSolver:
-    """Presolve off: on these table models it cost more than it saved (27 vs 35 ms on the
-    plate's case), and OR-Tools 9.15's presolve with probing level 0 wrongly proved one
-    frontier step infeasible (the model is OPTIMAL with presolve off or probing >= 1;
-    cf. google/or-tools#5274). The LP relaxation is off too (cpsat-notes.md)."""
+    """Settings measured on these table models (docs/performance.md, "## Solver"):
+    - presolve off: it cost more than it saved, and with probing level 0 OR-Tools 9.15's
+      presolve wrongly proved one frontier step infeasible (cf. google/or-tools#5274);
+    - no root probing: it took 1.2 s of 1.7 s on profile standard's one-table model;
+    - fixed search over `add_search_order`'s rows, best first; the LP relaxation off.
+    """
     solver = cp_model.CpSolver()
     parameters = solver.parameters
     parameters.max_time_in_seconds = max(time_limit_s or settings.time_limit_s, 0.01)
     parameters.num_workers = settings.workers
     parameters.cp_model_presolve = False
+    parameters.cp_model_probing_level = 0
+    parameters.search_branching = cp_model.FIXED_SEARCH
     parameters.linearization_level = 0
     return solver
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from itertools import product
 from typing import Literal
 
 import numpy as np
@@ -24,6 +23,7 @@ from optimizer.space import KNOBS, SearchProblem, degree_columns, valid_knob_mas
 # ln(MFU) in units of 1e-8: ties closer than that are broken by memory, then the degrees.
 LN_MFU_SCALE = 10**8
 PLACEMENT = "placement"  # a knob of the tables whose values are placement classes
+TERM_KINDS = ("memory_bytes", "ln_mfu")
 
 
 @dataclass(frozen=True)
@@ -95,6 +95,13 @@ class PlacementClasses:
     def count(self) -> int:
         return max(len(classes) for classes in self.representative)
 
+    def codes(self) -> np.ndarray:
+        """[tuple k, class j] -> placement code, -1 past a tuple's last class."""
+        padded = np.full((len(self.representative), self.count), -1, dtype=np.int64)
+        for k, representative in enumerate(self.representative):
+            padded[k, : len(representative)] = representative
+        return padded
+
 
 def placement_classes(problem: SearchProblem) -> PlacementClasses:
     codes = np.asarray(problem.placements, dtype=np.int64)
@@ -149,16 +156,15 @@ def _table_rows(
 ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
     """Every (degree tuple, axis values) combination, placement classes per tuple."""
     knob_axes = [axis for axis in axes if axis != PLACEMENT]
-    ranges = [range(len(problem.knobs[axis])) for axis in knob_axes]
-    rows: list[tuple[int, ...]] = []
-    for k in range(len(problem.degrees)):
-        n_classes = len(classes.representative[k]) if PLACEMENT in axes else 1
-        rows += [(k, *combo, j) for combo in product(*ranges) for j in range(n_classes)]
-    array = np.asarray(rows, dtype=np.int64).reshape(-1, len(knob_axes) + 2)
-    index = {axis: array[:, i + 1] for i, axis in enumerate(knob_axes)}
-    if PLACEMENT in axes:
-        index[PLACEMENT] = array[:, -1]
-    return array[:, 0], index
+    sizes = [len(problem.degrees)] + [len(problem.knobs[axis]) for axis in knob_axes]
+    rows = np.indices(sizes).reshape(len(sizes), -1)
+    index = {}
+    if PLACEMENT in axes:  # each row once per placement class of its tuple
+        counts = np.asarray([len(r) for r in classes.representative])[rows[0]]
+        rows = rows[:, np.repeat(np.arange(rows.shape[1]), counts)]
+        index[PLACEMENT] = np.arange(rows.shape[1]) - np.repeat(np.cumsum(counts) - counts, counts)
+    index.update({axis: rows[i + 1] for i, axis in enumerate(knob_axes)})
+    return rows[0], index
 
 
 def _grid_for_rows(
@@ -175,10 +181,8 @@ def _grid_for_rows(
         sizes = np.asarray(problem.knobs["micro_batch"])
         ok = batch % (degrees[:, 3:4] * sizes[None, :]) == 0
         columns["micro_batch"] = sizes[np.argmax(ok, axis=1)]
-    reps = classes.representative
     j = index.get(PLACEMENT, np.zeros(k.size, dtype=np.int64))
-    placement = np.asarray([reps[a][b] for a, b in zip(k, j, strict=True)], dtype=np.int64)
-    return LayoutGrid(**degree_columns(degrees), placement=placement.reshape(-1), **columns)
+    return LayoutGrid(**degree_columns(degrees), placement=classes.codes()[k, j], **columns)
 
 
 def build_tables(problem: SearchProblem, assumptions: CostAssumptions) -> Tables:
@@ -208,7 +212,52 @@ def build_tables(problem: SearchProblem, assumptions: CostAssumptions) -> Tables
                 scale = LN_MFU_SCALE if term.kind == "ln_mfu" else 1
                 values[term.name] = np.rint(scale * term.value(prices)).astype(np.int64)
         tables.append(Table(axes, k, index, values))
+    if len(tables) == 1:  # one table holds every term: each row is a whole layout
+        tables = [without_dominated(problem, tables[0], terms)]
     return Tables(problem, classes, tuple(tables), terms)
+
+
+def term_totals(table: Table, terms: tuple[Term, ...]) -> dict[str, np.ndarray]:
+    """Per row, the sum of the table's memory terms and of its ln(MFU) terms."""
+    totals = {kind: np.zeros(len(table.degree_index), dtype=np.int64) for kind in TERM_KINDS}
+    for term in terms:
+        if term.name in table.values:
+            totals[term.kind] += table.values[term.name]
+    return totals
+
+
+def _ruled_knobs(problem: SearchProblem) -> list[str]:
+    """Knobs some rule of the problem restricts (which a relaxation may then free)."""
+    ruled = [k for k, allowed in problem.allowed.items() if set(problem.knobs[k]) - set(allowed)]
+    return ruled + [knob for knob in problem.fixed if knob in KNOBS]
+
+
+def without_dominated(problem: SearchProblem, table: Table, terms: tuple[Term, ...]) -> Table:
+    """Drop each layout another beats on both memory and MFU (or equals on both and precedes
+    in the tie-break order) with the same degrees and the same values of every ruled knob:
+    no cap on memory and no rule can then make it the answer, so the solver never needs it."""
+    totals = term_totals(table, terms)
+    memory, ln_mfu = totals["memory_bytes"], totals["ln_mfu"]
+    group_keys = [table.degree_index] + [table.axis_index[k] for k in _ruled_knobs(problem)]
+    rank_keys = [table.axis_index[axis] for axis in reversed(table.axes)]
+    order = np.lexsort((*rank_keys, memory, -ln_mfu, *reversed(group_keys)))
+    group = np.stack(group_keys, axis=1)[order]
+    starts = np.flatnonzero(np.r_[True, np.any(group[1:] != group[:-1], axis=1)])
+    ends = np.r_[starts[1:], len(order)]
+    keep = np.zeros(len(order), dtype=bool)
+    for start, end in zip(starts, ends, strict=True):
+        # best MFU first within the group: a row survives if it needs less memory than all
+        # the rows before it
+        segment = memory[order[start:end]]
+        least_before = np.minimum.accumulate(np.r_[np.iinfo(np.int64).max, segment[:-1]])
+        keep[start:end] = segment < least_before
+    rows = np.sort(order[keep])
+    return Table(
+        table.axes,
+        table.degree_index[rows],
+        {axis: column[rows] for axis, column in table.axis_index.items()},
+        {name: column[rows] for name, column in table.values.items()},
+    )
 
 
 def axis_size(tables: Tables, axis: str) -> int:
