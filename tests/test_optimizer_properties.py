@@ -19,6 +19,8 @@ from models.transformer import TransformerSpec
 from optimizer import enumerator
 from optimizer.assumptions import CostAssumptions
 from optimizer.cost_model import evaluate
+from optimizer.cpsat_model import LayoutModel, SolveSettings, solve_best
+from optimizer.cpsat_tables import build_tables
 from optimizer.search import optimize as search_optimize
 from optimizer.search import pareto as search_pareto
 from optimizer.space import SearchSpace, resolve_space
@@ -121,3 +123,29 @@ def test_big_clusters_match_enumerator(gpus: int, model: str, space: SearchSpace
 @pytest.mark.parametrize(("gpus", "model", "space"), BIG_CASES[:3])
 def test_big_cluster_frontiers_match_enumerator(gpus: int, model: str, space: SearchSpace) -> None:
     assert_frontier_matches(plate_job(gpus=gpus, model=model), space)
+
+
+RELAXATION_CASES = [
+    ("workshop", plate_job(), SearchSpace(tp=4, zero_stages=[0, 1], recompute=[Recompute.NONE])),
+    ("workshop", plate_job(gpus=64), SearchSpace()),
+    ("standard", plate_job(gpus=256, model="llama3-70b"), SearchSpace(zero_stages=[1], vpp=2)),
+    ("standard", plate_job(gpus=48, model="llama3-8b"), SearchSpace(pp=2, memory_limit_gb=30)),
+]
+
+
+@pytest.mark.parametrize(("profile", "job", "space"), RELAXATION_CASES)
+def test_each_relaxed_rule_matches_enumerator(profile: str, job, space: SearchSpace) -> None:
+    # the wide model (rules as literals, dominated layouts pruned only among equal ruled
+    # knobs) must find, with any one rule dropped, what the enumerator finds without it
+    problem = resolve_space(job, space, profile)
+    layout_model = LayoutModel(build_tables(problem, CostAssumptions()))
+    assert len(layout_model.rules) >= 2
+    for rule in [None, *layout_model.rules]:
+        relaxed = frozenset() if rule is None else frozenset({rule})
+        found = solve_best(layout_model, SolveSettings(), relaxed)
+        expected = enumerator.best_layout(problem, CostAssumptions(), relaxed)
+        if expected is None:
+            assert found.layout is None and found.proved, rule
+            continue
+        want = evaluate(job, expected, profile).mfu
+        assert evaluate(job, found.layout, profile).mfu == pytest.approx(want, rel=1e-6), rule
