@@ -42,7 +42,7 @@ Megatron-LM, Llama 3's fixed order of groups). The target is the top 5.
 MARKDOWN_MISSES = """
 ## Known misses
 
-- Korthikanti et al. 2022's large models (530B, 1T: 56% MFU) are under-predicted by 6-11
+- Korthikanti et al. 2022's large models (530B, 1T: 54-56% MFU) are under-predicted by 6-11
   points, while the same models under the SC21 code a year earlier (Table 1, 52% HFU with full
   recompute) are within 3. The 2022 code (sequence parallelism, selective recompute, newer
   kernels) ran the same matmuls faster than one matmul efficiency for A100 allows; the profile
@@ -52,12 +52,13 @@ MARKDOWN_MISSES = """
   causal half at FlashAttention-2's H100 efficiency (35%). A lower attention efficiency under
   context parallelism's load-balanced chunks, or an MFU that counts only the causal half, would
   close the gap; neither is printed in the paper.
-- ZeRO-3 at micro-batch 4 (SC21 Table 2) is over-predicted by 6-8 points: one overlap fraction
-  (fitted on the three 175B rows) cannot capture how much DeepSpeed's prefetch hides.
+- Smaller misses beyond 3 points: Korthikanti's 175B (-3.6), SC21 Table 2's 530B on 560 GPUs
+  (-3.3) and its ZeRO-3 530B at micro-batch 2 (-4.1; the ZeRO-3 overlap fraction was fitted on
+  the three 175B rows, which land within 2 points).
 - Ranking: GPT-3 175B on 384 and 768 A100s (SC21 Table 2, tp 8 x pp 12) ranks 9th and 8th:
   the profile prefers tp 4 x pp 12 (and tp 6 or 3, which divide 96 heads), halving the
-  tensor-parallel traffic on A100's NVLink; the authors' choice of tp 8 at these sizes
-  reflects effects the profile does not price (e.g. smaller matmuls at tp 8 being no slower).
+  tensor-parallel traffic on A100's NVLink. What made tp 8 the authors' choice there (for
+  instance matmul efficiency by shape, or tp 6 and 3 being unusual) is not priced.
 """
 
 
