@@ -75,9 +75,21 @@ class ClusterIn(BaseModel):
     gpus: int = Field(gt=0, le=MAX_GPUS, description="GPUs in the job.")
     gpu: GpuRef = Field("h100-sxm", validate_default=True)  # type: ignore[assignment]
     gpus_per_node: int = Field(8, gt=0, le=1024, description="GPUs sharing one NVLink domain.")
+    nvlink_domain: int | None = Field(
+        None,
+        gt=0,
+        le=100_000,
+        description="GPUs sharing NVLink when larger than a node (GB200 NVL72: 72); "
+        "profile standard prices links by it. Default gpus_per_node.",
+    )
 
     def to_domain(self) -> ClusterSpec:
-        return ClusterSpec(gpus=self.gpus, gpu=self.gpu, gpus_per_node=self.gpus_per_node)
+        return ClusterSpec(
+            gpus=self.gpus,
+            gpu=self.gpu,
+            gpus_per_node=self.gpus_per_node,
+            nvlink_domain=self.nvlink_domain,
+        )
 
 
 class PlanRequest(BaseModel):
@@ -114,6 +126,8 @@ class LayoutOut(BaseModel):
     zero: int
     recompute: str
     placement: list[Dimension]
+    schedule: str = "1f1b"
+    ep: int = 1
 
 
 class MemoryOut(BaseModel):
@@ -144,6 +158,7 @@ class EstimateOut(BaseModel):
     tokens_per_s_per_gpu: float
     times_s: dict[str, float]
     warnings: list[str]
+    hfu: float | None = None  # hardware FLOPs utilisation, where the profile reports it
 
 
 def _gb(value_bytes: float) -> float:
@@ -169,6 +184,8 @@ def estimate_out(estimate: Estimate) -> EstimateOut:
             zero=layout.zero,
             recompute=layout.recompute.value,
             placement=list(layout.placement),
+            schedule=layout.schedule.value,
+            ep=layout.ep,
         ),
         memory_gb=MemoryOut(
             weights=_gb(memory.weights),
@@ -186,6 +203,9 @@ def estimate_out(estimate: Estimate) -> EstimateOut:
         tokens_per_s_per_gpu=round(estimate.tokens_per_s_per_gpu, 2),
         times_s={name: float(f"{value:.6g}") for name, value in estimate.times_s.items()},
         warnings=list(estimate.warnings),
+        hfu=None
+        if estimate.hardware_flops_utilization is None
+        else _fraction(estimate.hardware_flops_utilization),
     )
 
 
