@@ -88,6 +88,29 @@ class Breakdown:
     def step_time_s(self) -> Number:
         return self.step_times_s[-1]
 
+    def first(self) -> Breakdown:
+        """The first layout's figures as plain numbers (pricing a grid of one)."""
+
+        def scalar(value: Number) -> Number:
+            return np.asarray(value, dtype=float).reshape(-1)[0]
+
+        return Breakdown(
+            micro_batches=int(scalar(self.micro_batches)),
+            memory=mem.StageMemory(
+                weights=scalar(self.memory.weights),
+                gradients=scalar(self.memory.gradients),
+                optimizer=scalar(self.memory.optimizer),
+                activations=scalar(self.memory.activations),
+            ),
+            valid=bool(scalar(self.valid)),
+            bubble=scalar(self.bubble),
+            layer_times_s={name: scalar(v) for name, v in self.layer_times_s.items()},
+            step_times_s=tuple(scalar(t) for t in self.step_times_s),
+            model_flops=self.model_flops,
+            hardware_flops=scalar(self.hardware_flops),
+            cluster_flop_s=self.cluster_flop_s,
+        )
+
     @property
     def mfu_steps(self) -> tuple[Number, ...]:
         return tuple(self.model_flops / (self.cluster_flop_s * t) for t in self.step_times_s)

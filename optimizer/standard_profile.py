@@ -12,27 +12,8 @@ from models.job import TrainingJob
 from models.layout import Layout
 from optimizer.assumptions import CostAssumptions
 from optimizer.estimate import Estimate, MemoryBytes, MfuStep
-from optimizer.grid import GridPrices, LayoutGrid, recompute_code, schedule_code
+from optimizer.grid import GridPrices, LayoutGrid
 from optimizer.standard import MFU_STEP_NAMES, Breakdown, Degrees, breakdown
-
-
-def layout_degrees(layout: Layout) -> Degrees:
-    return Degrees(
-        tp=layout.tp,
-        pp=layout.pp,
-        cp=layout.cp,
-        dp=layout.data_parallel_size,
-        vpp=layout.vpp,
-        micro_batch=layout.micro_batch,
-        zero=layout.zero,
-        recompute=recompute_code(layout.recompute),
-        schedule=schedule_code(layout.schedule),
-        ep=layout.ep,
-        tp_span=layout.group_span("tp"),
-        cp_span=layout.group_span("cp"),
-        pp_span=layout.group_span("pp"),
-        dp_span=layout.group_span("dp"),
-    )
 
 
 def grid_degrees(grid: LayoutGrid) -> Degrees:
@@ -77,7 +58,8 @@ def standard_warnings(job: TrainingJob, layout: Layout) -> list[str]:
 
 
 def price_standard(job: TrainingJob, layout: Layout, assumptions: CostAssumptions) -> Estimate:
-    b = breakdown(job, assumptions, layout_degrees(layout))
+    # one layout is a grid of one: the very formulas the search prices with
+    b = breakdown(job, assumptions, grid_degrees(LayoutGrid.from_layouts([layout]))).first()
     step_time_s = float(b.step_time_s)
     return Estimate(
         profile="standard",

@@ -202,6 +202,16 @@ def pp_p2p_s(
 # --- data-parallel communication --------------------------------------------------------
 
 
+def data_group_bytes(
+    passes: int, dense_params: Number, expert_params: Number, group: Number, expert_group: Number
+) -> Number:
+    """Bytes each rank sends in `passes` ring passes of (g-1)/g of its bf16 parameters, the
+    dense ones over the data group (dp * cp), the experts' over theirs (dp * cp / ep)."""
+    dense = passes * (group - 1) / group * BF16_BYTES * dense_params
+    experts = passes * (expert_group - 1) / expert_group * BF16_BYTES * expert_params
+    return dense + experts
+
+
 def grad_sync_s(
     dense_params: Number,
     expert_params: Number,
@@ -209,11 +219,9 @@ def grad_sync_s(
     expert_group: Number,
     bandwidth: Number,
 ) -> Number:
-    """Once a step: reduce the bf16 gradients and gather the updated weights, 2(g-1)/g of
-    them (all-reduce, or reduce-scatter plus all-gather with ZeRO 1-2)."""
-    dense = ring_allreduce_bytes(group, BF16_BYTES * dense_params)
-    experts = ring_allreduce_bytes(expert_group, BF16_BYTES * expert_params)
-    return (dense + experts) / bandwidth
+    """Once a step: reduce the bf16 gradients and gather the updated weights, two passes (an
+    all-reduce, or ZeRO 1-2's reduce-scatter plus all-gather)."""
+    return data_group_bytes(2, dense_params, expert_params, group, expert_group) / bandwidth
 
 
 def zero3_per_micro_batch_s(
@@ -224,10 +232,8 @@ def zero3_per_micro_batch_s(
     bandwidth: Number,
 ) -> Number:
     """ZeRO-3 / FSDP: all-gather the stage's bf16 weights before forward and again before
-    backward, reduce-scatter its gradients after: three passes of (g-1)/g per micro-batch."""
-    dense = 3 * (group - 1) / group * BF16_BYTES * dense_params
-    experts = 3 * (expert_group - 1) / expert_group * BF16_BYTES * expert_params
-    return (dense + experts) / bandwidth
+    backward, reduce-scatter its gradients after: three passes per micro-batch."""
+    return data_group_bytes(3, dense_params, expert_params, group, expert_group) / bandwidth
 
 
 # --- schedule ------------------------------------------------------------------------------
