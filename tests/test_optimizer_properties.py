@@ -4,8 +4,6 @@ the same Pareto frontier."""
 
 from __future__ import annotations
 
-from functools import partial
-
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -27,10 +25,8 @@ from optimizer.space import SearchSpace, resolve_space
 from tests.helpers import plate_job
 
 pytestmark = pytest.mark.slow
-# The cross-check of the workshop profile (searches default to standard; see
-# tests/test_standard_search.py for standard's).
-optimize = partial(search_optimize, profile="workshop")
-pareto = partial(search_pareto, profile="workshop")
+# Helpers take the profile; the hypothesis runs here cross-check workshop (standard's are in
+# tests/test_standard_search.py).
 SMALL_GPU_COUNTS = [1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 256, 384, 1024]
 
 
@@ -70,22 +66,24 @@ spaces = st.builds(
 )
 
 
-def assert_optimum_matches(job: TrainingJob, space: SearchSpace) -> None:
-    problem = resolve_space(job, space, "workshop")
+def assert_optimum_matches(job: TrainingJob, space: SearchSpace, profile: str = "workshop") -> None:
+    problem = resolve_space(job, space, profile)
     expected = enumerator.best_layout(problem, CostAssumptions())
-    result = optimize(job, space, explain=False)
+    result = search_optimize(job, space, profile, explain=False)
     if expected is None:
         assert result.status == "infeasible" and result.best is None
         return
     assert result.status == "optimal"
-    assert result.best.mfu == pytest.approx(evaluate(job, expected).mfu, rel=1e-6)
+    assert result.best.mfu == pytest.approx(evaluate(job, expected, profile).mfu, rel=1e-6)
     assert result.best.memory.total <= problem.memory_limit_bytes
 
 
-def assert_frontier_matches(job: TrainingJob, space: SearchSpace) -> None:
-    problem = resolve_space(job, space, "workshop")
+def assert_frontier_matches(
+    job: TrainingJob, space: SearchSpace, profile: str = "workshop"
+) -> None:
+    problem = resolve_space(job, space, profile)
     expected = enumerator.frontier_points(problem, CostAssumptions())
-    result = pareto(job, space)
+    result = search_pareto(job, space, profile)
     assert result.proved
     got = [(e.memory.total, e.mfu) for e in result.frontier]
     assert len(got) == len(expected)

@@ -17,9 +17,10 @@ from models.transformer import TransformerSpec
 from optimizer import enumerator
 from optimizer.assumptions import CostAssumptions
 from optimizer.cost_model import evaluate
-from optimizer.search import DEFAULT_SEARCH_PROFILE, optimize, pareto
+from optimizer.search import DEFAULT_SEARCH_PROFILE, optimize
 from optimizer.space import SearchSpace, resolve_space
 from tests.helpers import plate_job
+from tests.test_optimizer_properties import assert_frontier_matches, assert_optimum_matches
 
 
 def test_searches_default_to_standard() -> None:
@@ -92,23 +93,11 @@ CASES = {
 }
 
 
-def assert_cpsat_matches_enumerator(job: TrainingJob, space: SearchSpace) -> None:
-    problem = resolve_space(job, space, "standard")
-    expected = enumerator.best_layout(problem, CostAssumptions())
-    result = optimize(job, space, "standard", time_limit_s=60, explain=False)
-    if expected is None:
-        assert result.status == "infeasible" and result.best is None
-        return
-    assert result.status == "optimal"
-    assert result.best.mfu == pytest.approx(evaluate(job, expected, "standard").mfu, rel=1e-6)
-    assert result.best.memory.total <= problem.memory_limit_bytes
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("case", list(CASES))
 def test_cpsat_matches_the_enumerator_on_new_knobs(case: str) -> None:
     job, space = CASES[case]
-    assert_cpsat_matches_enumerator(job, space)
+    assert_optimum_matches(job, space, "standard")
 
 
 def test_mixtral_space_searches_experts() -> None:
@@ -121,16 +110,8 @@ def test_mixtral_space_searches_experts() -> None:
 
 @pytest.mark.slow
 def test_frontier_matches_the_enumerator() -> None:
-    job, space = _job("llama3-8b", 16, 16, 16384), SearchSpace(max_vpp=1)
-    problem = resolve_space(job, space, "standard")
-    expected = enumerator.frontier_points(problem, CostAssumptions())
-    result = pareto(job, space, "standard", time_limit_s=120)
-    assert result.proved
-    got = [(e.memory.total, e.mfu) for e in result.frontier]
-    assert len(got) == len(expected)
-    for (memory, mfu), (want_memory, want_mfu, _) in zip(got, expected, strict=True):
-        assert memory == pytest.approx(want_memory, rel=1e-9, abs=4)
-        assert mfu == pytest.approx(want_mfu, rel=1e-6)
+    job = _job("llama3-8b", 16, 16, 16384)
+    assert_frontier_matches(job, SearchSpace(max_vpp=1), "standard")
 
 
 @st.composite
@@ -160,4 +141,4 @@ def small_jobs(draw: st.DrawFn) -> TrainingJob:
 def test_cpsat_matches_the_enumerator_on_random_jobs(
     job: TrainingJob, max_vpp: int, limit: float | None
 ) -> None:
-    assert_cpsat_matches_enumerator(job, SearchSpace(max_vpp=max_vpp, memory_limit_gb=limit))
+    assert_optimum_matches(job, SearchSpace(max_vpp=max_vpp, memory_limit_gb=limit), "standard")
