@@ -26,6 +26,9 @@ from optimizer.space import KNOBS, SearchProblem, degree_columns
 
 # Memory tie-breaks compare kilobytes, so that memory * rank radix stays inside int64.
 TIE_MEMORY_UNIT_BYTES = 1000
+# The frontier weighs ln(MFU) above memory counted in MB (a layout within the same MB of a
+# better one is dropped afterwards as dominated), so each point takes one solve.
+FRONTIER_MEMORY_UNIT_BYTES = 10**6
 INT64_MAX = 2**63 - 1
 
 
@@ -198,6 +201,14 @@ class LayoutModel:
             self.memory_bytes - TIE_MEMORY_UNIT_BYTES * memory_kb < TIE_MEMORY_UNIT_BYTES
         )
         self.tie_break = memory_kb * radix + rank
+        # The frontier's one-solve objective: most ln(MFU), then least memory in MB.
+        most_mb = self.most_memory // FRONTIER_MEMORY_UNIT_BYTES + 1
+        memory_mb = self.model.new_int_var(0, most_mb, "memory_mb")
+        self.model.add(self.memory_bytes - FRONTIER_MEMORY_UNIT_BYTES * memory_mb >= 0)
+        self.model.add(
+            self.memory_bytes - FRONTIER_MEMORY_UNIT_BYTES * memory_mb < FRONTIER_MEMORY_UNIT_BYTES
+        )
+        self.mfu_then_memory = (most_mb + 1) * self.ln_mfu - memory_mb
 
     def _set_domain(self, var: cp_model.IntVar, low: int, high: int) -> None:
         domain = var.proto.domain  # writes through to the model
@@ -216,6 +227,11 @@ class LayoutModel:
         self._set_domain(self.ln_mfu_floor, low, high)
         self.model.clear_hints()
         self.model.maximize(self.ln_mfu)
+
+    def stage_frontier_point(self) -> None:
+        """Most ln(MFU) and, at it, least memory to the MB, in one solve."""
+        self.stage_most_mfu()
+        self.model.maximize(self.mfu_then_memory)
 
     def stage_tie_break(self, ln_mfu: int, solver: cp_model.CpSolver) -> None:
         """Among layouts of this ln(MFU): least memory (kB), then the tie-break rank."""
@@ -339,6 +355,26 @@ def solve_best(
         2,
         int(tie_solver.value(layout_model.memory_bytes)),
         best_ln_mfu,
+    )
+
+
+def frontier_point(
+    layout_model: LayoutModel, settings: SolveSettings, memory_cap_bytes: int | None
+) -> Found:
+    """The layout of most ln(MFU) under the cap, and least memory (to the MB) at it."""
+    layout_model.enforce()
+    layout_model.cap_memory(memory_cap_bytes)
+    layout_model.stage_frontier_point()
+    solver = new_solver(settings)
+    status = solver.solve(layout_model.model)
+    if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+        return Found(None, status == cp_model.INFEASIBLE, 1)
+    return Found(
+        layout_model.layout(solver),
+        status == cp_model.OPTIMAL,
+        1,
+        int(solver.value(layout_model.memory_bytes)),
+        int(solver.value(layout_model.ln_mfu)),
     )
 
 

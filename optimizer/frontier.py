@@ -1,10 +1,11 @@
 """The memory/MFU Pareto frontier by epsilon-constraint solves.
 
 Start with the best layout; then, again and again, cap memory one byte below the last
-point's and take the best layout under the cap (most MFU, then least memory). Each point
-has strictly less memory and strictly less MFU than the one before; the loop ends when no
-layout fits the cap. Exact up to the model's scaling: memory in whole bytes, ln(MFU) to
-1 / LN_MFU_SCALE.
+point's and take the best layout under the cap (most MFU, then least memory to the MB, in
+one solve). A point that the next one matches in MFU with less memory is dropped, so each
+kept point has strictly less memory and strictly less MFU than the one before; the loop
+ends when no layout fits the cap. Exact up to the model's scaling: memory in whole bytes,
+ln(MFU) to 1 / LN_MFU_SCALE.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import time
 
 from models.layout import Layout
 from optimizer.assumptions import CostAssumptions
-from optimizer.cpsat_model import LayoutModel, SolveSettings, solve_best
+from optimizer.cpsat_model import Found, LayoutModel, SolveSettings, frontier_point
 from optimizer.cpsat_tables import build_tables
 from optimizer.space import SearchProblem
 
@@ -26,18 +27,18 @@ def frontier(
     if len(problem.degrees) == 0:
         return [], True
     layout_model = LayoutModel(build_tables(problem, assumptions))
-    points: list[Layout] = []
+    points: list[Found] = []
     cap_bytes: int | None = None
-    while True:
-        remaining_s = deadline - time.perf_counter()
-        if remaining_s <= 0:
-            return points[::-1], False
-        found = solve_best(
-            layout_model, SolveSettings(remaining_s, settings.workers), memory_cap_bytes=cap_bytes
+    proved = False
+    while (remaining_s := deadline - time.perf_counter()) > 0:
+        found = frontier_point(
+            layout_model, SolveSettings(remaining_s, settings.workers), cap_bytes
         )
-        if found.layout is None or found.memory_bytes is None:
-            return points[::-1], found.proved
-        if not found.proved:  # a point short of its proof may be dominated: stop honestly
-            return points[::-1], False
-        points.append(found.layout)
+        if found.layout is None or found.memory_bytes is None or not found.proved:
+            proved = found.layout is None and found.proved  # a point short of its proof may
+            break  # be dominated: stop honestly
+        if points and points[-1].ln_mfu == found.ln_mfu:
+            points.pop()  # same MFU for less memory: the earlier point is dominated
+        points.append(found)
         cap_bytes = found.memory_bytes - 1
+    return [point.layout for point in reversed(points) if point.layout is not None], proved
