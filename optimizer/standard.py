@@ -166,14 +166,19 @@ def stage_memory(job: TrainingJob, a: CostAssumptions, k: Degrees, m: Number) ->
     return mem.worst_stage(first, last)
 
 
+def link_bytes_s(job: TrainingJob, a: CostAssumptions, span: Number) -> Number:
+    """NVLink when the group fits the NVLink domain, else the network at its efficiency."""
+    gpu = job.cluster.gpu
+    inter = gpu.inter_node_bytes_s * a.inter_node_bandwidth_efficiency
+    return tim.link_bytes_s(span, job.cluster.nvlink_domain_size, gpu.intra_node_bytes_s, inter)
+
+
 def layer_times(job: TrainingJob, a: CostAssumptions, k: Degrees) -> dict[str, Number]:
     """Seconds of one layer on one micro-batch on one device, by component."""
-    model, gpu, cluster = job.model, job.cluster.gpu, job.cluster
-    s, peak, domain = job.training.seq_len, gpu.peak_flop_s, cluster.nvlink_domain_size
-    inter = gpu.inter_node_bytes_s * a.inter_node_bandwidth_efficiency
+    model, s, peak = job.model, job.training.seq_len, job.cluster.gpu.peak_flop_s
 
     def link(span: Number) -> Number:
-        return tim.link_bytes_s(span, domain, gpu.intra_node_bytes_s, inter)
+        return link_bytes_s(job, a, span)
 
     tokens = s * k.micro_batch / k.cp
     avg_params = model.active_layer_params / model.num_layers
@@ -264,55 +269,32 @@ def data_parallel_s(
 ) -> tuple[Number, Number]:
     """(per step, per micro-batch) exposure-free seconds of gradient sync or ZeRO-3 traffic
     for the first stage's parameters (the busiest in parameters: embedding plus layers)."""
-    model, gpu = job.model, job.cluster.gpu
-    inter = gpu.inter_node_bytes_s * a.inter_node_bandwidth_efficiency
-    bandwidth = tim.link_bytes_s(
-        k.data_group_span, job.cluster.nvlink_domain_size, gpu.intra_node_bytes_s, inter
-    )
+    model, bandwidth = job.model, link_bytes_s(job, a, k.data_group_span)
     n_layers = np.maximum(layers.first, layers.middle)
     dense = n_layers * mem.dense_params_per_layer_per_device(model, k.tp)
     dense = dense + mem.embedding_params_per_device(model, k.tp, k.pp)
     experts = n_layers * mem.expert_params_per_layer_per_device(model, k.tp, k.ep)
     group = k.dp * k.cp
     zero3 = k.zero >= 3
-    per_step = tim.grad_sync_s(dense, experts, group, group / k.ep, bandwidth)
-    per_micro_batch = tim.zero3_per_micro_batch_s(dense, experts, group, group / k.ep, bandwidth)
+    groups = (dense, experts, group, group / k.ep)
+    per_step = tim.data_group_bytes(tim.GRAD_SYNC_PASSES, *groups) / bandwidth
+    per_micro_batch = tim.data_group_bytes(tim.ZERO3_PASSES_PER_MICRO_BATCH, *groups) / bandwidth
     return np.where(zero3, 0.0, per_step), np.where(zero3, per_micro_batch, 0.0)
 
 
-def breakdown(job: TrainingJob, a: CostAssumptions, k: Degrees) -> Breakdown:
-    """Price layouts given as numbers or as equally shaped arrays."""
-    model, training, gpu = job.model, job.training, job.cluster.gpu
-    m = training.global_batch // (k.dp * k.micro_batch)
-    layers = mem.stage_layers(model.num_layers, k.pp, k.vpp)
-    times = layer_times(job, a, k)
-    tokens = training.seq_len * k.micro_batch / k.cp
-    head_flops = 6 * model.vocab_size * model.hidden_size
-    head_s = tim.matmul_s(head_flops, tokens, k.tp, gpu.peak_flop_s, a.kernel_efficiency)
-    warmup = tim.warmup_micro_batches(k.pp, k.vpp, k.schedule, a.zero_bubble_weight_grad_fraction)
-    inter = gpu.inter_node_bytes_s * a.inter_node_bandwidth_efficiency
-    p2p = tim.pp_p2p_s(
-        k.pp,
-        k.vpp,
-        tokens,
-        model.hidden_size,
-        k.tp,
-        tim.link_bytes_s(k.pp_span, job.cluster.nvlink_domain_size, gpu.intra_node_bytes_s, inter),
-        a.pp_p2p_overlap_fraction,
-    )
-    dp_step_s, zero3_mb_s = data_parallel_s(job, a, k, layers)
-
-    def stage(*parts: str) -> Number:
-        return busiest_stage_s(layers, k.pp, sum(times[p] for p in parts), head_s)
-
+def step_waterfall(
+    m: Number,
+    slots: Number,
+    stage: Any,
+    busy: Number,
+    p2p: Number,
+    per_mb: Number,
+    dp_exposed: Number,
+    balanced: Number,
+) -> tuple[Number, ...]:
+    """Cumulative step times, one more effect charged at each MFU_STEP_NAMES step."""
     compute = ("matmul", "attention")
-    balanced = m * (model.num_layers * (times["matmul"] + times["attention"]) + head_s) / k.pp
-    busy = stage(*compute, "recompute", "tp_comm", "cp_comm", "moe_all_to_all")
-    zero3_exposed = tim.exposed_s(zero3_mb_s, busy, a.zero3_overlap_fraction)
-    per_mb = busy + p2p + zero3_exposed
-    dp_exposed = tim.exposed_s(dp_step_s, per_mb, a.dp_overlap_microbatches)
-    slots = m + warmup
-    step_times = (
+    return (
         balanced,
         m * stage(*compute),
         m * stage(*compute, "recompute"),
@@ -323,32 +305,62 @@ def breakdown(job: TrainingJob, a: CostAssumptions, k: Degrees) -> Breakdown:
         slots * (busy + p2p),
         slots * per_mb + dp_exposed,
     )
-    tokens_per_step = training.tokens_per_step
-    model_flops = tokens_per_step * tim.model_flops_per_token(
-        model.active_layer_params,
-        model.vocab_size * model.hidden_size,
-        model.num_layers,
-        model.q_width,
-        training.seq_len,
+
+
+def step_flops(job: TrainingJob, recompute: Number) -> tuple[Number, Number]:
+    """(model, hardware) FLOPs of a whole step of the job."""
+    model, s = job.model, job.training.seq_len
+    tokens = job.training.tokens_per_step
+    head = model.vocab_size * model.hidden_size
+    layers, q = model.active_layer_params, model.q_width
+    model_flops = tokens * tim.model_flops_per_token(layers, head, model.num_layers, q, s)
+    extra = tokens * tim.recompute_flops_per_token(layers, model.num_layers, q, s, recompute)
+    return model_flops, model_flops + extra
+
+
+def breakdown(job: TrainingJob, a: CostAssumptions, k: Degrees) -> Breakdown:
+    """Price layouts given as numbers or as equally shaped arrays."""
+    model, training, gpu = job.model, job.training, job.cluster.gpu
+    m = training.global_batch // (k.dp * k.micro_batch)
+    layers = mem.stage_layers(model.num_layers, k.pp, k.vpp)
+    times = layer_times(job, a, k)
+    tokens = training.seq_len * k.micro_batch / k.cp
+    head_flops = 6 * model.vocab_size * model.hidden_size
+    times["head"] = tim.matmul_s(head_flops, tokens, k.tp, gpu.peak_flop_s, a.kernel_efficiency)
+    warmup = tim.warmup_micro_batches(k.pp, k.vpp, k.schedule, a.zero_bubble_weight_grad_fraction)
+    p2p = tim.pp_p2p_s(
+        k.pp,
+        k.vpp,
+        tokens,
+        model.hidden_size,
+        k.tp,
+        link_bytes_s(job, a, k.pp_span),
+        a.pp_p2p_overlap_fraction,
     )
-    extra = tim.recompute_flops_per_token(
-        model.active_layer_params, model.num_layers, model.q_width, training.seq_len, k.recompute
+    dp_step_s, zero3_mb_s = data_parallel_s(job, a, k, layers)
+
+    def stage(*parts: str) -> Number:
+        return busiest_stage_s(layers, k.pp, sum(times[p] for p in parts), times["head"])
+
+    per_layer = times["matmul"] + times["attention"]
+    balanced = m * (model.num_layers * per_layer + times["head"]) / k.pp
+    busy = stage("matmul", "attention", "recompute", "tp_comm", "cp_comm", "moe_all_to_all")
+    zero3_exposed = tim.exposed_s(zero3_mb_s, busy, a.zero3_overlap_fraction)
+    per_mb = busy + p2p + zero3_exposed
+    dp_exposed = tim.exposed_s(dp_step_s, per_mb, a.dp_overlap_microbatches)
+    slots = m + warmup
+    model_flops, hardware_flops = step_flops(job, k.recompute)
+    times.update(
+        pp_p2p_per_micro_batch=p2p, zero3_per_micro_batch=zero3_exposed, dp_comm_exposed=dp_exposed
     )
-    times = {
-        **times,
-        "head": head_s,
-        "pp_p2p_per_micro_batch": p2p,
-        "zero3_per_micro_batch": zero3_exposed,
-        "dp_comm_exposed": dp_exposed,
-    }
     return Breakdown(
         micro_batches=m,
         memory=stage_memory(job, a, k, m),
         valid=layers.valid,
         bubble=warmup / slots,
         layer_times_s=times,
-        step_times_s=step_times,
+        step_times_s=step_waterfall(m, slots, stage, busy, p2p, per_mb, dp_exposed, balanced),
         model_flops=model_flops,
-        hardware_flops=model_flops + tokens_per_step * extra,
+        hardware_flops=hardware_flops,
         cluster_flop_s=job.cluster.gpus * gpu.peak_flop_s,
     )

@@ -27,6 +27,12 @@ Number = Any
 CP_KV_PASSES = 3
 # Expert parallelism: dispatch and combine all-to-alls forward, and both again backward.
 MOE_ALL_TO_ALLS_PER_LAYER = 4
+# Data-parallel traffic in ring passes of (g-1)/g of the parameters: once a step, an all-reduce
+# (or ZeRO 1-2's reduce-scatter plus all-gather) of the gradients; with ZeRO-3 / FSDP, every
+# micro-batch, an all-gather of the weights before forward and again before backward and a
+# reduce-scatter of the gradients after.
+GRAD_SYNC_PASSES = 2
+ZERO3_PASSES_PER_MICRO_BATCH = 3
 # Megatron-LM TP with sequence parallelism: two all-gathers and two reduce-scatters per layer
 # forward and backward, the same bytes as the workshop's four all-reduces.
 TP_COLLECTIVES_PER_LAYER = 4
@@ -210,30 +216,6 @@ def data_group_bytes(
     dense = passes * (group - 1) / group * BF16_BYTES * dense_params
     experts = passes * (expert_group - 1) / expert_group * BF16_BYTES * expert_params
     return dense + experts
-
-
-def grad_sync_s(
-    dense_params: Number,
-    expert_params: Number,
-    group: Number,
-    expert_group: Number,
-    bandwidth: Number,
-) -> Number:
-    """Once a step: reduce the bf16 gradients and gather the updated weights, two passes (an
-    all-reduce, or ZeRO 1-2's reduce-scatter plus all-gather)."""
-    return data_group_bytes(2, dense_params, expert_params, group, expert_group) / bandwidth
-
-
-def zero3_per_micro_batch_s(
-    dense_params: Number,
-    expert_params: Number,
-    group: Number,
-    expert_group: Number,
-    bandwidth: Number,
-) -> Number:
-    """ZeRO-3 / FSDP: all-gather the stage's bf16 weights before forward and again before
-    backward, reduce-scatter its gradients after: three passes per micro-batch."""
-    return data_group_bytes(3, dense_params, expert_params, group, expert_group) / bandwidth
 
 
 # --- schedule ------------------------------------------------------------------------------

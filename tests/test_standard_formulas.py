@@ -141,12 +141,14 @@ def test_cp_bytes_grow_with_degree_and_exposure_hides() -> None:
 
 
 def test_data_parallel_traffic() -> None:
-    # once a step: 2*(4-1)/4 * 2 B * 1000 = 3000 B at 100 B/s = 30 s
-    assert tim.grad_sync_s(1000, 0, 4, 4, 100) == pytest.approx(30)
-    # ZeRO-3, every micro-batch: 3 passes * 3/4 * 2 B * 1000 = 4500 B -> 45 s
-    assert tim.zero3_per_micro_batch_s(1000, 0, 4, 4, 100) == pytest.approx(45)
-    # experts reduce over their own (smaller) group: 3 * 1/2 * 2 * 400 = 1200 B -> 12 s more
-    assert tim.zero3_per_micro_batch_s(1000, 400, 4, 2, 100) == pytest.approx(57)
+    # once a step: 2 passes * (4-1)/4 * 2 B * 1000 = 3000 B
+    assert tim.data_group_bytes(tim.GRAD_SYNC_PASSES, 1000, 0, 4, 4) == pytest.approx(3000)
+    # ZeRO-3, every micro-batch: 3 passes * 3/4 * 2 B * 1000 = 4500 B
+    assert tim.data_group_bytes(tim.ZERO3_PASSES_PER_MICRO_BATCH, 1000, 0, 4, 4) == 4500
+    # experts reduce over their own (smaller) group: 3 * 1/2 * 2 * 400 = 1200 B more
+    assert tim.data_group_bytes(3, 1000, 400, 4, 2) == pytest.approx(5700)
+    # a group of one sends nothing
+    assert tim.data_group_bytes(3, 1000, 400, 1, 1) == 0
 
 
 def test_moe_all_to_all() -> None:
