@@ -31,11 +31,23 @@ _FLAG_FIELDS: dict[str, tuple[str | None, str]] = {
     "gpus": ("cluster", "gpus"),
     "gpu": ("cluster", "gpu"),
     "gpus_per_node": ("cluster", "gpus_per_node"),
+    "nvlink_domain": ("cluster", "nvlink_domain"),
     "global_batch": ("training", "global_batch"),
     "seq_len": ("training", "seq_len"),
     "profile": (None, "profile"),
 }
-_LAYOUT_FLAGS = ("tp", "pp", "cp", "dp", "vpp", "micro_batch", "zero", "recompute")
+_LAYOUT_FLAGS = (
+    "tp",
+    "pp",
+    "cp",
+    "dp",
+    "vpp",
+    "micro_batch",
+    "zero",
+    "recompute",
+    "schedule",
+    "ep",
+)
 
 
 class BadRequest(Exception):
@@ -49,6 +61,9 @@ def add_job_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--gpus", type=int, help="GPUs in the job")
     parser.add_argument("--gpu", help="GPU preset (h100-sxm, a100-80gb, h200-sxm, b200, mi300x)")
     parser.add_argument("--gpus-per-node", type=int, help="GPUs per NVLink domain (default 8)")
+    parser.add_argument(
+        "--nvlink-domain", type=int, help="GPUs sharing NVLink beyond a node (GB200 NVL72: 72)"
+    )
     parser.add_argument("--global-batch", type=int, help="sequences per step (default 2048)")
     parser.add_argument("--seq-len", type=int, help="tokens per sequence (default 8192)")
     parser.add_argument("--profile", help="cost-model profile")
@@ -56,10 +71,11 @@ def add_job_flags(parser: argparse.ArgumentParser) -> None:
 
 
 def add_layout_flags(parser: argparse.ArgumentParser) -> None:
-    for name in ("tp", "pp", "cp", "dp", "vpp", "micro_batch"):
+    for name in ("tp", "pp", "cp", "dp", "vpp", "micro_batch", "ep"):
         parser.add_argument(f"--{name.replace('_', '-')}", type=int, dest=name)
     parser.add_argument("--zero", type=int, help="ZeRO stage 0-3")
     parser.add_argument("--recompute", help="none, selective or full")
+    parser.add_argument("--schedule", help="1f1b, zero-bubble or dualpipe (profile standard)")
 
 
 def read_json(path: Path) -> Any:
