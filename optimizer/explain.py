@@ -65,6 +65,11 @@ def _rule_words(problem: SearchProblem, name: str) -> str:
 
         modes = [RECOMPUTE_CODES[code].value for code in problem.allowed["recompute"]]
         return f"recompute limited to {modes}"
+    if name == "schedule_allowed":
+        from optimizer.grid import SCHEDULE_CODES
+
+        schedules = [SCHEDULE_CODES[code].value for code in problem.allowed["schedule"]]
+        return f"pipeline schedules limited to {schedules}"
     if name == "max_vpp":
         return f"at most {problem.max_vpp} interleaved chunks (max_vpp)"
     if name == "node_size":
