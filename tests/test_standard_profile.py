@@ -195,3 +195,26 @@ def test_stage_layers_uneven_ceiling() -> None:
     # 126 layers on 4 stages x 4 chunks: ceil(126/16) = 8 a chunk, 32 a device
     assert mem_stage_layers(126, 4, 4).middle == 32
     assert not bool(mem_stage_layers(126, 64, 2).valid)  # 128 chunks for 126 layers
+
+
+def test_tensor_parallelism_across_an_nvl72_domain_is_nvlink() -> None:
+    # tp 16 over 4-GPU trays: beyond a node, inside a 72-GPU NVLink domain. Standard prices it
+    # on NVLink and does not warn; cut the domain back to the tray and the network is charged.
+    def job(domain: int) -> TrainingJob:
+        cluster = ClusterSpec(
+            gpus=144, gpu=gpu_preset("gb200"), gpus_per_node=4, nvlink_domain=domain
+        )
+        return TrainingJob(
+            model=model_preset("llama3-405b"),
+            cluster=cluster,
+            training=TrainingSpec(global_batch=72, seq_len=8192),
+        )
+
+    layout = Layout(tp=16, pp=9, zero=1)
+    nvl72, tray = standard(job(72), layout), standard(job(4), layout)
+    assert not any("beyond a node" in w for w in nvl72.warnings)
+    assert any("beyond a node" in w for w in tray.warnings)
+    # 4 collectives * 2*15/16 * 8192 * 16384 * 2 B at 800 GB/s against 40 GB/s (50 x 0.8)
+    payload = 4 * 2 * 15 / 16 * 8192 * 16384 * 2
+    assert nvl72.times_s["tp_comm"] == pytest.approx(payload / 800e9)
+    assert tray.times_s["tp_comm"] == pytest.approx(payload / 40e9)
