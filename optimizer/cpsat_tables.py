@@ -18,7 +18,13 @@ from models.layout import DIMENSIONS, Dimension
 from optimizer.assumptions import CostAssumptions
 from optimizer.cost_model import profile_named
 from optimizer.grid import GridPrices, LayoutGrid
-from optimizer.space import KNOBS, SearchProblem, degree_columns, valid_knob_mask
+from optimizer.space import (
+    KNOBS,
+    SearchProblem,
+    degree_columns,
+    fast_link_domain,
+    valid_knob_mask,
+)
 
 # ln(MFU) in units of 1e-8: ties closer than that are broken by memory, then the degrees.
 LN_MFU_SCALE = 10**8
@@ -116,9 +122,7 @@ def placement_classes(problem: SearchProblem) -> PlacementClasses:
         recompute=0 * ones,
         placement=p.ravel(),
     )
-    cluster = problem.job.cluster
-    # workshop prices links by node; other profiles by NVLink domain (which may span nodes)
-    node = cluster.gpus_per_node if problem.profile == "workshop" else cluster.nvlink_domain_size
+    node = fast_link_domain(problem)
     dims = PLACEMENT_PRICED_DIMS.get(problem.profile, DIMENSIONS)
     # expert groups' links depend on more than these fits: keep MoE placements apart
     apart = problem.job.model.is_moe and problem.profile not in PLACEMENT_PRICED_DIMS

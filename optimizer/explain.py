@@ -27,7 +27,7 @@ from optimizer.cpsat_tables import Tables, build_tables
 from optimizer.enumerator import KV_HEADS, MEMORY_LIMIT
 from optimizer.estimate import Estimate
 from optimizer.search import Conflict, Relaxation, Slack
-from optimizer.space import SearchProblem
+from optimizer.space import SearchProblem, fast_link_domain
 
 GB = 1e9
 MIN_SOLVE_S = 0.01
@@ -73,7 +73,7 @@ def _rule_words(problem: SearchProblem, name: str) -> str:
     if name == "max_vpp":
         return f"at most {problem.max_vpp} interleaved chunks (max_vpp)"
     if name == "node_size":
-        return f"NVLink domains of {job.cluster.gpus_per_node} GPUs"
+        return f"NVLink domains of {fast_link_domain(problem)} GPUs"
     return name
 
 
@@ -81,9 +81,10 @@ def _relaxed_problems(problem: SearchProblem) -> dict[str, SearchProblem]:
     """Rules relaxed by widening the space rather than dropping a literal."""
     wider_vpp = problem.max_vpp * 2
     cluster = problem.job.cluster
-    bigger_node = problem.job.model_copy(
-        update={"cluster": cluster.model_copy(update={"gpus_per_node": cluster.gpus_per_node * 2})}
-    )
+    doubled = {"gpus_per_node": cluster.gpus_per_node * 2}
+    if cluster.nvlink_domain is not None:
+        doubled["nvlink_domain"] = cluster.nvlink_domain * 2
+    bigger_node = problem.job.model_copy(update={"cluster": cluster.model_copy(update=doubled)})
     return {
         "max_vpp": replace(
             problem,
@@ -104,7 +105,7 @@ def _relaxation_words(problem: SearchProblem, name: str, best: Estimate, relaxed
     if name == "max_vpp":
         return f"max_vpp binds: with up to {problem.max_vpp * 2} chunks {gain}"
     if name == "node_size":
-        nodes = problem.job.cluster.gpus_per_node
+        nodes = fast_link_domain(problem)
         return f"node size binds: with NVLink domains of {nodes * 2} GPUs {gain}"
     return f"{_rule_words(problem, name)} binds: without it {gain}"
 
@@ -175,7 +176,7 @@ def relaxations(
 def slacks(problem: SearchProblem, best: Estimate) -> tuple[Slack, ...]:
     """Distance of the optimum from each bound, in the bound's unit."""
     job, lay = problem.job, best.layout
-    layers, node = job.model.num_layers, job.cluster.gpus_per_node
+    layers, node = job.model.num_layers, fast_link_domain(problem)
     limit_gb, memory_gb = problem.memory_limit_bytes / GB, best.memory.total / GB
     span = lay.group_span("tp")
     rows = [
@@ -183,7 +184,7 @@ def slacks(problem: SearchProblem, best: Estimate) -> tuple[Slack, ...]:
         ("pipeline_layers", lay.pp, layers, "stages", "pipeline stages <= layers"),
         ("chunk_layers", lay.pp * lay.vpp, layers, "chunks", "pp * vpp chunks <= layers"),
         ("max_vpp", lay.vpp, problem.max_vpp, "chunks", "interleaved chunks <= max_vpp"),
-        ("node_size", span, node, "GPUs", "tensor-parallel group span <= GPUs per node"),
+        ("node_size", span, node, "GPUs", "tensor-parallel group span <= NVLink domain"),
     ]
     return tuple(
         Slack(name, float(value), float(limit), float(limit - value), unit, words)

@@ -318,3 +318,10 @@ def narrowed(problem: SearchProblem) -> SearchProblem:
     for knob in set(problem.fixed) & set(KNOBS):
         knobs[knob] = tuple(value for value in knobs[knob] if value == problem.fixed[knob])
     return replace(problem, degrees=degrees[keep], knobs=knobs)
+
+
+def fast_link_domain(problem: SearchProblem) -> int:
+    """GPUs that share the fast links, as the profile prices them: workshop prices by node,
+    other profiles by NVLink domain (which may span nodes, as in GB200 NVL72)."""
+    cluster = problem.job.cluster
+    return cluster.gpus_per_node if problem.profile == "workshop" else cluster.nvlink_domain_size
