@@ -13,7 +13,7 @@ from dataclasses import dataclass, replace
 
 from ortools.sat.python import cp_model
 
-from models.layout import Layout
+from models.layout import Layout, Schedule
 from optimizer.assumptions import CostAssumptions
 from optimizer.cost_model import evaluate
 from optimizer.cpsat_model import (
@@ -42,9 +42,11 @@ def priced(problem: SearchProblem, layout: Layout, assumptions: CostAssumptions)
 
 def summary(estimate: Estimate) -> str:
     lay = estimate.layout
+    extras = "" if lay.schedule == Schedule.ONE_F_ONE_B else f", schedule {lay.schedule.value}"
+    extras += f", ep {lay.ep}" if lay.ep > 1 else ""
     return (
         f"tp {lay.tp}, pp {lay.pp}, cp {lay.cp}, dp {lay.data_parallel_size}, vpp {lay.vpp}, "
-        f"micro-batch {lay.micro_batch}, ZeRO-{lay.zero}, recompute {lay.recompute.value}"
+        f"micro-batch {lay.micro_batch}, ZeRO-{lay.zero}, recompute {lay.recompute.value}{extras}"
     )
 
 
