@@ -259,8 +259,12 @@ def _conflict_item(
     words = _rule_words(problem, name)
     if name != MEMORY_LIMIT:
         return Conflict(name, words)
-    every_other = set(LayoutModel(tables).rules) - {name}
-    least = _least_memory(tables, every_other, settings) or _least_memory(
+    # Knob allowances outside the conflict are let go (the conflict stands without them);
+    # the degree rules stay, so the layout shown is one the request could otherwise take.
+    # Failing that, the rest of a minimal conflict alone holds together.
+    rules = set(LayoutModel(tables).rules) - {name}
+    kept = {rule for rule in rules if rule in core or not rule.endswith("_allowed")}
+    least = _least_memory(tables, kept, settings) or _least_memory(
         tables, set(core) - {name}, settings
     )
     if least is None:
@@ -268,6 +272,6 @@ def _conflict_item(
     estimate = priced(problem, least, assumptions)
     return Conflict(
         name,
-        f"{words}: even the least-memory layout the other rules allow ({summary(estimate)}) "
+        f"{words}: even the least-memory layout ({summary(estimate)}) "
         f"needs {estimate.memory.total / GB:.1f} GB > {problem.memory_limit_bytes / GB:g} GB",
     )
