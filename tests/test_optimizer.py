@@ -72,7 +72,13 @@ def test_405b_on_64_gpus_conflict_is_memory_alone() -> None:
     result = optimize(plate_job(gpus=64), SearchSpace())
     assert result.status == "infeasible" and result.best is None
     assert [c.name for c in result.conflict] == ["memory_limit"]
-    assert "GB > 80 GB" in result.conflict[0].description
+    # the least memory any layout with tp dividing the 8 KV heads needs, by enumeration
+    problem = resolve_space(plate_job(gpus=64), SearchSpace(), "workshop")
+    space = enumerator.price_space(problem, CostAssumptions())
+    kv_ok = enumerator.restriction_masks(problem, space)["kv_heads"]
+    least_gb = space.memory_bytes[kv_ok].min() / 1e9
+    assert f"needs {least_gb:.1f} GB > 80 GB" in result.conflict[0].description
+    assert "ZeRO-2, recompute full" in result.conflict[0].description
     assert enumerated_mfu(plate_job(gpus=64), SearchSpace()) is None
 
 
