@@ -191,15 +191,30 @@ def percentile(values: list[float], fraction: float) -> float:
     return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
 
 
-def server_counters(base_url: str) -> dict[str, float]:
-    """The /metrics lines for cache hits and rejections."""
+def server_metrics(base_url: str) -> dict[str, float]:
+    """Every sample line of /metrics, by its name and labels."""
     text = httpx.get(f"{base_url}/metrics", timeout=5.0).text
-    wanted = ("layoutopt_cache_hits_total", "layoutopt_rejections_total")
     return {
         line.rsplit(" ", 1)[0]: float(line.rsplit(" ", 1)[1])
         for line in text.splitlines()
-        if line.startswith(wanted)
+        if line and not line.startswith("#")
     }
+
+
+def server_quantile_ms(metrics: dict[str, float], route: str, fraction: float) -> str:
+    """The upper bound of the histogram bucket holding the quantile of the server's own
+    request time: what the server spent, without the load generator's queueing."""
+    prefix = f'layoutopt_http_request_duration_seconds_bucket{{method="POST",route="{route}",le="'
+    buckets = sorted(
+        (float(name[len(prefix) : -2]), count)
+        for name, count in metrics.items()
+        if name.startswith(prefix)
+    )
+    if not buckets or buckets[-1][1] == 0:
+        return "-"
+    wanted = fraction * buckets[-1][1]
+    bound = next(bound for bound, count in buckets if count >= wanted)
+    return "> 30,000" if bound == float("inf") else f"<= {bound * 1000:,.0f}"
 
 
 def report(
@@ -207,7 +222,7 @@ def report(
     tally: Tally,
     rss_kb: list[int],
     cpu_s: float,
-    counters: dict[str, float],
+    metrics: dict[str, float],
 ) -> str:
     total = sum(tally.statuses.values())
     server_errors = sum(
@@ -240,7 +255,13 @@ def report(
         f"({cpu_s / args.duration_s:.2f} cores busy on average, "
         f"{cpu_s / max(total, 1) * 1000:.1f} ms per request)"
     )
-    lines += [f"- `{name}` {value:g}" for name, value in sorted(counters.items())]
+    lines += ["", "| route | server p50 ms | server p99 ms |", "| --- | ---: | ---: |"]
+    for route in ("/v1/evaluate", "/v1/optimize"):
+        bounds = [server_quantile_ms(metrics, route, q) for q in (0.5, 0.99)]
+        lines.append(f"| {route} | {bounds[0]} | {bounds[1]} |")
+    wanted = ("layoutopt_cache_hits_total", "layoutopt_rejections_total")
+    lines.append("")
+    lines += [f"- `{name}` {value:g}" for name, value in metrics.items() if name.startswith(wanted)]
     return "\n".join(lines)
 
 
@@ -276,10 +297,10 @@ def main(argv: list[str] | None = None) -> int:
             cpu_start_s = cpu_s_of(server.pid)
             rss_kb = asyncio.run(drive(base_url, args, tally, server.pid))
             cpu_s = cpu_s_of(server.pid) - cpu_start_s
-            counters = server_counters(base_url)
+            metrics = server_metrics(base_url)
         finally:
             stop_server(server)
-    print(report(args, tally, rss_kb, cpu_s, counters))
+    print(report(args, tally, rss_kb, cpu_s, metrics))
     return 0
 
 
