@@ -76,9 +76,39 @@ class CostAssumptions(BaseModel):
         0.0, "Share of tensor-parallel collectives hidden under matmuls (Megatron default: none)."
     )
     cp_overlap_fraction: float = _fraction(
-        0.5,
-        "Share of the attention compute under which the context-parallel K/V exchange can hide "
-        "(ring attention overlaps each step; Llama 3's all-gather does not). Judgement.",
+        0.0,
+        "Share of the attention compute under which the context-parallel K/V exchange hides. "
+        "Default 0: Llama 3 (arXiv 2407.21783, section 3.3.2) all-gathers K and V before "
+        "attention and states the all-gather is exposed in the critical path; ring attention "
+        "(Megatron-LM / Transformer Engine) overlaps each step and may set up to 1.",
+    )
+    collective_base_latency_s: float = Field(
+        8.4e-6,
+        ge=0,
+        le=1e-3,
+        description=(
+            "Fixed latency of one NCCL collective (ring algorithm, Simple protocol: baseLat "
+            "8.4 us in NCCL's src/graph/tuning.cc), paid once per collective."
+        ),
+    )
+    nvlink_step_latency_s: float = Field(
+        3.4e-6,
+        ge=0,
+        le=1e-3,
+        description=(
+            "Latency of one ring step over NVLink (NCCL src/graph/tuning.cc, hwLat NVLink, "
+            "ring, Simple: 3.4 us); a ring collective over g ranks takes g-1 steps."
+        ),
+    )
+    network_step_latency_s: float = Field(
+        9.6e-6,
+        ge=0,
+        le=1e-3,
+        description=(
+            "Latency of one ring step across the network (NCCL src/graph/tuning.cc, hwLat NET, "
+            "ring, Simple: 9.6 us); every step of a group that leaves the NVLink domain is "
+            "charged at it (an upper bound: NCCL charges intra-node steps at NVLink latency)."
+        ),
     )
     dp_overlap_microbatches: float = Field(
         1.0,

@@ -173,6 +173,19 @@ def link_bytes_s(job: TrainingJob, a: CostAssumptions, span: Number) -> Number:
     return tim.link_bytes_s(span, job.cluster.nvlink_domain_size, gpu.intra_node_bytes_s, inter)
 
 
+def step_latency_s(job: TrainingJob, a: CostAssumptions, span: Number) -> Number:
+    """Latency of one ring step: NVLink's inside the NVLink domain, else the network's."""
+    domain = job.cluster.nvlink_domain_size
+    return tim.link_bytes_s(span, domain, a.nvlink_step_latency_s, a.network_step_latency_s)
+
+
+def latency_s(
+    job: TrainingJob, a: CostAssumptions, group: Number, span: Number, collectives: Number
+) -> Number:
+    step_s = step_latency_s(job, a, span)
+    return tim.collective_latency_s(group, collectives, a.collective_base_latency_s, step_s)
+
+
 def layer_times(job: TrainingJob, a: CostAssumptions, k: Degrees) -> dict[str, Number]:
     """Seconds of one layer on one micro-batch on one device, by component."""
     model, s, peak = job.model, job.training.seq_len, job.cluster.gpu.peak_flop_s
@@ -187,6 +200,10 @@ def layer_times(job: TrainingJob, a: CostAssumptions, k: Degrees) -> dict[str, N
     cp_bytes = tim.cp_exchange_bytes(
         k.cp, s * k.micro_batch, model.kv_width, model.num_kv_heads, k.tp, k.recompute
     )
+    cp_s = cp_bytes / link(k.cp_span) + latency_s(
+        job, a, k.cp, k.cp_span, tim.cp_passes(k.recompute)
+    )
+    tp_latency_s = latency_s(job, a, k.tp, k.tp_span, tim.tp_collectives(k.recompute))
     a2a_overlap = np.where(
         k.schedule == mem.SCHEDULE_DUALPIPE,
         a.dualpipe_all_to_all_overlap_fraction,
@@ -199,9 +216,15 @@ def layer_times(job: TrainingJob, a: CostAssumptions, k: Degrees) -> dict[str, N
             matmul + attention, k.recompute, a.selective_recompute_time_overhead
         ),
         "tp_comm": tim.tp_comm_s(
-            k.tp, tokens, model.hidden_size, link(k.tp_span), k.recompute, a.tp_overlap_fraction
+            k.tp,
+            tokens,
+            model.hidden_size,
+            link(k.tp_span),
+            k.recompute,
+            a.tp_overlap_fraction,
+            tp_latency_s,
         ),
-        "cp_comm": tim.exposed_s(cp_bytes / link(k.cp_span), attention, a.cp_overlap_fraction),
+        "cp_comm": tim.exposed_s(cp_s, attention, a.cp_overlap_fraction),
         "moe_all_to_all": tim.moe_all_to_all_s(
             k.ep,
             tokens,

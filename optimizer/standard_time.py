@@ -23,7 +23,8 @@ from optimizer.workshop import ring_allreduce_bytes
 Number = Any
 
 # Ring / all-gather context parallelism moves each rank's K/V (c-1)/c of the sequence once
-# forward, and again backward together with their gradients dK, dV: three passes.
+# forward, and again backward together with their gradients dK, dV: three passes (Llama 3's
+# all-gather: gather K, V forward, gather again and reduce-scatter dK, dV backward).
 CP_KV_PASSES = 3
 # Expert parallelism: dispatch and combine all-to-alls forward, and both again backward.
 MOE_ALL_TO_ALLS_PER_LAYER = 4
@@ -136,6 +137,22 @@ def link_bytes_s(span: Number, domain: int, intra: float, inter: float) -> Numbe
     return np.where(span <= domain, intra, inter)
 
 
+def collective_latency_s(
+    group: Number, collectives: Number, base_s: float, step_s: Number
+) -> Number:
+    """Alpha term of the alpha-beta model, as NCCL's tuner prices a ring collective: a base
+    latency plus one hop latency per ring step, g-1 steps for an all-gather or a
+    reduce-scatter (src/graph/tuning.cc). A group of one sends nothing."""
+    return np.where(group > 1, collectives * (base_s + (group - 1) * step_s), 0.0)
+
+
+def tp_collectives(recompute: Number) -> Number:
+    """With sequence parallelism each of the four all-reduce volumes is an all-gather plus a
+    reduce-scatter: eight ring collectives of t-1 steps a layer, four more under full
+    recompute's replayed forward."""
+    return 2 * (TP_COLLECTIVES_PER_LAYER + 2 * forward_replays(recompute))
+
+
 def tp_comm_s(
     tp: Number,
     tokens: Number,
@@ -143,12 +160,14 @@ def tp_comm_s(
     bandwidth: Number,
     recompute: Number,
     overlap: float,
+    latency_s: Number = 0.0,
 ) -> Number:
     """Four activation collectives of 2(t-1)/t of the tokens' bf16 activations; the two
-    forward ones again under full recompute."""
+    forward ones again under full recompute; `latency_s` is their alpha term."""
     payload = tokens * hidden * BF16_BYTES
     passes = TP_COLLECTIVES_PER_LAYER + 2 * forward_replays(recompute)
-    return passes * ring_allreduce_bytes(tp, payload) / bandwidth * (1 - overlap)
+    transfer_s = passes * ring_allreduce_bytes(tp, payload) / bandwidth
+    return (transfer_s + latency_s) * (1 - overlap)
 
 
 def cp_exchange_bytes(
@@ -163,8 +182,14 @@ def cp_exchange_bytes(
     sharded by tp down to one KV head per rank (ranks beyond k replicate heads), in three
     passes (four when full recompute replays the forward gather)."""
     per_rank_width = kv_width / np.minimum(tp, kv_heads)
-    passes = CP_KV_PASSES + forward_replays(recompute)
-    return passes * (cp - 1) / cp * seq_tokens * per_rank_width * BF16_BYTES
+    return cp_passes(recompute) * (cp - 1) / cp * seq_tokens * per_rank_width * BF16_BYTES
+
+
+def cp_passes(recompute: Number) -> Number:
+    """Collectives of the K/V exchange a layer: all-gather forward, all-gather again and
+    reduce-scatter of dK, dV backward (Llama 3 section 3.3.2); full recompute replays the
+    forward one."""
+    return CP_KV_PASSES + forward_replays(recompute)
 
 
 def exposed_s(comm_s: Number, hiding_s: Number, overlap: float) -> Number:

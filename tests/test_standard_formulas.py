@@ -140,6 +140,36 @@ def test_cp_bytes_grow_with_degree_and_exposure_hides() -> None:
     assert tim.exposed_s(3.0, 8.0, 0.5) == 0
 
 
+def test_cp_passes_and_tp_collectives() -> None:
+    # all-gather K,V forward; again backward plus the reduce-scatter of dK,dV: 3 collectives,
+    # 4 when full recompute replays the forward gather
+    assert tim.cp_passes(np.array([NONE, SELECTIVE, FULL])).tolist() == [3, 3, 4]
+    # sequence-parallel TP: 4 all-reduce volumes = 4 all-gathers + 4 reduce-scatters = 8
+    # collectives, plus 2 x 2 for full recompute's replayed forward = 12
+    assert tim.tp_collectives(np.array([NONE, SELECTIVE, FULL])).tolist() == [8, 8, 12]
+
+
+def test_collective_latency_alpha_term() -> None:
+    # NCCL ring/Simple: 8.4 us base + 9.6 us a network step; cp 8 takes 7 steps:
+    # 3 collectives * (8.4 + 7 * 9.6) us = 3 * 75.6 us = 226.8 us
+    assert tim.collective_latency_s(8, 3, 8.4e-6, 9.6e-6) == pytest.approx(226.8e-6)
+    # NVLink steps of 3.4 us, tp 8, 8 collectives: 8 * (8.4 + 7 * 3.4) = 8 * 32.2 = 257.6 us
+    assert tim.collective_latency_s(8, 8, 8.4e-6, 3.4e-6) == pytest.approx(257.6e-6)
+    # a group of one sends nothing, and pays no latency
+    assert tim.collective_latency_s(1, 3, 8.4e-6, 9.6e-6) == 0
+
+
+def test_latency_grows_with_the_group() -> None:
+    groups = np.array([2, 4, 8, 16, 32])
+    assert np.all(np.diff(tim.collective_latency_s(groups, 3, 8.4e-6, 9.6e-6)) > 0)
+
+
+def test_tp_comm_adds_latency_before_overlap() -> None:
+    # 12 s of transfer (test_tp_comm) plus 2 s of latency = 14 s; half hidden: 7 s
+    assert tim.tp_comm_s(4, 100, 10, 1000, NONE, 0.0, 2.0) == pytest.approx(14)
+    assert tim.tp_comm_s(4, 100, 10, 1000, NONE, 0.5, 2.0) == pytest.approx(7)
+
+
 def test_data_parallel_traffic() -> None:
     # once a step: 2 passes * (4-1)/4 * 2 B * 1000 = 3000 B
     assert tim.data_group_bytes(tim.GRAD_SYNC_PASSES, 1000, 0, 4, 4) == pytest.approx(3000)
