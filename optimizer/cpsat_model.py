@@ -209,6 +209,15 @@ class LayoutModel:
             self.memory_bytes - FRONTIER_MEMORY_UNIT_BYTES * memory_mb < FRONTIER_MEMORY_UNIT_BYTES
         )
         self.mfu_then_memory = (most_mb + 1) * self.ln_mfu - memory_mb
+        # every row's ln term is weighed by most_mb + 1: CP-SAT refuses a sum that could
+        # overflow int64, and the frontier then takes two solves a point instead
+        ln_terms = [
+            np.abs(table.values[t.name]).sum()
+            for table in self.tables.tables
+            for t in self.tables.terms
+            if t.kind == "ln_mfu" and t.name in table.values
+        ]
+        self.frontier_in_one_solve = (most_mb + 1) * int(sum(ln_terms)) < INT64_MAX // 4
 
     def _set_domain(self, var: cp_model.IntVar, low: int, high: int) -> None:
         domain = var.proto.domain  # writes through to the model
@@ -362,6 +371,8 @@ def frontier_point(
     layout_model: LayoutModel, settings: SolveSettings, memory_cap_bytes: int | None
 ) -> Found:
     """The layout of most ln(MFU) under the cap, and least memory (to the MB) at it."""
+    if not layout_model.frontier_in_one_solve:
+        return solve_best(layout_model, settings, memory_cap_bytes=memory_cap_bytes)
     layout_model.enforce()
     layout_model.cap_memory(memory_cap_bytes)
     layout_model.stage_frontier_point()
