@@ -18,6 +18,7 @@ from optimizer.cost_model import evaluate
 from optimizer.cpsat_model import SolveSettings, best_layout
 from optimizer.cpsat_tables import LN_MFU_SCALE
 from optimizer.search import optimize as search_optimize
+from optimizer.search import pareto as search_pareto
 from optimizer.space import SearchSpace, resolve_space
 from tests.helpers import plate_job
 
@@ -188,3 +189,18 @@ def test_fixed_degree_that_costs_mfu_is_reported_binding() -> None:
     assert fixed.relaxed.layout.tp == 8  # the free optimum
     assert fixed.relaxed_mfu == pytest.approx(0.42551, abs=1e-5)
     assert fixed.description.startswith("tp fixed at 4 binds: without it the best is tp 8")
+
+
+def test_frontier_two_solves_a_point_matches_enumerator(monkeypatch: pytest.MonkeyPatch) -> None:
+    # the fallback used where the one-solve objective could overflow int64
+    from optimizer import cpsat_model, frontier
+
+    def two_solves(layout_model, settings, cap):
+        layout_model.frontier_in_one_solve = False
+        return cpsat_model.frontier_point(layout_model, settings, cap)
+
+    monkeypatch.setattr(frontier, "frontier_point", two_solves)
+    result = search_pareto(plate_job(), SearchSpace(), "workshop")
+    problem = resolve_space(plate_job(), SearchSpace(), "workshop")
+    expected = enumerator.frontier_points(problem, CostAssumptions())
+    assert [round(e.mfu, 9) for e in result.frontier] == [round(m, 9) for _, m, _ in expected]
