@@ -19,7 +19,14 @@ from ortools.sat.python import cp_model
 
 from models.layout import Layout
 from optimizer.assumptions import CostAssumptions
-from optimizer.cpsat_tables import PLACEMENT, Tables, axis_size, build_tables, term_totals
+from optimizer.cpsat_tables import (
+    PLACEMENT,
+    Table,
+    Tables,
+    axis_size,
+    build_tables,
+    term_totals,
+)
 from optimizer.enumerator import KV_HEADS, MEMORY_LIMIT
 from optimizer.grid import RECOMPUTE_CODES, LayoutGrid
 from optimizer.space import KNOBS, SearchProblem, degree_columns
@@ -100,9 +107,9 @@ class LayoutModel:
         self.terms: dict[str, cp_model.LinearExpr] = {}
         self.table_rows: list[list[cp_model.IntVar]] = []
         for table in self.tables.tables:
-            tag = "_".join(table.axes) or "degrees"
             rows = [
-                self.model.new_bool_var(f"{tag}_row_{r}") for r in range(len(table.degree_index))
+                self.model.new_bool_var(self._row_name(table, r))
+                for r in range(len(table.degree_index))
             ]
             self.model.add_exactly_one(rows)
             self.table_rows.append(rows)
@@ -116,6 +123,16 @@ class LayoutModel:
             self.terms[t.name] for t in self.tables.terms if t.kind == "memory_bytes"
         )
         self.ln_mfu = sum(self.terms[t.name] for t in self.tables.terms if t.kind == "ln_mfu")
+
+    def _row_name(self, table: Table, row: int) -> str:
+        """e.g. `row_t8_p16_c1_d128_vpp_4_micro_batch_1_recompute_none_placement_0`."""
+        t, p, c, d = self.problem.degrees[table.degree_index[row]]
+        name = f"row_t{t}_p{p}_c{c}_d{d}"
+        for axis in table.axes:
+            j = int(table.axis_index[axis][row])
+            value = j if axis == PLACEMENT else _name(self.problem.knobs[axis][j], axis)
+            name += f"_{axis}_{value}"
+        return name
 
     def add_search_order(self) -> None:
         """Branch on the largest table's rows best first: most ln(MFU), least memory, then
