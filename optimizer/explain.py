@@ -27,7 +27,7 @@ from optimizer.cpsat_tables import Tables, build_tables
 from optimizer.enumerator import KV_HEADS, MEMORY_LIMIT
 from optimizer.estimate import Estimate
 from optimizer.search import Conflict, Relaxation, Slack
-from optimizer.space import SearchProblem, fast_link_domain
+from optimizer.space import SearchProblem, fast_link_domain, narrowed
 
 GB = 1e9
 MIN_SOLVE_S = 0.01
@@ -163,7 +163,7 @@ def relaxations(
         if wider is None:
             found[rule] = (problem, solve_best(layout_model, settings, frozenset({rule})))
         else:
-            found[rule] = (wider, best_layout(wider, assumptions, settings))
+            found[rule] = (wider, best_layout(narrowed(wider), assumptions, settings))
     binding = []
     for rule, (space, answer) in found.items():
         if answer.layout is None:
