@@ -62,8 +62,8 @@ class LayoutModel:
         self.add_kv_heads()
         self.add_fixed_values()
         self.add_allowed_knobs()
-        self.add_memory_limit()
         self.add_search_bounds()
+        self.add_memory_limit()
 
     # --- variables ------------------------------------------------------------------
 
@@ -107,10 +107,7 @@ class LayoutModel:
         self.terms: dict[str, cp_model.LinearExpr] = {}
         self.table_rows: list[list[cp_model.IntVar]] = []
         for table in self.tables.tables:
-            rows = [
-                self.model.new_bool_var(self._row_name(table, r))
-                for r in range(len(table.degree_index))
-            ]
+            rows = [self.model.new_bool_var(name) for name in self._row_names(table)]
             self.model.add_exactly_one(rows)
             self.table_rows.append(rows)
             self._channel(rows, table.degree_index, self.degree_is)
@@ -119,20 +116,25 @@ class LayoutModel:
             for name, values in table.values.items():
                 self.terms[name] = cp_model.LinearExpr.weighted_sum(rows, [int(v) for v in values])
         self.add_search_order()
-        self.memory_bytes = sum(
+        self.memory_sum = sum(
             self.terms[t.name] for t in self.tables.terms if t.kind == "memory_bytes"
         )
         self.ln_mfu = sum(self.terms[t.name] for t in self.tables.terms if t.kind == "ln_mfu")
 
-    def _row_name(self, table: Table, row: int) -> str:
+    def _row_names(self, table: Table) -> list[str]:
         """e.g. `row_t8_p16_c1_d128_vpp_4_micro_batch_1_recompute_none_placement_0`."""
-        t, p, c, d = self.problem.degrees[table.degree_index[row]]
-        name = f"row_t{t}_p{p}_c{c}_d{d}"
+        degrees = [f"row_t{t}_p{p}_c{c}_d{d}" for t, p, c, d in self.problem.degrees]
+        columns = [[degrees[k] for k in table.degree_index]]
         for axis in table.axes:
-            j = int(table.axis_index[axis][row])
-            value = j if axis == PLACEMENT else _name(self.problem.knobs[axis][j], axis)
-            name += f"_{axis}_{value}"
-        return name
+            size = axis_size(self.tables, axis)
+            values = (
+                range(size)
+                if axis == PLACEMENT
+                else [_name(v, axis) for v in self.problem.knobs[axis]]
+            )
+            labels = [f"_{axis}_{value}" for value in values]
+            columns.append([labels[j] for j in table.axis_index[axis]])
+        return ["".join(parts) for parts in zip(*columns, strict=True)]
 
     def add_search_order(self) -> None:
         """Branch on the largest table's rows best first: most ln(MFU), least memory, then
@@ -200,11 +202,12 @@ class LayoutModel:
     # --- objectives and the bounds the searches move --------------------------------
 
     def add_search_bounds(self) -> None:
-        """A memory cap (the frontier's epsilon) and a floor under ln(MFU) (the tie-break
-        stage): variables whose domains each solve sets, so one model serves every solve."""
+        """Memory as one variable whose domain caps it (the frontier's epsilon) and a floor
+        under ln(MFU) (the tie-break stage): each solve sets their domains, so one model
+        serves every solve."""
         self.most_memory = self.most_memory_bytes()
-        self.memory_cap = self.model.new_int_var(0, self.most_memory, "memory_cap_bytes")
-        self.model.add(self.memory_bytes <= self.memory_cap)
+        self.memory_bytes = self.model.new_int_var(0, self.most_memory, "memory_bytes")
+        self.model.add(self.memory_sum == self.memory_bytes)
         low, high = self.ln_mfu_bounds()
         self.ln_mfu_floor = self.model.new_int_var(low, high, "ln_mfu_floor")
         self.model.add(self.ln_mfu >= self.ln_mfu_floor)
@@ -246,7 +249,7 @@ class LayoutModel:
             self._set_domain(literal, 0 if name in relaxed else 1, 1)
 
     def cap_memory(self, cap_bytes: int | None) -> None:
-        self._set_domain(self.memory_cap, 0, self.most_memory if cap_bytes is None else cap_bytes)
+        self._set_domain(self.memory_bytes, 0, self.most_memory if cap_bytes is None else cap_bytes)
 
     def stage_most_mfu(self) -> None:
         low, high = self.ln_mfu_bounds()
