@@ -21,7 +21,7 @@ from models.training import TrainingSpec
 from models.transformer import TransformerSpec
 from optimizer.assumptions import CostAssumptions
 from optimizer.estimate import Estimate
-from optimizer.search import OptimizeResult, ParetoResult
+from optimizer.search import Conflict, OptimizeResult, ParetoResult, Slack
 from optimizer.space import SearchSpace
 
 MEMORY_DECIMALS = 2  # GB, as the plate prints
@@ -262,20 +262,6 @@ class BindingOut(BaseModel):
     relaxed: EstimateOut | None
 
 
-class SlackOut(BaseModel):
-    name: str
-    value: float
-    limit: float
-    slack: float
-    unit: str
-    description: str
-
-
-class ConflictOut(BaseModel):
-    name: str
-    description: str
-
-
 class SolverOut(BaseModel):
     wall_s: float
     proved_optimal: bool
@@ -288,8 +274,8 @@ class OptimizeOut(BaseModel):
     status: Literal["optimal", "feasible", "infeasible"]
     best: EstimateOut | None
     binding: list[BindingOut]
-    slack: list[SlackOut]
-    conflict: list[ConflictOut]
+    slack: list[Slack]  # the optimiser's own value objects, as they are
+    conflict: list[Conflict]
     warnings: list[str]
     solver: SolverOut
 
@@ -315,8 +301,8 @@ def optimize_out(result: OptimizeResult) -> OptimizeOut:
             )
             for b in result.binding
         ],
-        slack=[SlackOut(**vars(s)) for s in result.slack],
-        conflict=[ConflictOut(name=c.name, description=c.description) for c in result.conflict],
+        slack=list(result.slack),
+        conflict=list(result.conflict),
         warnings=list(result.warnings),
         solver=SolverOut(**vars(result.solver)),
     )
