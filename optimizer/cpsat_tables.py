@@ -14,6 +14,7 @@ from typing import Literal
 
 import numpy as np
 
+from models.errors import InvalidSpec
 from models.layout import DIMENSIONS, Dimension
 from optimizer.assumptions import CostAssumptions
 from optimizer.cost_model import profile_named
@@ -30,6 +31,8 @@ from optimizer.space import (
 LN_MFU_SCALE = 10**8
 PLACEMENT = "placement"  # a knob of the tables whose values are placement classes
 TERM_KINDS = ("memory_bytes", "ln_mfu")
+# Largest table priced for one request: about 5 s of numpy and 300 MB on the reference machine.
+MAX_TABLE_ROWS = 2_000_000
 
 
 @dataclass(frozen=True)
@@ -189,12 +192,31 @@ def _grid_for_rows(
     return LayoutGrid(**degree_columns(degrees), placement=classes.codes()[k, j], **columns)
 
 
+def check_table_size(
+    problem: SearchProblem, classes: PlacementClasses, axes: tuple[str, ...]
+) -> None:
+    """Refuse, with the numbers, a space too large to tabulate within a request's time."""
+    per_tuple = int(np.prod([len(problem.knobs[a]) for a in axes if a != PLACEMENT]))
+    class_counts = [len(r) if PLACEMENT in axes else 1 for r in classes.representative]
+    rows = per_tuple * sum(class_counts)
+    if rows > MAX_TABLE_ROWS:
+        knobs = ", ".join(f"{a} {len(problem.knobs[a])}" for a in axes if a != PLACEMENT)
+        raise InvalidSpec(
+            f"search space too large: {len(problem.degrees)} (tp, pp, cp, dp) tuples x "
+            f"({knobs}) x placements = {rows:,} layouts to price, more than "
+            f"{MAX_TABLE_ROWS:,}; fix some degrees or narrow the knobs (max_vpp, zero_stages, "
+            "recompute, micro_batches)",
+            "search",
+        )
+
+
 def build_tables(problem: SearchProblem, assumptions: CostAssumptions) -> Tables:
     terms = profile_terms(problem.profile)
     classes = placement_classes(problem)
     price_grid = profile_named(problem.profile).price_grid
     tables = []
     for axes in dict.fromkeys(term.axes for term in terms):
+        check_table_size(problem, classes, axes)
         k, index = _table_rows(problem, classes, axes)
         grid = _grid_for_rows(problem, classes, k, index)
         valid = valid_knob_mask(

@@ -13,6 +13,7 @@ from dataclasses import dataclass, replace
 
 from ortools.sat.python import cp_model
 
+from models.errors import InvalidSpec
 from models.layout import Layout, Schedule
 from optimizer.assumptions import CostAssumptions
 from optimizer.cost_model import evaluate
@@ -136,12 +137,16 @@ def explain(
     problem: SearchProblem, best: Estimate | None, assumptions: CostAssumptions, budget: Budget
 ) -> Explanation:
     """Slack and relaxations for an optimum; a minimal conflict when there is none."""
-    if best is None:
-        settings = budget.settings()
-        if settings is None:
-            return Explanation(warnings=(CUT_SHORT,))
-        return Explanation(conflict=conflict(problem, assumptions, settings))
-    binding, complete = relaxations(problem, best, assumptions, budget)
+    try:
+        if best is None:
+            settings = budget.settings()
+            if settings is None:
+                return Explanation(warnings=(CUT_SHORT,))
+            return Explanation(conflict=conflict(problem, assumptions, settings))
+        binding, complete = relaxations(problem, best, assumptions, budget)
+    except InvalidSpec as error:  # the wider spaces the explanations search are too large
+        skipped = f"explanations skipped: {error.message}"
+        return Explanation(slack=() if best is None else slacks(problem, best), warnings=(skipped,))
     return Explanation(
         binding=binding, slack=slacks(problem, best), warnings=() if complete else (CUT_SHORT,)
     )

@@ -82,6 +82,7 @@ def test_infeasible_request_explains_the_conflict(capsys: pytest.CaptureFixture[
         (["--vpp", "6"], "vpp(6) exceeds max_vpp(4)"),
         (["--placement", "tp,pp"], "placement must order"),
         (["--workers", "0"], "--workers must be at least 1"),
+        (["--profile", "standard", "--max-vpp", "64"], "search space too large: 283 (tp"),
     ],
 )
 def test_bad_search_flags_exit_2_with_the_field(
