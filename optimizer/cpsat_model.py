@@ -2,9 +2,9 @@
 data (tables from the cost model), variables, one `add_<family>` per constraint family,
 objective, solve, read-back.
 
-Encoding (docs: cpsat-notes.md): one Boolean per valid degree tuple (their product is the
-GPU count by construction) and per knob value, and one Boolean per row of each term table,
-tied to those by channelling sums. Memory is the sum of its four parts in whole bytes;
+Encoding (docs: cpsat-notes.md): one Boolean per candidate degree tuple and per knob value;
+prime-exponent variables per degree carrying the degree product and the divisibility rules;
+one Boolean per row of each term table, tied to those by channelling sums. Memory is the sum of its four parts in whole bytes;
 ln(MFU) is the sum of the logarithms of its utilisation factors scaled by LN_MFU_SCALE.
 Every rule the user may relax has an enforcement literal named after it.
 """
@@ -19,6 +19,7 @@ from ortools.sat.python import cp_model
 
 from models.layout import Layout
 from optimizer.assumptions import CostAssumptions
+from optimizer.cpsat_structure import DegreeStructure
 from optimizer.cpsat_tables import (
     PLACEMENT,
     Table,
@@ -52,12 +53,14 @@ def _name(value: int, knob: str) -> str:
 class LayoutModel:
     """Variables and constraints of one search problem; `rules` maps names to literals."""
 
-    def __init__(self, tables: Tables) -> None:
+    def __init__(self, tables: Tables, without: frozenset[str] = frozenset()) -> None:
+        """`without`: structural families to leave out (tests show each one does work)."""
         self.tables, self.problem = tables, tables.problem
         self.model = cp_model.CpModel()
         self.rules: dict[str, cp_model.IntVar] = {}
         self.add_degree_variables()
         self.add_knob_variables()
+        self.add_structure(without)
         self.add_term_tables()
         self.add_kv_heads()
         self.add_fixed_values()
@@ -68,7 +71,7 @@ class LayoutModel:
     # --- variables ------------------------------------------------------------------
 
     def add_degree_variables(self) -> None:
-        """Exactly one (tp, pp, cp, dp) tuple; each tuple multiplies to the GPU count."""
+        """Exactly one (tp, pp, cp, dp) tuple of the candidates."""
         self.degree_is = [
             self.model.new_bool_var(f"degrees_are_t{t}_p{p}_c{c}_d{d}")
             for t, p, c, d in self.problem.degrees
@@ -99,6 +102,15 @@ class LayoutModel:
         return cp_model.LinearExpr.weighted_sum(self.knob_is[knob], [int(v) for v in values])
 
     # --- constraints ----------------------------------------------------------------
+
+    def add_structure(self, without: frozenset[str]) -> None:
+        """The degree product, divisibility and layer rules over prime exponents
+        (cpsat_structure.py: one `add_<family>` each)."""
+        problem = self.problem
+        self.structure = DegreeStructure(
+            self, problem.degrees, problem.knobs["micro_batch"], problem.knobs["vpp"]
+        )
+        self.structure.add(problem.job, without)
 
     def add_term_tables(self) -> None:
         """One row of each table holds: the row whose degree tuple and knob values are chosen.

@@ -33,6 +33,14 @@ PLACEMENT = "placement"  # a knob of the tables whose values are placement class
 TERM_KINDS = ("memory_bytes", "ln_mfu")
 # Largest table priced for one request: about 5 s of numpy and 300 MB on the reference machine.
 MAX_TABLE_ROWS = 2_000_000
+# Largest magnitude of a term in the model's units (bytes; ln(MFU) x LN_MFU_SCALE): sums of a
+# few stay far inside int64. Beyond it (or NaN, inf) the cost model priced nothing usable.
+MAX_TERM = 2.0**52
+UNPRICED = (
+    "the cost model gives no finite memory and MFU for any layout of this search under these "
+    "assumptions (an efficiency near 0, e.g. kernel_efficiency 1e-300, overflows step times): "
+    "check the assumptions"
+)
 
 
 @dataclass(frozen=True)
@@ -210,7 +218,24 @@ def check_table_size(
         )
 
 
-def build_tables(problem: SearchProblem, assumptions: CostAssumptions) -> Tables:
+def _scaled_terms(terms: tuple[Term, ...], axes: tuple[str, ...], prices: GridPrices) -> dict:
+    """The table's terms as floats in the model's units (NaN where the cost model gives none)."""
+    scaled = {}
+    with np.errstate(all="ignore"):
+        for term in terms:
+            if term.axes == axes:
+                scale = LN_MFU_SCALE if term.kind == "ln_mfu" else 1
+                scaled[term.name] = scale * term.value(prices)
+    return scaled
+
+
+def build_tables(
+    problem: SearchProblem, assumptions: CostAssumptions, structure: bool = True
+) -> Tables:
+    """Every term of every layout the problem allows, in integers. Rows the cost model does
+    not price to finite figures (absurd assumptions overflow) are not layouts. `structure`
+    False keeps rows that break the layer and batch rules: the model's own constraint
+    families must then exclude them (tests)."""
     terms = profile_terms(problem.profile)
     classes = placement_classes(problem)
     price_grid = profile_named(problem.profile).price_grid
@@ -228,16 +253,17 @@ def build_tables(problem: SearchProblem, assumptions: CostAssumptions) -> Tables
             grid.cp,
             grid.schedule,
             grid.ep,
+            structure=structure,
         )
         grid, k = grid.take(valid), k[valid]
         index = {axis: column[valid] for axis, column in index.items()}
-        prices = price_grid(problem.job, grid, assumptions)
-        values = {}
-        for term in terms:
-            if term.axes == axes:
-                scale = LN_MFU_SCALE if term.kind == "ln_mfu" else 1
-                values[term.name] = np.rint(scale * term.value(prices)).astype(np.int64)
-        tables.append(Table(axes, k, index, values))
+        scaled = _scaled_terms(terms, axes, price_grid(problem.job, grid, assumptions))
+        priced = np.all([np.abs(v) <= MAX_TERM for v in scaled.values()], axis=0)
+        if not priced.any():
+            raise InvalidSpec(UNPRICED, "assumptions")
+        values = {name: np.rint(v[priced]).astype(np.int64) for name, v in scaled.items()}
+        index = {axis: column[priced] for axis, column in index.items()}
+        tables.append(Table(axes, k[priced], index, values))
     if len(tables) == 1:  # one table holds every term: each row is a whole layout
         tables = [without_dominated(problem, tables[0], terms)]
     return Tables(problem, classes, tuple(tables), terms)

@@ -82,7 +82,9 @@ def restriction_masks(problem: SearchProblem, space: PricedSpace) -> dict[str, n
 
 
 def feasible(problem: SearchProblem, space: PricedSpace, relaxed: frozenset[str]) -> np.ndarray:
-    mask = np.ones(len(space.grid), dtype=bool)
+    """Rows every unrelaxed rule allows; rows without finite figures are no layouts."""
+    with np.errstate(all="ignore"):
+        mask = np.isfinite(space.memory_bytes) & np.isfinite(space.mfu) & (space.mfu > 0)
     for name, rule in restriction_masks(problem, space).items():
         if name not in relaxed:
             mask &= rule

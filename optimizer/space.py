@@ -281,13 +281,17 @@ def valid_knob_mask(
     cp: np.ndarray | None = None,
     schedule: np.ndarray | None = None,
     ep: np.ndarray | None = None,
+    structure: bool = True,
 ) -> np.ndarray:
     """Rows a layout may take: vpp > 1 only with pp > 1 and each chunk at least one layer;
     dp * micro_batch divides the global batch; zero-bubble and DualPipe without interleaving,
-    DualPipe on an even pp; ep divides dp * cp (models.layout's rules)."""
+    DualPipe on an even pp; ep divides dp * cp (models.layout's rules). `structure` False
+    leaves out the first two (the CP-SAT model's own families then enforce them)."""
     layers, batch = job.model.num_layers, job.training.global_batch
-    chunks_ok = (vpp == 1) | ((pp > 1) & (pp * vpp <= layers))
-    mask = chunks_ok & (batch % (dp * micro_batch) == 0)
+    mask = np.ones(np.broadcast(pp, dp, vpp, micro_batch).shape, dtype=bool)
+    if structure:
+        mask &= (vpp == 1) | ((pp > 1) & (pp * vpp <= layers))
+        mask &= batch % (dp * micro_batch) == 0
     if schedule is not None:
         dualpipe = schedule == schedule_code(Schedule.DUALPIPE)
         mask &= ((schedule == 0) | (vpp == 1)) & (~dualpipe | (pp % 2 == 0))

@@ -1,0 +1,133 @@
+"""The CP-SAT model's structural families (degree product, divisibility, layer rules) do the
+work on their own: over a deliberately unfiltered candidate list the solver still matches the
+enumerator over the filtered one, and leaving any one family out lets a layout that breaks its
+rule win. Validity is judged by models.layout.resolve_layout, not by the model."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from models.errors import InvalidSpec
+from models.layout import Layout, resolve_layout
+from optimizer import enumerator
+from optimizer.assumptions import CostAssumptions
+from optimizer.cost_model import evaluate
+from optimizer.cpsat_model import LayoutModel, SolveSettings, solve_best
+from optimizer.cpsat_structure import STRUCTURE_FAMILIES, prime_factors, valuation
+from optimizer.cpsat_tables import build_tables
+from optimizer.search import optimize, pareto
+from optimizer.space import SearchSpace, divisors, resolve_space
+from tests.helpers import plate_job
+
+
+def unfiltered_degrees(gpus: int) -> np.ndarray:
+    """Every (tp, pp, cp, dp) with product = gpus and cp in {1, 3} (3 never divides the
+    8,192-token sequence), plus each with dp doubled and halved: the wrong product."""
+    rows = []
+    for tp in divisors(gpus):
+        for pp in divisors(gpus // tp):
+            for cp in (1, 3):
+                if (gpus // (tp * pp)) % cp == 0:
+                    dp = gpus // (tp * pp * cp)
+                    rows += [(tp, pp, cp, dp), (tp, pp, cp, 2 * dp)]
+                    rows += [(tp, pp, cp, dp // 2)] if dp % 2 == 0 else []
+    return np.unique(np.asarray(rows, dtype=np.int64), axis=0)
+
+
+def is_valid(layout: Layout, job) -> bool:
+    try:
+        resolve_layout(layout, job)
+    except InvalidSpec:
+        return False
+    return True
+
+
+def solve_unfiltered(job, space: SearchSpace, without: frozenset[str] = frozenset()):
+    problem = resolve_space(job, space, "workshop")
+    wide = replace(problem, degrees=unfiltered_degrees(job.cluster.gpus))
+    tables = build_tables(wide, CostAssumptions(), structure=False)
+    return solve_best(LayoutModel(tables, without), SolveSettings()), problem
+
+
+# (family, job, space): a case where the layout that wins without the family breaks its rule.
+# Naturally: a smaller dp (wrong product, fewer bubbles), cp 3 (workshop charges cp nothing, so
+# it saves activation memory at the same MFU), dp 8 where the batch of 36 needs dp | 36.
+# Forced by a fixed degree: tp 3 (of 64 heads), pp 64 (of 32 layers), pp 32 x vpp 2 chunks.
+CASES = [
+    ("degree_product", plate_job(64, "llama3-70b", global_batch=96), SearchSpace(memory_limit_gb=40)),
+    ("cp_divides_sequence", plate_job(48, "llama3-8b", global_batch=96), SearchSpace()),
+    ("batch_divisibility", plate_job(64, "llama3-70b", global_batch=36), SearchSpace(memory_limit_gb=40)),
+    ("tp_divides_heads", plate_job(48, "llama3-70b", global_batch=96),
+     SearchSpace(tp=3, require_tp_divides_kv_heads=False)),
+    ("pipeline_layers", plate_job(64, "llama3-8b", global_batch=64), SearchSpace(pp=64)),
+    ("chunk_layers", plate_job(64, "llama3-8b", global_batch=64), SearchSpace(pp=32, vpp=2)),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("family", "job", "space"), CASES, ids=[c[0] for c in CASES])
+def test_unfiltered_candidates_match_enumerator(family: str, job, space: SearchSpace) -> None:
+    found, problem = solve_unfiltered(job, space)
+    expected = enumerator.best_layout(problem, CostAssumptions())
+    assert found.proved
+    if expected is None:
+        assert found.layout is None
+        return
+    assert is_valid(found.layout, job)
+    assert evaluate(job, found.layout).mfu == pytest.approx(evaluate(job, expected).mfu, rel=1e-6)
+    assert found.layout == expected
+
+
+@pytest.mark.parametrize(("family", "job", "space"), CASES, ids=[c[0] for c in CASES])
+def test_each_family_does_work(family: str, job, space: SearchSpace) -> None:
+    found, _ = solve_unfiltered(job, space, without=frozenset({family}))
+    layout = found.layout
+    assert layout is not None and not is_valid(layout, job)
+    model, training = job.model, job.training
+    chunks = layout.pp * layout.vpp
+    broken = {
+        "degree_product": layout.tp * layout.pp * layout.cp * layout.dp != job.cluster.gpus,
+        "tp_divides_heads": model.num_attention_heads % layout.tp != 0,
+        "cp_divides_sequence": training.seq_len % layout.cp != 0,
+        "batch_divisibility": training.global_batch % (layout.dp * layout.micro_batch) != 0,
+        "pipeline_layers": layout.pp > model.num_layers,
+        "chunk_layers": layout.vpp > 1 and (layout.pp == 1 or chunks > model.num_layers),
+    }
+    assert broken[family]
+
+
+def test_every_family_has_a_case() -> None:
+    assert sorted(c[0] for c in CASES) == sorted(STRUCTURE_FAMILIES)
+
+
+def test_prime_arithmetic_by_hand() -> None:
+    assert prime_factors(24_576) == {2: 13, 3: 1}  # 24,576 = 2^13 * 3
+    assert prime_factors(98_304) == {2: 15, 3: 1}
+    assert valuation(8192, 2) == 13 and valuation(8192, 3) == 0 and valuation(36, 3) == 2
+
+
+@pytest.mark.parametrize("profile", ["workshop", "standard"])
+@pytest.mark.parametrize(
+    "assumptions",
+    [
+        {"attention_kernel_efficiency": 5e-324},
+        {"kernel_efficiency": 1e-300},
+        {"kernel_efficiency": 5e-324},
+    ],
+)
+def test_absurd_efficiencies_refused_cleanly(profile: str, assumptions: dict) -> None:
+    # 5e-324 is the smallest double: step times overflow to inf and MFU to 0 (ln = -inf), which
+    # must never reach CP-SAT as an integer; either a clean answer or InvalidSpec.
+    job = plate_job(64, "llama3-8b")
+    costs = CostAssumptions(**assumptions)
+    for search in (optimize, pareto):
+        try:
+            result = search(job, SearchSpace(), profile, costs, time_limit_s=5.0)
+        except InvalidSpec as error:
+            assert error.field == "assumptions" and "finite" in error.message
+            continue
+        answers = [result.best] if search is optimize else list(result.frontier)
+        for estimate in filter(None, answers):
+            assert np.isfinite(estimate.mfu) and np.isfinite(estimate.memory.total)
