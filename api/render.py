@@ -91,6 +91,9 @@ def optimize_text(answer: OptimizeOut) -> str:
     lines += ["", estimate_text(answer.best), ""]
     lines.append("what holds it back (the best without each rule; not layouts to use)")
     lines += [f"  - {b.description}" for b in answer.binding] or ["  - nothing we can relax"]
+    idle = [r.name for r in answer.relaxations if not r.binds]
+    if idle:
+        lines.append(f"  relaxing would not raise MFU: {', '.join(idle)}")
     lines.append("")
     lines.append("slack of the chosen layout")
     for s in answer.slack:

@@ -21,7 +21,7 @@ from models.training import TrainingSpec
 from models.transformer import TransformerSpec
 from optimizer.assumptions import CostAssumptions
 from optimizer.estimate import Estimate
-from optimizer.search import Conflict, OptimizeResult, ParetoResult, Slack
+from optimizer.search import Conflict, OptimizeResult, ParetoResult, Relaxation, Slack
 from optimizer.space import SearchSpace
 
 MEMORY_DECIMALS = 2  # GB, as the plate prints
@@ -262,6 +262,13 @@ class BindingOut(BaseModel):
     relaxed: EstimateOut | None
 
 
+class RelaxationOut(BindingOut):
+    """One relaxable rule of the request: whether relaxing it raises the best MFU; the relaxed
+    MFU and layout only when it does."""
+
+    binds: bool
+
+
 class SolverOut(BaseModel):
     wall_s: float
     proved_optimal: bool
@@ -278,6 +285,7 @@ class OptimizeOut(BaseModel):
     conflict: list[Conflict]
     warnings: list[str]
     solver: SolverOut
+    relaxations: list[RelaxationOut] = Field(default_factory=list)
 
 
 class ParetoOut(BaseModel):
@@ -288,23 +296,29 @@ class ParetoOut(BaseModel):
     solver: SolverOut
 
 
+def _binding_fields(relaxation: Relaxation) -> dict[str, Any]:
+    return {
+        "name": relaxation.name,
+        "description": relaxation.description,
+        "relaxed_mfu": None
+        if relaxation.relaxed_mfu is None
+        else _fraction(relaxation.relaxed_mfu),
+        "relaxed": None if relaxation.relaxed is None else estimate_out(relaxation.relaxed),
+    }
+
+
 def optimize_out(result: OptimizeResult) -> OptimizeOut:
     return OptimizeOut(
         status=result.status,
         best=None if result.best is None else estimate_out(result.best),
-        binding=[
-            BindingOut(
-                name=b.name,
-                description=b.description,
-                relaxed_mfu=None if b.relaxed_mfu is None else _fraction(b.relaxed_mfu),
-                relaxed=None if b.relaxed is None else estimate_out(b.relaxed),
-            )
-            for b in result.binding
-        ],
+        binding=[BindingOut(**_binding_fields(b)) for b in result.binding],
         slack=list(result.slack),
         conflict=list(result.conflict),
         warnings=list(result.warnings),
         solver=SolverOut(**vars(result.solver)),
+        relaxations=[
+            RelaxationOut(**_binding_fields(r), binds=r.binds) for r in result.relaxations
+        ],
     )
 
 

@@ -127,10 +127,14 @@ class Budget:
 
 @dataclass(frozen=True)
 class Explanation:
-    binding: tuple[Relaxation, ...] = ()
+    relaxations: tuple[Relaxation, ...] = ()
     slack: tuple[Slack, ...] = ()
     conflict: tuple[Conflict, ...] = ()
     warnings: tuple[str, ...] = ()
+
+    @property
+    def binding(self) -> tuple[Relaxation, ...]:
+        return tuple(relaxation for relaxation in self.relaxations if relaxation.binds)
 
 
 def explain(
@@ -143,20 +147,20 @@ def explain(
             if settings is None:
                 return Explanation(warnings=(CUT_SHORT,))
             return Explanation(conflict=conflict(problem, assumptions, settings))
-        binding, complete = relaxations(problem, best, assumptions, budget)
+        tried, complete = relaxations(problem, best, assumptions, budget)
     except InvalidSpec as error:  # the wider spaces the explanations search are too large
         skipped = f"explanations skipped: {error.message}"
         return Explanation(slack=() if best is None else slacks(problem, best), warnings=(skipped,))
     return Explanation(
-        binding=binding, slack=slacks(problem, best), warnings=() if complete else (CUT_SHORT,)
+        relaxations=tried, slack=slacks(problem, best), warnings=() if complete else (CUT_SHORT,)
     )
 
 
 def relaxations(
     problem: SearchProblem, best: Estimate, assumptions: CostAssumptions, budget: Budget
 ) -> tuple[tuple[Relaxation, ...], bool]:
-    """Each relaxable rule whose relaxation raises the best MFU, with what it would buy;
-    and whether every rule was tried within the budget."""
+    """Each relaxable rule of the request, whether relaxing it raises the best MFU and, if so,
+    what it would buy; and whether every rule was tried within the budget."""
     layout_model = LayoutModel(build_tables(problem, assumptions))
     tries: list[tuple[str, SearchProblem | None]] = [(rule, None) for rule in layout_model.rules]
     tries += list(_relaxed_problems(problem).items())
@@ -169,15 +173,34 @@ def relaxations(
             found[rule] = (problem, solve_best(layout_model, settings, frozenset({rule})))
         else:
             found[rule] = (wider, best_layout(narrowed(wider), assumptions, settings))
-    binding = []
+    judged = [_not_binding(problem, KV_HEADS, best)] if _kv_rule_idle(problem, layout_model) else []
     for rule, (space, answer) in found.items():
-        if answer.layout is None:
+        if answer.layout is None:  # out of time (relaxing only widens a feasible space)
             continue
         relaxed = priced(space, answer.layout, assumptions)
         if relaxed.mfu > best.mfu * (1 + BINDS_RELATIVE):
             words = _relaxation_words(problem, rule, best, relaxed)
-            binding.append(Relaxation(rule, words, relaxed.mfu, relaxed))
-    return tuple(binding), len(found) == len(tries)
+            judged.append(Relaxation(rule, words, relaxed.mfu, relaxed))
+        else:
+            judged.append(_not_binding(problem, rule, best))
+    return tuple(judged), len(found) == len(tries)
+
+
+def _kv_rule_idle(problem: SearchProblem, layout_model: LayoutModel) -> bool:
+    """The request keeps the KV-head rule, but every candidate tp already meets it (so the
+    model holds no literal for it): relaxing it cannot help."""
+    return problem.require_kv_divisibility and KV_HEADS not in layout_model.rules
+
+
+def _not_binding(problem: SearchProblem, name: str, best: Estimate) -> Relaxation:
+    labels = {
+        MEMORY_LIMIT: f"the memory limit ({problem.memory_limit_bytes / GB:g} GB)",
+        "max_vpp": f"max_vpp ({problem.max_vpp})",
+        "node_size": f"the node size ({fast_link_domain(problem)} GPUs)",
+    }
+    label = labels.get(name) or _rule_words(problem, name)
+    words = f"relaxing {label} would not raise MFU (best stays {best.mfu:.2%})"
+    return Relaxation(name, words, None, None, binds=False)
 
 
 def slacks(problem: SearchProblem, best: Estimate) -> tuple[Slack, ...]:

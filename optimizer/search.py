@@ -27,8 +27,9 @@ class Relaxation:
 
     name: str  # "memory_limit", "kv_heads", "max_vpp", "zero_stages", "fixed_tp", "node_size", ...
     description: str  # in words, with the numbers
-    relaxed_mfu: float | None  # None when relaxing it leaves nothing feasible either
+    relaxed_mfu: float | None  # None when it does not bind
     relaxed: Estimate | None
+    binds: bool = True  # whether relaxing it raises the best MFU
 
 
 @dataclass(frozen=True)
@@ -64,11 +65,12 @@ class SolverStats:
 class OptimizeResult:
     status: Status
     best: Estimate | None
-    binding: tuple[Relaxation, ...] = ()
+    binding: tuple[Relaxation, ...] = ()  # the relaxations that bind
     slack: tuple[Slack, ...] = ()
     conflict: tuple[Conflict, ...] = ()
     warnings: tuple[str, ...] = ()
     solver: SolverStats = field(default_factory=lambda: SolverStats(0.0, False, 0, 1))
+    relaxations: tuple[Relaxation, ...] = ()  # every relaxable rule of the request, bound or not
 
 
 @dataclass(frozen=True)
@@ -125,6 +127,7 @@ def optimize(
         conflict=explained.conflict,
         warnings=warnings + explained.warnings + (() if best is None else best.warnings),
         solver=stats,
+        relaxations=explained.relaxations,
     )
 
 

@@ -29,6 +29,8 @@ def test_optimize_table_names_layout_and_what_binds(capsys: pytest.CaptureFixtur
     assert "status   optimal" in out and "proved optimal" in out
     assert "tp 8  pp 16  cp 1  dp 128  vpp 4" in out and "ZeRO-2  recompute none" in out
     assert "memory binds: 78.6 of 80 GB" in out
+    # the rules whose relaxation would not help, by enumeration (tests/test_optimizer_relaxations)
+    assert "relaxing would not raise MFU: kv_heads, node_size" in out
 
 
 def test_optimize_json_from_spec_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -42,6 +44,10 @@ def test_optimize_json_from_spec_file(tmp_path: Path, capsys: pytest.CaptureFixt
     assert (layout["tp"], layout["pp"], layout["vpp"], layout["zero"]) == (8, 16, 4, 2)
     assert answer["best"]["mfu"] == 0.4255  # the plate's 42.55%
     assert "memory_limit" in [b["name"] for b in answer["binding"]]
+    relaxations = {r["name"]: r for r in answer["relaxations"]}
+    assert {"memory_limit", "kv_heads", "max_vpp", "node_size"} <= set(relaxations)
+    assert relaxations["memory_limit"]["binds"] and relaxations["memory_limit"]["relaxed_mfu"]
+    assert not relaxations["node_size"]["binds"] and relaxations["node_size"]["relaxed"] is None
 
 
 def test_pareto_json_matches_enumerated_frontier(capsys: pytest.CaptureFixture[str]) -> None:

@@ -1,0 +1,97 @@
+"""Every relaxable rule of a request is reported, binding or not, and each verdict and relaxed
+MFU agree with the exhaustive enumerator run with that rule dropped (or its bound widened)."""
+
+from __future__ import annotations
+
+from functools import partial
+
+import pytest
+
+from models.layout import Recompute
+from optimizer import enumerator
+from optimizer.assumptions import CostAssumptions
+from optimizer.cost_model import evaluate
+from optimizer.search import optimize as search_optimize
+from optimizer.space import SearchSpace, resolve_space
+from tests.helpers import plate_job
+
+optimize = partial(search_optimize, profile="workshop")
+
+
+def enumerated_relaxed_mfu(job, space: SearchSpace, rule: str) -> float:
+    """The enumerator's best MFU with `rule` relaxed the way the issue words it."""
+    if rule == "max_vpp":  # twice the chunks
+        space = space.model_copy(update={"max_vpp": space.max_vpp * 2})
+    if rule == "node_size":  # nodes twice as large
+        cluster = job.cluster.model_copy(update={"gpus_per_node": job.cluster.gpus_per_node * 2})
+        job = job.model_copy(update={"cluster": cluster})
+    problem = resolve_space(job, space, "workshop")
+    relaxed = frozenset() if rule in ("max_vpp", "node_size") else frozenset({rule})
+    layout = enumerator.best_layout(problem, CostAssumptions(), relaxed)
+    assert layout is not None
+    return evaluate(job, layout, "workshop").mfu
+
+
+CASES = [
+    # the plate: memory and max_vpp bind; the KV rule and node size do not
+    (plate_job(), SearchSpace(), {"memory_limit", "kv_heads", "max_vpp", "node_size"}),
+    # a fixed tp, two allowed ZeRO stages and recompute modes, a 60 GB limit: every kind of rule
+    (
+        plate_job(64, "llama3-70b", global_batch=256),
+        SearchSpace(
+            tp=2, zero_stages=[0, 1], recompute=[Recompute.FULL], memory_limit_gb=60, max_vpp=2
+        ),
+        {
+            "memory_limit",
+            "kv_heads",
+            "max_vpp",
+            "node_size",
+            "fixed_tp",
+            "zero_allowed",
+            "recompute_allowed",
+        },
+    ),
+]
+
+
+@pytest.mark.parametrize(("job", "space", "rules"), CASES, ids=["plate", "70b-restricted"])
+def test_relaxations_cover_every_rule_and_match_enumerator(
+    job, space: SearchSpace, rules: set[str]
+) -> None:
+    result = optimize(job, space)
+    assert result.status == "optimal"
+    best_mfu = result.best.mfu
+    assert {r.name for r in result.relaxations} == rules
+    for relaxation in result.relaxations:
+        expected = enumerated_relaxed_mfu(job, space, relaxation.name)
+        binds = expected > best_mfu * (1 + 1e-7)
+        assert relaxation.binds == binds, relaxation.name
+        if binds:
+            assert relaxation.relaxed_mfu == pytest.approx(expected, rel=1e-6)
+            assert relaxation.relaxed.mfu == pytest.approx(expected, rel=1e-6)
+        else:
+            assert relaxation.relaxed_mfu is None and relaxation.relaxed is None
+            assert "would not raise MFU" in relaxation.description
+    assert result.binding == tuple(r for r in result.relaxations if r.binds)
+
+
+def test_plate_verdicts_by_name() -> None:
+    result = optimize(plate_job())
+    verdicts = {r.name: r.binds for r in result.relaxations}
+    # Llama 3's published layout is held back by memory (78.6 of 80 GB) and by vpp <= 4
+    assert verdicts == {
+        "memory_limit": True,
+        "max_vpp": True,
+        "kv_heads": False,
+        "node_size": False,
+    }
+    node = next(r for r in result.relaxations if r.name == "node_size")
+    assert (
+        node.description
+        == "relaxing the node size (8 GPUs) would not raise MFU (best stays 42.55%)"
+    )
+
+
+def test_no_relaxations_without_explanations() -> None:
+    result = optimize(plate_job(), explain=False)
+    assert result.relaxations == () and result.binding == ()
