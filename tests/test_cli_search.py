@@ -97,3 +97,17 @@ def test_bad_search_flags_exit_2_with_the_field(
     status, out, err = run(["optimize", *PLATE, *flags], capsys)
     assert status == 2 and out == ""
     assert message in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("command", ["optimize", "pareto"])
+def test_absurd_efficiency_exits_2_naming_the_assumptions(
+    command: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # kernel_efficiency 1e-300 overflows standard's step times to inf (MFU 0): refused with
+    # the cause, never a stack trace
+    spec = tmp_path / "request.json"
+    request = SEARCH_EXAMPLE | {"profile": "standard", "assumptions": {"kernel_efficiency": 1e-300}}
+    spec.write_text(json.dumps(request))
+    status, out, err = run([command, "--spec", str(spec)], capsys)
+    assert status == 2 and out == ""
+    assert "no finite memory and MFU" in err and "Traceback" not in err
