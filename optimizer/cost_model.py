@@ -103,44 +103,32 @@ def price_workshop(job: TrainingJob, layout: Layout, assumptions: CostAssumption
             "profile standard",
             "layout.recompute",
         )
-    b = workshop.breakdown(
-        job,
-        assumptions.kernel_efficiency,
-        tp=layout.tp,
-        pp=layout.pp,
-        cp=layout.cp,
-        dp=layout.data_parallel_size,
-        vpp=layout.vpp,
-        micro_batch=layout.micro_batch,
-        zero=layout.zero,
-        full_recompute=layout.recompute == Recompute.FULL,
-        tp_in_node=tp_in_node(job, layout),
-    )
+    b = workshop_breakdown(job, LayoutGrid.from_layouts([layout]), assumptions)
     factors = (1 - b.bubble, b.tp_factor, b.dp_factor, b.recompute_factor)
     mfus = [b.kernel_efficiency]
     for factor in factors:
-        mfus.append(mfus[-1] * float(factor))
-    step_time_s = float(b.step_time_s)
+        mfus.append(mfus[-1] * float(factor[0]))
+    step_time_s = float(b.step_time_s[0])
     return Estimate(
         profile="workshop",
         layout=layout,
-        micro_batches=int(b.micro_batches),
+        micro_batches=int(b.micro_batches[0]),
         memory=MemoryBytes(
-            weights=float(b.weights_bytes),
-            gradients=float(b.gradients_bytes),
-            optimizer=float(b.optimizer_bytes),
-            activations=float(b.activations_bytes),
+            weights=float(b.weights_bytes[0]),
+            gradients=float(b.gradients_bytes[0]),
+            optimizer=float(b.optimizer_bytes[0]),
+            activations=float(b.activations_bytes[0]),
             capacity=job.cluster.gpu.memory_bytes,
         ),
-        bubble=float(b.bubble),
+        bubble=float(b.bubble[0]),
         mfu_steps=tuple(MfuStep(name, mfu) for name, mfu in zip(MFU_STEP_NAMES, mfus, strict=True)),
         step_time_s=step_time_s,
         tokens_per_s_per_gpu=job.training.tokens_per_step / (step_time_s * job.cluster.gpus),
         times_s={
-            "layer_compute": float(b.layer_compute_s),
-            "tp_comm_per_layer": float(b.tp_comm_s),
-            "dp_comm": float(b.dp_comm_s),
-            "step_compute": float(b.step_compute_s),
+            "layer_compute": float(b.layer_compute_s[0]),
+            "tp_comm_per_layer": float(b.tp_comm_s[0]),
+            "dp_comm": float(b.dp_comm_s[0]),
+            "step_compute": float(b.step_compute_s[0]),
         },
         warnings=tuple(
             engine_warnings(job, layout)
@@ -150,10 +138,11 @@ def price_workshop(job: TrainingJob, layout: Layout, assumptions: CostAssumption
     )
 
 
-def price_workshop_grid(
+def workshop_breakdown(
     job: TrainingJob, grid: LayoutGrid, assumptions: CostAssumptions
-) -> GridPrices:
-    b = workshop.breakdown(
+) -> workshop.Breakdown:
+    """The workshop formulas over a grid; one layout is a grid of one."""
+    return workshop.breakdown(
         job,
         assumptions.kernel_efficiency,
         tp=grid.tp,
@@ -166,6 +155,12 @@ def price_workshop_grid(
         full_recompute=grid.is_recompute(Recompute.FULL),
         tp_in_node=grid.span("tp") <= job.cluster.gpus_per_node,
     )
+
+
+def price_workshop_grid(
+    job: TrainingJob, grid: LayoutGrid, assumptions: CostAssumptions
+) -> GridPrices:
+    b = workshop_breakdown(job, grid, assumptions)
     return GridPrices(
         weights_bytes=np.asarray(b.weights_bytes, dtype=float),
         gradients_bytes=np.asarray(b.gradients_bytes, dtype=float),
