@@ -153,11 +153,11 @@ The machine was shared with three other engineers' test runs while this was meas
 average in the header line), so absolute times are noisy; rerun on an idle machine.
 
 On workshop's small spaces (a few thousand layouts) CP-SAT is 3-6x slower than numpy for the
-optimum and 10-70x for the frontier; on standard's plate (652,608 layouts) the optimum is
-about 4x faster than numpy, the frontier (35 points) about 2.5x slower. CP-SAT's value is the
+optimum and 8-60x for the frontier; on standard's plate (652,608 layouts) the optimum is
+about 5x faster than numpy, the frontier (36 points) 1.1-1.8x slower. CP-SAT's value is the
 proof, the explanations, the minimal conflicts and a model that later extensions (uneven
 stages, several jobs, network tiers) can grow where enumeration explodes. Misses: the
-explanations (up to 9 extra solves) take 0.2-3 s; frontiers with many points (27 for 8B on
+explanations (one re-solve per relaxable rule of the request, binding or not) take 0.2-2 s; frontiers with many points (27 for 8B on
 1,024 GPUs, 35 for standard's plate) take 1-4 s, one solve a point.
 
 What was tried (plate's case, one worker):
@@ -191,6 +191,17 @@ What was tried (plate's case, one worker):
   point matched in MFU by the next, smaller one is dropped) instead of two (max MFU, then
   least memory): standard's plate 4.8 -> 3.4 s; workshop's about the same (each solve is
   slower to prove).
+- Structural rules as explicit constraint families (optimizer/cpsat_structure.py): one
+  exponent variable per degree and prime of the candidates (`tp_exp_2`, `dp_exp_3`, ...),
+  its domain exactly the reachable exponents, linked linearly to the tuple one-hot; then the
+  degree product and the divisibility rules are linear per prime, and pp <= layers and
+  pp * vpp <= layers are linear over a `pp_value` variable with vpp's literals enforcing.
+  The candidate list stays pre-filtered by the same rules. A/B on the same tables, model
+  build and both solves, medians: plate 53 -> 56 ms CPU (15 runs), 24,576 GPUs 59 -> 60 ms,
+  standard's plate 125 -> 137 ms wall (5 runs): 2-10% for rules that now hold for any list.
+  End to end on the plate, interleaved with the commit before (21 runs each, CPU, load ~1.9):
+  old 52 / 61 ms, new 65 / 67 ms; profiles put the structure itself under 1 ms, the rest is
+  the load's noise (this table's plate row moved 46 -> 58 -> 70 ms over three runs today).
 - Two workers gain nothing on 2 cores and cost determinism without an explicit tie-break,
   which the model has: max ln(MFU), then least memory (kB), then smallest tp, pp, cp, knobs.
 """

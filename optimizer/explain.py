@@ -174,16 +174,19 @@ def relaxations(
         else:
             found[rule] = (wider, best_layout(narrowed(wider), assumptions, settings))
     judged = [_not_binding(problem, KV_HEADS, best)] if _kv_rule_idle(problem, layout_model) else []
+    # A rule is unsettled when time ran out before a layout (relaxing only widens a feasible
+    # space) or, for a verdict of "does not bind", before the proof that nothing beats it.
+    unsettled = 0
     for rule, (space, answer) in found.items():
-        if answer.layout is None:  # out of time (relaxing only widens a feasible space)
-            continue
-        relaxed = priced(space, answer.layout, assumptions)
-        if relaxed.mfu > best.mfu * (1 + BINDS_RELATIVE):
+        relaxed = None if answer.layout is None else priced(space, answer.layout, assumptions)
+        if relaxed is not None and relaxed.mfu > best.mfu * (1 + BINDS_RELATIVE):
             words = _relaxation_words(problem, rule, best, relaxed)
             judged.append(Relaxation(rule, words, relaxed.mfu, relaxed))
-        else:
+        elif relaxed is not None and answer.proved:
             judged.append(_not_binding(problem, rule, best))
-    return tuple(judged), len(found) == len(tries)
+        else:
+            unsettled += 1
+    return tuple(judged), len(found) == len(tries) and not unsettled
 
 
 def _kv_rule_idle(problem: SearchProblem, layout_model: LayoutModel) -> bool:
