@@ -45,8 +45,10 @@ def is_valid(layout: Layout, job) -> bool:
     return True
 
 
-def solve_unfiltered(job, space: SearchSpace, without: frozenset[str] = frozenset()):
-    problem = resolve_space(job, space, "workshop")
+def solve_unfiltered(
+    job, space: SearchSpace, without: frozenset[str] = frozenset(), profile: str = "workshop"
+):
+    problem = resolve_space(job, space, profile)
     wide = replace(problem, degrees=unfiltered_degrees(job.cluster.gpus))
     tables = build_tables(wide, CostAssumptions(), structure=False)
     return solve_best(LayoutModel(tables, without), SolveSettings()), problem
@@ -77,6 +79,17 @@ def test_unfiltered_candidates_match_enumerator(family: str, job, space: SearchS
         return
     assert is_valid(found.layout, job)
     assert evaluate(job, found.layout).mfu == pytest.approx(evaluate(job, expected).mfu, rel=1e-6)
+    assert found.layout == expected
+
+
+def test_unfiltered_candidates_match_enumerator_under_standard() -> None:
+    # standard prices cp (so cp 2, 4, ... are candidates beside the invalid cp 3) and every
+    # knob in one table; two micro-batch sizes make the batch rule bite per size
+    job = plate_job(48, "llama3-8b", global_batch=96)
+    space = SearchSpace(micro_batches=[1, 2], memory_limit_gb=24)
+    found, problem = solve_unfiltered(job, space, profile="standard")
+    expected = enumerator.best_layout(problem, CostAssumptions())
+    assert found.proved and expected is not None and is_valid(found.layout, job)
     assert found.layout == expected
 
 
