@@ -9,6 +9,7 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
 
 from models.errors import InvalidSpec
 from models.layout import Layout, resolve_layout
@@ -21,6 +22,7 @@ from optimizer.cpsat_tables import build_tables
 from optimizer.search import optimize, pareto
 from optimizer.space import SearchSpace, divisors, resolve_space
 from tests.helpers import plate_job
+from tests.test_optimizer_properties import jobs, spaces
 
 
 def unfiltered_degrees(gpus: int) -> np.ndarray:
@@ -144,3 +146,19 @@ def test_absurd_efficiencies_refused_cleanly(profile: str, assumptions: dict) ->
         answers = [result.best] if search is optimize else list(result.frontier)
         for estimate in filter(None, answers):
             assert np.isfinite(estimate.mfu) and np.isfinite(estimate.memory.total)
+
+
+@pytest.mark.slow
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(job=jobs(), space=spaces)
+def test_random_jobs_over_unfiltered_candidates_match_enumerator(job, space) -> None:
+    # random models, GPU counts (1 to 1,024, powers of two and not), batches and limits: tp
+    # not dividing the heads, pp beyond the layers, cp 3 and wrong products all offered
+    found, problem = solve_unfiltered(job, space)
+    expected = enumerator.best_layout(problem, CostAssumptions())
+    assert found.proved
+    if expected is None:
+        assert found.layout is None
+        return
+    assert is_valid(found.layout, job)
+    assert evaluate(job, found.layout).mfu == pytest.approx(evaluate(job, expected).mfu, rel=1e-6)
