@@ -168,7 +168,8 @@ def divisors(n: int) -> list[int]:
 def degree_tuples(job: TrainingJob, cp_values: list[int], micro_batches: list[int]) -> np.ndarray:
     """Every (tp, pp, cp, dp) with product = gpus that the structural rules allow:
     tp divides the attention heads, pp <= layers, cp from `cp_values` (dividing seq_len),
-    and dp * micro_batch divides the global batch for some allowed micro-batch."""
+    and dp * micro_batch divides the global batch for some allowed micro-batch. A filter for
+    speed only: the CP-SAT model enforces the same rules itself (cpsat_structure.py)."""
     gpus, model = job.cluster.gpus, job.model
     batch = job.training.global_batch
     rows = []
