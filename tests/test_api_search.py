@@ -107,3 +107,16 @@ def test_bad_search_gets_422_naming_the_field(
     error = response.json()["error"]
     assert response.status_code == 422
     assert error["field"] == field
+
+
+@pytest.mark.parametrize("path", ["/v1/optimize", "/v1/pareto"])
+def test_absurd_efficiency_gets_422_not_a_crash(
+    api: TestClient, search_body: dict[str, Any], path: str
+) -> None:
+    # what schemathesis's coverage phase found: 6 * params * tokens / (peak * 5e-324) is inf,
+    # and inf scaled to CP-SAT's int64 coefficients crashed the model (a 500)
+    search_body["assumptions"] = {"kernel_efficiency": 5e-324}
+    response = api.post(path, json=search_body)
+    error = response.json()["error"]
+    assert response.status_code == 422
+    assert (error["code"], error["field"]) == ("invalid_spec", "assumptions")
