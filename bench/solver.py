@@ -153,12 +153,13 @@ The machine was shared with three other engineers' test runs while this was meas
 average in the header line), so absolute times are noisy; rerun on an idle machine.
 
 On workshop's small spaces (a few thousand layouts) CP-SAT is 3-6x slower than numpy for the
-optimum and 8-60x for the frontier; on standard's plate (652,608 layouts) the optimum is
+optimum and 8-90x for the frontier; on standard's plate (652,608 layouts) the optimum is
 about 5x faster than numpy, the frontier (36 points) 1.1-1.8x slower. CP-SAT's value is the
 proof, the explanations, the minimal conflicts and a model that later extensions (uneven
 stages, several jobs, network tiers) can grow where enumeration explodes. Misses: the
-explanations (one re-solve per relaxable rule of the request, binding or not) take 0.2-2 s; frontiers with many points (27 for 8B on
-1,024 GPUs, 35 for standard's plate) take 1-4 s, one solve a point.
+explanations (one re-solve per relaxable rule of the request, binding or not) take
+0.15-2 s; frontiers with many points (27 for 8B on 1,024 GPUs, 36 for standard's plate)
+take 1-3 s, one solve a point.
 
 What was tried (plate's case, one worker):
 - Encoding: one Boolean per valid (tp, pp, cp, dp) tuple and per knob value, and one Boolean
@@ -201,7 +202,8 @@ What was tried (plate's case, one worker):
   standard's plate 125 -> 137 ms wall (5 runs): 2-10% for rules that now hold for any list.
   End to end on the plate, interleaved with the commit before (21 runs each, CPU, load ~1.9):
   old 52 / 61 ms, new 65 / 67 ms; profiles put the structure itself under 1 ms, the rest is
-  the load's noise (this table's plate row moved 46 -> 58 -> 70 ms over three runs today).
+  the load's noise (this table's plate row read 46, 58, 70 and 45 ms over four runs today,
+  the last three with the families).
 - Two workers gain nothing on 2 cores and cost determinism without an explicit tie-break,
   which the model has: max ln(MFU), then least memory (kB), then smallest tp, pp, cp, knobs.
 """
