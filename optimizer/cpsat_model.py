@@ -1,6 +1,6 @@
 """The CP-SAT model of the layout search, read top to bottom like OR-Tools' samples:
 data (tables from the cost model), variables, one `add_<family>` per constraint family,
-objective, solve, read-back.
+objective, read-back; the solves that drive it are in cpsat_solve.py.
 
 Encoding (docs: cpsat-notes.md): one Boolean per candidate degree tuple and per knob value;
 prime-exponent variables per degree carrying the degree product and the divisibility rules;
@@ -12,25 +12,22 @@ Every rule the user may relax has an enforcement literal named after it.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 import numpy as np
 from ortools.sat.python import cp_model
 
 from models.layout import Layout
-from optimizer.assumptions import CostAssumptions
 from optimizer.cpsat_structure import DegreeStructure
 from optimizer.cpsat_tables import (
     PLACEMENT,
     Table,
     Tables,
     axis_size,
-    build_tables,
     term_totals,
 )
 from optimizer.enumerator import KV_HEADS, MEMORY_LIMIT
 from optimizer.grid import RECOMPUTE_CODES, LayoutGrid
-from optimizer.space import KNOBS, SearchProblem, degree_columns
+from optimizer.space import KNOBS, degree_columns
 
 # Memory tie-breaks compare kilobytes, so that memory * rank radix stays inside int64.
 TIE_MEMORY_UNIT_BYTES = 1000
@@ -38,12 +35,6 @@ TIE_MEMORY_UNIT_BYTES = 1000
 # better one is dropped afterwards as dominated), so each point takes one solve.
 FRONTIER_MEMORY_UNIT_BYTES = 10**6
 INT64_MAX = 2**63 - 1
-
-
-@dataclass(frozen=True)
-class SolveSettings:
-    time_limit_s: float = 10.0
-    workers: int = 1
 
 
 def _name(value: int, knob: str) -> str:
@@ -332,103 +323,3 @@ class LayoutModel:
         degrees = self.problem.degrees[k : k + 1]
         grid = LayoutGrid(**degree_columns(degrees), placement=np.asarray([placement]), **values)
         return grid.layout(0)
-
-
-# --- solve ------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Found:
-    """A solve's answer: the layout (None if none), and whether the answer is proved."""
-
-    layout: Layout | None
-    proved: bool  # optimality when a layout came back, infeasibility when none did
-    solves: int
-    memory_bytes: int | None = None
-    ln_mfu: int | None = None  # the solver's objective, LN_MFU_SCALE * ln(MFU) rounded
-
-
-def new_solver(settings: SolveSettings, time_limit_s: float | None = None) -> cp_model.CpSolver:
-    """Settings measured on these table models (docs/performance.md, "## Solver"):
-    - presolve off: it cost more than it saved, and with probing level 0 OR-Tools 9.15's
-      presolve wrongly proved one frontier step infeasible (cf. google/or-tools#5274);
-    - no root probing: it took 1.2 s of 1.7 s on profile standard's one-table model;
-    - fixed search over `add_search_order`'s rows, best first; the LP relaxation off.
-    """
-    solver = cp_model.CpSolver()
-    parameters = solver.parameters
-    parameters.max_time_in_seconds = max(time_limit_s or settings.time_limit_s, 0.01)
-    parameters.num_workers = settings.workers
-    parameters.cp_model_presolve = False
-    parameters.cp_model_probing_level = 0
-    parameters.search_branching = cp_model.FIXED_SEARCH
-    parameters.linearization_level = 0
-    return solver
-
-
-def solve_best(
-    layout_model: LayoutModel,
-    settings: SolveSettings,
-    relaxed: frozenset[str] = frozenset(),
-    memory_cap_bytes: int | None = None,
-) -> Found:
-    """Maximise ln(MFU); then, at that value, least memory and the tie-break rank."""
-    layout_model.enforce(relaxed)
-    layout_model.cap_memory(memory_cap_bytes)
-    layout_model.stage_most_mfu()
-    solver = new_solver(settings)
-    status = solver.solve(layout_model.model)
-    if status == cp_model.INFEASIBLE:
-        return Found(None, True, 1)
-    if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
-        return Found(None, False, 1)
-    proved = status == cp_model.OPTIMAL
-    best_ln_mfu = int(round(solver.value(layout_model.ln_mfu)))
-    first = (layout_model.layout(solver), int(solver.value(layout_model.memory_bytes)))
-    layout_model.stage_tie_break(best_ln_mfu, solver)
-    tie_solver = new_solver(settings, settings.time_limit_s - solver.wall_time)
-    tie_status = tie_solver.solve(layout_model.model)
-    if tie_status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
-        return Found(first[0], False, 2, first[1], best_ln_mfu)
-    return Found(
-        layout_model.layout(tie_solver),
-        proved and tie_status == cp_model.OPTIMAL,
-        2,
-        int(tie_solver.value(layout_model.memory_bytes)),
-        best_ln_mfu,
-    )
-
-
-def frontier_point(
-    layout_model: LayoutModel, settings: SolveSettings, memory_cap_bytes: int | None
-) -> Found:
-    """The layout of most ln(MFU) under the cap, and least memory (to the MB) at it."""
-    if not layout_model.frontier_in_one_solve:
-        return solve_best(layout_model, settings, memory_cap_bytes=memory_cap_bytes)
-    layout_model.enforce()
-    layout_model.cap_memory(memory_cap_bytes)
-    layout_model.stage_frontier_point()
-    solver = new_solver(settings)
-    status = solver.solve(layout_model.model)
-    if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
-        return Found(None, status == cp_model.INFEASIBLE, 1)
-    return Found(
-        layout_model.layout(solver),
-        status == cp_model.OPTIMAL,
-        1,
-        int(solver.value(layout_model.memory_bytes)),
-        int(solver.value(layout_model.ln_mfu)),
-    )
-
-
-def best_layout(
-    problem: SearchProblem,
-    assumptions: CostAssumptions,
-    settings: SolveSettings,
-    relaxed: frozenset[str] = frozenset(),
-    tables: Tables | None = None,
-) -> Found:
-    if len(problem.degrees) == 0:
-        return Found(None, True, 0)
-    layout_model = LayoutModel(tables or build_tables(problem, assumptions))
-    return solve_best(layout_model, settings, relaxed)

@@ -17,13 +17,8 @@ from models.errors import InvalidSpec
 from models.layout import Layout, Schedule
 from optimizer.assumptions import CostAssumptions
 from optimizer.cost_model import evaluate
-from optimizer.cpsat_model import (
-    LayoutModel,
-    SolveSettings,
-    best_layout,
-    new_solver,
-    solve_best,
-)
+from optimizer.cpsat_model import LayoutModel
+from optimizer.cpsat_solve import SolveSettings, best_layout, new_solver, solve_best
 from optimizer.cpsat_tables import Tables, build_tables
 from optimizer.enumerator import KV_HEADS, MEMORY_LIMIT
 from optimizer.estimate import Estimate

@@ -14,7 +14,8 @@ import time
 
 from models.layout import Layout
 from optimizer.assumptions import CostAssumptions
-from optimizer.cpsat_model import Found, LayoutModel, SolveSettings, frontier_point
+from optimizer.cpsat_model import LayoutModel
+from optimizer.cpsat_solve import Found, SolveSettings, frontier_point
 from optimizer.cpsat_tables import build_tables
 from optimizer.space import SearchProblem
 

@@ -96,7 +96,7 @@ def optimize(
 
     `time_limit_s` bounds the whole call: the explanations get what the optimum leaves."""
     from optimizer import explain as explaining
-    from optimizer.cpsat_model import SolveSettings, best_layout
+    from optimizer.cpsat_solve import SolveSettings, best_layout
 
     profile_named(profile)
     problem = resolve_space(job, space or SearchSpace(), profile)
@@ -140,7 +140,7 @@ def pareto(
     workers: int = 1,
 ) -> ParetoResult:
     """The exact memory/MFU frontier by epsilon-constraint solves, memory ascending."""
-    from optimizer.cpsat_model import SolveSettings
+    from optimizer.cpsat_solve import SolveSettings
     from optimizer.frontier import frontier
 
     profile_named(profile)

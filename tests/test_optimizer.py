@@ -15,7 +15,7 @@ from optimizer import enumerator
 from optimizer import explain as explaining
 from optimizer.assumptions import CostAssumptions
 from optimizer.cost_model import evaluate
-from optimizer.cpsat_model import SolveSettings, best_layout
+from optimizer.cpsat_solve import SolveSettings, best_layout
 from optimizer.cpsat_tables import LN_MFU_SCALE
 from optimizer.search import optimize as search_optimize
 from optimizer.search import pareto as search_pareto
@@ -193,11 +193,11 @@ def test_fixed_degree_that_costs_mfu_is_reported_binding() -> None:
 
 def test_frontier_two_solves_a_point_matches_enumerator(monkeypatch: pytest.MonkeyPatch) -> None:
     # the fallback used where the one-solve objective could overflow int64
-    from optimizer import cpsat_model, frontier
+    from optimizer import cpsat_solve, frontier
 
     def two_solves(layout_model, settings, cap):
         layout_model.frontier_in_one_solve = False
-        return cpsat_model.frontier_point(layout_model, settings, cap)
+        return cpsat_solve.frontier_point(layout_model, settings, cap)
 
     monkeypatch.setattr(frontier, "frontier_point", two_solves)
     result = search_pareto(plate_job(), SearchSpace(), "workshop")

@@ -17,7 +17,8 @@ from models.transformer import TransformerSpec
 from optimizer import enumerator
 from optimizer.assumptions import CostAssumptions
 from optimizer.cost_model import evaluate
-from optimizer.cpsat_model import LayoutModel, SolveSettings, solve_best
+from optimizer.cpsat_model import LayoutModel
+from optimizer.cpsat_solve import SolveSettings, solve_best
 from optimizer.cpsat_tables import build_tables
 from optimizer.search import optimize as search_optimize
 from optimizer.search import pareto as search_pareto

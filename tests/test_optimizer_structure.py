@@ -16,7 +16,8 @@ from models.layout import Layout, resolve_layout
 from optimizer import enumerator
 from optimizer.assumptions import CostAssumptions
 from optimizer.cost_model import evaluate
-from optimizer.cpsat_model import LayoutModel, SolveSettings, solve_best
+from optimizer.cpsat_model import LayoutModel
+from optimizer.cpsat_solve import SolveSettings, solve_best
 from optimizer.cpsat_structure import STRUCTURE_FAMILIES, prime_factors, valuation
 from optimizer.cpsat_tables import build_tables
 from optimizer.search import optimize, pareto

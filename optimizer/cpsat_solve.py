@@ -1,0 +1,117 @@
+"""Solving the CP-SAT layout model: the settings, the best layout (most MFU, then the
+tie-break), and one frontier point. The model itself is in cpsat_model.py."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ortools.sat.python import cp_model
+
+from models.layout import Layout
+from optimizer.assumptions import CostAssumptions
+from optimizer.cpsat_model import LayoutModel
+from optimizer.cpsat_tables import Tables, build_tables
+from optimizer.space import SearchProblem
+
+
+@dataclass(frozen=True)
+class SolveSettings:
+    time_limit_s: float = 10.0
+    workers: int = 1
+
+
+@dataclass(frozen=True)
+class Found:
+    """A solve's answer: the layout (None if none), and whether the answer is proved."""
+
+    layout: Layout | None
+    proved: bool  # optimality when a layout came back, infeasibility when none did
+    solves: int
+    memory_bytes: int | None = None
+    ln_mfu: int | None = None  # the solver's objective, LN_MFU_SCALE * ln(MFU) rounded
+
+
+def new_solver(settings: SolveSettings, time_limit_s: float | None = None) -> cp_model.CpSolver:
+    """Settings measured on these table models (docs/performance.md, "## Solver"):
+    - presolve off: it cost more than it saved, and with probing level 0 OR-Tools 9.15's
+      presolve wrongly proved one frontier step infeasible (cf. google/or-tools#5274);
+    - no root probing: it took 1.2 s of 1.7 s on profile standard's one-table model;
+    - fixed search over `add_search_order`'s rows, best first; the LP relaxation off.
+    """
+    solver = cp_model.CpSolver()
+    parameters = solver.parameters
+    parameters.max_time_in_seconds = max(time_limit_s or settings.time_limit_s, 0.01)
+    parameters.num_workers = settings.workers
+    parameters.cp_model_presolve = False
+    parameters.cp_model_probing_level = 0
+    parameters.search_branching = cp_model.FIXED_SEARCH
+    parameters.linearization_level = 0
+    return solver
+
+
+def solve_best(
+    layout_model: LayoutModel,
+    settings: SolveSettings,
+    relaxed: frozenset[str] = frozenset(),
+    memory_cap_bytes: int | None = None,
+) -> Found:
+    """Maximise ln(MFU); then, at that value, least memory and the tie-break rank."""
+    layout_model.enforce(relaxed)
+    layout_model.cap_memory(memory_cap_bytes)
+    layout_model.stage_most_mfu()
+    solver = new_solver(settings)
+    status = solver.solve(layout_model.model)
+    if status == cp_model.INFEASIBLE:
+        return Found(None, True, 1)
+    if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+        return Found(None, False, 1)
+    proved = status == cp_model.OPTIMAL
+    best_ln_mfu = int(round(solver.value(layout_model.ln_mfu)))
+    first = (layout_model.layout(solver), int(solver.value(layout_model.memory_bytes)))
+    layout_model.stage_tie_break(best_ln_mfu, solver)
+    tie_solver = new_solver(settings, settings.time_limit_s - solver.wall_time)
+    tie_status = tie_solver.solve(layout_model.model)
+    if tie_status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+        return Found(first[0], False, 2, first[1], best_ln_mfu)
+    return Found(
+        layout_model.layout(tie_solver),
+        proved and tie_status == cp_model.OPTIMAL,
+        2,
+        int(tie_solver.value(layout_model.memory_bytes)),
+        best_ln_mfu,
+    )
+
+
+def frontier_point(
+    layout_model: LayoutModel, settings: SolveSettings, memory_cap_bytes: int | None
+) -> Found:
+    """The layout of most ln(MFU) under the cap, and least memory (to the MB) at it."""
+    if not layout_model.frontier_in_one_solve:
+        return solve_best(layout_model, settings, memory_cap_bytes=memory_cap_bytes)
+    layout_model.enforce()
+    layout_model.cap_memory(memory_cap_bytes)
+    layout_model.stage_frontier_point()
+    solver = new_solver(settings)
+    status = solver.solve(layout_model.model)
+    if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+        return Found(None, status == cp_model.INFEASIBLE, 1)
+    return Found(
+        layout_model.layout(solver),
+        status == cp_model.OPTIMAL,
+        1,
+        int(solver.value(layout_model.memory_bytes)),
+        int(solver.value(layout_model.ln_mfu)),
+    )
+
+
+def best_layout(
+    problem: SearchProblem,
+    assumptions: CostAssumptions,
+    settings: SolveSettings,
+    relaxed: frozenset[str] = frozenset(),
+    tables: Tables | None = None,
+) -> Found:
+    if len(problem.degrees) == 0:
+        return Found(None, True, 0)
+    layout_model = LayoutModel(tables or build_tables(problem, assumptions))
+    return solve_best(layout_model, settings, relaxed)
