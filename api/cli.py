@@ -5,15 +5,23 @@ with flags that override it. Exit 0 on success, 2 on a bad request, 1 on an inte
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
 
+from api.cli_common import (
+    LAYOUT_FLAGS,
+    BadRequest,
+    add_job_flags,
+    add_layout_flags,
+    emit,
+    request_data,
+)
+from api.cli_search import register_search_commands
+from api.cli_validate import register_validate_command
 from api.errors import (
     EXIT_BAD_REQUEST,
     EXIT_INTERNAL,
@@ -26,104 +34,9 @@ from api.schemas import EvaluateRequest, estimate_out
 from models.errors import InvalidSpec
 from optimizer.cost_model import evaluate
 
-# flag -> (section of the request, field); None means top level
-_FLAG_FIELDS: dict[str, tuple[str | None, str]] = {
-    "gpus": ("cluster", "gpus"),
-    "gpu": ("cluster", "gpu"),
-    "gpus_per_node": ("cluster", "gpus_per_node"),
-    "nvlink_domain": ("cluster", "nvlink_domain"),
-    "global_batch": ("training", "global_batch"),
-    "seq_len": ("training", "seq_len"),
-    "profile": (None, "profile"),
-}
-_LAYOUT_FLAGS = (
-    "tp",
-    "pp",
-    "cp",
-    "dp",
-    "vpp",
-    "micro_batch",
-    "zero",
-    "recompute",
-    "schedule",
-    "ep",
-)
-
-
-class BadRequest(Exception):
-    """A request the CLI cannot even build (unreadable file, malformed JSON)."""
-
-
-def add_job_flags(parser: argparse.ArgumentParser) -> None:
-    """Flags every command shares: the spec file, the job, output format."""
-    parser.add_argument("--spec", type=Path, help="request JSON (the HTTP body); flags override it")
-    parser.add_argument("--model", help="preset name, or a path to a spec / HF config.json file")
-    parser.add_argument("--gpus", type=int, help="GPUs in the job")
-    parser.add_argument("--gpu", help="GPU preset (h100-sxm, a100-80gb, h200-sxm, b200, mi300x)")
-    parser.add_argument("--gpus-per-node", type=int, help="GPUs per NVLink domain (default 8)")
-    parser.add_argument(
-        "--nvlink-domain", type=int, help="GPUs sharing NVLink beyond a node (GB200 NVL72: 72)"
-    )
-    parser.add_argument("--global-batch", type=int, help="sequences per step (default 2048)")
-    parser.add_argument("--seq-len", type=int, help="tokens per sequence (default 8192)")
-    parser.add_argument("--profile", help="cost-model profile")
-    parser.add_argument("--json", action="store_true", help="print the exact JSON answer")
-
-
-def add_layout_flags(parser: argparse.ArgumentParser) -> None:
-    for name in ("tp", "pp", "cp", "dp", "vpp", "micro_batch", "ep"):
-        parser.add_argument(f"--{name.replace('_', '-')}", type=int, dest=name)
-    parser.add_argument("--zero", type=int, help="ZeRO stage 0-3")
-    parser.add_argument("--recompute", help="none, selective or full")
-    parser.add_argument("--schedule", help="1f1b, zero-bubble or dualpipe (profile standard)")
-
-
-def read_json(path: Path) -> Any:
-    try:
-        return json.loads(path.read_text())
-    except OSError as error:
-        raise BadRequest(f"cannot read {path}: {error.strerror}") from None
-    except json.JSONDecodeError as error:
-        raise BadRequest(f"{path} is not valid JSON: {error.msg} at line {error.lineno}") from None
-
-
-def request_data(
-    args: argparse.Namespace, section_flags: dict[str, tuple[str, ...]]
-) -> dict[str, Any]:
-    """The spec file's JSON with every given flag laid over it."""
-    data: dict[str, Any] = {}
-    if args.spec is not None:
-        loaded = read_json(args.spec)
-        if not isinstance(loaded, dict):
-            raise BadRequest(f"{args.spec} must hold a JSON object, the request body")
-        data = loaded
-    if args.model is not None:
-        path = Path(args.model)
-        data["model"] = read_json(path) if path.suffix == ".json" or path.is_file() else args.model
-    for flag, (section, field) in _FLAG_FIELDS.items():
-        value = getattr(args, flag, None)
-        if value is not None:
-            target = data if section is None else data.setdefault(section, {})
-            if not isinstance(target, dict):
-                raise BadRequest(f"'{section}' in the spec must be an object")
-            target[field] = value
-    for section, flags in section_flags.items():
-        for flag in flags:
-            value = getattr(args, flag, None)
-            if value is not None:
-                data.setdefault(section, {})[flag] = value
-    return data
-
-
-def emit(answer: Any, as_json: bool, text: Callable[[Any], str]) -> None:
-    if as_json:
-        print(json.dumps(answer.model_dump(mode="json"), indent=2))
-    else:
-        print(text(answer))
-
 
 def run_evaluate(args: argparse.Namespace) -> int:
-    request = EvaluateRequest.model_validate(request_data(args, {"layout": _LAYOUT_FLAGS}))
+    request = EvaluateRequest.model_validate(request_data(args, {"layout": LAYOUT_FLAGS}))
     estimate = evaluate(request.job(), request.layout, request.profile, request.assumptions)
     emit(estimate_out(estimate), args.json, estimate_text)
     return EXIT_OK
@@ -169,8 +82,11 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-# Commands that live in their own modules register here: (subparsers) -> None.
-_EXTRA_COMMANDS: list[Callable[[Any], None]] = []
+# Commands that live in their own modules: each registers its subparser.
+_EXTRA_COMMANDS: tuple[Callable[[Any], None], ...] = (
+    register_search_commands,
+    register_validate_command,
+)
 
 
 def fail(message: str, status: int) -> int:
@@ -190,6 +106,10 @@ def main(argv: list[str] | None = None) -> int:
         return fail(str(error), EXIT_BAD_REQUEST)
     except KeyboardInterrupt:
         return fail("interrupted", 130)
+    except BrokenPipeError:
+        # The reader went away (`| head`): not an error of ours; stop writing quietly.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_OK
     except Exception as error:  # the last line of defence: no stack trace unless asked
         if os.environ.get("LAYOUTOPT_DEBUG"):
             raise
@@ -197,15 +117,6 @@ def main(argv: list[str] | None = None) -> int:
             f"internal error ({type(error).__name__}: {error}); set LAYOUTOPT_DEBUG=1 for a trace",
             EXIT_INTERNAL,
         )
-
-
-from api.cli_search import register_search_commands  # noqa: E402  (it builds on this module)
-
-_EXTRA_COMMANDS.append(register_search_commands)
-
-from api.cli_validate import register_validate_command  # noqa: E402
-
-_EXTRA_COMMANDS.append(register_validate_command)
 
 
 if __name__ == "__main__":

@@ -10,7 +10,7 @@ import argparse
 from collections.abc import Callable
 from typing import Any
 
-from api.cli import BadRequest, add_job_flags, emit, request_data
+from api.cli_common import BadRequest, add_job_flags, emit, request_data
 from api.errors import EXIT_OK
 from api.render import optimize_text, pareto_text
 from api.schemas import SearchRequest, optimize_out, pareto_out

@@ -156,7 +156,7 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-# `layoutopt serve` as the console script runs it (`python -m api.cli` would import api.cli twice).
+# `layoutopt serve` as the console script runs it.
 SERVE = "import sys; from api.cli import main; sys.exit(main())"
 
 

@@ -1,0 +1,108 @@
+"""What every `layoutopt` command shares: the job flags and the request they build.
+
+A spec file (`--spec`, the HTTP body) with flags laid over it, so the CLI takes the very
+request shape the API and the client take.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+# flag -> (section of the request, field); None means top level
+FLAG_FIELDS: dict[str, tuple[str | None, str]] = {
+    "gpus": ("cluster", "gpus"),
+    "gpu": ("cluster", "gpu"),
+    "gpus_per_node": ("cluster", "gpus_per_node"),
+    "nvlink_domain": ("cluster", "nvlink_domain"),
+    "global_batch": ("training", "global_batch"),
+    "seq_len": ("training", "seq_len"),
+    "profile": (None, "profile"),
+}
+LAYOUT_FLAGS = (
+    "tp",
+    "pp",
+    "cp",
+    "dp",
+    "vpp",
+    "micro_batch",
+    "zero",
+    "recompute",
+    "schedule",
+    "ep",
+)
+
+
+class BadRequest(Exception):
+    """A request the CLI cannot even build (unreadable file, malformed JSON)."""
+
+
+def add_job_flags(parser: argparse.ArgumentParser) -> None:
+    """Flags every command shares: the spec file, the job, output format."""
+    parser.add_argument("--spec", type=Path, help="request JSON (the HTTP body); flags override it")
+    parser.add_argument("--model", help="preset name, or a path to a spec / HF config.json file")
+    parser.add_argument("--gpus", type=int, help="GPUs in the job")
+    parser.add_argument("--gpu", help="GPU preset (h100-sxm, a100-80gb, h200-sxm, b200, mi300x)")
+    parser.add_argument("--gpus-per-node", type=int, help="GPUs per NVLink domain (default 8)")
+    parser.add_argument(
+        "--nvlink-domain", type=int, help="GPUs sharing NVLink beyond a node (GB200 NVL72: 72)"
+    )
+    parser.add_argument("--global-batch", type=int, help="sequences per step (default 2048)")
+    parser.add_argument("--seq-len", type=int, help="tokens per sequence (default 8192)")
+    parser.add_argument("--profile", help="cost-model profile")
+    parser.add_argument("--json", action="store_true", help="print the exact JSON answer")
+
+
+def add_layout_flags(parser: argparse.ArgumentParser) -> None:
+    for name in ("tp", "pp", "cp", "dp", "vpp", "micro_batch", "ep"):
+        parser.add_argument(f"--{name.replace('_', '-')}", type=int, dest=name)
+    parser.add_argument("--zero", type=int, help="ZeRO stage 0-3")
+    parser.add_argument("--recompute", help="none, selective or full")
+    parser.add_argument("--schedule", help="1f1b, zero-bubble or dualpipe (profile standard)")
+
+
+def read_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text())
+    except OSError as error:
+        raise BadRequest(f"cannot read {path}: {error.strerror}") from None
+    except json.JSONDecodeError as error:
+        raise BadRequest(f"{path} is not valid JSON: {error.msg} at line {error.lineno}") from None
+
+
+def request_data(
+    args: argparse.Namespace, section_flags: dict[str, tuple[str, ...]]
+) -> dict[str, Any]:
+    """The spec file's JSON with every given flag laid over it."""
+    data: dict[str, Any] = {}
+    if args.spec is not None:
+        loaded = read_json(args.spec)
+        if not isinstance(loaded, dict):
+            raise BadRequest(f"{args.spec} must hold a JSON object, the request body")
+        data = loaded
+    if args.model is not None:
+        path = Path(args.model)
+        data["model"] = read_json(path) if path.suffix == ".json" or path.is_file() else args.model
+    for flag, (section, field) in FLAG_FIELDS.items():
+        value = getattr(args, flag, None)
+        if value is not None:
+            target = data if section is None else data.setdefault(section, {})
+            if not isinstance(target, dict):
+                raise BadRequest(f"'{section}' in the spec must be an object")
+            target[field] = value
+    for section, flags in section_flags.items():
+        for flag in flags:
+            value = getattr(args, flag, None)
+            if value is not None:
+                data.setdefault(section, {})[flag] = value
+    return data
+
+
+def emit(answer: Any, as_json: bool, text: Callable[[Any], str]) -> None:
+    if as_json:
+        print(json.dumps(answer.model_dump(mode="json"), indent=2))
+    else:
+        print(text(answer))
