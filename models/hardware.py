@@ -14,12 +14,12 @@ class GpuSpec(BaseModel):
 
     name: str = Field("custom", max_length=200)
     memory_gb: float = Field(gt=0, le=100_000, description="HBM capacity, GB of 1e9 bytes.")
-    peak_tflops: float = Field(gt=0, le=1_000_000, description="Dense bf16 peak, TFLOP/s.")
+    peak_tflops: float = Field(ge=0.001, le=1_000_000, description="Dense bf16 peak, TFLOP/s.")
     intra_node_gb_s: float = Field(
-        gt=0, le=1_000_000, description="All-reduce bandwidth inside the NVLink domain, GB/s."
+        ge=0.001, le=1_000_000, description="All-reduce bandwidth inside the NVLink domain, GB/s."
     )
     inter_node_gb_s: float = Field(
-        gt=0, le=1_000_000, description="Network bandwidth per GPU across nodes, GB/s."
+        ge=0.001, le=1_000_000, description="Network bandwidth per GPU across nodes, GB/s."
     )
     memory_bandwidth_gb_s: float | None = Field(
         None, gt=0, le=1_000_000, description="HBM bandwidth, GB/s (memory-bound kernels)."

@@ -9,6 +9,9 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
+# An efficiency below 1% is a typo, not a cluster: refusing it keeps every figure finite.
+MIN_EFFICIENCY = 0.01
+
 
 def _fraction(default: float, description: str) -> float:
     return Field(default, ge=0, le=1, description=description)
@@ -19,7 +22,7 @@ class CostAssumptions(BaseModel):
 
     kernel_efficiency: float = Field(
         0.6,
-        gt=0,
+        ge=MIN_EFFICIENCY,
         le=1,
         description=(
             "Fraction of peak FLOP/s that the matmul kernels reach with no communication or "
@@ -28,7 +31,7 @@ class CostAssumptions(BaseModel):
     )
     attention_kernel_efficiency: float | None = Field(
         None,
-        gt=0,
+        ge=MIN_EFFICIENCY,
         le=1,
         description=(
             "Fraction of peak that fused attention reaches over forward and backward (profile "
@@ -65,7 +68,7 @@ class CostAssumptions(BaseModel):
     )
     inter_node_bandwidth_efficiency: float = Field(
         0.8,
-        gt=0,
+        ge=MIN_EFFICIENCY,
         le=1,
         description=(
             "Share of the NIC line rate a collective reaches across nodes (nccl-tests bus "

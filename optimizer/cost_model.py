@@ -6,6 +6,7 @@ all get their figures from the profile functions reached from here.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -194,4 +195,24 @@ def evaluate(
 ) -> Estimate:
     """Resolve the layout against the job (deriving dp) and price it."""
     pricer = profile_named(profile).price
-    return pricer(job, resolve_layout(layout, job), assumptions or CostAssumptions())
+    estimate = pricer(job, resolve_layout(layout, job), assumptions or CostAssumptions())
+    return require_finite(estimate)
+
+
+def require_finite(estimate: Estimate) -> Estimate:
+    """Refuse an estimate that overflowed: a silent inf or NaN would be a wrong answer."""
+    memory = estimate.memory
+    figures = {
+        "memory": memory.total,
+        "bubble": estimate.bubble,
+        "mfu": estimate.mfu,
+        "step_time_s": estimate.step_time_s,
+        **{f"times_s.{name}": value for name, value in estimate.times_s.items()},
+    }
+    broken = [name for name, value in figures.items() if not math.isfinite(value)]
+    if broken or estimate.step_time_s <= 0:
+        raise InvalidSpec(
+            f"the spec's figures drive {', '.join(broken) or 'step_time_s'} out of range "
+            "(infinite or undefined): check efficiencies, FLOP/s and bandwidths near zero"
+        )
+    return estimate

@@ -115,18 +115,16 @@ def test_infeasible_spec_gets_422_with_the_numbers(
     assert all(number in error["message"] for number in numbers)
 
 
-def test_figures_out_of_float_range_get_422_not_a_silent_null(
+def test_absurd_efficiency_gets_422_naming_it_not_a_silent_null(
     api: TestClient, plate_body: dict[str, Any]
 ) -> None:
-    # 6 * params * tokens / (tp * peak * 5e-324) overflows to inf, and JSON would say null
+    # 6 * params * tokens / (tp * peak * 5e-324) would overflow to inf, and JSON would say null
     plate_body["assumptions"] = {"kernel_efficiency": 5e-324}
     response = api.post("/v1/evaluate", json=plate_body)
     error = error_of(response)
     assert response.status_code == 422
-    assert error["code"] == "invalid_spec"
-    assert error["message"].startswith(
-        "the request's figures are out of the cost model's range: mfu"
-    )
+    assert error["field"] == "assumptions.kernel_efficiency"
+    assert "greater than or equal to 0.01" in error["message"]
 
 
 @pytest.mark.parametrize(

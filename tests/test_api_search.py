@@ -114,9 +114,10 @@ def test_absurd_efficiency_gets_422_not_a_crash(
     api: TestClient, search_body: dict[str, Any], path: str
 ) -> None:
     # what schemathesis's coverage phase found: 6 * params * tokens / (peak * 5e-324) is inf,
-    # and inf scaled to CP-SAT's int64 coefficients crashed the model (a 500)
+    # and inf scaled to CP-SAT's int64 coefficients crashed the model (a 500); efficiencies
+    # below 1% are now refused at the edge, naming the field
     search_body["assumptions"] = {"kernel_efficiency": 5e-324}
     response = api.post(path, json=search_body)
     error = response.json()["error"]
     assert response.status_code == 422
-    assert (error["code"], error["field"]) == ("invalid_spec", "assumptions")
+    assert (error["code"], error["field"]) == ("invalid_request", "assumptions.kernel_efficiency")

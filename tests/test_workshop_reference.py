@@ -80,3 +80,15 @@ def test_step_time_and_throughput_are_consistent_with_mfu() -> None:
     assert estimate.tokens_per_s_per_gpu == pytest.approx(
         2048 * 8192 / (estimate.step_time_s * 16384)
     )
+
+
+def test_an_estimate_that_overflowed_is_refused_not_returned() -> None:
+    from dataclasses import replace
+
+    from models.errors import InvalidSpec
+    from optimizer.cost_model import require_finite
+
+    estimate = evaluate(plate_job(), Layout(tp=8, pp=16, vpp=4, zero=2))
+    assert require_finite(estimate) is estimate
+    with pytest.raises(InvalidSpec, match="drive step_time_s out of range"):
+        require_finite(replace(estimate, step_time_s=float("inf")))
