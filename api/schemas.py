@@ -260,6 +260,11 @@ class BindingOut(BaseModel):
     description: str
     relaxed_mfu: float | None
     relaxed: EstimateOut | None
+    step_up: EstimateOut | None = Field(
+        None,
+        description="Memory limit only: the least-memory layout that beats the optimum, i.e. "
+        "the smallest raise of the limit that buys anything.",
+    )
 
 
 class RelaxationOut(BindingOut):
@@ -304,6 +309,7 @@ def _binding_fields(relaxation: Relaxation) -> dict[str, Any]:
         if relaxation.relaxed_mfu is None
         else _fraction(relaxation.relaxed_mfu),
         "relaxed": None if relaxation.relaxed is None else estimate_out(relaxation.relaxed),
+        "step_up": None if relaxation.step_up is None else estimate_out(relaxation.step_up),
     }
 
 

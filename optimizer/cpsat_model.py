@@ -265,6 +265,12 @@ class LayoutModel:
         self.stage_most_mfu()
         self.model.maximize(self.mfu_then_memory)
 
+    def stage_least_memory_above(self, ln_mfu_floor: int) -> None:
+        """Least memory among layouts of ln(MFU) at least `ln_mfu_floor`."""
+        self._set_domain(self.ln_mfu_floor, ln_mfu_floor, self.ln_mfu_bounds()[1])
+        self.model.clear_hints()
+        self.model.minimize(self.memory_bytes)
+
     def stage_tie_break(self, ln_mfu: int, solver: cp_model.CpSolver) -> None:
         """Among layouts of this ln(MFU): least memory (kB), then the tie-break rank."""
         self._set_domain(self.ln_mfu_floor, ln_mfu, self.ln_mfu_bounds()[1])

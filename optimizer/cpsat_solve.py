@@ -3,6 +3,7 @@ tie-break), and one frontier point. The model itself is in cpsat_model.py."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from ortools.sat.python import cp_model
@@ -10,7 +11,7 @@ from ortools.sat.python import cp_model
 from models.layout import Layout
 from optimizer.assumptions import CostAssumptions
 from optimizer.cpsat_model import LayoutModel
-from optimizer.cpsat_tables import Tables, build_tables
+from optimizer.cpsat_tables import LN_MFU_SCALE, Tables, build_tables
 from optimizer.space import SearchProblem
 
 
@@ -115,3 +116,36 @@ def best_layout(
         return Found(None, True, 0)
     layout_model = LayoutModel(tables or build_tables(problem, assumptions))
     return solve_best(layout_model, settings, relaxed)
+
+
+# How much better, in the solver's ln(MFU) units, a layout must be to count as a step up:
+# above the rounding of the tabulated terms (each rounds by at most half a unit).
+STEP_UP_LN_MFU = 100
+
+
+def least_memory_beating(
+    layout_model: LayoutModel,
+    settings: SolveSettings,
+    mfu: float,
+    relaxed: frozenset[str] = frozenset(),
+) -> Found:
+    """The layout of least memory whose MFU beats `mfu`: the smallest step up the frontier,
+    i.e. how much more memory it takes to do better at all."""
+    layout_model.enforce(relaxed)
+    layout_model.cap_memory(None)
+    low, high = layout_model.ln_mfu_bounds()
+    floor = math.ceil(LN_MFU_SCALE * math.log(mfu)) + STEP_UP_LN_MFU
+    if floor > high:
+        return Found(None, True, 0)
+    layout_model.stage_least_memory_above(max(floor, low))
+    solver = new_solver(settings)
+    status = solver.solve(layout_model.model)
+    if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+        return Found(None, status == cp_model.INFEASIBLE, 1)
+    return Found(
+        layout_model.layout(solver),
+        status == cp_model.OPTIMAL,
+        1,
+        int(solver.value(layout_model.memory_bytes)),
+        int(solver.value(layout_model.ln_mfu)),
+    )

@@ -18,7 +18,13 @@ from models.layout import Layout, Schedule
 from optimizer.assumptions import CostAssumptions
 from optimizer.cost_model import evaluate
 from optimizer.cpsat_model import LayoutModel
-from optimizer.cpsat_solve import SolveSettings, best_layout, new_solver, solve_best
+from optimizer.cpsat_solve import (
+    SolveSettings,
+    best_layout,
+    least_memory_beating,
+    new_solver,
+    solve_best,
+)
 from optimizer.cpsat_tables import Tables, build_tables
 from optimizer.enumerator import KV_HEADS, MEMORY_LIMIT
 from optimizer.estimate import Estimate
@@ -93,13 +99,23 @@ def _relaxed_problems(problem: SearchProblem) -> dict[str, SearchProblem]:
     }
 
 
-def _relaxation_words(problem: SearchProblem, name: str, best: Estimate, relaxed: Estimate) -> str:
+def _relaxation_words(
+    problem: SearchProblem,
+    name: str,
+    best: Estimate,
+    relaxed: Estimate,
+    step_up: Estimate | None = None,
+) -> str:
     gain = f"the best is {summary(relaxed)} at {relaxed.mfu:.2%} (now {best.mfu:.2%})"
     if name == MEMORY_LIMIT:
-        return (
-            f"memory binds: {best.memory.total / GB:.1f} of {problem.memory_limit_bytes / GB:g} GB; "
-            f"with {relaxed.memory.total / GB:.1f} GB {gain}"
-        )
+        words = f"memory binds: {best.memory.total / GB:.1f} of {problem.memory_limit_bytes / GB:g} GB; "
+        if step_up is not None and step_up.memory.total < relaxed.memory.total:
+            return (
+                words + f"with {step_up.memory.total / GB:.1f} GB the best is {summary(step_up)} "
+                f"at {step_up.mfu:.2%} (now {best.mfu:.2%}); without the limit, "
+                f"{relaxed.mfu:.2%} at {relaxed.memory.total / GB:.1f} GB"
+            )
+        return words + f"with {relaxed.memory.total / GB:.1f} GB {gain}"
     if name == "max_vpp":
         return f"max_vpp binds: with up to {problem.max_vpp * 2} chunks {gain}"
     if name == "node_size":
@@ -175,13 +191,35 @@ def relaxations(
     for rule, (space, answer) in found.items():
         relaxed = None if answer.layout is None else priced(space, answer.layout, assumptions)
         if relaxed is not None and relaxed.mfu > best.mfu * (1 + BINDS_RELATIVE):
-            words = _relaxation_words(problem, rule, best, relaxed)
-            judged.append(Relaxation(rule, words, relaxed.mfu, relaxed))
+            step_up = None
+            if rule == MEMORY_LIMIT:
+                step_up = _smallest_step_up(problem, layout_model, best, assumptions, budget)
+            words = _relaxation_words(problem, rule, best, relaxed, step_up)
+            judged.append(Relaxation(rule, words, relaxed.mfu, relaxed, step_up=step_up))
         elif relaxed is not None and answer.proved:
             judged.append(_not_binding(problem, rule, best))
         else:
             unsettled += 1
     return tuple(judged), len(found) == len(tries) and not unsettled
+
+
+def _smallest_step_up(
+    problem: SearchProblem,
+    layout_model: LayoutModel,
+    best: Estimate,
+    assumptions: CostAssumptions,
+    budget: Budget,
+) -> Estimate | None:
+    """Without the memory limit, the layout of least memory that beats the optimum: the
+    smallest raise of the limit that buys anything (the next frontier point up)."""
+    settings = budget.settings()
+    if settings is None:
+        return None
+    found = least_memory_beating(layout_model, settings, best.mfu, frozenset({MEMORY_LIMIT}))
+    if found.layout is None:
+        return None
+    step_up = priced(problem, found.layout, assumptions)
+    return step_up if step_up.mfu > best.mfu * (1 + BINDS_RELATIVE) else None
 
 
 def _kv_rule_idle(problem: SearchProblem, layout_model: LayoutModel) -> bool:

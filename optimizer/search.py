@@ -30,6 +30,9 @@ class Relaxation:
     relaxed_mfu: float | None  # None when it does not bind
     relaxed: Estimate | None
     binds: bool = True  # whether relaxing it raises the best MFU
+    # For the memory limit: the least-memory layout that beats the optimum at all, i.e.
+    # the smallest raise of the limit that buys anything.
+    step_up: Estimate | None = None
 
 
 @dataclass(frozen=True)

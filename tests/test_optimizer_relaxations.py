@@ -95,3 +95,26 @@ def test_plate_verdicts_by_name() -> None:
 def test_no_relaxations_without_explanations() -> None:
     result = optimize(plate_job(), explain=False)
     assert result.relaxations == () and result.binding == ()
+
+
+@pytest.mark.parametrize(
+    ("job", "space"),
+    [
+        (plate_job(), SearchSpace()),
+        (plate_job(64, "llama3-70b", global_batch=256), SearchSpace(memory_limit_gb=60)),
+    ],
+)
+def test_memory_step_up_is_the_enumerators_least_memory_better_layout(job, space) -> None:
+    # Over every valid layout (memory rule dropped): the least memory among those whose MFU
+    # beats the optimum's is the smallest raise of the limit that buys anything.
+    result = optimize(job, space)
+    memory = next(r for r in result.relaxations if r.name == "memory_limit")
+    assert memory.binds and memory.step_up is not None
+    problem = resolve_space(job, space, "workshop")
+    priced = enumerator.price_space(problem, CostAssumptions())
+    valid = enumerator.feasible(problem, priced, frozenset({"memory_limit"}))
+    better = valid & (priced.mfu > result.best.mfu * (1 + 1e-6))
+    least_gb = priced.memory_bytes[better].min() / 1e9
+    assert memory.step_up.memory.total / 1e9 == pytest.approx(least_gb, rel=1e-6)
+    assert memory.step_up.mfu > result.best.mfu
+    assert f"with {least_gb:.1f} GB the best is" in memory.description
