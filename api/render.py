@@ -73,7 +73,7 @@ def estimate_text(est: EstimateOut) -> str:
 def solver_line(solver: SolverOut, status: str = "optimal") -> str:
     claim = "infeasible" if status == "infeasible" else "optimal"
     proof = f"proved {claim}" if solver.proved_optimal else f"{claim}, NOT proved"
-    details = [f"{solver.solves} solves"] if solver.solves else []
+    details = [f"{solver.solves} solve{'' if solver.solves == 1 else 's'}"] if solver.solves else []
     if solver.explain_wall_s:
         details.append(f"explanations {solver.explain_wall_s:.3f} s")
     extra = f" ({', '.join(details)})" if details else ""
