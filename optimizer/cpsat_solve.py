@@ -92,6 +92,11 @@ def frontier_point(
     layout_model.enforce()
     layout_model.cap_memory(memory_cap_bytes)
     layout_model.stage_frontier_point()
+    return solve_once(layout_model, settings)
+
+
+def solve_once(layout_model: LayoutModel, settings: SolveSettings) -> Found:
+    """One solve of the model as staged, read back."""
     solver = new_solver(settings)
     status = solver.solve(layout_model.model)
     if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
@@ -138,14 +143,4 @@ def least_memory_beating(
     if floor > high:
         return Found(None, True, 0)
     layout_model.stage_least_memory_above(max(floor, low))
-    solver = new_solver(settings)
-    status = solver.solve(layout_model.model)
-    if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
-        return Found(None, status == cp_model.INFEASIBLE, 1)
-    return Found(
-        layout_model.layout(solver),
-        status == cp_model.OPTIMAL,
-        1,
-        int(solver.value(layout_model.memory_bytes)),
-        int(solver.value(layout_model.ln_mfu)),
-    )
+    return solve_once(layout_model, settings)
