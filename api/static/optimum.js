@@ -68,5 +68,19 @@ function bindingItem(binding, bestMfu, onLoad) {
     button.addEventListener("click", () => onLoad(binding.relaxed.layout));
     gain.append(button);
   }
+  if (binding.step_up) {
+    // The memory limit's smallest raise that buys anything: the next frontier point up.
+    const step = binding.step_up;
+    const stepGain = document.createElement("span");
+    stepGain.className = "gain";
+    stepGain.textContent = `smallest step: ${pct(step.mfu)} MFU at ${step.memory_gb.total.toFixed(1)} GB `;
+    const button = Object.assign(document.createElement("button"), {
+      type: "button", className: "link", textContent: "load the step",
+    });
+    button.setAttribute("aria-label", `Load the least-memory layout that beats the optimum: ${describeLayout(step.layout)}`);
+    button.addEventListener("click", () => onLoad(step.layout));
+    stepGain.append(button);
+    item.append(stepGain);
+  }
   return item;
 }
