@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-import math
-from collections.abc import Iterator
 from functools import partial
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Depends, Request
 from fastapi.responses import JSONResponse, PlainTextResponse
-from pydantic import BaseModel
 
 from api.metrics import CONTENT_TYPE
 from api.schemas import (
@@ -28,13 +25,11 @@ from api.schemas import (
     pareto_out,
 )
 from api.workers import Solver
-from models.errors import InvalidSpec
 from models.presets import gpu_presets, model_presets
 from optimizer import search
 from optimizer.cost_model import evaluate
 
 router = APIRouter()
-Answer = TypeVar("Answer", bound=BaseModel)
 
 # Documented in OpenAPI so clients (and schemathesis) know the error shape.
 ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
@@ -69,34 +64,9 @@ PlateSearch = Annotated[
 ]
 
 
-def _non_finite(value: Any, path: str) -> Iterator[str]:
-    if isinstance(value, float) and not math.isfinite(value):
-        yield path
-    elif isinstance(value, dict):
-        for key, item in value.items():
-            yield from _non_finite(item, f"{path}.{key}" if path else str(key))
-    elif isinstance(value, list):
-        for index, item in enumerate(value):
-            yield from _non_finite(item, f"{path}.{index}")
-
-
-def finite(answer: Answer) -> Answer:
-    """The answer, unless a figure in it is inf or NaN, which JSON would turn into a silent
-    null: inputs near zero (an efficiency, FLOP/s or bandwidth of 1e-300) overflow it."""
-    culprits = list(_non_finite(answer.model_dump(), ""))
-    if culprits:
-        more = f" and {len(culprits) - 3} more" if len(culprits) > 3 else ""
-        raise InvalidSpec(
-            f"the request's figures are out of the cost model's range: {', '.join(culprits[:3])}"
-            f"{more} came out infinite or undefined; check efficiencies, FLOP/s and bandwidths "
-            "near zero"
-        )
-    return answer
-
-
 def price(request: EvaluateRequest) -> EstimateOut:
     estimate = evaluate(request.job(), request.layout, request.profile, request.assumptions)
-    return finite(estimate_out(estimate))
+    return estimate_out(estimate)
 
 
 def best_layout(request: SearchRequest, time_limit_s: float) -> OptimizeOut:
@@ -104,14 +74,14 @@ def best_layout(request: SearchRequest, time_limit_s: float) -> OptimizeOut:
     result = search.optimize(
         request.job(), request.search, request.profile, request.assumptions, time_limit_s
     )
-    return finite(optimize_out(result))
+    return optimize_out(result)
 
 
 def frontier(request: SearchRequest, time_limit_s: float) -> ParetoOut:
     result = search.pareto(
         request.job(), request.search, request.profile, request.assumptions, time_limit_s
     )
-    return finite(pareto_out(result))
+    return pareto_out(result)
 
 
 def proved(answer: OptimizeOut | ParetoOut) -> bool:

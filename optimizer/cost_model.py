@@ -205,10 +205,13 @@ def require_finite(estimate: Estimate) -> Estimate:
     figures = {
         "memory": memory.total,
         "bubble": estimate.bubble,
-        "mfu": estimate.mfu,
+        **{f"mfu_steps.{step.name}": step.mfu for step in estimate.mfu_steps},
         "step_time_s": estimate.step_time_s,
+        "tokens_per_s_per_gpu": estimate.tokens_per_s_per_gpu,
         **{f"times_s.{name}": value for name, value in estimate.times_s.items()},
     }
+    if estimate.hardware_flops_utilization is not None:
+        figures["hardware_flops_utilization"] = estimate.hardware_flops_utilization
     broken = [name for name, value in figures.items() if not math.isfinite(value)]
     if broken or estimate.step_time_s <= 0:
         raise InvalidSpec(
