@@ -105,6 +105,7 @@ def _run(entry: dict[str, Any]) -> PublishedRun:
         gpus=entry["gpus"],
         gpu=gpu_preset(entry["gpu"]),
         gpus_per_node=entry.get("gpus_per_node", 8),
+        nvlink_domain=entry.get("nvlink_domain"),
     )
     job = TrainingJob(
         model=_model(entry["model"]),

@@ -23,6 +23,8 @@ PRINTED = [
     ("SC21 GPT 1.7B on 32 A100", "hfu", 0.44),
     ("Korthikanti 2022 GPT 1T on 512 A100", "mfu", 0.563),  # Table 5
     ("ZeRO-3 GPT 174.6B on 1536 A100", "hfu", 44 / 312),  # SC21 Table 2: 44 TFLOP/s
+    # dgxc-benchmarking llama3.1 README: 1134.5 model TFLOP/s per GPU over GB200's 2,500 peak
+    ("Llama 3.1 405B on 256 GB200, cp 2", "mfu", 1134.5 / 2500),
 ]
 
 
@@ -69,6 +71,15 @@ def test_published_layouts_rank_in_the_top_five(report) -> None:
     assert misses == KNOWN_RANK_MISSES
     llama = [row.rank for row in report.rows if row.run.name.startswith("Llama 3")]
     assert all(rank is not None and rank <= 5 for rank in llama)
+
+
+def test_a_tuned_context_parallel_recipe_at_8k_ranks_in_the_top_five(report) -> None:
+    # NVIDIA's tuned Llama 3.1 405B recipe runs cp 2 at 8,192 tokens; with cp free, the
+    # optimiser must rank that choice among its best, not rule context parallelism out at 8K
+    (row,) = [row for row in report.rows if "on 256 GB200, cp 2" in row.run.name]
+    assert row.run.search.cp is None and row.run.job.training.seq_len == 8192
+    assert row.run.degrees == (4, 8, 2, 4)
+    assert row.rank is not None and row.rank <= 5
 
 
 def test_every_published_layout_fits(report) -> None:
