@@ -29,6 +29,8 @@ _SEARCH_FLAGS = (
     "memory_limit_gb",
     "require_tp_divides_kv_heads",
     "placement",
+    "schedules",
+    "ep",
 )
 
 
@@ -45,13 +47,18 @@ def _comma_list(item: Callable[[str], Any]) -> Callable[[str], list[Any]]:
 
 
 def add_search_flags(parser: argparse.ArgumentParser) -> None:
-    for name in ("tp", "pp", "cp", "vpp"):
+    for name in ("tp", "pp", "cp", "vpp", "ep"):
         parser.add_argument(f"--{name}", type=int, help=f"fix {name}")
     parser.add_argument("--max-vpp", type=int, dest="max_vpp", help="most interleaved chunks (4)")
     parser.add_argument(
         "--zero-stages", type=_comma_list(int), dest="zero_stages", help="allowed, e.g. 1,2"
     )
     parser.add_argument("--recompute", type=_comma_list(str), help="allowed, e.g. none,full")
+    parser.add_argument(
+        "--schedules",
+        type=_comma_list(str),
+        help="allowed pipeline schedules, e.g. 1f1b,zero-bubble,dualpipe (default: all priced)",
+    )
     parser.add_argument(
         "--micro-batches", type=_comma_list(int), dest="micro_batches", help="allowed sizes"
     )

@@ -20,10 +20,12 @@ def bar(value: float, full_scale: float, width: int = BAR_WIDTH) -> str:
 
 def layout_line(est: EstimateOut) -> str:
     lay = est.layout
+    # ep only exists for mixture-of-experts models; the schedule always shapes the bubble
+    experts = f"ep {lay.ep}  " if lay.ep > 1 else ""
     return (
-        f"tp {lay.tp}  pp {lay.pp}  cp {lay.cp}  dp {lay.dp}  vpp {lay.vpp}  "
-        f"micro-batch {lay.micro_batch} x {lay.micro_batches}  ZeRO-{lay.zero}  "
-        f"recompute {lay.recompute}  placement {'<'.join(lay.placement)}"
+        f"tp {lay.tp}  pp {lay.pp}  cp {lay.cp}  dp {lay.dp}  {experts}vpp {lay.vpp}  "
+        f"schedule {lay.schedule}  micro-batch {lay.micro_batch} x {lay.micro_batches}  "
+        f"ZeRO-{lay.zero}  recompute {lay.recompute}  placement {'<'.join(lay.placement)}"
     )
 
 

@@ -87,6 +87,7 @@ def test_infeasible_request_explains_the_conflict(capsys: pytest.CaptureFixture[
         (["--memory-limit-gb", "-1"], "search.memory_limit_gb"),
         (["--vpp", "6"], "vpp(6) exceeds max_vpp(4)"),
         (["--placement", "tp,pp"], "placement must order"),
+        (["--schedules", "2f2b"], "search.schedules.0: Input should be '1f1b'"),
         (["--workers", "0"], "--workers must be at least 1"),
         (["--profile", "standard", "--max-vpp", "64"], "search space too large: 283 (tp"),
     ],
@@ -112,3 +113,27 @@ def test_absurd_efficiency_exits_2_naming_the_assumptions(
     assert status == 2 and out == ""
     assert "assumptions.kernel_efficiency: Input should be greater than or equal to 0.01" in err
     assert "Traceback" not in err
+
+
+@pytest.mark.parametrize("schedule", ["1f1b", "zero-bubble"])
+def test_schedules_flag_restricts_the_search(
+    schedule: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # the optimum under one allowed schedule is the enumerator's best under the same rule,
+    # and the table names the schedule (a DualPipe layout read as 1F1B would be wrong)
+    argv = ["--model", "llama3-70b", "--gpus", "256", "--profile", "standard"]
+    status, out, _ = run(["optimize", *argv, "--schedules", schedule, "--json"], capsys)
+    best = json.loads(out)["best"]
+    problem = resolve_space(
+        plate_job(256, "llama3-70b"), SearchSpace(schedules=[schedule]), "standard"
+    )
+    expected = enumerator.best_layout(problem, CostAssumptions())
+    assert status == 0 and expected is not None
+    assert best["layout"]["schedule"] == expected.schedule.value == schedule
+    assert (best["layout"]["tp"], best["layout"]["pp"], best["layout"]["cp"]) == (
+        expected.tp,
+        expected.pp,
+        expected.cp,
+    )
+    status, out, _ = run(["optimize", *argv, "--schedules", schedule], capsys)
+    assert f"schedule {schedule}  micro-batch" in out
