@@ -113,6 +113,12 @@ def best_layout(
     return space.grid.layout(int(tie_break_order(space, rows)[0]))
 
 
+# Two layouts whose MFUs differ by a few ulps tie: the same number computed along two paths
+# (e.g. tp 2 x pp 1 and tp 1 x pp 2) may differ in its last bit, and more memory for a
+# rounding error is no frontier point.
+FLOAT_NOISE_RELATIVE = 1e-12
+
+
 def frontier_points(
     problem: SearchProblem, assumptions: CostAssumptions
 ) -> list[tuple[float, float, Layout]]:
@@ -124,6 +130,6 @@ def frontier_points(
     points: list[tuple[float, float, Layout]] = []
     for row in by_memory:
         mfu = float(space.mfu[row])
-        if not points or mfu > points[-1][1]:
+        if not points or mfu > points[-1][1] * (1 + FLOAT_NOISE_RELATIVE):
             points.append((float(space.memory_bytes[row]), mfu, space.grid.layout(int(row))))
     return points
