@@ -96,6 +96,10 @@ def optimize_text(answer: OptimizeOut) -> str:
     idle = [r.name for r in answer.relaxations if not r.binds]
     if idle:
         lines.append(f"  relaxing would not raise MFU: {', '.join(idle)}")
+    if answer.choices:
+        lines.append("")
+        lines.append("what each choice buys (the best of the same request without it)")
+        lines += [f"  - {choice.description}" for choice in answer.choices]
     lines.append("")
     lines.append("slack of the chosen layout")
     for s in answer.slack:

@@ -21,7 +21,7 @@ from models.training import TrainingSpec
 from models.transformer import TransformerSpec
 from optimizer.assumptions import CostAssumptions
 from optimizer.estimate import Estimate
-from optimizer.search import Conflict, OptimizeResult, ParetoResult, Relaxation, Slack
+from optimizer.search import Choice, Conflict, OptimizeResult, ParetoResult, Relaxation, Slack
 from optimizer.space import SearchSpace
 
 MEMORY_DECIMALS = 2  # GB, as the plate prints
@@ -274,6 +274,26 @@ class RelaxationOut(BindingOut):
     binds: bool
 
 
+class ChoiceOut(BaseModel):
+    """One of the optimum's less common choices (context parallelism, a zero-bubble or
+    DualPipe schedule, interleaving, ZeRO-3, recomputation, expert parallelism) and the best
+    layout of the same request without it; `without_mfu` null means nothing fits without it."""
+
+    name: str
+    description: str
+    without_mfu: float | None
+    without: EstimateOut | None
+
+
+def choice_out(choice: Choice) -> ChoiceOut:
+    return ChoiceOut(
+        name=choice.name,
+        description=choice.description,
+        without_mfu=None if choice.without_mfu is None else _fraction(choice.without_mfu),
+        without=None if choice.without is None else estimate_out(choice.without),
+    )
+
+
 class SolverOut(BaseModel):
     wall_s: float
     proved_optimal: bool
@@ -291,6 +311,10 @@ class OptimizeOut(BaseModel):
     warnings: list[str]
     solver: SolverOut
     relaxations: list[RelaxationOut] = Field(default_factory=list)
+    choices: list[ChoiceOut] = Field(
+        default_factory=list,
+        description="What each of the optimum's less common choices buys: the best without it.",
+    )
 
 
 class ParetoOut(BaseModel):
@@ -325,6 +349,7 @@ def optimize_out(result: OptimizeResult) -> OptimizeOut:
         relaxations=[
             RelaxationOut(**_binding_fields(r), binds=r.binds) for r in result.relaxations
         ],
+        choices=[choice_out(choice) for choice in result.choices],
     )
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from models.layout import Layout
+from models.layout import Layout, Schedule
 
 
 @dataclass(frozen=True)
@@ -52,3 +52,14 @@ class Estimate:
     @property
     def fits(self) -> bool:
         return self.memory.total <= self.memory.capacity
+
+    def summary(self) -> str:
+        """The layout in words, as explanations quote it (schedule and ep when not default)."""
+        lay = self.layout
+        extras = "" if lay.schedule == Schedule.ONE_F_ONE_B else f", schedule {lay.schedule.value}"
+        extras += f", ep {lay.ep}" if lay.ep > 1 else ""
+        return (
+            f"tp {lay.tp}, pp {lay.pp}, cp {lay.cp}, dp {lay.data_parallel_size}, vpp {lay.vpp}, "
+            f"micro-batch {lay.micro_batch}, ZeRO-{lay.zero}, recompute {lay.recompute.value}"
+            f"{extras}"
+        )

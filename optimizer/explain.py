@@ -14,8 +14,9 @@ from dataclasses import dataclass, replace
 from ortools.sat.python import cp_model
 
 from models.errors import InvalidSpec
-from models.layout import Layout, Schedule
+from models.layout import Layout
 from optimizer.assumptions import CostAssumptions
+from optimizer.choices import choices
 from optimizer.cost_model import evaluate
 from optimizer.cpsat_model import LayoutModel
 from optimizer.cpsat_solve import (
@@ -28,7 +29,7 @@ from optimizer.cpsat_solve import (
 from optimizer.cpsat_tables import Tables, build_tables
 from optimizer.enumerator import KV_HEADS, MEMORY_LIMIT
 from optimizer.estimate import Estimate
-from optimizer.search import Conflict, Relaxation, Slack
+from optimizer.search import Choice, Conflict, Relaxation, Slack
 from optimizer.space import SearchProblem, fast_link_domain, narrowed
 
 GB = 1e9
@@ -40,16 +41,6 @@ BINDS_RELATIVE = 1e-7
 
 def priced(problem: SearchProblem, layout: Layout, assumptions: CostAssumptions) -> Estimate:
     return evaluate(problem.job, layout, problem.profile, assumptions)
-
-
-def summary(estimate: Estimate) -> str:
-    lay = estimate.layout
-    extras = "" if lay.schedule == Schedule.ONE_F_ONE_B else f", schedule {lay.schedule.value}"
-    extras += f", ep {lay.ep}" if lay.ep > 1 else ""
-    return (
-        f"tp {lay.tp}, pp {lay.pp}, cp {lay.cp}, dp {lay.data_parallel_size}, vpp {lay.vpp}, "
-        f"micro-batch {lay.micro_batch}, ZeRO-{lay.zero}, recompute {lay.recompute.value}{extras}"
-    )
 
 
 def _rule_words(problem: SearchProblem, name: str) -> str:
@@ -106,12 +97,12 @@ def _relaxation_words(
     relaxed: Estimate,
     step_up: Estimate | None = None,
 ) -> str:
-    gain = f"the best is {summary(relaxed)} at {relaxed.mfu:.2%} (now {best.mfu:.2%})"
+    gain = f"the best is {relaxed.summary()} at {relaxed.mfu:.2%} (now {best.mfu:.2%})"
     if name == MEMORY_LIMIT:
         words = f"memory binds: {best.memory.total / GB:.1f} of {problem.memory_limit_bytes / GB:g} GB; "
         if step_up is not None and step_up.memory.total < relaxed.memory.total:
             return (
-                words + f"with {step_up.memory.total / GB:.1f} GB the best is {summary(step_up)} "
+                words + f"with {step_up.memory.total / GB:.1f} GB the best is {step_up.summary()} "
                 f"at {step_up.mfu:.2%} (now {best.mfu:.2%}); without the limit, "
                 f"{relaxed.mfu:.2%} at {relaxed.memory.total / GB:.1f} GB"
             )
@@ -142,6 +133,7 @@ class Explanation:
     slack: tuple[Slack, ...] = ()
     conflict: tuple[Conflict, ...] = ()
     warnings: tuple[str, ...] = ()
+    choices: tuple[Choice, ...] = ()
 
     @property
     def binding(self) -> tuple[Relaxation, ...]:
@@ -162,8 +154,12 @@ def explain(
     except InvalidSpec as error:  # the wider spaces the explanations search are too large
         skipped = f"explanations skipped: {error.message}"
         return Explanation(slack=() if best is None else slacks(problem, best), warnings=(skipped,))
+    bought, settled = choices(problem, best, assumptions, budget.settings)
     return Explanation(
-        relaxations=tried, slack=slacks(problem, best), warnings=() if complete else (CUT_SHORT,)
+        relaxations=tried,
+        slack=slacks(problem, best),
+        warnings=() if complete and settled else (CUT_SHORT,),
+        choices=bought,
     )
 
 
@@ -336,6 +332,6 @@ def _conflict_item(
     estimate = priced(problem, least, assumptions)
     return Conflict(
         name,
-        f"{words}: even the least-memory layout ({summary(estimate)}) "
+        f"{words}: even the least-memory layout ({estimate.summary()}) "
         f"needs {estimate.memory.total / GB:.1f} GB > {problem.memory_limit_bytes / GB:g} GB",
     )

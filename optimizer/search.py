@@ -36,6 +36,16 @@ class Relaxation:
 
 
 @dataclass(frozen=True)
+class Choice:
+    """What one of the optimum's less common choices buys: the best layout without it."""
+
+    name: str  # "context_parallel", "expert_parallel", "schedule", "interleaving", ...
+    description: str  # in words, with the numbers
+    without_mfu: float | None = None  # None: nothing fits without it
+    without: Estimate | None = None
+
+
+@dataclass(frozen=True)
 class Slack:
     """How far the chosen layout is from one constraint's bound (in the constraint's unit)."""
 
@@ -74,6 +84,7 @@ class OptimizeResult:
     warnings: tuple[str, ...] = ()
     solver: SolverStats = field(default_factory=lambda: SolverStats(0.0, False, 0, 1))
     relaxations: tuple[Relaxation, ...] = ()  # every relaxable rule of the request, bound or not
+    choices: tuple[Choice, ...] = ()  # the optimum's less common choices, each with its price
 
 
 @dataclass(frozen=True)
@@ -131,6 +142,7 @@ def optimize(
         warnings=warnings + explained.warnings + (() if best is None else best.warnings),
         solver=stats,
         relaxations=explained.relaxations,
+        choices=explained.choices,
     )
 
 

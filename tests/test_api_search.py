@@ -43,6 +43,19 @@ def test_optimize_answers_a_layout_the_cost_model_prices_the_same(
     assert answer["best"]["fits"] is True
 
 
+def test_optimize_prices_each_less_common_choice(api: TestClient) -> None:
+    # the plate under standard at the plate's 4 chunks: cp 8 with DualPipe; each choice comes
+    # with the best layout without it, priced by the cost model like any answer
+    body = {"model": "llama3-405b", "cluster": {"gpus": 16384}, "search": {"max_vpp": 4}}
+    answer = api.post("/v1/optimize", json=body).json()
+    choices = {choice["name"]: choice for choice in answer["choices"]}
+    assert set(choices) == {"context_parallel", "schedule"}
+    without_cp = choices["context_parallel"]["without"]
+    assert without_cp["layout"]["cp"] == 1
+    assert EstimateOut.model_validate(without_cp) == cost_model_price(body, without_cp)
+    assert choices["context_parallel"]["without_mfu"] == without_cp["mfu"] < answer["best"]["mfu"]
+
+
 def test_pareto_frontier_is_priced_by_the_cost_model_and_ordered(
     api: TestClient, search_body: dict[str, Any]
 ) -> None:

@@ -283,6 +283,15 @@ def test_optimise_fills_the_optimum_and_draws_the_frontier(page: WebDriver) -> N
         page, lambda: state(page) == "ready" and shown_layout(page) == as_shown(frontier[0][2])
     )
     assert text(page, "total-memory") == f"{frontier[0][0] / 1e9:.1f} GB"
+    # "load the layout without it" beside the optimum's interleaving: the enumerator's best
+    # of the same request at vpp 1
+    flat = resolve_space(plate_job(), SearchSpace(vpp=1), "workshop")
+    without = enumerator.best_layout(flat, CostAssumptions())
+    assert without is not None
+    interleaving = "//ul[@id='choices']/li[starts-with(normalize-space(.), 'interleaving')]"
+    assert "interleaving (vpp 4) buys" in page.find_element(By.XPATH, interleaving).text
+    page.find_element(By.XPATH, interleaving + "//button").click()
+    wait_for(page, lambda: state(page) == "ready" and shown_layout(page) == as_shown(without))
 
 
 def save_screenshot(browser: WebDriver) -> None:

@@ -26,6 +26,23 @@ export function renderOptimum(answer, onLoad) {
     ? answer.binding.map((b) => bindingItem(b, answer.best.mfu, onLoad))
     : (answer.conflict || []).map((c) => textItem(c.name, c.description));
   $("binding").replaceChildren(...items, ...(answer.warnings || []).map((w) => textItem("note", w)));
+  const choices = answer.best ? answer.choices || [] : [];
+  $("choices-intro").hidden = choices.length === 0;
+  $("choices").replaceChildren(...choices.map((choice) => choiceItem(choice, onLoad)));
+}
+
+// One of the optimum's less common choices, what it buys, and a button to load the layout without it.
+function choiceItem(choice, onLoad) {
+  const item = textItem(choice.name.replaceAll("_", " "), choice.description);
+  if (choice.without) {
+    const button = Object.assign(document.createElement("button"), {
+      type: "button", className: "link", textContent: "load the layout without it",
+    });
+    button.setAttribute("aria-label", `Load the best layout without ${choice.name.replaceAll("_", " ")}: ${describeLayout(choice.without.layout)}`);
+    button.addEventListener("click", () => onLoad(choice.without.layout));
+    item.append(" ", button);
+  }
+  return item;
 }
 
 function layoutChips(layout) {
