@@ -45,7 +45,9 @@ def add_job_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--spec", type=Path, help="request JSON (the HTTP body); flags override it")
     parser.add_argument("--model", help="preset name, or a path to a spec / HF config.json file")
     parser.add_argument("--gpus", type=int, help="GPUs in the job")
-    parser.add_argument("--gpu", help="GPU preset (h100-sxm, a100-80gb, h200-sxm, b200, gb200, mi300x)")
+    parser.add_argument(
+        "--gpu", help="GPU preset (h100-sxm, a100-80gb, h200-sxm, b200, gb200, mi300x)"
+    )
     parser.add_argument("--gpus-per-node", type=int, help="GPUs per NVLink domain (default 8)")
     parser.add_argument(
         "--nvlink-domain", type=int, help="GPUs sharing NVLink beyond a node (GB200 NVL72: 72)"

@@ -49,7 +49,12 @@ def _comma_list(item: Callable[[str], Any]) -> Callable[[str], list[Any]]:
 def add_search_flags(parser: argparse.ArgumentParser) -> None:
     for name in ("tp", "pp", "cp", "vpp", "ep"):
         parser.add_argument(f"--{name}", type=int, help=f"fix {name}")
-    parser.add_argument("--max-vpp", type=int, dest="max_vpp", help="most interleaved chunks (4)")
+    parser.add_argument(
+        "--max-vpp",
+        type=int,
+        dest="max_vpp",
+        help="most interleaved chunks (default: workshop 4, standard 8)",
+    )
     parser.add_argument(
         "--zero-stages", type=_comma_list(int), dest="zero_stages", help="allowed, e.g. 1,2"
     )

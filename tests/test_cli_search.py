@@ -85,7 +85,7 @@ def test_infeasible_request_explains_the_conflict(capsys: pytest.CaptureFixture[
     [
         (["--zero-stages", "7"], "search.zero_stages: zero_stages must be"),
         (["--memory-limit-gb", "-1"], "search.memory_limit_gb"),
-        (["--vpp", "6"], "vpp(6) exceeds max_vpp(4)"),
+        (["--vpp", "6", "--max-vpp", "4"], "vpp(6) exceeds max_vpp(4)"),
         (["--placement", "tp,pp"], "placement must order"),
         (["--schedules", "2f2b"], "search.schedules.0: Input should be '1f1b'"),
         (["--workers", "0"], "--workers must be at least 1"),
@@ -137,3 +137,9 @@ def test_schedules_flag_restricts_the_search(
     )
     status, out, _ = run(["optimize", *argv, "--schedules", schedule], capsys)
     assert f"schedule {schedule}  micro-batch" in out
+
+
+def test_fixed_vpp_beyond_the_default_bound_is_searched(capsys: pytest.CaptureFixture[str]) -> None:
+    # workshop's default bound is the plate's 4 chunks; a user who fixes 6 asks for 6
+    status, out, _ = run(["optimize", *PLATE, "--vpp", "6", "--json"], capsys)
+    assert status == 0 and json.loads(out)["best"]["layout"]["vpp"] == 6

@@ -151,7 +151,7 @@ def test_same_layout_every_time_with_two_workers(plate_result) -> None:
 @pytest.mark.parametrize(
     ("fields", "message"),
     [
-        ({"vpp": 8}, "vpp(8) exceeds max_vpp(4)"),
+        ({"vpp": 8, "max_vpp": 4}, "vpp(8) exceeds max_vpp(4)"),
         ({"zero_stages": [5]}, "zero_stages must be"),
         ({"micro_batches": []}, "micro_batches must be"),
         ({"placement": ["tp", "tp", "pp", "dp"]}, "placement must order"),

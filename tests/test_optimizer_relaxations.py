@@ -20,8 +20,8 @@ optimize = partial(search_optimize, profile="workshop")
 
 def enumerated_relaxed_mfu(job, space: SearchSpace, rule: str) -> float:
     """The enumerator's best MFU with `rule` relaxed the way the issue words it."""
-    if rule == "max_vpp":  # twice the chunks
-        space = space.model_copy(update={"max_vpp": space.max_vpp * 2})
+    if rule == "max_vpp":  # twice the chunks; workshop's default bound is the plate's v = 4
+        space = space.model_copy(update={"max_vpp": (space.max_vpp or 4) * 2})
     if rule == "node_size":  # nodes twice as large
         cluster = job.cluster.model_copy(update={"gpus_per_node": job.cluster.gpus_per_node * 2})
         job = job.model_copy(update={"cluster": cluster})

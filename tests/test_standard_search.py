@@ -46,19 +46,36 @@ def test_plate_optimum_keeps_tensor_parallelism_in_the_node() -> None:
     assert best.cp <= 8 and estimate.mfu < 0.55
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "issue 6 asks for cp 1 at 8K; with Llama 3's exposed all-gather and NCCL latencies "
-        "priced the profile still prefers cp 8 (45.4% against 43.3% at cp 1): cp shrinks dp, so "
-        "each pipeline gets 8x the micro-batches and the bubble falls from ~16% to ~7%"
-    ),
-)
-def test_plate_optimum_uses_no_context_parallelism_at_8k() -> None:
-    problem = resolve_space(plate_job(), SearchSpace(), "standard")
+def test_plate_optimum_keeps_tp_in_the_node_and_no_context_parallelism_at_8k() -> None:
+    # the optimiser (CP-SAT) against the exhaustive enumerator, under standard's defaults:
+    # interleaving up to 8 chunks, NVIDIA's tuned recipe for this model (VP 8)
+    job = plate_job()
+    result = optimize(job, SearchSpace(), time_limit_s=60)
+    assert result.status == "optimal" and result.best is not None
+    best = result.best.layout
+    assert best.group_span("tp") <= job.cluster.gpus_per_node and best.cp == 1
+    expected = enumerator.best_layout(
+        resolve_space(job, SearchSpace(), "standard"), CostAssumptions()
+    )
+    assert expected is not None and expected.cp == 1
+    assert result.best.mfu == pytest.approx(evaluate(job, expected, "standard").mfu, rel=1e-6)
+    # interleaving is what the cp 1 layout leans on; the answer prices it
+    assert "interleaving" in [choice.name for choice in result.choices]
+
+
+def test_plate_with_interleaving_capped_at_4_prefers_context_parallelism() -> None:
+    # docs/cost-model.md's caveat: at the plate's v = 4 the bubble is cheaper to cut with cp
+    # (which shrinks dp, so each pipeline gets more micro-batches) than to live with
+    problem = resolve_space(plate_job(), SearchSpace(max_vpp=4), "standard")
     best = enumerator.best_layout(problem, CostAssumptions())
-    assert best is not None and best.tp <= 8
-    assert best.cp == 1
+    assert best is not None and best.cp > 1 and best.group_span("tp") <= 8
+    no_cp = resolve_space(plate_job(), SearchSpace(max_vpp=4, cp=1), "standard")
+    without = enumerator.best_layout(no_cp, CostAssumptions())
+    assert without is not None
+    gain = (
+        evaluate(plate_job(), best, "standard").mfu - evaluate(plate_job(), without, "standard").mfu
+    )
+    assert 0 < gain < 0.03  # within the profile's validated error: a close call, said as such
 
 
 @pytest.mark.slow
