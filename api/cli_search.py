@@ -28,6 +28,7 @@ _SEARCH_FLAGS = (
     "micro_batches",
     "memory_limit_gb",
     "require_tp_divides_kv_heads",
+    "even_stages",
     "placement",
     "schedules",
     "ep",
@@ -76,6 +77,13 @@ def add_search_flags(parser: argparse.ArgumentParser) -> None:
         const=False,
         dest="require_tp_divides_kv_heads",
         help="let tp not divide the KV heads (engines such as Megatron-LM refuse it)",
+    )
+    parser.add_argument(
+        "--even-stages",
+        action="store_const",
+        const=True,
+        dest="even_stages",
+        help="every pipeline chunk the same number of layers (engines without uneven splits)",
     )
     parser.add_argument(
         "--placement", type=_comma_list(str), help="fix the order, innermost first: tp,cp,pp,dp"

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from pydantic import BaseModel, ConfigDict, Field
 
 MAX_GPUS = 10_000_000
@@ -72,3 +74,16 @@ class ClusterSpec(BaseModel):
     @property
     def nvlink_domain_size(self) -> int:
         return self.gpus_per_node if self.nvlink_domain is None else self.nvlink_domain
+
+    @property
+    def job_nvlink_domain(self) -> int:
+        """GPUs of this job in one NVLink domain: the domain, or the whole job when smaller."""
+        return min(self.nvlink_domain_size, self.gpus)
+
+
+def fits_one_domain(span: Any, domain: int) -> Any:
+    """Whether every group of `span` consecutive ranks sits inside one NVLink domain of
+    `domain` GPUs. Rank-ordered groups pack only when the span divides the domain: tp 6 on
+    8-GPU nodes puts ranks 6-11 on two nodes, and that group's collectives run at the
+    network's pace. Ints or numpy arrays."""
+    return (span <= domain) & (domain % span == 0)

@@ -25,7 +25,7 @@ from optimizer.cpsat_tables import (
     axis_size,
     term_totals,
 )
-from optimizer.enumerator import KV_HEADS, MEMORY_LIMIT
+from optimizer.enumerator import EVEN_STAGES, KV_HEADS, MEMORY_LIMIT
 from optimizer.grid import RECOMPUTE_CODES, LayoutGrid
 from optimizer.space import KNOBS, degree_columns
 
@@ -54,6 +54,7 @@ class LayoutModel:
         self.add_structure(without)
         self.add_term_tables()
         self.add_kv_heads()
+        self.add_even_stages()
         self.add_fixed_values()
         self.add_allowed_knobs()
         self.add_search_bounds()
@@ -174,6 +175,23 @@ class LayoutModel:
         if not breaks.any():  # a rule nothing breaks has nothing to relax or to blame
             return
         self.model.add(self.degree_expr(0, breaks) == 0).only_enforce_if(self._rule(KV_HEADS))
+
+    def add_even_stages(self) -> None:
+        """Every chunk holds the same number of layers: pp * vpp divides num_layers (engines
+        without uneven pipeline splits). Per vpp value, the tuples whose pp breaks it are
+        barred while that value is chosen."""
+        if not self.problem.require_even_stages:
+            return
+        layers, pp = self.problem.job.model.num_layers, self.problem.degrees[:, 1]
+        barred_by_vpp = [
+            ((layers % (pp * int(vpp))) != 0).astype(np.int64) for vpp in self.problem.knobs["vpp"]
+        ]
+        if not any(barred.any() for barred in barred_by_vpp):
+            return  # a rule nothing breaks has nothing to relax or to blame
+        rule = self._rule(EVEN_STAGES)
+        for barred, vpp_is in zip(barred_by_vpp, self.knob_is["vpp"], strict=True):
+            if barred.any():
+                self.model.add(self.degree_expr(1, barred) == 0).only_enforce_if([rule, vpp_is])
 
     def add_fixed_values(self) -> None:
         """Degrees and knobs the user fixed."""

@@ -23,7 +23,7 @@ from optimizer.space import (
     KNOBS,
     SearchProblem,
     degree_columns,
-    fast_link_domain,
+    on_fast_links,
     valid_knob_mask,
 )
 
@@ -133,11 +133,11 @@ def placement_classes(problem: SearchProblem) -> PlacementClasses:
         recompute=0 * ones,
         placement=p.ravel(),
     )
-    node = fast_link_domain(problem)
     dims = PLACEMENT_PRICED_DIMS.get(problem.profile, DIMENSIONS)
     # expert groups' links depend on more than these fits: keep MoE placements apart
     apart = problem.job.model.is_moe and problem.profile not in PLACEMENT_PRICED_DIMS
-    fits = np.stack([grid.span(dim) <= node for dim in dims], axis=1).reshape(*k.shape, len(dims))
+    fits = np.stack([on_fast_links(problem, grid.span(dim)) for dim in dims], axis=1)
+    fits = fits.reshape(*k.shape, len(dims))
     representative = []
     for row in range(len(problem.degrees)):
         seen: dict[bytes, int] = {}

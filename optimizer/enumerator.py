@@ -19,6 +19,7 @@ from optimizer.space import KNOBS, SearchProblem, valid_knob_mask
 # Rules the user may relax; both searches name them alike.
 MEMORY_LIMIT = "memory_limit"
 KV_HEADS = "kv_heads"
+EVEN_STAGES = "even_stages"
 
 
 @dataclass(frozen=True)
@@ -74,6 +75,8 @@ def restriction_masks(problem: SearchProblem, space: PricedSpace) -> dict[str, n
     masks = {MEMORY_LIMIT: space.memory_bytes <= problem.memory_limit_bytes}
     if problem.require_kv_divisibility:
         masks[KV_HEADS] = problem.job.model.num_kv_heads % grid.tp == 0
+    if problem.require_even_stages:
+        masks[EVEN_STAGES] = problem.job.model.num_layers % (grid.pp * grid.vpp) == 0
     for name, value in problem.fixed.items():
         masks[f"fixed_{name}"] = getattr(grid, name) == value
     for knob, allowed in problem.allowed.items():

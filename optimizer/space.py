@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from models.hardware import fits_one_domain
 from models.job import TrainingJob
 from models.layout import DIMENSIONS, Dimension, Recompute, Schedule
 from optimizer.grid import PLACEMENTS, recompute_code, schedule_code
@@ -54,6 +55,11 @@ class SearchSpace(BaseModel):
     ep: int | None = Field(None, gt=0, description="Fix the expert-parallel degree (MoE).")
     memory_limit_gb: float | None = Field(
         None, gt=0, le=1_000_000, description="Per-device memory limit; default the GPU's."
+    )
+    even_stages: bool = Field(
+        False,
+        description="Every pipeline chunk holds the same number of layers (num_layers divisible "
+        "by pp * vpp), as engines without uneven splits require; relaxable.",
     )
     require_tp_divides_kv_heads: bool = Field(
         True, description="tp must divide the KV heads (Megatron-LM's rule); relaxable."
@@ -167,6 +173,7 @@ class SearchProblem:
     fixed: dict[str, int]  # degree or knob -> value the user fixed
     allowed: dict[str, tuple[int, ...]]  # knob -> user's subset of the priced values
     max_vpp: int
+    require_even_stages: bool = False
     warnings: tuple[str, ...] = field(default=())
 
     @property
@@ -264,6 +271,7 @@ def resolve_space(job: TrainingJob, space: SearchSpace, profile: str) -> SearchP
         placements=placements,
         memory_limit_bytes=limit_gb * 1e9,
         require_kv_divisibility=space.require_tp_divides_kv_heads,
+        require_even_stages=space.even_stages,
         fixed=fixed,
         allowed={
             "zero": zero,
@@ -344,4 +352,11 @@ def fast_link_domain(problem: SearchProblem) -> int:
     """GPUs that share the fast links, as the profile prices them: workshop prices by node,
     other profiles by NVLink domain (which may span nodes, as in GB200 NVL72)."""
     cluster = problem.job.cluster
-    return cluster.gpus_per_node if problem.profile == "workshop" else cluster.nvlink_domain_size
+    return cluster.gpus_per_node if problem.profile == "workshop" else cluster.job_nvlink_domain
+
+
+def on_fast_links(problem: SearchProblem, span: np.ndarray) -> np.ndarray:
+    """Whether groups of `span` GPUs talk over NVLink, as the profile prices it: workshop's
+    plate by size alone (t <= G), the others only when groups pack into whole domains."""
+    domain = fast_link_domain(problem)
+    return span <= domain if problem.profile == "workshop" else fits_one_domain(span, domain)

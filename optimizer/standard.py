@@ -170,12 +170,12 @@ def link_bytes_s(job: TrainingJob, a: CostAssumptions, span: Number) -> Number:
     """NVLink when the group fits the NVLink domain, else the network at its efficiency."""
     gpu = job.cluster.gpu
     inter = gpu.inter_node_bytes_s * a.inter_node_bandwidth_efficiency
-    return tim.link_bytes_s(span, job.cluster.nvlink_domain_size, gpu.intra_node_bytes_s, inter)
+    return tim.link_bytes_s(span, job.cluster.job_nvlink_domain, gpu.intra_node_bytes_s, inter)
 
 
 def step_latency_s(job: TrainingJob, a: CostAssumptions, span: Number) -> Number:
     """Latency of one ring step: NVLink's inside the NVLink domain, else the network's."""
-    domain = job.cluster.nvlink_domain_size
+    domain = job.cluster.job_nvlink_domain
     return tim.link_bytes_s(span, domain, a.nvlink_step_latency_s, a.network_step_latency_s)
 
 

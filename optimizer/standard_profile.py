@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from models.hardware import fits_one_domain
 from models.job import TrainingJob
 from models.layout import Layout
 from optimizer.assumptions import CostAssumptions
@@ -54,7 +55,23 @@ def standard_warnings(job: TrainingJob, layout: Layout) -> list[str]:
 
     cluster = job.cluster.model_copy(update={"gpus_per_node": job.cluster.nvlink_domain_size})
     warnings = engine_warnings(job.model_copy(update={"cluster": cluster}), layout)
-    return warnings + uneven_stage_warning(job, layout)
+    return warnings + straddle_warnings(job, layout) + uneven_stage_warning(job, layout)
+
+
+def straddle_warnings(job: TrainingJob, layout: Layout) -> list[str]:
+    """Groups small enough for one NVLink domain that still straddle two (their span does
+    not divide the domain), so some run on the network: priced so, and said."""
+    domain = job.cluster.job_nvlink_domain
+    warnings = []
+    for dim in ("tp", "cp", "pp"):
+        span = layout.group_span(dim)
+        if layout.degree(dim) > 1 and span < domain and not fits_one_domain(span, domain):
+            warnings.append(
+                f"{dim} groups span {span} GPUs, which does not divide the NVLink domain of "
+                f"{domain}: ranks {span}-{2 * span - 1} straddle two domains, so the {dim} "
+                "collectives are priced on the network"
+            )
+    return warnings
 
 
 def price_standard(job: TrainingJob, layout: Layout, assumptions: CostAssumptions) -> Estimate:

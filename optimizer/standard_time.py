@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from models.hardware import fits_one_domain
 from optimizer.standard_memory import (
     BF16_BYTES,
     RECOMPUTE_FULL,
@@ -133,8 +134,9 @@ def forward_replays(recompute: Number) -> Number:
 
 
 def link_bytes_s(span: Number, domain: int, intra: float, inter: float) -> Number:
-    """A group whose GPUs all sit in one NVLink domain talks over NVLink, else the network."""
-    return np.where(span <= domain, intra, inter)
+    """A group whose GPUs all sit in one NVLink domain talks over NVLink, else the network
+    (a group straddling two domains goes at its slowest link's pace)."""
+    return np.where(fits_one_domain(span, domain), intra, inter)
 
 
 def collective_latency_s(

@@ -62,6 +62,7 @@ spaces = st.builds(
     max_vpp=st.integers(1, 6),
     memory_limit_gb=st.one_of(st.none(), st.floats(2, 200)),
     require_tp_divides_kv_heads=st.booleans(),
+    even_stages=st.booleans(),
     zero_stages=st.one_of(st.none(), st.sampled_from([[0], [1, 2], [0, 2]])),
     recompute=st.one_of(st.none(), st.sampled_from([[Recompute.NONE], [Recompute.FULL]])),
 )

@@ -35,6 +35,12 @@ def enumerated_relaxed_mfu(job, space: SearchSpace, rule: str) -> float:
 CASES = [
     # the plate: memory and max_vpp bind; the KV rule and node size do not
     (plate_job(), SearchSpace(), {"memory_limit", "kv_heads", "max_vpp", "node_size"}),
+    # even stages: 126 layers refuse Llama 3's pp 16 (7.875 layers a stage)
+    (
+        plate_job(),
+        SearchSpace(even_stages=True),
+        {"memory_limit", "kv_heads", "max_vpp", "node_size", "even_stages"},
+    ),
     # a fixed tp, two allowed ZeRO stages and recompute modes, a 60 GB limit: every kind of rule
     (
         plate_job(64, "llama3-70b", global_batch=256),
@@ -54,7 +60,9 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize(("job", "space", "rules"), CASES, ids=["plate", "70b-restricted"])
+@pytest.mark.parametrize(
+    ("job", "space", "rules"), CASES, ids=["plate", "plate-even", "70b-restricted"]
+)
 def test_relaxations_cover_every_rule_and_match_enumerator(
     job, space: SearchSpace, rules: set[str]
 ) -> None:
@@ -118,3 +126,20 @@ def test_memory_step_up_is_the_enumerators_least_memory_better_layout(job, space
     assert memory.step_up.memory.total / 1e9 == pytest.approx(least_gb, rel=1e-6)
     assert memory.step_up.mfu > result.best.mfu
     assert f"with {least_gb:.1f} GB the best is" in memory.description
+
+
+def test_even_stages_split_every_chunk_alike_and_bind_on_the_plate() -> None:
+    # 126 = 2 x 3^2 x 7 layers: pp * vpp must divide it, which Llama 3's pp 16 does not
+    result = optimize(plate_job(), SearchSpace(even_stages=True))
+    assert result.best is not None
+    lay = result.best.layout
+    assert 126 % (lay.pp * lay.vpp) == 0 and lay.pp != 16
+    (even,) = [r for r in result.binding if r.name == "even_stages"]
+    assert even.description.startswith("even pipeline stages: pp * vpp divides num_layers(126)")
+    assert even.relaxed is not None and even.relaxed.layout.pp == 16  # the plate's optimum
+
+
+def test_even_stages_with_a_fixed_uneven_pp_is_a_named_conflict() -> None:
+    result = optimize(plate_job(), SearchSpace(even_stages=True, pp=16))
+    assert result.status == "infeasible"
+    assert {item.name for item in result.conflict} == {"even_stages", "fixed_pp"}

@@ -6,9 +6,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from models.hardware import ClusterSpec, fits_one_domain
+from models.layout import Layout
+from models.presets import gpu_preset
 from models.transformer import TransformerSpec
 from optimizer import standard_memory as mem
 from optimizer import standard_time as tim
+from optimizer.cost_model import evaluate
+from tests.helpers import plate_job
 
 # L=4, h=8, f=16, a=2, k=1, V=32: hd = 4, q width = 8, K+V width = 2*1*4 = 8
 TOY = TransformerSpec(
@@ -197,8 +202,40 @@ def test_pipeline_sends() -> None:
 
 
 def test_links_by_domain() -> None:
-    spans = np.array([4, 8, 16, 72, 144])
-    assert tim.link_bytes_s(spans, 72, 900.0, 50.0).tolist() == [900, 900, 900, 900, 50]
+    # 72-GPU domains hold groups of 4, 8, 24 and 72 consecutive ranks whole; groups of 16
+    # straddle (ranks 64-79 cross into the next rack), as do groups beyond the domain
+    spans = np.array([4, 8, 16, 24, 72, 144])
+    assert tim.link_bytes_s(spans, 72, 900.0, 50.0).tolist() == [900, 900, 50, 900, 900, 50]
+
+
+def test_groups_that_straddle_nodes_run_at_the_networks_pace() -> None:
+    # 8-GPU nodes: tp 6 puts ranks 6-11 on two nodes, tp 3 ranks 6-8; tp 2, 4, 8 pack whole
+    spans = np.array([1, 2, 3, 4, 6, 8])
+    assert tim.link_bytes_s(spans, 8, 400.0, 40.0).tolist() == [400, 400, 40, 400, 40, 400]
+    # a job smaller than a node is one domain: 6 GPUs hold tp 3 and tp 6 whole
+    small = ClusterSpec(gpus=6, gpu=gpu_preset("h100-sxm"), gpus_per_node=8)
+    assert small.job_nvlink_domain == 6
+    assert fits_one_domain(np.array([3, 6]), small.job_nvlink_domain).tolist() == [True, True]
+
+
+def test_a_straddling_cp_group_is_priced_on_the_network_and_said() -> None:
+    # Llama 3 8B, 6,144 tokens, tp 2 x cp 3: cp groups span 6 GPUs. K/V per layer: 3
+    # collectives x 2/3 x 6144 tokens x (2*8*128 / tp 2 = 1024) values x 2 B = 25,165,824 B.
+    # 8-GPU nodes: ranks 6-11 straddle two, so the network: 25.17 MB / (50 GB/s x 0.8) =
+    # 629.1 us + 3 x (8.4 + 2 x 9.6) us latency = 711.9 us. 6-GPU nodes hold each group
+    # whole: 25.17 MB / 400 GB/s = 62.9 us + 3 x (8.4 + 2 x 3.4) us = 108.5 us.
+    cp_s = {}
+    for node in (8, 6):
+        job = plate_job(48, "llama3-8b", global_batch=16, seq_len=6144)
+        cluster = job.cluster.model_copy(update={"gpus_per_node": node})
+        estimate = evaluate(
+            job.model_copy(update={"cluster": cluster}), Layout(tp=2, cp=3), "standard"
+        )
+        cp_s[node] = (estimate.times_s["cp_comm"], estimate.warnings)
+    assert cp_s[8][0] == pytest.approx(629.1456e-6 + 82.8e-6, rel=1e-6)
+    assert cp_s[6][0] == pytest.approx(62.91456e-6 + 45.6e-6, rel=1e-6)
+    assert any("cp groups span 6 GPUs" in w and "straddle" in w for w in cp_s[8][1])
+    assert not any("straddle" in w for w in cp_s[6][1])
 
 
 # --- FLOPs and schedules ----------------------------------------------------------------

@@ -60,7 +60,6 @@ KNOWN_RANK_MISSES = {
     "Megatron-LM SC21 PTD GPT 174.6B on 384 A100",
     "Megatron-LM SC21 PTD GPT 174.6B on 768 A100",
     # since collectives pay NCCL's per-step latency, smaller tp with some pp ranks first
-    "Megatron-LM SC21 GPT 3.6B on 64 A100",
     "Megatron-LM SC21 GPT 18.4B on 256 A100",
 }
 
