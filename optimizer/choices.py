@@ -51,35 +51,35 @@ def _allow(problem: SearchProblem, knob: str, keep: Callable[[int], bool]) -> Se
 ONE_F_ONE_B = schedule_code(Schedule.ONE_F_ONE_B)
 NO_RECOMPUTE = recompute_code(Recompute.NONE)
 
+
+def _above_one(name: str, knob: str, what: str) -> Simpler:
+    """A degree the optimum raised above 1 (cp, ep, vpp): without it, the degree is 1."""
+    return Simpler(
+        name,
+        knob,
+        lambda lay: getattr(lay, knob) > 1,
+        lambda lay: f"{what} ({knob} {getattr(lay, knob)})",
+        lambda problem: _fix(problem, knob, 1),
+    )
+
+
+def _off_default(name: str, knob: str, default: Schedule | Recompute, code: int) -> Simpler:
+    """A knob the optimum moved off its plainest value (1F1B, no recompute): without it,
+    only that value (its `code` in the search's tables) is allowed."""
+    return Simpler(
+        name,
+        knob,
+        lambda lay: getattr(lay, knob) != default,
+        lambda lay: f"{getattr(lay, knob).value} {knob}",
+        lambda problem: _allow(problem, knob, lambda value: value == code),
+    )
+
+
 SIMPLER: tuple[Simpler, ...] = (
-    Simpler(
-        "context_parallel",
-        "cp",
-        lambda lay: lay.cp > 1,
-        lambda lay: f"context parallelism (cp {lay.cp})",
-        lambda problem: _fix(problem, "cp", 1),
-    ),
-    Simpler(
-        "expert_parallel",
-        "ep",
-        lambda lay: lay.ep > 1,
-        lambda lay: f"expert parallelism (ep {lay.ep})",
-        lambda problem: _fix(problem, "ep", 1),
-    ),
-    Simpler(
-        "schedule",
-        "schedule",
-        lambda lay: lay.schedule != Schedule.ONE_F_ONE_B,
-        lambda lay: f"the {lay.schedule.value} schedule",
-        lambda problem: _allow(problem, "schedule", lambda code: code == ONE_F_ONE_B),
-    ),
-    Simpler(
-        "interleaving",
-        "vpp",
-        lambda lay: lay.vpp > 1,
-        lambda lay: f"interleaving (vpp {lay.vpp})",
-        lambda problem: _fix(problem, "vpp", 1),
-    ),
+    _above_one("context_parallel", "cp", "context parallelism"),
+    _above_one("expert_parallel", "ep", "expert parallelism"),
+    _off_default("schedule", "schedule", Schedule.ONE_F_ONE_B, ONE_F_ONE_B),
+    _above_one("interleaving", "vpp", "interleaving"),
     Simpler(
         "zero3",
         "zero",
@@ -87,13 +87,7 @@ SIMPLER: tuple[Simpler, ...] = (
         lambda lay: "ZeRO-3",
         lambda problem: _allow(problem, "zero", lambda stage: stage < 3),
     ),
-    Simpler(
-        "recompute",
-        "recompute",
-        lambda lay: lay.recompute != Recompute.NONE,
-        lambda lay: f"{lay.recompute.value} recomputation",
-        lambda problem: _allow(problem, "recompute", lambda code: code == NO_RECOMPUTE),
-    ),
+    _off_default("recompute", "recompute", Recompute.NONE, NO_RECOMPUTE),
 )
 
 
