@@ -140,7 +140,8 @@ NOTES = """\
 What the columns are: `optimize` is `optimizer.search.optimize(..., explain=False)` end to end
 (space resolution, tables priced by the cost model, model build, the two lexicographic solves,
 read-back and re-pricing by `evaluate`); `+ explanations` adds the relaxation re-solves
-(memory, KV heads, allowed ZeRO stages and recompute, fixed degrees, max_vpp, node size) and
+(memory, KV heads, allowed ZeRO stages and recompute, fixed degrees, max_vpp, node size), the
+re-solves that price each of the optimum's less common choices (optimizer/choices.py) and
 slacks; `pareto` is the whole epsilon-constraint frontier. Wall-clock medians after one
 warm-up run, with the median process CPU time (all threads) in brackets: on a loaded machine
 CPU time is the better estimate of an idle machine's wall time for a one-worker solve. The
@@ -149,17 +150,18 @@ MFU (1e-6) and the same number of frontier points as the enumerator. Rows `stand
 profile searches default to; the targets below are the workshop plate's.
 
 Targets on 2 cores: proved optimum <= 100 ms median for the plate's case, frontier <= 1 s.
-The machine was shared with three other engineers' test runs while this was measured (load
-average in the header line), so absolute times are noisy; rerun on an idle machine.
+The load average is in the header line: on a shared machine absolute times are noisy; rerun
+on an idle one.
 
 On workshop's small spaces (a few thousand layouts) CP-SAT is 3-6x slower than numpy for the
-optimum and 8-90x for the frontier; on standard's plate (652,608 layouts) the optimum is
-about 5x faster than numpy, the frontier (36 points) 1.1-1.8x slower. CP-SAT's value is the
+optimum and 6-60x for the frontier; on standard's plate (962,496 layouts with interleaving
+up to 8 chunks, its default) the optimum is about 6x faster than numpy, the frontier (41
+points) 1.2x slower. CP-SAT's value is the
 proof, the explanations, the minimal conflicts and a model that later extensions (uneven
 stages, several jobs, network tiers) can grow where enumeration explodes. Misses: the
-explanations (one re-solve per relaxable rule of the request, binding or not) take
-0.15-2 s; frontiers with many points (27 for 8B on 1,024 GPUs, 36 for standard's plate)
-take 1-3 s, one solve a point.
+explanations (one re-solve per relaxable rule of the request, binding or not, and one per
+less common choice of the optimum) take 0.1-3 s; frontiers with many points (27 for 8B on
+1,024 GPUs, 41 for standard's plate) take 1-3.4 s, one solve a point.
 
 What was tried (plate's case, one worker):
 - Encoding: one Boolean per valid (tp, pp, cp, dp) tuple and per knob value, and one Boolean
