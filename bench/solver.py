@@ -163,6 +163,13 @@ explanations (one re-solve per relaxable rule of the request, binding or not, an
 less common choice of the optimum) take 0.1-3 s; frontiers with many points (27 for 8B on
 1,024 GPUs, 41 for standard's plate) take 1-3.4 s, one solve a point.
 
+Size guard: a search whose term tables would hold more than 2,000,000 valid layouts (counted
+per degree tuple before anything is built: interleaving only under 1F1B, ep dividing dp x cp)
+is refused with the numbers. Mixture-of-experts presets are the large ones: Mixtral 8x7B on
+256-1,024 GPUs (about 1.4M layouts) takes about 4 s to a proved optimum and 1.2 GB, and its
+explanations do not all fit the default 10 s; the DeepSeek-V3-shaped preset on 1,024 GPUs
+(3.0M) needs narrowing, e.g. `--max-vpp 4 --schedules 1f1b,dualpipe`.
+
 What was tried (plate's case, one worker):
 - Encoding: one Boolean per valid (tp, pp, cp, dp) tuple and per knob value, and one Boolean
   per row of each cost-model term table (memory parts in bytes; ln of the utilisation

@@ -200,20 +200,41 @@ def _grid_for_rows(
     return LayoutGrid(**degree_columns(degrees), placement=classes.codes()[k, j], **columns)
 
 
+# Knobs whose valid values depend on the degrees or on each other (valid_knob_mask).
+COUPLED_KNOBS = ("vpp", "micro_batch", "schedule", "ep")
+
+
+def valid_table_rows(
+    problem: SearchProblem, classes: PlacementClasses, axes: tuple[str, ...]
+) -> int:
+    """Rows a table over `axes` will hold: per degree tuple, the valid combinations of the
+    coupled knobs (interleaving only under 1F1B, ep dividing dp x cp, ...) times the other
+    knobs' values and the tuple's placement classes, counted without building the table."""
+    coupled = tuple(axis for axis in axes if axis in COUPLED_KNOBS)
+    k, index = _table_rows(problem, classes, coupled)
+    grid = _grid_for_rows(problem, classes, k, index)
+    valid = valid_knob_mask(
+        problem.job, grid.pp, grid.dp, grid.vpp, grid.micro_batch, grid.cp, grid.schedule, grid.ep
+    )
+    per_tuple = np.bincount(k[valid], minlength=len(problem.degrees))
+    if PLACEMENT in axes:
+        per_tuple = per_tuple * np.asarray([len(r) for r in classes.representative])
+    free = [len(problem.knobs[a]) for a in axes if a not in coupled and a != PLACEMENT]
+    return int(per_tuple.sum()) * int(np.prod(free))
+
+
 def check_table_size(
     problem: SearchProblem, classes: PlacementClasses, axes: tuple[str, ...]
 ) -> None:
     """Refuse, with the numbers, a space too large to tabulate within a request's time."""
-    per_tuple = int(np.prod([len(problem.knobs[a]) for a in axes if a != PLACEMENT]))
-    class_counts = [len(r) if PLACEMENT in axes else 1 for r in classes.representative]
-    rows = per_tuple * sum(class_counts)
+    rows = valid_table_rows(problem, classes, axes)
     if rows > MAX_TABLE_ROWS:
         knobs = ", ".join(f"{a} {len(problem.knobs[a])}" for a in axes if a != PLACEMENT)
         raise InvalidSpec(
             f"search space too large: {len(problem.degrees)} (tp, pp, cp, dp) tuples x "
-            f"({knobs}) x placements = {rows:,} layouts to price, more than "
+            f"({knobs}) x placements = {rows:,} valid layouts to price, more than "
             f"{MAX_TABLE_ROWS:,}; fix some degrees or narrow the knobs (max_vpp, zero_stages, "
-            "recompute, micro_batches)",
+            "recompute, micro_batches, schedules)",
             "search",
         )
 

@@ -89,7 +89,10 @@ def test_infeasible_request_explains_the_conflict(capsys: pytest.CaptureFixture[
         (["--placement", "tp,pp"], "placement must order"),
         (["--schedules", "2f2b"], "search.schedules.0: Input should be '1f1b'"),
         (["--workers", "0"], "--workers must be at least 1"),
-        (["--profile", "standard", "--max-vpp", "64"], "search space too large: 283 (tp"),
+        (
+            ["--model", "deepseek-v3-shaped", "--gpus", "1024", "--profile", "standard"],
+            "search space too large: 241 (tp, pp, cp, dp) tuples",
+        ),
     ],
 )
 def test_bad_search_flags_exit_2_with_the_field(
