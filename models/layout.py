@@ -6,8 +6,9 @@ others and the cluster, so a layout is resolved against a job before it is price
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from enum import StrEnum
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -94,15 +95,23 @@ class Layout(BaseModel):
 
     def group_span(self, dim: Dimension) -> int:
         """GPUs spanned by one `dim` group: its degree times those of the dimensions inside it."""
-        span = 1
-        for inner in self.placement:
-            span *= self.degree(inner)
-            if inner == dim:
-                return span
-        raise AssertionError(dim)
+        return int(group_span(self.placement, dim, self.degree))
 
     def degree(self, dim: Dimension) -> int:
         return {"tp": self.tp, "pp": self.pp, "cp": self.cp, "dp": self.data_parallel_size}[dim]
+
+
+def group_span(
+    placement: Sequence[Dimension], dim: Dimension, degree: Callable[[Dimension], Any]
+) -> Any:
+    """GPUs spanned by one `dim` group under `placement` (innermost first): the product of the
+    degrees of `dim` and of the dimensions placed inside it. `degree` may return ints or
+    numpy arrays (a whole grid of layouts at once)."""
+    inner = placement[: list(placement).index(dim) + 1]
+    span = degree(inner[0])
+    for other in inner[1:]:
+        span = span * degree(other)
+    return span
 
 
 def resolve_layout(layout: Layout, job: TrainingJob) -> Layout:

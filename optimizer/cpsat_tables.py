@@ -200,6 +200,31 @@ def _grid_for_rows(
     return LayoutGrid(**degree_columns(degrees), placement=classes.codes()[k, j], **columns)
 
 
+def valid_rows(
+    problem: SearchProblem, classes: PlacementClasses, axes: tuple[str, ...], structure: bool = True
+) -> tuple[LayoutGrid, np.ndarray, dict[str, np.ndarray]]:
+    """The table's rows that are layouts (valid_knob_mask): their grid, degree-tuple index
+    and axis indices."""
+    k, index = _table_rows(problem, classes, axes)
+    grid = _grid_for_rows(problem, classes, k, index)
+    valid = _valid_mask(problem, grid, structure)
+    return grid.take(valid), k[valid], {axis: column[valid] for axis, column in index.items()}
+
+
+def _valid_mask(problem: SearchProblem, grid: LayoutGrid, structure: bool = True) -> np.ndarray:
+    return valid_knob_mask(
+        problem.job,
+        grid.pp,
+        grid.dp,
+        grid.vpp,
+        grid.micro_batch,
+        grid.cp,
+        grid.schedule,
+        grid.ep,
+        structure=structure,
+    )
+
+
 # Knobs whose valid values depend on the degrees or on each other (valid_knob_mask).
 COUPLED_KNOBS = ("vpp", "micro_batch", "schedule", "ep")
 
@@ -211,12 +236,8 @@ def valid_table_rows(
     coupled knobs (interleaving only under 1F1B, ep dividing dp x cp, ...) times the other
     knobs' values and the tuple's placement classes, counted without building the table."""
     coupled = tuple(axis for axis in axes if axis in COUPLED_KNOBS)
-    k, index = _table_rows(problem, classes, coupled)
-    grid = _grid_for_rows(problem, classes, k, index)
-    valid = valid_knob_mask(
-        problem.job, grid.pp, grid.dp, grid.vpp, grid.micro_batch, grid.cp, grid.schedule, grid.ep
-    )
-    per_tuple = np.bincount(k[valid], minlength=len(problem.degrees))
+    _, k, _ = valid_rows(problem, classes, coupled)
+    per_tuple = np.bincount(k, minlength=len(problem.degrees))
     if PLACEMENT in axes:
         per_tuple = per_tuple * np.asarray([len(r) for r in classes.representative])
     free = [len(problem.knobs[a]) for a in axes if a not in coupled and a != PLACEMENT]
@@ -263,21 +284,7 @@ def build_tables(
     tables = []
     for axes in dict.fromkeys(term.axes for term in terms):
         check_table_size(problem, classes, axes)
-        k, index = _table_rows(problem, classes, axes)
-        grid = _grid_for_rows(problem, classes, k, index)
-        valid = valid_knob_mask(
-            problem.job,
-            grid.pp,
-            grid.dp,
-            grid.vpp,
-            grid.micro_batch,
-            grid.cp,
-            grid.schedule,
-            grid.ep,
-            structure=structure,
-        )
-        grid, k = grid.take(valid), k[valid]
-        index = {axis: column[valid] for axis, column in index.items()}
+        grid, k, index = valid_rows(problem, classes, axes, structure)
         scaled = _scaled_terms(terms, axes, price_grid(problem.job, grid, assumptions))
         priced = np.all([np.abs(v) <= MAX_TERM for v in scaled.values()], axis=0)
         if not priced.any():

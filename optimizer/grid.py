@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from models.layout import DIMENSIONS, Dimension, Layout, Recompute, Schedule
+from models.layout import DIMENSIONS, Dimension, Layout, Recompute, Schedule, group_span
 
 RECOMPUTE_CODES: tuple[Recompute, ...] = (Recompute.NONE, Recompute.SELECTIVE, Recompute.FULL)
 SCHEDULE_CODES: tuple[Schedule, ...] = (
@@ -66,15 +66,12 @@ class LayoutGrid:
         return {"tp": self.tp, "pp": self.pp, "cp": self.cp, "dp": self.dp}[dim]
 
     def span(self, dim: Dimension) -> np.ndarray:
-        """GPUs spanned by one `dim` group: its degree times the degrees placed inside it."""
+        """GPUs spanned by one `dim` group, row by row under each row's placement."""
         span = np.ones_like(self.tp)
         for code, order in enumerate(PLACEMENTS):
             chosen = self.placement == code
-            if not chosen.any():
-                continue
-            inner = order[: order.index(dim) + 1]
-            product = np.prod([self.degree(d) for d in inner], axis=0)
-            span = np.where(chosen, product, span)
+            if chosen.any():
+                span = np.where(chosen, group_span(order, dim, self.degree), span)
         return span
 
     def is_recompute(self, recompute: Recompute) -> np.ndarray:
