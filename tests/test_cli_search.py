@@ -146,3 +146,11 @@ def test_fixed_vpp_beyond_the_default_bound_is_searched(capsys: pytest.CaptureFi
     # workshop's default bound is the plate's 4 chunks; a user who fixes 6 asks for 6
     status, out, _ = run(["optimize", *PLATE, "--vpp", "6", "--json"], capsys)
     assert status == 0 and json.loads(out)["best"]["layout"]["vpp"] == 6
+
+
+def test_even_stages_flag_keeps_every_chunk_alike(capsys: pytest.CaptureFixture[str]) -> None:
+    status, out, _ = run(["optimize", *PLATE, "--even-stages", "--json"], capsys)
+    answer = json.loads(out)
+    layout = answer["best"]["layout"]
+    assert status == 0 and 126 % (layout["pp"] * layout["vpp"]) == 0
+    assert "even_stages" in [binding["name"] for binding in answer["binding"]]
