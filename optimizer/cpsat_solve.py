@@ -11,7 +11,7 @@ from ortools.sat.python import cp_model
 from models.layout import Layout
 from optimizer.assumptions import CostAssumptions
 from optimizer.cpsat_model import LayoutModel
-from optimizer.cpsat_tables import LN_MFU_SCALE, Tables, build_tables
+from optimizer.cpsat_tables import LN_MFU_SCALE, NoLayouts, Tables, build_tables
 from optimizer.space import SearchProblem
 
 
@@ -119,7 +119,10 @@ def best_layout(
 ) -> Found:
     if len(problem.degrees) == 0:
         return Found(None, True, 0)
-    layout_model = LayoutModel(tables or build_tables(problem, assumptions))
+    try:
+        layout_model = LayoutModel(tables or build_tables(problem, assumptions))
+    except NoLayouts:
+        return Found(None, True, 0)
     return solve_best(layout_model, settings, relaxed)
 
 

@@ -36,6 +36,13 @@ MAX_TABLE_ROWS = 2_000_000
 # Largest magnitude of a term in the model's units (bytes; ln(MFU) x LN_MFU_SCALE): sums of a
 # few stay far inside int64. Beyond it (or NaN, inf) the cost model priced nothing usable.
 MAX_TERM = 2.0**52
+
+
+class NoLayouts(Exception):
+    """The request's own rules, applied up front, leave no valid layout (e.g. vpp 4 with only
+    zero-bubble allowed, which runs without interleaving): an infeasible search, not an error."""
+
+
 UNPRICED = (
     "the cost model gives no finite memory and MFU for any layout of this search under these "
     "assumptions (an efficiency near 0, e.g. kernel_efficiency 1e-300, overflows step times): "
@@ -285,6 +292,8 @@ def build_tables(
     for axes in dict.fromkeys(term.axes for term in terms):
         check_table_size(problem, classes, axes)
         grid, k, index = valid_rows(problem, classes, axes, structure)
+        if len(k) == 0:
+            raise NoLayouts()
         scaled = _scaled_terms(terms, axes, price_grid(problem.job, grid, assumptions))
         priced = np.all([np.abs(v) <= MAX_TERM for v in scaled.values()], axis=0)
         if not priced.any():

@@ -16,7 +16,7 @@ from models.layout import Layout
 from optimizer.assumptions import CostAssumptions
 from optimizer.cpsat_model import LayoutModel
 from optimizer.cpsat_solve import Found, SolveSettings, frontier_point
-from optimizer.cpsat_tables import build_tables
+from optimizer.cpsat_tables import NoLayouts, build_tables
 from optimizer.space import SearchProblem
 
 
@@ -27,7 +27,10 @@ def frontier(
     deadline = time.perf_counter() + settings.time_limit_s
     if len(problem.degrees) == 0:
         return [], True
-    layout_model = LayoutModel(build_tables(problem, assumptions))
+    try:
+        layout_model = LayoutModel(build_tables(problem, assumptions))
+    except NoLayouts:
+        return [], True
     points: list[Found] = []
     cap_bytes: int | None = None
     proved = False

@@ -12,6 +12,7 @@ from optimizer import enumerator
 from optimizer.assumptions import CostAssumptions
 from optimizer.cost_model import evaluate
 from optimizer.search import optimize as search_optimize
+from optimizer.search import pareto as search_pareto
 from optimizer.space import SearchSpace, resolve_space
 from tests.helpers import plate_job
 
@@ -143,3 +144,14 @@ def test_even_stages_with_a_fixed_uneven_pp_is_a_named_conflict() -> None:
     result = optimize(plate_job(), SearchSpace(even_stages=True, pp=16))
     assert result.status == "infeasible"
     assert {item.name for item in result.conflict} == {"even_stages", "fixed_pp"}
+
+
+def test_knob_rules_that_rule_each_other_out_are_a_conflict_not_an_error() -> None:
+    # zero-bubble runs without interleaving, so vpp 4 with only zero-bubble allowed leaves no
+    # layout (the enumerator agrees); the answer names both rules
+    job, space = plate_job(), SearchSpace(vpp=4, schedules=["zero-bubble"])
+    assert enumerator.best_layout(resolve_space(job, space, "standard"), CostAssumptions()) is None
+    result = search_optimize(job, space, "standard")
+    assert result.status == "infeasible" and result.solver.proved_optimal
+    assert {item.name for item in result.conflict} == {"fixed_vpp", "schedule_allowed"}
+    assert search_pareto(job, space, "standard").frontier == ()
