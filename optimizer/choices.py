@@ -92,10 +92,15 @@ SIMPLER: tuple[Simpler, ...] = (
 
 
 def _open_to_the_solver(problem: SearchProblem, simpler: Simpler) -> bool:
-    """The user left this choice to the solver (did not fix it or allow one value only)."""
+    """The user left this choice to the solver: did not fix the knob, and allows both it and
+    the plainer value (only zero-bubble allowed leaves no 1F1B layout to compare with)."""
     if simpler.knob in problem.fixed:
         return False
-    return len(problem.allowed.get(simpler.knob, (0, 1))) > 1
+    if simpler.knob not in problem.allowed:
+        return True
+    return (
+        0 < len(simpler.forbid(problem).allowed[simpler.knob]) < len(problem.allowed[simpler.knob])
+    )
 
 
 def choices(

@@ -60,3 +60,12 @@ def test_choices_the_user_fixed_are_not_priced() -> None:
     result = optimize(plate_job(), SearchSpace(max_vpp=4, cp=8, schedules=["dualpipe"]))
     assert result.best is not None and result.best.layout.cp == 8
     assert [choice.name for choice in result.choices] == []
+
+
+def test_a_choice_without_a_plainer_allowed_value_is_not_priced() -> None:
+    # only zero-bubble and DualPipe allowed: no 1F1B layout is in the request to compare with,
+    # so the schedule is the user's choice, not the solver's
+    space = SearchSpace(max_vpp=4, schedules=["zero-bubble", "dualpipe"])
+    result = optimize(plate_job(), space)
+    assert result.best is not None and result.best.layout.schedule.value != "1f1b"
+    assert "schedule" not in [choice.name for choice in result.choices]
