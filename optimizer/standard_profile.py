@@ -66,12 +66,22 @@ def straddle_warnings(job: TrainingJob, layout: Layout) -> list[str]:
     for dim in ("tp", "cp", "pp"):
         span = layout.group_span(dim)
         if layout.degree(dim) > 1 and span < domain and not fits_one_domain(span, domain):
+            first = _first_straddling_rank(span, domain)
             warnings.append(
                 f"{dim} groups span {span} GPUs, which does not divide the NVLink domain of "
-                f"{domain}: ranks {span}-{2 * span - 1} straddle two domains, so the {dim} "
+                f"{domain}: ranks {first}-{first + span - 1} straddle two domains, so the {dim} "
                 "collectives are priced on the network"
             )
     return warnings
+
+
+def _first_straddling_rank(span: int, domain: int) -> int:
+    """The first rank of the first group of `span` consecutive ranks that crosses a domain
+    boundary (span < domain, span not dividing it)."""
+    start = 0
+    while start % domain + span <= domain:
+        start += span
+    return start
 
 
 def price_standard(job: TrainingJob, layout: Layout, assumptions: CostAssumptions) -> Estimate:

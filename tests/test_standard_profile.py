@@ -239,4 +239,5 @@ def test_tensor_parallelism_across_an_nvl72_domain_is_nvlink() -> None:
     # 72-GPU domains hold 16-GPU groups only up to rank 63: the straddling ones set the pace
     straddling = standard(job(72), layout)
     assert straddling.times_s["tp_comm"] == pytest.approx(tray.times_s["tp_comm"])
-    assert any("straddle two domains" in w for w in straddling.warnings)
+    # groups 0-15 ... 48-63 sit in the first rack; 64-79 is the first to cross into the next
+    assert any("ranks 64-79 straddle two domains" in w for w in straddling.warnings)
