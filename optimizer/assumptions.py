@@ -17,6 +17,10 @@ def _fraction(default: float, description: str) -> float:
     return Field(default, ge=0, le=1, description=description)
 
 
+def _latency_s(default: float, description: str) -> float:
+    return Field(default, ge=0, le=1e-3, description=description)
+
+
 class CostAssumptions(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -85,33 +89,21 @@ class CostAssumptions(BaseModel):
         "attention and states the all-gather is exposed in the critical path; ring attention "
         "(Megatron-LM / Transformer Engine) overlaps each step and may set up to 1.",
     )
-    collective_base_latency_s: float = Field(
+    collective_base_latency_s: float = _latency_s(
         8.4e-6,
-        ge=0,
-        le=1e-3,
-        description=(
-            "Fixed latency of one NCCL collective (ring algorithm, Simple protocol: baseLat "
-            "8.4 us in NCCL's src/graph/tuning.cc), paid once per collective."
-        ),
+        "Fixed latency of one NCCL collective (ring algorithm, Simple protocol: baseLat "
+        "8.4 us in NCCL's src/graph/tuning.cc), paid once per collective.",
     )
-    nvlink_step_latency_s: float = Field(
+    nvlink_step_latency_s: float = _latency_s(
         3.4e-6,
-        ge=0,
-        le=1e-3,
-        description=(
-            "Latency of one ring step over NVLink (NCCL src/graph/tuning.cc, hwLat NVLink, "
-            "ring, Simple: 3.4 us); a ring collective over g ranks takes g-1 steps."
-        ),
+        "Latency of one ring step over NVLink (NCCL src/graph/tuning.cc, hwLat NVLink, "
+        "ring, Simple: 3.4 us); a ring collective over g ranks takes g-1 steps.",
     )
-    network_step_latency_s: float = Field(
+    network_step_latency_s: float = _latency_s(
         9.6e-6,
-        ge=0,
-        le=1e-3,
-        description=(
-            "Latency of one ring step across the network (NCCL src/graph/tuning.cc, hwLat NET, "
-            "ring, Simple: 9.6 us); every step of a group that leaves the NVLink domain is "
-            "charged at it (an upper bound: NCCL charges intra-node steps at NVLink latency)."
-        ),
+        "Latency of one ring step across the network (NCCL src/graph/tuning.cc, hwLat NET, "
+        "ring, Simple: 9.6 us); every step of a group that leaves the NVLink domain is "
+        "charged at it (an upper bound: NCCL charges intra-node steps at NVLink latency).",
     )
     dp_overlap_microbatches: float = Field(
         1.0,
