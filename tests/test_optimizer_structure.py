@@ -64,6 +64,19 @@ def solve_unfiltered(
     return solve_best(LayoutModel(tables, without), SolveSettings()), problem
 
 
+def assert_matches_enumerator(found, problem, job) -> Layout | None:
+    """The solve is proved and, when the enumerator finds a layout, valid with its MFU; returns
+    the enumerator's layout."""
+    expected = enumerator.best_layout(problem, CostAssumptions())
+    assert found.proved
+    if expected is None:
+        assert found.layout is None
+        return None
+    assert is_valid(found.layout, job)
+    assert evaluate(job, found.layout).mfu == pytest.approx(evaluate(job, expected).mfu, rel=1e-6)
+    return expected
+
+
 # (family, job, space): a case where the layout that wins without the family breaks its rule.
 # Naturally: a smaller dp (wrong product, fewer bubbles), cp 3 (workshop charges cp nothing, so
 # it saves activation memory at the same MFU), dp 8 where the batch of 36 needs dp | 36.
@@ -82,13 +95,7 @@ CASES = [
 @pytest.mark.parametrize(("family", "job", "space"), CASES, ids=[c[0] for c in CASES])
 def test_unfiltered_candidates_match_enumerator(family: str, job, space: SearchSpace) -> None:
     found, problem = solve_unfiltered(job, space)
-    expected = enumerator.best_layout(problem, CostAssumptions())
-    assert found.proved
-    if expected is None:
-        assert found.layout is None
-        return
-    assert is_valid(found.layout, job)
-    assert evaluate(job, found.layout).mfu == pytest.approx(evaluate(job, expected).mfu, rel=1e-6)
+    expected = assert_matches_enumerator(found, problem, job)
     assert found.layout == expected
 
 
@@ -164,13 +171,7 @@ def test_random_jobs_over_unfiltered_candidates_match_enumerator(job, space) -> 
     # random models, GPU counts (1 to 1,024, powers of two and not), batches and limits: tp
     # not dividing the heads, pp beyond the layers, cp 3 and wrong products all offered
     found, problem = solve_unfiltered(job, space)
-    expected = enumerator.best_layout(problem, CostAssumptions())
-    assert found.proved
-    if expected is None:
-        assert found.layout is None
-        return
-    assert is_valid(found.layout, job)
-    assert evaluate(job, found.layout).mfu == pytest.approx(evaluate(job, expected).mfu, rel=1e-6)
+    assert_matches_enumerator(found, problem, job)
 
 
 @pytest.mark.parametrize(

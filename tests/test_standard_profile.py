@@ -104,18 +104,19 @@ def test_context_parallelism_shards_activations_and_costs_an_exchange() -> None:
     assert all(x > 0 for x in exposed)
 
 
+def gb200_job(gpus: int, domain: int, model: str, **training: int) -> TrainingJob:
+    """A job on GB200 trays of 4 GPUs sharing NVLink domains of `domain` GPUs."""
+    cluster = ClusterSpec(gpus=gpus, gpu=gpu_preset("gb200"), gpus_per_node=4, nvlink_domain=domain)
+    return TrainingJob(
+        model=model_preset(model), cluster=cluster, training=TrainingSpec(**training)
+    )
+
+
 def test_cp_exchange_on_nvlink_when_the_domain_holds_it() -> None:
     # GB200: tp 4 x cp 8 = 32 GPUs fit a 64-GPU NVLink domain (16 trays of a rack), not a
     # 4-GPU tray; 72-GPU domains leave ranks 64-95 straddling two racks, so the network
     def job(domain: int) -> TrainingJob:
-        cluster = ClusterSpec(
-            gpus=576, gpu=gpu_preset("gb200"), gpus_per_node=4, nvlink_domain=domain
-        )
-        return TrainingJob(
-            model=model_preset("llama3-70b"),
-            cluster=cluster,
-            training=TrainingSpec(global_batch=36, seq_len=131072),
-        )
+        return gb200_job(576, domain, "llama3-70b", global_batch=36, seq_len=131072)
 
     layout = Layout(tp=4, pp=2, cp=8, zero=1)
     tray = standard(job(4), layout, cp_overlap_fraction=0)
@@ -217,14 +218,7 @@ def test_tensor_parallelism_across_an_nvl72_domain_is_nvlink() -> None:
     # tp 16 over 4-GPU trays: beyond a node, inside a 64-GPU NVLink domain. Standard prices it
     # on NVLink and does not warn; cut the domain back to the tray and the network is charged.
     def job(domain: int) -> TrainingJob:
-        cluster = ClusterSpec(
-            gpus=128, gpu=gpu_preset("gb200"), gpus_per_node=4, nvlink_domain=domain
-        )
-        return TrainingJob(
-            model=model_preset("llama3-405b"),
-            cluster=cluster,
-            training=TrainingSpec(global_batch=64, seq_len=8192),
-        )
+        return gb200_job(128, domain, "llama3-405b", global_batch=64, seq_len=8192)
 
     layout = Layout(tp=16, pp=8, zero=1)
     nvlink, tray = standard(job(64), layout), standard(job(4), layout)
