@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from models.hardware import ClusterSpec
+from models.hardware import ClusterSpec, GpuSpec
 from models.job import TrainingJob
 from models.layout import Layout
 from models.presets import gpu_preset, model_preset
@@ -100,10 +100,15 @@ def _model(entry: str | dict[str, Any]) -> TransformerSpec:
     return model_preset(entry) if isinstance(entry, str) else TransformerSpec.model_validate(entry)
 
 
+def _gpu(entry: str | dict[str, Any]) -> GpuSpec:
+    """A preset, or a full spec for a cluster whose links differ from the preset's."""
+    return gpu_preset(entry) if isinstance(entry, str) else GpuSpec.model_validate(entry)
+
+
 def _run(entry: dict[str, Any]) -> PublishedRun:
     cluster = ClusterSpec(
         gpus=entry["gpus"],
-        gpu=gpu_preset(entry["gpu"]),
+        gpu=_gpu(entry["gpu"]),
         gpus_per_node=entry.get("gpus_per_node", 8),
         nvlink_domain=entry.get("nvlink_domain"),
     )

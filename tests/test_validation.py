@@ -25,6 +25,8 @@ PRINTED = [
     ("ZeRO-3 GPT 174.6B on 1536 A100", "hfu", 44 / 312),  # SC21 Table 2: 44 TFLOP/s
     # dgxc-benchmarking llama3.1 README: 1134.5 model TFLOP/s per GPU over GB200's 2,500 peak
     ("Llama 3.1 405B on 256 GB200, cp 2", "mfu", 1134.5 / 2500),
+    # BLOOM training log, iteration 85376: 149.77 hardware TFLOP/s per GPU over A100's 312
+    ("BLOOM 176B on 384 A100", "hfu", 149.77 / 312),
 ]
 
 
@@ -79,6 +81,15 @@ def test_a_tuned_context_parallel_recipe_at_8k_ranks_in_the_top_five(report) -> 
     assert row.run.search.cp is None and row.run.job.training.seq_len == 8192
     assert row.run.degrees == (4, 8, 2, 4)
     assert row.rank is not None and row.rank <= 5
+
+
+def test_a_searched_layout_ranks_first(report) -> None:
+    # BigScience chose BLOOM's tp 4 x pp 12 by measuring layouts on the cluster itself
+    # (chronicles-prequel.md), not by rule; the optimiser's search must agree
+    (row,) = [row for row in report.rows if "BLOOM" in row.run.name]
+    assert row.run.degrees == (4, 12, 1, 8)
+    assert row.run.job.cluster.gpu.inter_node_gb_s == 6.25  # 4 x 100 Gb/s per 8 GPUs
+    assert row.rank == 1
 
 
 def test_every_published_layout_fits(report) -> None:
