@@ -29,6 +29,7 @@ _SEARCH_FLAGS = (
     "memory_limit_gb",
     "require_tp_divides_kv_heads",
     "even_stages",
+    "min_interleaved_pp",
     "placement",
     "schedules",
     "ep",
@@ -84,6 +85,12 @@ def add_search_flags(parser: argparse.ArgumentParser) -> None:
         const=True,
         dest="even_stages",
         help="every pipeline chunk the same number of layers (engines without uneven splits)",
+    )
+    parser.add_argument(
+        "--min-interleaved-pp",
+        type=int,
+        dest="min_interleaved_pp",
+        help="the fewest pipeline stages interleaving may run on (3 where Megatron-LM asserts pp > 2)",
     )
     parser.add_argument(
         "--placement", type=_comma_list(str), help="fix the order, innermost first: tp,cp,pp,dp"

@@ -11,7 +11,7 @@ Every rule the user may relax has an enforcement literal named after it.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 from ortools.sat.python import cp_model
@@ -25,7 +25,7 @@ from optimizer.cpsat_tables import (
     axis_size,
     term_totals,
 )
-from optimizer.enumerator import EVEN_STAGES, KV_HEADS, MEMORY_LIMIT
+from optimizer.enumerator import EVEN_STAGES, KV_HEADS, MEMORY_LIMIT, MIN_INTERLEAVED_PP
 from optimizer.grid import RECOMPUTE_CODES, LayoutGrid
 from optimizer.space import KNOBS, degree_columns
 
@@ -55,6 +55,7 @@ class LayoutModel:
         self.add_term_tables()
         self.add_kv_heads()
         self.add_even_stages()
+        self.add_min_interleaved_pp()
         self.add_fixed_values()
         self.add_allowed_knobs()
         self.add_search_bounds()
@@ -183,12 +184,24 @@ class LayoutModel:
         if not self.problem.require_even_stages:
             return
         layers, pp = self.problem.job.model.num_layers, self.problem.degrees[:, 1]
-        barred_by_vpp = [
-            ((layers % (pp * int(vpp))) != 0).astype(np.int64) for vpp in self.problem.knobs["vpp"]
-        ]
+        self._bar_pp_by_vpp(EVEN_STAGES, lambda vpp: layers % (pp * vpp) != 0)
+
+    def add_min_interleaved_pp(self) -> None:
+        """Interleaving needs at least `min_interleaved_pp` stages (Megatron-LM asserted more
+        than 2): with vpp > 1 chosen, the tuples with fewer stages are barred."""
+        fewest = self.problem.min_interleaved_pp
+        if fewest is None:
+            return
+        pp = self.problem.degrees[:, 1]
+        self._bar_pp_by_vpp(MIN_INTERLEAVED_PP, lambda vpp: (vpp > 1) & (pp < fewest))
+
+    def _bar_pp_by_vpp(self, name: str, breaks: Callable[[int], np.ndarray]) -> None:
+        """A rule on (pp, vpp): per vpp value, the degree tuples it breaks are barred while
+        that value is chosen and the rule holds."""
+        barred_by_vpp = [breaks(int(vpp)).astype(np.int64) for vpp in self.problem.knobs["vpp"]]
         if not any(barred.any() for barred in barred_by_vpp):
             return  # a rule nothing breaks has nothing to relax or to blame
-        rule = self._rule(EVEN_STAGES)
+        rule = self._rule(name)
         for barred, vpp_is in zip(barred_by_vpp, self.knob_is["vpp"], strict=True):
             if barred.any():
                 self.model.add(self.degree_expr(1, barred) == 0).only_enforce_if([rule, vpp_is])

@@ -20,6 +20,7 @@ from optimizer.space import KNOBS, SearchProblem, valid_knob_mask
 MEMORY_LIMIT = "memory_limit"
 KV_HEADS = "kv_heads"
 EVEN_STAGES = "even_stages"
+MIN_INTERLEAVED_PP = "min_interleaved_pp"
 
 
 @dataclass(frozen=True)
@@ -77,6 +78,8 @@ def restriction_masks(problem: SearchProblem, space: PricedSpace) -> dict[str, n
         masks[KV_HEADS] = problem.job.model.num_kv_heads % grid.tp == 0
     if problem.require_even_stages:
         masks[EVEN_STAGES] = problem.job.model.num_layers % (grid.pp * grid.vpp) == 0
+    if problem.min_interleaved_pp is not None:
+        masks[MIN_INTERLEAVED_PP] = (grid.vpp == 1) | (grid.pp >= problem.min_interleaved_pp)
     for name, value in problem.fixed.items():
         masks[f"fixed_{name}"] = getattr(grid, name) == value
     for knob, allowed in problem.allowed.items():

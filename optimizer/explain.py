@@ -27,7 +27,7 @@ from optimizer.cpsat_solve import (
     solve_best,
 )
 from optimizer.cpsat_tables import Tables, build_tables
-from optimizer.enumerator import EVEN_STAGES, KV_HEADS, MEMORY_LIMIT
+from optimizer.enumerator import EVEN_STAGES, KV_HEADS, MEMORY_LIMIT, MIN_INTERLEAVED_PP
 from optimizer.estimate import Estimate
 from optimizer.search import Choice, Conflict, Relaxation, Slack
 from optimizer.space import SearchProblem, fast_link_domain, narrowed
@@ -52,6 +52,8 @@ def _rule_words(problem: SearchProblem, name: str) -> str:
         return f"tp divides num_kv_heads({job.model.num_kv_heads})"
     if name == EVEN_STAGES:
         return f"even pipeline stages: pp * vpp divides num_layers({job.model.num_layers})"
+    if name == MIN_INTERLEAVED_PP:
+        return f"interleaving (vpp > 1) needs pp >= {problem.min_interleaved_pp}"
     if name.startswith("fixed_"):
         knob = name.removeprefix("fixed_")
         return f"{knob} fixed at {problem.fixed[knob]}"

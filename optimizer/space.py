@@ -61,6 +61,14 @@ class SearchSpace(BaseModel):
         description="Every pipeline chunk holds the same number of layers (num_layers divisible "
         "by pp * vpp), as engines without uneven splits require; relaxable.",
     )
+    min_interleaved_pp: int | None = Field(
+        None,
+        ge=2,
+        le=1_000_000,
+        description="The fewest pipeline stages interleaving (vpp > 1) may run on; 3 for "
+        "Megatron-LM's engines that asserted 'pipeline-model-parallel size should be greater "
+        "than 2 with interleaved schedule'; relaxable. Default: no limit.",
+    )
     require_tp_divides_kv_heads: bool = Field(
         True, description="tp must divide the KV heads (Megatron-LM's rule); relaxable."
     )
@@ -174,6 +182,7 @@ class SearchProblem:
     allowed: dict[str, tuple[int, ...]]  # knob -> user's subset of the priced values
     max_vpp: int
     require_even_stages: bool = False
+    min_interleaved_pp: int | None = None
     warnings: tuple[str, ...] = field(default=())
 
     @property
@@ -272,6 +281,7 @@ def resolve_space(job: TrainingJob, space: SearchSpace, profile: str) -> SearchP
         memory_limit_bytes=limit_gb * 1e9,
         require_kv_divisibility=space.require_tp_divides_kv_heads,
         require_even_stages=space.even_stages,
+        min_interleaved_pp=space.min_interleaved_pp,
         fixed=fixed,
         allowed={
             "zero": zero,

@@ -154,3 +154,16 @@ def test_even_stages_flag_keeps_every_chunk_alike(capsys: pytest.CaptureFixture[
     layout = answer["best"]["layout"]
     assert status == 0 and 126 % (layout["pp"] * layout["vpp"]) == 0
     assert "even_stages" in [binding["name"] for binding in answer["binding"]]
+
+
+def test_min_interleaved_pp_flag_is_the_engines_rule(capsys: pytest.CaptureFixture[str]) -> None:
+    # Llama 3 70B on 64 H100s runs pp 2 x vpp 4 when free; Megatron-LM's pp > 2 refuses it
+    job = ["--model", "llama3-70b", "--gpu", "h100-sxm", "--gpus", "64", "--global-batch", "256"]
+    argv = ["optimize", *job, "--profile", "workshop", "--min-interleaved-pp", "3", "--json"]
+    status, out, _ = run(argv, capsys)
+    answer = json.loads(out)
+    layout = answer["best"]["layout"]
+    assert status == 0 and (layout["vpp"] == 1 or layout["pp"] >= 3)
+    assert "min_interleaved_pp" in [binding["name"] for binding in answer["binding"]]
+    status, _, err = run(["optimize", *job, "--min-interleaved-pp", "1"], capsys)
+    assert status == 2 and "min_interleaved_pp" in err

@@ -63,6 +63,7 @@ spaces = st.builds(
     memory_limit_gb=st.one_of(st.none(), st.floats(2, 200)),
     require_tp_divides_kv_heads=st.booleans(),
     even_stages=st.booleans(),
+    min_interleaved_pp=st.sampled_from([None, 3, 5]),
     zero_stages=st.one_of(st.none(), st.sampled_from([[0], [1, 2], [0, 2]])),
     recompute=st.one_of(st.none(), st.sampled_from([[Recompute.NONE], [Recompute.FULL]])),
 )

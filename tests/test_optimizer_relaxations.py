@@ -146,6 +146,28 @@ def test_even_stages_with_a_fixed_uneven_pp_is_a_named_conflict() -> None:
     assert {item.name for item in result.conflict} == {"even_stages", "fixed_pp"}
 
 
+def test_interleaving_on_too_few_stages_is_a_named_rule() -> None:
+    # Megatron-LM's assertion: pp > 2 with interleaving. Llama 3 70B on 64 GPUs, batch 256:
+    # the free optimum runs pp 2 x vpp 4; the rule must move it (to the enumerator's best
+    # under the same mask), bind, and give pp 2 x vpp 4 back when relaxed
+    job = plate_job(64, "llama3-70b", global_batch=256)
+    free = optimize(job, SearchSpace(max_vpp=4), explain=False)
+    assert (free.best.layout.pp, free.best.layout.vpp) == (2, 4)
+    space = SearchSpace(min_interleaved_pp=3, max_vpp=4)
+    expected = enumerator.best_layout(resolve_space(job, space, "workshop"), CostAssumptions())
+    result = optimize(job, space)
+    assert result.best is not None and expected is not None
+    lay = result.best.layout
+    assert lay.vpp == 1 or lay.pp >= 3
+    assert result.best.mfu == pytest.approx(evaluate(job, expected, "workshop").mfu, rel=1e-6)
+    (rule,) = [r for r in result.binding if r.name == "min_interleaved_pp"]
+    assert rule.description.startswith("interleaving (vpp > 1) needs pp >= 3")
+    assert rule.relaxed is not None and rule.relaxed.mfu == pytest.approx(free.best.mfu)
+    fixed = optimize(job, SearchSpace(min_interleaved_pp=3, pp=2, vpp=2))
+    assert fixed.status == "infeasible"
+    assert {item.name for item in fixed.conflict} == {"min_interleaved_pp", "fixed_pp", "fixed_vpp"}
+
+
 def test_knob_rules_that_rule_each_other_out_are_a_conflict_not_an_error() -> None:
     # zero-bubble runs without interleaving, so vpp 4 with only zero-bubble allowed leaves no
     # layout (the enumerator agrees); the answer names both rules
