@@ -51,6 +51,16 @@ class CostAssumptions(BaseModel):
             "term) and streamed through HBM, and the masked half is computed too."
         ),
     )
+    sequence_parallel: bool = Field(
+        True,
+        description=(
+            "Megatron-LM's sequence parallelism with tensor parallelism (Korthikanti et al. "
+            "2022): every stored activation is split by tp. False prices engines without it "
+            "(2021 Megatron-LM, Megatron-DeepSpeed): the norms' inputs and outputs, or under "
+            "full recompute the layer input, are kept whole on every tp rank (their eq. 1). "
+            "Memory only; the tp traffic is the same."
+        ),
+    )
     unfused_attention_bytes_per_score: float = Field(
         30.0,
         ge=0,

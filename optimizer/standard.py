@@ -138,12 +138,20 @@ def stage_memory(job: TrainingJob, a: CostAssumptions, k: Degrees, m: Number) ->
     per_token = per_token + mem.attention_score_bytes_per_token(
         model.num_attention_heads, s, k.recompute, a.fused_attention
     )
-    per_layer = per_token * tokens
-    working = np.where(
-        k.recompute == mem.RECOMPUTE_FULL,
-        mem.full_layer_activation_bytes_per_token(model) * tokens,
-        0.0,
+
+    def replicated(recompute: Number) -> Number:
+        if a.sequence_parallel:
+            return 0.0
+        return mem.tp_replicated_activation_bytes_per_token(model.hidden_size, recompute)
+
+    per_layer = mem.tp_rank_activation_bytes(per_token, replicated(k.recompute), tokens, k.tp)
+    full_layer = mem.tp_rank_activation_bytes(
+        mem.full_layer_activation_bytes_per_token(model),
+        replicated(mem.RECOMPUTE_NONE),
+        tokens,
+        k.tp,
     )
+    working = np.where(k.recompute == mem.RECOMPUTE_FULL, full_layer, 0.0)
     in_first, in_last = mem.in_flight_micro_batches(m, k.pp, k.vpp, k.schedule)
     logits = a.logits_bytes_per_value * model.vocab_size * s * k.micro_batch / (k.tp * k.cp)
 

@@ -93,6 +93,26 @@ def layer_activation_bytes_per_token(model: TransformerSpec, recompute: Number) 
     )
 
 
+def tp_replicated_activation_bytes_per_token(h: Number, recompute: Number) -> Number:
+    """Of `layer_activation_bytes_per_token`, the part every tp rank keeps whole when there is
+    no sequence parallelism (Korthikanti et al. 2022 eq. 1's 10sbh, here without dropout
+    masks): the two norm inputs (4h) and outputs (4h); selective recompute drops the outputs;
+    full recompute keeps the layer input (2h)."""
+    return np.where(
+        recompute == RECOMPUTE_FULL,
+        BF16_BYTES * h,
+        np.where(recompute == RECOMPUTE_SELECTIVE, 4 * h, 8 * h),
+    )
+
+
+def tp_rank_activation_bytes(
+    per_token: Number, replicated_per_token: Number, tokens_per_rank: Number, tp: Number
+) -> Number:
+    """Bytes a tp rank keeps for `tokens_per_rank` (a micro-batch's tokens split by tp and cp):
+    the replicated part is kept for all tp shares of the tokens."""
+    return (per_token + replicated_per_token * (tp - 1)) * tokens_per_rank
+
+
 def full_layer_activation_bytes_per_token(model: TransformerSpec) -> Number:
     return layer_activation_bytes_per_token(model, RECOMPUTE_NONE)
 

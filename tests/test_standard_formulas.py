@@ -12,6 +12,7 @@ from models.presets import gpu_preset
 from models.transformer import TransformerSpec
 from optimizer import standard_memory as mem
 from optimizer import standard_time as tim
+from optimizer.assumptions import CostAssumptions
 from optimizer.cost_model import evaluate
 from tests.helpers import plate_job
 
@@ -71,6 +72,33 @@ def test_unfused_attention_scores() -> None:
     assert mem.attention_score_bytes_per_token(2, 8, NONE, fused=False) == 80
     assert mem.attention_score_bytes_per_token(2, 8, SELECTIVE, fused=False) == 0
     assert mem.attention_score_bytes_per_token(2, 8, NONE, fused=True) == 0
+
+
+def test_without_sequence_parallelism_tp_ranks_keep_the_norms_whole() -> None:
+    # Korthikanti et al. 2022 eq. 1 without dropout: norm inputs 4h and outputs 4h are whole
+    # on every tp rank; selective recompute drops the outputs; full keeps the input, 2h
+    values = mem.tp_replicated_activation_bytes_per_token(8, np.array([NONE, SELECTIVE, FULL]))
+    assert values.tolist() == [64, 32, 16]
+    # full recompute, 16 tokens on tp 4 (4 a rank): 16 B/token sharded -> 16 * 4 = 64 B;
+    # replicated -> the input of all 16 tokens, 16 * 16 = 256 B (section 4.3: 2sbh, not 2sbh/t)
+    assert mem.tp_rank_activation_bytes(16, 0, 4, 4) == 64
+    assert mem.tp_rank_activation_bytes(16, 16, 4, 4) == 256
+    assert mem.tp_rank_activation_bytes(16, 16, 4, 1) == 64  # tp 1 has nothing to replicate
+
+
+def test_sequence_parallelism_only_moves_activation_memory() -> None:
+    # Llama 3 405B, tp 8, pp 1, micro-batch 1, full recompute: 126 stored layer inputs plus one
+    # layer rebuilt whole, on 8192 / 8 = 1024 tokens a rank. Without SP each rank also keeps the
+    # other 7 shares of 2h per stored layer and of 8h in the rebuilt one:
+    # (126 * 2 * 16384 + 8 * 16384) * 7 * 1024 = 30,534,533,120 bytes
+    job = plate_job()
+    layout = Layout(tp=8, pp=1, cp=1, vpp=1, micro_batch=1, zero=1, recompute="full")
+    with_sp = evaluate(job, layout, "standard", CostAssumptions())
+    without = evaluate(job, layout, "standard", CostAssumptions(sequence_parallel=False))
+    extra = without.memory.activations - with_sp.memory.activations
+    assert extra == pytest.approx(30_534_533_120)
+    assert without.memory.weights == with_sp.memory.weights
+    assert without.mfu == with_sp.mfu  # the tp traffic is the same: memory only
 
 
 def test_interleaving_penalty_and_in_flight() -> None:
