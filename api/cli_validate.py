@@ -29,14 +29,15 @@ assumptions (docs/cost-model.md) and compares the utilisation its source reports
 FLOPs, recomputation not counted) or HFU (hardware FLOPs, recomputation counted), whichever the
 source prints. The runs, their citations and every figure a source does not print (with what we
 took instead) are in `models/presets/published_runs.json`; a row may set only an assumption its
-source states (unfused attention in 2021-22 Megatron-LM, no gradient all-reduce overlap,
-Llama 3's exposed context-parallel all-gather).
+source states (unfused attention in 2021-22 Megatron-LM, no sequence parallelism before
+2022, no gradient all-reduce overlap, Llama 3's exposed context-parallel all-gather).
 
 `rank` places the published (tp, pp, cp, dp) among every degree tuple the optimiser can
 choose, each at its best layout, ranked by the same profile (the exhaustive enumerator,
 which the CP-SAT optimiser matches), under the constraints of the run's engine at the time
 (its `search` object in the data file: e.g. no context parallelism or ZeRO in 2021
-Megatron-LM, Llama 3's fixed order of groups). The target is the top 5.
+Megatron-LM, nor interleaving on fewer than 3 stages; Llama 3's fixed order of groups). The
+target is the top 5.
 """
 
 MARKDOWN_MISSES = """
@@ -56,15 +57,25 @@ MARKDOWN_MISSES = """
 - Smaller misses beyond 3 points: Korthikanti's 175B (-4.3), SC21 Table 1's 7.5B (-4.0),
   SC21 Table 2's 530B on 560 GPUs (-3.6) and its ZeRO-3 530B at micro-batch 2 (-4.1; the ZeRO-3
   overlap fraction was fitted on the three 175B rows, which land within 2 points).
-- Ranking: SC21 Table 1's 18.4B (tp 8, pp 1) ranks 7th since every collective pays NCCL's
-  per-step latency: the profile prefers smaller tp with a few pipeline stages (tp 4 x pp 2,
-  tp 2 x pp 4), all within a few percent.
+- Ranking: SC21 Table 1's 18.4B (tp 8, pp 1) ranks 6th since every collective pays NCCL's
+  per-step latency: the profile prefers smaller tp with a few pipeline stages (tp 2 x pp 4,
+  tp 4 x pp 4, tp 4 x pp 2), by up to 10%.
 - Ranking: GPT-3 175B on 384 and 768 A100s (SC21 Table 2, tp 8 x pp 12) ranks 7th and 6th:
   the profile prefers tp 4 x pp 12, halving the tensor-parallel traffic on A100's NVLink, by
   about 5%. tp 8 there follows the paper's own rule (section 3, takeaway #1: tensor
   parallelism up to the server's GPUs, then pipeline parallelism); what else made it the
   authors' choice is not priced. (tp 6 and tp 3, which also divide 96 heads, used to rank
   above it: their groups straddle 8-GPU nodes and are now priced on the network.)
+- Evidence on those ranking misses, both ways. Before training BLOOM, BigScience measured
+  layouts of 176-184B GPTs on the same 384 A100s (train/tr11-176B-ml/chronicles-prequel.md
+  in github.com/bigscience-workshop/bigscience), starting from the advice to use tp = GPUs
+  per server. At the same pp 12, tp 4 x dp 8 ran 19% faster than tp 8 x dp 4 (153.7 against
+  128.9 TFLOP/s, 176B) and 7% faster on a 178B variant; they trained with tp 4, which the
+  profile ranks first for that run. The profile agrees on the direction of the 178B pair
+  (by 2%) but prices the 176B pair within 1% with tp 8 ahead, and it does not reproduce the
+  rest of that sweep: larger micro-batches ran faster than its bubble term allows (it has
+  one matmul efficiency for every shape), and pp 2-4 with dp 12-24 ran slower than it
+  predicts. We report this rather than fit it.
 """
 
 
