@@ -1,5 +1,6 @@
-"""Import a Hugging Face `config.json` into a TransformerSpec: dense (Llama, Mistral, Qwen
-style) and mixture-of-experts in the Mixtral and DeepSeek (V2/V3) styles."""
+"""Import a Hugging Face `config.json` into a TransformerSpec: dense models of the families in
+`_FAMILIES` (Llama, Mistral, Qwen, Gemma, Phi, GPT-NeoX, ...) and mixture-of-experts in the
+Mixtral and DeepSeek (V2/V3) styles."""
 
 from __future__ import annotations
 
@@ -21,6 +22,58 @@ _HF_KEYS = {
 }
 # Keys that mark a mixture-of-experts config, which a dense spec would silently misprice.
 _MOE_KEYS = ("num_local_experts", "n_routed_experts", "num_experts")
+
+# model_type -> (gated MLP, tie_word_embeddings when config.json omits it). config.json
+# states neither the MLP's shape nor, when it equals the class default, the tying: both
+# come from transformers' configuration_<type>.py and modeling_<type>.py. Gated: three
+# matrices (gate, up, down; SwiGLU or GeGLU); plain: two (fc1/fc2, c_fc/c_proj).
+_FAMILIES: dict[str, tuple[bool, bool]] = {
+    "llama": (True, False),
+    "mistral": (True, False),
+    "mixtral": (True, False),
+    "qwen2": (True, False),
+    "qwen2_moe": (True, False),
+    "qwen3": (True, False),
+    "qwen3_moe": (True, False),
+    "gemma": (True, True),
+    "gemma2": (True, True),
+    "gemma3_text": (True, True),
+    "deepseek_v2": (True, False),
+    "deepseek_v3": (True, False),
+    "phi3": (True, False),
+    "olmo": (True, False),
+    "olmo2": (True, False),
+    "granite": (True, False),
+    "cohere": (True, True),
+    "stablelm": (True, False),
+    "phi": (False, False),
+    "gpt_neox": (False, False),
+    "starcoder2": (False, True),
+}
+
+
+def _mlp_and_tying(config: Mapping[str, Any]) -> tuple[bool, bool]:
+    """Gated MLP and tied embeddings: the config's own keys first (`gated_mlp` is ours, for
+    families not listed), else its family's defaults. An unknown family is refused rather
+    than guessed: a gated MLP has 1.5 times a plain one's parameters."""
+    model_type = config.get("model_type")
+    gated, tied = _FAMILIES.get(str(model_type), (None, None))
+    gated = config.get("gated_mlp", gated)
+    tied = config.get("tie_word_embeddings", tied)
+    if gated is None or tied is None:
+        missing = [
+            key
+            for key, value in (("gated_mlp", gated), ("tie_word_embeddings", tied))
+            if value is None
+        ]
+        raise InvalidSpec(
+            f"config.json: model_type {model_type!r} is not a family whose MLP and embedding "
+            f"tying are known ({', '.join(sorted(_FAMILIES))}); add "
+            + " and ".join(f'"{key}": true or false' for key in missing)
+            + " (gated_mlp: three MLP matrices as in SwiGLU, or two)",
+            "model",
+        )
+    return bool(gated), bool(tied)
 
 
 def _mixtral_fields(config: Mapping[str, Any]) -> dict[str, Any]:
@@ -82,7 +135,7 @@ def from_hf_config(config: Mapping[str, Any]) -> TransformerSpec:
     fields: dict[str, Any] = {field: config[key] for key, field in _HF_KEYS.items()}
     fields.update(_moe_fields(config))
     fields["num_kv_heads"] = config.get("num_key_value_heads") or config["num_attention_heads"]
-    fields["tied_embeddings"] = bool(config.get("tie_word_embeddings", False))
+    fields["gated_mlp"], fields["tied_embeddings"] = _mlp_and_tying(config)
     if config.get("head_dim"):
         fields["head_dim"] = config["head_dim"]
     name = config.get("_name_or_path") or config.get("model_type") or "hf-config"

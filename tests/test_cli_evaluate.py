@@ -91,6 +91,7 @@ def test_spec_file_and_flags_share_the_request_shape(
 
 def test_hf_config_file_as_model(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     config = {
+        "model_type": "llama",
         "num_hidden_layers": 32,
         "hidden_size": 4096,
         "intermediate_size": 14336,

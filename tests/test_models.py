@@ -14,6 +14,7 @@ from tests.helpers import plate_job
 
 LLAMA3_8B_CONFIG = {
     "architectures": ["LlamaForCausalLM"],
+    "model_type": "llama",
     "hidden_size": 4096,
     "intermediate_size": 14336,
     "num_attention_heads": 32,
@@ -71,6 +72,41 @@ def test_hf_config_refuses_what_it_cannot_price() -> None:
         from_hf_config({k: v for k, v in LLAMA3_8B_CONFIG.items() if k != "intermediate_size"})
     with pytest.raises(InvalidSpec, match="num_hidden_layers: Input should be greater than 0"):
         from_hf_config({**LLAMA3_8B_CONFIG, "num_hidden_layers": 0})
+
+
+# Pythia 6.9B's config.json (EleutherAI/pythia-6.9b): GPT-NeoX, two-matrix GeLU MLP, untied
+PYTHIA_6_9B_CONFIG = {
+    "model_type": "gpt_neox",
+    "num_hidden_layers": 32,
+    "hidden_size": 4096,
+    "intermediate_size": 16384,
+    "num_attention_heads": 32,
+    "vocab_size": 50432,
+}
+
+
+def test_hf_config_takes_mlp_shape_and_tying_from_the_family() -> None:
+    # plain MLP: per layer 4h^2 + 2hf = 4*4096^2 + 2*4096*16384 = 201,326,592; 32 layers
+    # = 6,442,450,944; untied input and output embeddings 2*50432*4096 = 413,138,944
+    pythia = from_hf_config(PYTHIA_6_9B_CONFIG)
+    assert not pythia.gated_mlp and not pythia.tied_embeddings
+    assert pythia.total_params == 6_442_450_944 + 413_138_944
+    # Gemma's config.json omits tie_word_embeddings: GemmaConfig's default ties them
+    gemma = {**LLAMA3_8B_CONFIG, "model_type": "gemma"}
+    del gemma["tie_word_embeddings"]
+    spec = from_hf_config(gemma)
+    assert spec.gated_mlp and spec.tied_embeddings
+
+
+def test_hf_config_of_an_unknown_family_asks_instead_of_guessing() -> None:
+    unknown = {**PYTHIA_6_9B_CONFIG, "model_type": "newarch"}
+    with pytest.raises(InvalidSpec, match=r"'newarch'.*\"gated_mlp\": true or false.*tie_word"):
+        from_hf_config(unknown)
+    untyped = {k: v for k, v in PYTHIA_6_9B_CONFIG.items() if k != "model_type"}
+    with pytest.raises(InvalidSpec, match="model_type None"):
+        from_hf_config(untyped)
+    stated = from_hf_config({**unknown, "gated_mlp": False, "tie_word_embeddings": False})
+    assert stated.total_params == from_hf_config(PYTHIA_6_9B_CONFIG).total_params
 
 
 def test_heads_must_group_evenly() -> None:
