@@ -124,14 +124,23 @@ def _moe_fields(config: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def looks_like_hf_config(data: Mapping[str, Any]) -> bool:
-    return "num_hidden_layers" in data and "hidden_size" in data
+    """config.json carries `model_type`; a bare dict with its layer keys is taken as one too."""
+    return "model_type" in data or ("num_hidden_layers" in data and "hidden_size" in data)
 
 
 def from_hf_config(config: Mapping[str, Any]) -> TransformerSpec:
     """Map a config.json's fields; keys the cost model does not use are ignored."""
     missing = [key for key in _HF_KEYS if key not in config]
     if missing:
-        raise InvalidSpec(f"config.json lacks {', '.join(missing)}", "model")
+        message = f"config.json lacks {', '.join(missing)}"
+        if config.get("model_type") not in _FAMILIES:
+            message += (
+                f": model_type {config.get('model_type')!r} names its fields otherwise and is "
+                f"not imported ({', '.join(sorted(_FAMILIES))} are); give the model as a spec "
+                "(num_layers, hidden_size, ffn_hidden_size, num_attention_heads, num_kv_heads, "
+                "vocab_size, gated_mlp, tied_embeddings)"
+            )
+        raise InvalidSpec(message, "model")
     fields: dict[str, Any] = {field: config[key] for key, field in _HF_KEYS.items()}
     fields.update(_moe_fields(config))
     fields["num_kv_heads"] = config.get("num_key_value_heads") or config["num_attention_heads"]

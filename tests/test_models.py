@@ -6,7 +6,7 @@ import pytest
 from pydantic import ValidationError
 
 from models.errors import InvalidSpec, UnknownPreset
-from models.hf_config import from_hf_config
+from models.hf_config import from_hf_config, looks_like_hf_config
 from models.layout import Layout, resolve_layout
 from models.presets import gpu_preset, gpu_presets, model_preset, model_presets
 from models.transformer import TransformerSpec
@@ -105,6 +105,11 @@ def test_hf_config_of_an_unknown_family_asks_instead_of_guessing() -> None:
     untyped = {k: v for k, v in PYTHIA_6_9B_CONFIG.items() if k != "model_type"}
     with pytest.raises(InvalidSpec, match="model_type None"):
         from_hf_config(untyped)
+    # BLOOM's config.json says n_layer and n_head: named, with the way out
+    bloom = {"model_type": "bloom", "n_layer": 70, "hidden_size": 14336, "vocab_size": 250880}
+    assert looks_like_hf_config(bloom)
+    with pytest.raises(InvalidSpec, match=r"lacks num_hidden_layers.*'bloom'.*as a spec"):
+        from_hf_config(bloom)
     stated = from_hf_config({**unknown, "gated_mlp": False, "tie_word_embeddings": False})
     assert stated.total_params == from_hf_config(PYTHIA_6_9B_CONFIG).total_params
 
