@@ -12,6 +12,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from models.presets import gpu_presets, model_presets
+
 # flag -> (section of the request, field); None means top level
 FLAG_FIELDS: dict[str, tuple[str | None, str]] = {
     "gpus": ("cluster", "gpus"),
@@ -43,11 +45,12 @@ class BadRequest(Exception):
 def add_job_flags(parser: argparse.ArgumentParser) -> None:
     """Flags every command shares: the spec file, the job, output format."""
     parser.add_argument("--spec", type=Path, help="request JSON (the HTTP body); flags override it")
-    parser.add_argument("--model", help="preset name, or a path to a spec / HF config.json file")
-    parser.add_argument("--gpus", type=int, help="GPUs in the job")
     parser.add_argument(
-        "--gpu", help="GPU preset (h100-sxm, a100-80gb, h200-sxm, b200, gb200, mi300x)"
+        "--model",
+        help=f"preset ({', '.join(model_presets())}), or a path to a spec / HF config.json file",
     )
+    parser.add_argument("--gpus", type=int, help="GPUs in the job")
+    parser.add_argument("--gpu", help=f"GPU preset ({', '.join(gpu_presets())})")
     parser.add_argument("--gpus-per-node", type=int, help="GPUs per NVLink domain (default 8)")
     parser.add_argument(
         "--nvlink-domain", type=int, help="GPUs sharing NVLink beyond a node (GB200 NVL72: 72)"
