@@ -166,9 +166,13 @@ less common choice of the optimum) take 0.1-3 s; frontiers with many points (27 
 Size guard: a search whose term tables would hold more than 2,000,000 valid layouts (counted
 per degree tuple before anything is built: interleaving only under 1F1B, ep dividing dp x cp)
 is refused with the numbers. Mixture-of-experts presets are the large ones: Mixtral 8x7B on
-256-1,024 GPUs (about 1.4M layouts) takes about 4 s to a proved optimum and 1.2 GB, and its
-explanations do not all fit the default 10 s; the DeepSeek-V3-shaped preset on 1,024 GPUs
-(3.0M) needs narrowing, e.g. `--max-vpp 4 --schedules 1f1b,dualpipe`.
+256-1,024 GPUs takes 2-3 s to a proved optimum at 0.75-1.0 GB peak, and its explanations
+about 7 s (at 1,024 GPUs the default 10 s cuts some short, with a warning); the
+DeepSeek-V3-shaped preset on 1,024 GPUs (3.0M) needs narrowing: `--max-vpp 3` gives a proved
+optimum in 4.8 s at 1.2 GB peak, the figure docs/deploy.md sizes containers by. A table
+applies the valid-layout rule to each tuple's coupled knobs before the free knobs multiply
+them, and prices group spans per placement rather than over every row 24 times: a table of
+about 2M layouts builds in about 1.5 s, where it took about 4 s.
 
 What was tried (plate's case, one worker):
 - Encoding: one Boolean per valid (tp, pp, cp, dp) tuple and per knob value, and one Boolean

@@ -212,14 +212,25 @@ def valid_rows(
 ) -> tuple[LayoutGrid, np.ndarray, dict[str, np.ndarray]]:
     """The table's rows that are layouts (valid_knob_mask): their grid, degree-tuple index
     and axis indices."""
-    k, index = _table_rows(problem, classes, axes)
+    k, index = _coupled_valid_rows(problem, classes, axes, structure)
+    k, index = _with_free_axes(problem, classes, axes, k, index)
+    return _grid_for_rows(problem, classes, k, index), k, index
+
+
+# Knobs whose valid values depend on the degrees or on each other (valid_knob_mask).
+COUPLED_KNOBS = ("vpp", "micro_batch", "schedule", "ep")
+
+
+def _coupled_valid_rows(
+    problem: SearchProblem, classes: PlacementClasses, axes: tuple[str, ...], structure: bool
+) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    """The valid combinations of each degree tuple with the table's coupled knobs. The rule
+    sees nothing else, so it runs on these before the free axes multiply them (a 4M-row
+    MoE table is ~9x fewer rows here)."""
+    coupled = tuple(axis for axis in axes if axis in COUPLED_KNOBS)
+    k, index = _table_rows(problem, classes, coupled)
     grid = _grid_for_rows(problem, classes, k, index)
-    valid = _valid_mask(problem, grid, structure)
-    return grid.take(valid), k[valid], {axis: column[valid] for axis, column in index.items()}
-
-
-def _valid_mask(problem: SearchProblem, grid: LayoutGrid, structure: bool = True) -> np.ndarray:
-    return valid_knob_mask(
+    valid = valid_knob_mask(
         problem.job,
         grid.pp,
         grid.dp,
@@ -230,10 +241,47 @@ def _valid_mask(problem: SearchProblem, grid: LayoutGrid, structure: bool = True
         grid.ep,
         structure=structure,
     )
+    return k[valid], {axis: column[valid] for axis, column in index.items()}
 
 
-# Knobs whose valid values depend on the degrees or on each other (valid_knob_mask).
-COUPLED_KNOBS = ("vpp", "micro_batch", "schedule", "ep")
+def _free_axis_sizes(
+    problem: SearchProblem, classes: PlacementClasses, axis: str, k: np.ndarray
+) -> np.ndarray:
+    """Per row, how many values a free axis has: the tuple's placement classes, or the knob's."""
+    if axis == PLACEMENT:
+        return np.asarray([len(r) for r in classes.representative], dtype=np.int64)[k]
+    return np.full(k.size, len(problem.knobs[axis]), dtype=np.int64)
+
+
+def _free_axes(axes: tuple[str, ...]) -> tuple[str, ...]:
+    return tuple(axis for axis in axes if axis not in COUPLED_KNOBS)
+
+
+def _with_free_axes(
+    problem: SearchProblem,
+    classes: PlacementClasses,
+    axes: tuple[str, ...],
+    k: np.ndarray,
+    index: dict[str, np.ndarray],
+) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    """Each row once per value of every free axis."""
+    for axis in _free_axes(axes):
+        counts = _free_axis_sizes(problem, classes, axis, k)
+        repeat = np.repeat(np.arange(k.size), counts)
+        position = np.arange(repeat.size) - np.repeat(np.cumsum(counts) - counts, counts)
+        k, index = k[repeat], {name: column[repeat] for name, column in index.items()}
+        index[axis] = position
+    return k, index
+
+
+def _row_count(
+    problem: SearchProblem, classes: PlacementClasses, axes: tuple[str, ...], k: np.ndarray
+) -> int:
+    """Rows the coupled rows `k` become once the free axes multiply them."""
+    per_row = np.ones(k.size, dtype=np.int64)
+    for axis in _free_axes(axes):
+        per_row *= _free_axis_sizes(problem, classes, axis, k)
+    return int(per_row.sum())
 
 
 def valid_table_rows(
@@ -242,20 +290,12 @@ def valid_table_rows(
     """Rows a table over `axes` will hold: per degree tuple, the valid combinations of the
     coupled knobs (interleaving only under 1F1B, ep dividing dp x cp, ...) times the other
     knobs' values and the tuple's placement classes, counted without building the table."""
-    coupled = tuple(axis for axis in axes if axis in COUPLED_KNOBS)
-    _, k, _ = valid_rows(problem, classes, coupled)
-    per_tuple = np.bincount(k, minlength=len(problem.degrees))
-    if PLACEMENT in axes:
-        per_tuple = per_tuple * np.asarray([len(r) for r in classes.representative])
-    free = [len(problem.knobs[a]) for a in axes if a not in coupled and a != PLACEMENT]
-    return int(per_tuple.sum()) * int(np.prod(free))
+    k, _ = _coupled_valid_rows(problem, classes, axes, structure=True)
+    return _row_count(problem, classes, axes, k)
 
 
-def check_table_size(
-    problem: SearchProblem, classes: PlacementClasses, axes: tuple[str, ...]
-) -> None:
+def _refuse_if_too_large(problem: SearchProblem, axes: tuple[str, ...], rows: int) -> None:
     """Refuse, with the numbers, a space too large to tabulate within a request's time."""
-    rows = valid_table_rows(problem, classes, axes)
     if rows > MAX_TABLE_ROWS:
         knobs = ", ".join(f"{a} {len(problem.knobs[a])}" for a in axes if a != PLACEMENT)
         raise InvalidSpec(
@@ -290,8 +330,10 @@ def build_tables(
     price_grid = profile_named(problem.profile).price_grid
     tables = []
     for axes in dict.fromkeys(term.axes for term in terms):
-        check_table_size(problem, classes, axes)
-        grid, k, index = valid_rows(problem, classes, axes, structure)
+        k, index = _coupled_valid_rows(problem, classes, axes, structure)
+        _refuse_if_too_large(problem, axes, _row_count(problem, classes, axes, k))
+        k, index = _with_free_axes(problem, classes, axes, k, index)
+        grid = _grid_for_rows(problem, classes, k, index)
         if len(k) == 0:
             raise NoLayouts()
         scaled = _scaled_terms(terms, axes, price_grid(problem.job, grid, assumptions))

@@ -7,6 +7,7 @@ same formulas that `evaluate` uses for one layout.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property, partial
 from itertools import permutations
 from typing import Any
 
@@ -68,11 +69,22 @@ class LayoutGrid:
     def span(self, dim: Dimension) -> np.ndarray:
         """GPUs spanned by one `dim` group, row by row under each row's placement."""
         span = np.ones_like(self.tp)
-        for code, order in enumerate(PLACEMENTS):
-            chosen = self.placement == code
-            if chosen.any():
-                span = np.where(chosen, group_span(order, dim, self.degree), span)
+        for code, rows in self._rows_by_placement.items():
+            span[rows] = group_span(PLACEMENTS[code], dim, partial(self.degree_at, rows=rows))
         return span
+
+    def degree_at(self, dim: Dimension, rows: np.ndarray) -> np.ndarray:
+        return self.degree(dim)[rows]
+
+    @cached_property
+    def _rows_by_placement(self) -> dict[int, np.ndarray]:
+        """Row indices per placement code present, found once per grid: every span of a
+        priced grid reuses them (millions of rows for MoE searches)."""
+        if self.placement.size == 0:
+            return {}
+        order = np.argsort(self.placement, kind="stable")
+        codes, starts = np.unique(self.placement[order], return_index=True)
+        return dict(zip(codes.tolist(), np.split(order, starts[1:]), strict=True))
 
     def is_recompute(self, recompute: Recompute) -> np.ndarray:
         return self.recompute == recompute_code(recompute)

@@ -186,3 +186,22 @@ def test_table_size_counts_the_valid_rows_the_table_holds(gpus: int, model: str)
         raw, _ = _table_rows(problem, classes, axes)
         _, kept, _ = valid_rows(problem, classes, axes)
         assert valid_table_rows(problem, classes, axes) == len(kept) < len(raw)
+
+
+def test_grid_spans_follow_each_rows_placement() -> None:
+    # tp 2, pp 4, cp 1, dp 8 under three orders, innermost first: tp's group spans 2 when tp
+    # is innermost; pp's spans 4 * (2 when tp is inside it): pp,tp,... -> 4; tp,pp,... -> 8;
+    # dp's spans everything inside it: tp,cp,pp,dp -> 64; dp,... -> 8
+    from optimizer.grid import PLACEMENTS, LayoutGrid
+
+    orders = [("tp", "cp", "pp", "dp"), ("pp", "tp", "cp", "dp"), ("dp", "tp", "pp", "cp")]
+    codes = np.asarray([PLACEMENTS.index(order) for order in orders] * 2)
+    ones = np.ones(codes.size, dtype=np.int64)
+    grid = LayoutGrid(
+        tp=2 * ones, pp=4 * ones, cp=ones, dp=8 * ones, vpp=ones, micro_batch=ones,
+        zero=0 * ones, recompute=0 * ones, placement=codes,
+    )  # fmt: skip
+    assert grid.span("tp").tolist() == [2, 8, 16] * 2
+    assert grid.span("pp").tolist() == [8, 4, 64] * 2
+    assert grid.span("dp").tolist() == [64, 64, 8] * 2
+    assert len(grid.take(np.zeros(codes.size, dtype=bool)).span("tp")) == 0
