@@ -48,7 +48,30 @@ def test_workers_match_the_cpu_given() -> None:
     workers = next(e["value"] for e in container["env"] if e["name"] == "WORKERS")
     assert container["resources"]["requests"]["cpu"] == container["resources"]["limits"]["cpu"]
     assert int(workers) == int(container["resources"]["limits"]["cpu"])
-    assert "memory" in container["resources"]["limits"]
+    limit_gb = memory_gb(container["resources"]["limits"]["memory"])
+    compose = load("compose.yaml")["services"]["layoutopt"]
+    for gb, solvers in ((limit_gb, workers), (memory_gb(compose["mem_limit"]), compose_workers())):
+        assert gb >= int(solvers) * SOLVE_PEAK_GB + PROCESS_GB
+
+
+# The largest search the size guard admits peaks at about 1.2 GB (docs/performance.md: the
+# DeepSeek-V3-shaped preset on 1,024 GPUs narrowed to just under 2M layouts); a container
+# must hold one such solve per worker, or concurrent MoE searches get it OOM-killed.
+SOLVE_PEAK_GB = 1.25
+PROCESS_GB = 0.3
+
+
+def memory_gb(quantity: str) -> float:
+    """Kubernetes (`3Gi`, `512Mi`) or compose (`3g`, `512m`) memory quantities in GB."""
+    units = {"Gi": 2**30, "Mi": 2**20, "g": 2**30, "m": 2**20}
+    for suffix, size in units.items():
+        if quantity.endswith(suffix):
+            return float(quantity.removesuffix(suffix)) * size / 1e9
+    return float(quantity) / 1e9
+
+
+def compose_workers() -> str:
+    return load("compose.yaml")["services"]["layoutopt"]["environment"]["WORKERS"]
 
 
 def test_service_and_autoscaler_point_at_the_deployment() -> None:
