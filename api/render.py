@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from api.schemas import EstimateOut, OptimizeOut, ParetoOut, SolverOut
+from optimizer.explain import CUT_SHORT
 
 BAR_WIDTH = 48
 _EIGHTHS = " ▏▎▍▌▋▊▉"
@@ -92,7 +93,9 @@ def optimize_text(answer: OptimizeOut) -> str:
         return "\n".join(lines)
     lines += ["", estimate_text(answer.best), ""]
     lines.append("what holds it back (the best without each rule; not layouts to use)")
-    lines += [f"  - {b.description}" for b in answer.binding] or ["  - nothing we can relax"]
+    cut_short = CUT_SHORT in answer.warnings
+    nothing = "none found before the time limit" if cut_short else "nothing we can relax"
+    lines += [f"  - {b.description}" for b in answer.binding] or [f"  - {nothing}"]
     idle = [r.name for r in answer.relaxations if not r.binds]
     if idle:
         lines.append(f"  relaxing would not raise MFU: {', '.join(idle)}")

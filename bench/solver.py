@@ -163,16 +163,19 @@ explanations (one re-solve per relaxable rule of the request, binding or not, an
 less common choice of the optimum) take 0.1-3 s; frontiers with many points (27 for 8B on
 1,024 GPUs, 41 for standard's plate) take 1-3.4 s, one solve a point.
 
-Size guard: a search whose term tables would hold more than 2,000,000 valid layouts (counted
+Size guard: a search whose term tables would hold more than 10,000,000 valid layouts (counted
 per degree tuple before anything is built: interleaving only under 1F1B, ep dividing dp x cp)
-is refused with the numbers. Mixture-of-experts presets are the large ones: Mixtral 8x7B on
-256-1,024 GPUs takes 2-3 s to a proved optimum at 0.75-1.0 GB peak, and its explanations
-about 7 s (at 1,024 GPUs the default 10 s cuts some short, with a warning); the
-DeepSeek-V3-shaped preset on 1,024 GPUs (3.0M) needs narrowing: `--max-vpp 3` gives a proved
-optimum in 4.8 s at 1.2 GB peak, the figure docs/deploy.md sizes containers by. A table
-applies the valid-layout rule to each tuple's coupled knobs before the free knobs multiply
-them, and prices group spans per placement rather than over every row 24 times: a table of
-about 2M layouts builds in about 1.5 s, where it took about 4 s.
+is refused with the numbers. Below it, a table is priced 250,000 rows at a time (whole degree
+tuples per chunk), each chunk keeping only the rows no other of its tuple beats on memory and
+MFU (about 1 in 1,000 survive), so memory stays near 0.3 GB whatever the search, and the
+caller's deadline is checked between chunks. The valid-layout rule runs on each tuple's
+coupled knobs before the free knobs multiply them, and group spans are computed per
+placement. Mixture-of-experts presets are the large ones: Mixtral 8x7B on 256-1,024 GPUs
+reaches a proved optimum in 1.2-1.4 s with its explanations in 5-8 s, 0.27 GB peak; the
+DeepSeek-V3-shaped preset (3.0M layouts on 1,024 GPUs, 3.9M on 2,048) in 5-6 s, on 16,384
+GPUs in 9.7 s, where the default 10 s leaves its explanations cut short (with a warning);
+with three micro-batch sizes on 1,024 GPUs (8.8M layouts) in 11.5 s at 0.32 GB. Before the
+chunks a 2M-layout search peaked at 1.2 GB and the limit was 2M.
 
 What was tried (plate's case, one worker):
 - Encoding: one Boolean per valid (tp, pp, cp, dp) tuple and per knob value, and one Boolean

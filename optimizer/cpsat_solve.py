@@ -4,6 +4,7 @@ tie-break), and one frontier point. The model itself is in cpsat_model.py."""
 from __future__ import annotations
 
 import math
+import time
 from dataclasses import dataclass
 
 from ortools.sat.python import cp_model
@@ -11,7 +12,13 @@ from ortools.sat.python import cp_model
 from models.layout import Layout
 from optimizer.assumptions import CostAssumptions
 from optimizer.cpsat_model import LayoutModel
-from optimizer.cpsat_tables import LN_MFU_SCALE, NoLayouts, Tables, build_tables
+from optimizer.cpsat_tables import (
+    LN_MFU_SCALE,
+    BuildTimedOut,
+    NoLayouts,
+    Tables,
+    build_tables,
+)
 from optimizer.space import SearchProblem
 
 
@@ -119,11 +126,15 @@ def best_layout(
 ) -> Found:
     if len(problem.degrees) == 0:
         return Found(None, True, 0)
+    deadline = time.perf_counter() + settings.time_limit_s
     try:
-        layout_model = LayoutModel(tables or build_tables(problem, assumptions))
+        layout_model = LayoutModel(tables or build_tables(problem, assumptions, deadline=deadline))
     except NoLayouts:
         return Found(None, True, 0)
-    return solve_best(layout_model, settings, relaxed)
+    except BuildTimedOut:
+        return Found(None, False, 0)
+    remaining = SolveSettings(deadline - time.perf_counter(), settings.workers)
+    return solve_best(layout_model, remaining, relaxed)
 
 
 # How much better, in the solver's ln(MFU) units, a layout must be to count as a step up:

@@ -8,6 +8,7 @@ the one cost model. Terms with the same knobs share one table (one row literal p
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
@@ -31,8 +32,9 @@ from optimizer.space import (
 LN_MFU_SCALE = 10**8
 PLACEMENT = "placement"  # a knob of the tables whose values are placement classes
 TERM_KINDS = ("memory_bytes", "ln_mfu")
-# Largest table priced for one request: about 5 s of numpy and 300 MB on the reference machine.
-MAX_TABLE_ROWS = 2_000_000
+# Largest table priced for one request: about 12 s of numpy on the reference machine (2 cores),
+# beyond the default time limit; memory is bounded by CHUNK_ROWS, not by this.
+MAX_TABLE_ROWS = 10_000_000
 # Largest magnitude of a term in the model's units (bytes; ln(MFU) x LN_MFU_SCALE): sums of a
 # few stay far inside int64. Beyond it (or NaN, inf) the cost model priced nothing usable.
 MAX_TERM = 2.0**52
@@ -274,14 +276,14 @@ def _with_free_axes(
     return k, index
 
 
-def _row_count(
+def _rows_per_coupled_row(
     problem: SearchProblem, classes: PlacementClasses, axes: tuple[str, ...], k: np.ndarray
-) -> int:
-    """Rows the coupled rows `k` become once the free axes multiply them."""
+) -> np.ndarray:
+    """How many table rows each coupled row becomes once the free axes multiply it."""
     per_row = np.ones(k.size, dtype=np.int64)
     for axis in _free_axes(axes):
         per_row *= _free_axis_sizes(problem, classes, axis, k)
-    return int(per_row.sum())
+    return per_row
 
 
 def valid_table_rows(
@@ -291,7 +293,7 @@ def valid_table_rows(
     coupled knobs (interleaving only under 1F1B, ep dividing dp x cp, ...) times the other
     knobs' values and the tuple's placement classes, counted without building the table."""
     k, _ = _coupled_valid_rows(problem, classes, axes, structure=True)
-    return _row_count(problem, classes, axes, k)
+    return int(_rows_per_coupled_row(problem, classes, axes, k).sum())
 
 
 def _refuse_if_too_large(problem: SearchProblem, axes: tuple[str, ...], rows: int) -> None:
@@ -318,34 +320,95 @@ def _scaled_terms(terms: tuple[Term, ...], axes: tuple[str, ...], prices: GridPr
     return scaled
 
 
+class BuildTimedOut(Exception):
+    """The caller's deadline passed while its tables were being built: no answer, and
+    nothing proved."""
+
+
 def build_tables(
-    problem: SearchProblem, assumptions: CostAssumptions, structure: bool = True
+    problem: SearchProblem,
+    assumptions: CostAssumptions,
+    structure: bool = True,
+    deadline: float | None = None,
 ) -> Tables:
     """Every term of every layout the problem allows, in integers. Rows the cost model does
     not price to finite figures (absurd assumptions overflow) are not layouts. `structure`
     False keeps rows that break the layer and batch rules: the model's own constraint
-    families must then exclude them (tests)."""
+    families must then exclude them (tests).
+
+    Rows are priced a chunk of whole degree tuples at a time, so a build's memory is bounded
+    by CHUNK_ROWS whatever the search's size. When one table holds every term (each row a
+    whole layout), each chunk keeps only its undominated rows: dominance never compares
+    rows of different tuples, so this is exact, and it leaves ~1,000x fewer rows. Past
+    `deadline` (a time.perf_counter() value), between chunks, it raises BuildTimedOut."""
     terms = profile_terms(problem.profile)
     classes = placement_classes(problem)
-    price_grid = profile_named(problem.profile).price_grid
+    all_axes = tuple(dict.fromkeys(term.axes for term in terms))
     tables = []
-    for axes in dict.fromkeys(term.axes for term in terms):
+    for axes in all_axes:
         k, index = _coupled_valid_rows(problem, classes, axes, structure)
-        _refuse_if_too_large(problem, axes, _row_count(problem, classes, axes, k))
-        k, index = _with_free_axes(problem, classes, axes, k, index)
-        grid = _grid_for_rows(problem, classes, k, index)
+        per_row = _rows_per_coupled_row(problem, classes, axes, k)
+        _refuse_if_too_large(problem, axes, int(per_row.sum()))
         if len(k) == 0:
             raise NoLayouts()
-        scaled = _scaled_terms(terms, axes, price_grid(problem.job, grid, assumptions))
-        priced = np.all([np.abs(v) <= MAX_TERM for v in scaled.values()], axis=0)
-        if not priced.any():
+        parts = []
+        for rows in _chunks(k, per_row):
+            if deadline is not None and time.perf_counter() > deadline:
+                raise BuildTimedOut()
+            coupled = (k[rows], {axis: column[rows] for axis, column in index.items()})
+            prune = len(all_axes) == 1
+            parts.append(_priced_part(problem, classes, axes, coupled, assumptions, prune))
+        if not any(len(part.degree_index) for part in parts):
             raise InvalidSpec(UNPRICED, "assumptions")
-        values = {name: np.rint(v[priced]).astype(np.int64) for name, v in scaled.items()}
-        index = {axis: column[priced] for axis, column in index.items()}
-        tables.append(Table(axes, k[priced], index, values))
-    if len(tables) == 1:  # one table holds every term: each row is a whole layout
-        tables = [without_dominated(problem, tables[0], terms)]
+        tables.append(_concatenated(axes, parts))
     return Tables(problem, classes, tuple(tables), terms)
+
+
+# Rows priced at once by build_tables (~150 MB of arrays under profile standard).
+CHUNK_ROWS = 250_000
+
+
+def _chunks(k: np.ndarray, per_row: np.ndarray) -> list[np.ndarray]:
+    """Consecutive coupled rows in chunks of whole degree tuples (`k` is sorted) that expand
+    to about CHUNK_ROWS rows each; a larger tuple is a chunk of its own."""
+    if k.size == 0:
+        return []
+    tuple_start = np.flatnonzero(np.r_[True, k[1:] != k[:-1]])
+    expanded_before = np.r_[0, np.cumsum(per_row)[:-1]]
+    chunk_of_tuple = expanded_before[tuple_start] // CHUNK_ROWS
+    new_chunk = tuple_start[np.r_[True, chunk_of_tuple[1:] != chunk_of_tuple[:-1]]]
+    return np.split(np.arange(k.size), new_chunk[1:])
+
+
+def _priced_part(
+    problem: SearchProblem,
+    classes: PlacementClasses,
+    axes: tuple[str, ...],
+    coupled: tuple[np.ndarray, dict[str, np.ndarray]],
+    assumptions: CostAssumptions,
+    prune: bool,
+) -> Table:
+    """One chunk of a table: its rows expanded by the free axes, priced, the unpriced and
+    (when `prune`) the dominated ones dropped."""
+    terms = profile_terms(problem.profile)
+    k, index = _with_free_axes(problem, classes, axes, *coupled)
+    grid = _grid_for_rows(problem, classes, k, index)
+    prices = profile_named(problem.profile).price_grid(problem.job, grid, assumptions)
+    scaled = _scaled_terms(terms, axes, prices)
+    priced = np.all([np.abs(v) <= MAX_TERM for v in scaled.values()], axis=0)
+    values = {name: np.rint(v[priced]).astype(np.int64) for name, v in scaled.items()}
+    index = {axis: column[priced] for axis, column in index.items()}
+    part = Table(axes, k[priced], index, values)
+    return without_dominated(problem, part, terms) if prune and priced.any() else part
+
+
+def _concatenated(axes: tuple[str, ...], parts: list[Table]) -> Table:
+    return Table(
+        axes,
+        np.concatenate([part.degree_index for part in parts]),
+        {a: np.concatenate([part.axis_index[a] for part in parts]) for a in parts[0].axis_index},
+        {n: np.concatenate([part.values[n] for part in parts]) for n in parts[0].values},
+    )
 
 
 def term_totals(table: Table, terms: tuple[Term, ...]) -> dict[str, np.ndarray]:

@@ -26,7 +26,7 @@ from optimizer.cpsat_solve import (
     new_solver,
     solve_best,
 )
-from optimizer.cpsat_tables import Tables, build_tables
+from optimizer.cpsat_tables import BuildTimedOut, Tables, build_tables
 from optimizer.enumerator import EVEN_STAGES, KV_HEADS, MEMORY_LIMIT, MIN_INTERLEAVED_PP
 from optimizer.estimate import Estimate
 from optimizer.search import Choice, Conflict, Relaxation, Slack
@@ -158,6 +158,10 @@ def explain(
     except InvalidSpec as error:  # the wider spaces the explanations search are too large
         skipped = f"explanations skipped: {error.message}"
         return Explanation(slack=() if best is None else slacks(problem, best), warnings=(skipped,))
+    except BuildTimedOut:  # the time limit ran out while tabulating the wide space
+        return Explanation(
+            slack=() if best is None else slacks(problem, best), warnings=(CUT_SHORT,)
+        )
     bought, settled = choices(problem, best, assumptions, budget.settings)
     return Explanation(
         relaxations=tried,
@@ -172,7 +176,7 @@ def relaxations(
 ) -> tuple[tuple[Relaxation, ...], bool]:
     """Each relaxable rule of the request, whether relaxing it raises the best MFU and, if so,
     what it would buy; and whether every rule was tried within the budget."""
-    layout_model = LayoutModel(build_tables(problem, assumptions))
+    layout_model = LayoutModel(build_tables(problem, assumptions, deadline=budget.deadline))
     tries: list[tuple[str, SearchProblem | None]] = [(rule, None) for rule in layout_model.rules]
     tries += list(_relaxed_problems(problem).items())
     found = {}
@@ -298,7 +302,8 @@ def conflict(
                 f"global_batch({batch})",
             ),
         )
-    tables = build_tables(problem, assumptions)
+    deadline = time.perf_counter() + settings.time_limit_s
+    tables = build_tables(problem, assumptions, deadline=deadline)
     layout_model = LayoutModel(tables)  # no objective: presolve would otherwise blame all
     layout_model.model.add_assumptions(list(layout_model.rules.values()))
     solver = new_solver(settings)

@@ -16,7 +16,7 @@ from models.layout import Layout
 from optimizer.assumptions import CostAssumptions
 from optimizer.cpsat_model import LayoutModel
 from optimizer.cpsat_solve import Found, SolveSettings, frontier_point
-from optimizer.cpsat_tables import NoLayouts, build_tables
+from optimizer.cpsat_tables import BuildTimedOut, NoLayouts, build_tables
 from optimizer.space import SearchProblem
 
 
@@ -28,9 +28,11 @@ def frontier(
     if len(problem.degrees) == 0:
         return [], True
     try:
-        layout_model = LayoutModel(build_tables(problem, assumptions))
+        layout_model = LayoutModel(build_tables(problem, assumptions, deadline=deadline))
     except NoLayouts:
         return [], True
+    except BuildTimedOut:
+        return [], False
     points: list[Found] = []
     cap_bytes: int | None = None
     proved = False

@@ -90,7 +90,8 @@ def test_infeasible_request_explains_the_conflict(capsys: pytest.CaptureFixture[
         (["--schedules", "2f2b"], "search.schedules.0: Input should be '1f1b'"),
         (["--workers", "0"], "--workers must be at least 1"),
         (
-            ["--model", "deepseek-v3-shaped", "--gpus", "1024", "--profile", "standard"],
+            ["--model", "deepseek-v3-shaped", "--gpus", "1024", "--profile", "standard"]
+            + ["--micro-batches", "1,2,4,8"],
             "search space too large: 241 (tp, pp, cp, dp) tuples",
         ),
     ],
@@ -167,3 +168,21 @@ def test_min_interleaved_pp_flag_is_the_engines_rule(capsys: pytest.CaptureFixtu
     assert "min_interleaved_pp" in [binding["name"] for binding in answer["binding"]]
     status, _, err = run(["optimize", *job, "--min-interleaved-pp", "1"], capsys)
     assert status == 2 and "min_interleaved_pp" in err
+
+
+def test_unfinished_explanations_do_not_read_as_nothing_binds() -> None:
+    # with explanations cut short, "nothing we can relax" would be a claim nobody checked
+    from dataclasses import replace
+
+    from api.render import optimize_text
+    from api.schemas import optimize_out
+    from optimizer.explain import CUT_SHORT
+    from optimizer.search import optimize
+
+    result = optimize(plate_job(), SearchSpace(), "workshop", explain=False)
+    assert result.binding == ()
+    finished, cut = (
+        optimize_text(optimize_out(replace(result, warnings=w))) for w in ((), (CUT_SHORT,))
+    )
+    assert "  - nothing we can relax" in finished and "none found before" not in finished
+    assert "  - none found before the time limit" in cut and "nothing we can relax" not in cut

@@ -13,13 +13,14 @@ from hypothesis import HealthCheck, given, settings
 
 from models.errors import InvalidSpec
 from models.layout import Layout, resolve_layout
-from optimizer import enumerator
+from optimizer import cpsat_tables, enumerator
 from optimizer.assumptions import CostAssumptions
 from optimizer.cost_model import evaluate
 from optimizer.cpsat_model import LayoutModel
 from optimizer.cpsat_solve import SolveSettings, solve_best
 from optimizer.cpsat_structure import STRUCTURE_FAMILIES, prime_factors, valuation
 from optimizer.cpsat_tables import (
+    _grid_for_rows,
     _table_rows,
     build_tables,
     placement_classes,
@@ -28,7 +29,7 @@ from optimizer.cpsat_tables import (
     valid_table_rows,
 )
 from optimizer.search import optimize, pareto
-from optimizer.space import SearchSpace, divisors, resolve_space
+from optimizer.space import SearchSpace, divisors, resolve_space, valid_knob_mask
 from tests.helpers import plate_job
 from tests.test_optimizer_properties import jobs, spaces
 
@@ -178,14 +179,54 @@ def test_random_jobs_over_unfiltered_candidates_match_enumerator(job, space) -> 
     ("gpus", "model"), [(16384, "llama3-405b"), (256, "mixtral-8x7b"), (64, "llama3-8b")]
 )
 def test_table_size_counts_the_valid_rows_the_table_holds(gpus: int, model: str) -> None:
-    # the size guard counts per degree tuple (only the knobs that interact) without building
-    # the table; building the whole product and masking it must give the same number
+    # the size guard and the tables apply the rule per degree tuple to the knobs it reads,
+    # then multiply by the rest; building the whole product and masking it must agree
     problem = resolve_space(plate_job(gpus, model), SearchSpace(max_vpp=4), "standard")
     classes = placement_classes(problem)
     for axes in dict.fromkeys(term.axes for term in profile_terms("standard")):
-        raw, _ = _table_rows(problem, classes, axes)
+        raw, index = _table_rows(problem, classes, axes)
+        grid = _grid_for_rows(problem, classes, raw, index)
+        columns = (grid.pp, grid.dp, grid.vpp, grid.micro_batch, grid.cp, grid.schedule, grid.ep)
+        masked = int(valid_knob_mask(problem.job, *columns).sum())
         _, kept, _ = valid_rows(problem, classes, axes)
-        assert valid_table_rows(problem, classes, axes) == len(kept) < len(raw)
+        assert valid_table_rows(problem, classes, axes) == len(kept) == masked < len(raw)
+
+
+def test_tables_built_in_small_chunks_are_the_same_tables(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # pricing a few degree tuples at a time (and pruning each chunk) must keep exactly the
+    # rows a single pass keeps: dominance never compares rows of different tuples
+    problem = resolve_space(plate_job(256, "mixtral-8x7b"), SearchSpace(max_vpp=2), "standard")
+
+    def rows(tables) -> set[tuple[int, ...]]:
+        (table,) = tables.tables
+        columns = [table.degree_index, *table.axis_index.values(), *table.values.values()]
+        return set(zip(*(column.tolist() for column in columns), strict=True))
+
+    whole = rows(build_tables(problem, CostAssumptions()))
+    monkeypatch.setattr("optimizer.cpsat_tables.CHUNK_ROWS", 500)
+    assert len(cpsat_tables._chunks(*_coupled(problem))) > 10
+    assert rows(build_tables(problem, CostAssumptions())) == whole
+
+
+def _coupled(problem) -> tuple:
+    classes = placement_classes(problem)
+    axes = profile_terms("standard")[0].axes
+    k, _ = cpsat_tables._coupled_valid_rows(problem, classes, axes, True)
+    return k, cpsat_tables._rows_per_coupled_row(problem, classes, axes, k)
+
+
+def test_a_build_past_its_deadline_is_not_an_answer() -> None:
+    # the deadline is checked between chunks: already past, the build stops at once, and
+    # the optimum reports the time limit, not a proved infeasibility
+    problem = resolve_space(plate_job(256, "mixtral-8x7b"), SearchSpace(), "standard")
+    with pytest.raises(cpsat_tables.BuildTimedOut):
+        build_tables(problem, CostAssumptions(), deadline=0.0)
+    job = plate_job(256, "mixtral-8x7b")
+    result = optimize(job, SearchSpace(), "standard", time_limit_s=1e-6)
+    assert result.best is None and not result.solver.proved_optimal and result.conflict == ()
+    assert any("infeasibility is NOT proved" in warning for warning in result.warnings)
 
 
 def test_grid_spans_follow_each_rows_placement() -> None:
