@@ -56,6 +56,15 @@ class Comparison:
     run: PublishedRun
     estimate: Estimate
     rank: int | None = None  # of the published degrees among the search's, 1 = best
+    degrees_best_mfu: float | None = None  # the published degrees at their best knobs
+    optimum_mfu: float | None = None  # the search's best layout under the run's constraints
+
+    @property
+    def behind_best(self) -> float | None:
+        """How far the published degrees' best layout falls short of the optimum's MFU."""
+        if self.degrees_best_mfu is None or self.optimum_mfu is None:
+            return None
+        return 1 - self.degrees_best_mfu / self.optimum_mfu
 
     @property
     def predicted(self) -> float:
@@ -163,12 +172,19 @@ def _report(profile: str, overrides: dict[str, Any] | None, with_ranks: bool) ->
     for run in published_runs():
         assumptions = run.assumptions.model_copy(update=overrides or {})
         estimate = evaluate(run.job, run.layout, profile, assumptions)
-        rank = None
+        comparison = Comparison(run, estimate)
         if with_ranks:
             run_for_rank = run if not overrides else _with_assumptions(run, assumptions)
             ranked = ranked_degrees(run_for_rank, profile)
-            rank = ranked.index(run.degrees) + 1 if run.degrees in ranked else None
-        rows.append(Comparison(run, estimate, rank))
+            if run.degrees in ranked:
+                comparison = Comparison(
+                    run,
+                    estimate,
+                    rank=list(ranked).index(run.degrees) + 1,
+                    degrees_best_mfu=ranked[run.degrees],
+                    optimum_mfu=next(iter(ranked.values())),
+                )
+        rows.append(comparison)
     return ValidationReport(profile, tuple(rows))
 
 
@@ -198,6 +214,7 @@ def report_table(report: ValidationReport) -> list[list[str]]:
                 f"{100 * row.error:+.1f}",
                 "yes" if row.estimate.fits else f"no ({row.estimate.memory.total / 1e9:.0f} GB)",
                 "-" if row.rank is None and not report.ranked else _rank_text(row.rank),
+                "-" if row.behind_best is None else f"{100 * row.behind_best:.1f}%",
             ]
         )
     return table
@@ -212,6 +229,7 @@ TABLE_HEADER = [
     "error (points)",
     "fits",
     "rank",
+    "behind best",
 ]
 
 
@@ -236,15 +254,18 @@ def summary_line(report: ValidationReport) -> str:
     return line
 
 
-def ranked_degrees(run: PublishedRun, profile: str = VALIDATION_PROFILE) -> list[tuple[int, ...]]:
-    """Distinct (tp, pp, cp, dp) best first, each at its best layout, under the run's
-    constraints: the exhaustive enumerator's ranking (MFU, then memory and tie-breaks)."""
+def ranked_degrees(
+    run: PublishedRun, profile: str = VALIDATION_PROFILE
+) -> dict[tuple[int, ...], float]:
+    """Distinct (tp, pp, cp, dp) best first with the MFU of each one's best layout, under the
+    run's constraints: the exhaustive enumerator's ranking (MFU, then memory and tie-breaks)."""
     problem = resolve_space(run.job, run.search, profile)
     space = enumerator.price_space(problem, run.assumptions)
     feasible = np.flatnonzero(enumerator.feasible(problem, space, frozenset()))
     rows = enumerator.tie_break_order(space, feasible)
     grid = space.grid
-    ranked: dict[tuple[int, ...], None] = {}
+    ranked: dict[tuple[int, ...], float] = {}
     for row in rows:
-        ranked.setdefault(tuple(int(getattr(grid, d)[row]) for d in ("tp", "pp", "cp", "dp")))
-    return list(ranked)
+        degrees = tuple(int(getattr(grid, d)[row]) for d in ("tp", "pp", "cp", "dp"))
+        ranked.setdefault(degrees, float(space.mfu[row]))
+    return ranked

@@ -74,6 +74,18 @@ def test_published_layouts_rank_in_the_top_five(report) -> None:
     assert all(rank is not None and rank <= 5 for rank in llama)
 
 
+def test_behind_best_is_the_shortfall_from_the_searched_optimum(report) -> None:
+    # the published layout itself can do no better than its degrees' best layout, which can
+    # do no better than the optimum: a published layout priced above the optimum would mean
+    # the search missed a layout it allows
+    for row in report.rows:
+        assert row.degrees_best_mfu is not None and row.optimum_mfu is not None, row.run.name
+        assert row.estimate.mfu <= row.degrees_best_mfu * (1 + 1e-9), row.run.name
+        assert row.degrees_best_mfu <= row.optimum_mfu, row.run.name
+        assert row.behind_best == pytest.approx(1 - row.degrees_best_mfu / row.optimum_mfu)
+        assert row.rank != 1 or row.behind_best == 0, row.run.name
+
+
 def test_a_tuned_context_parallel_recipe_at_8k_ranks_in_the_top_five(report) -> None:
     # NVIDIA's tuned Llama 3.1 405B recipe runs cp 2 at 8,192 tokens; with cp free, the
     # optimiser must rank that choice among its best, not rule context parallelism out at 8K
