@@ -58,6 +58,13 @@ def add_job_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--global-batch", type=int, help="sequences per step (default 2048)")
     parser.add_argument("--seq-len", type=int, help="tokens per sequence (default 8192)")
     parser.add_argument("--profile", help="cost-model profile")
+    parser.add_argument(
+        "--assume",
+        action="append",
+        metavar="NAME=VALUE",
+        help="set one cost assumption (repeatable), e.g. sequence_parallel=false or "
+        "kernel_efficiency=0.55; the names are the request's `assumptions` fields",
+    )
     parser.add_argument("--json", action="store_true", help="print the exact JSON answer")
 
 
@@ -103,7 +110,21 @@ def request_data(
             value = getattr(args, flag, None)
             if value is not None:
                 data.setdefault(section, {})[flag] = value
+    for item in getattr(args, "assume", None) or []:
+        name, value = _assumption(item)
+        data.setdefault("assumptions", {})[name] = value
     return data
+
+
+def _assumption(item: str) -> tuple[str, Any]:
+    """`NAME=VALUE`, the value read as JSON (false, 0.5, null) or else kept as text."""
+    name, sep, text = item.partition("=")
+    if not sep or not name.strip():
+        raise BadRequest(f"--assume takes NAME=VALUE, got {item!r}")
+    try:
+        return name.strip(), json.loads(text)
+    except json.JSONDecodeError:
+        return name.strip(), text
 
 
 def emit(answer: Any, as_json: bool, text: Callable[[Any], str]) -> None:

@@ -205,3 +205,18 @@ def test_installed_console_script_exits_2_without_a_trace() -> None:
     assert (
         done.stderr.startswith("layoutopt: error: cluster.gpus") and "Traceback" not in done.stderr
     )
+
+
+def test_assume_flag_sets_one_assumption(capsys: pytest.CaptureFixture[str]) -> None:
+    # Llama 3 70B, tp 8, pp 2, full recompute: without sequence parallelism each tp rank keeps
+    # the other 7 shares of the stored layer inputs, so activations grow; weights do not
+    job = ["evaluate", "--model", "llama3-70b", "--gpus", "64", "--tp", "8", "--pp", "2"]
+    job += ["--profile", "standard", "--recompute", "full", "--json"]
+    _, with_sp, _ = run(job, capsys)
+    _, without, _ = run([*job, "--assume", "sequence_parallel=false"], capsys)
+    sp, no_sp = json.loads(with_sp)["memory_gb"], json.loads(without)["memory_gb"]
+    assert no_sp["activations"] > 5 * sp["activations"] and no_sp["weights"] == sp["weights"]
+    status, _, err = run([*job, "--assume", "nope=1"], capsys)
+    assert status == 2 and "assumptions.nope" in err
+    status, _, err = run([*job, "--assume", "kernel_efficiency"], capsys)
+    assert status == 2 and "--assume takes NAME=VALUE" in err
