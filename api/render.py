@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from api.schemas import EstimateOut, OptimizeOut, ParetoOut, SolverOut
-from optimizer.explain import CUT_SHORT
 
 BAR_WIDTH = 48
 _EIGHTHS = " ▏▎▍▌▋▊▉"
@@ -74,8 +73,11 @@ def estimate_text(est: EstimateOut) -> str:
 
 
 def solver_line(solver: SolverOut, status: str = "optimal") -> str:
-    claim = "infeasible" if status == "infeasible" else "optimal"
+    """`status` names the claim: optimal (or feasible), infeasible, or a whole frontier."""
+    claim = status if status in ("infeasible", "frontier") else "optimal"
     proof = f"proved {claim}" if solver.proved_optimal else f"{claim}, NOT proved"
+    if claim == "frontier":
+        proof = "frontier " + ("proved" if solver.proved_optimal else "NOT proved")
     details = [f"{solver.solves} solve{'' if solver.solves == 1 else 's'}"] if solver.solves else []
     if solver.explain_wall_s:
         details.append(f"explanations {solver.explain_wall_s:.3f} s")
@@ -87,14 +89,17 @@ def optimize_text(answer: OptimizeOut) -> str:
     lines = [f"status   {answer.status}", solver_line(answer.solver, answer.status)]
     if answer.best is None:
         lines.append("")
-        lines.append("no layout satisfies these rules together:")
-        lines += [f"  - {item.description}" for item in answer.conflict]
+        if answer.solver.proved_optimal:
+            lines.append("no layout satisfies these rules together:")
+            lines += [f"  - {item.description}" for item in answer.conflict]
+        else:  # neither a layout nor a proof: claiming a conflict would be a guess
+            lines.append("no layout found within the time limit, and none ruled out")
         lines += [f"warning: {warning}" for warning in answer.warnings]
         return "\n".join(lines)
     lines += ["", estimate_text(answer.best), ""]
     lines.append("what holds it back (the best without each rule; not layouts to use)")
-    cut_short = CUT_SHORT in answer.warnings
-    nothing = "none found before the time limit" if cut_short else "nothing we can relax"
+    complete = answer.explanations_complete
+    nothing = "nothing we can relax" if complete else "none found before the time limit"
     lines += [f"  - {b.description}" for b in answer.binding] or [f"  - {nothing}"]
     idle = [r.name for r in answer.relaxations if not r.binds]
     if idle:
@@ -114,9 +119,11 @@ def optimize_text(answer: OptimizeOut) -> str:
 
 def pareto_text(answer: ParetoOut) -> str:
     """The frontier as a chart: one row per point, memory ascending, MFU as a bar."""
-    lines = [solver_line(answer.solver), ""]
-    if not answer.frontier:
+    lines = [solver_line(answer.solver, "frontier"), ""]
+    if not answer.frontier and answer.solver.proved_optimal:
         lines.append("no layout fits: the frontier is empty")
+    elif not answer.frontier:
+        lines.append("the time limit ran out before the frontier's first point: nothing is proved")
     else:
         lines.append(f"{'memory GB':>10}  {'MFU':>6}  {'':<{BAR_WIDTH // 2}}  layout")
     for est in answer.frontier:

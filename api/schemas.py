@@ -315,6 +315,11 @@ class OptimizeOut(BaseModel):
         default_factory=list,
         description="What each of the optimum's less common choices buys: the best without it.",
     )
+    explanations_complete: bool = Field(
+        False,
+        description="Every relaxation, choice or conflict was worked out within the time limit; "
+        "only then does an empty `binding` mean that nothing holds the optimum back.",
+    )
 
 
 class ParetoOut(BaseModel):
@@ -350,6 +355,7 @@ def optimize_out(result: OptimizeResult) -> OptimizeOut:
             RelaxationOut(**_binding_fields(r), binds=r.binds) for r in result.relaxations
         ],
         choices=[choice_out(choice) for choice in result.choices],
+        explanations_complete=result.explanations_complete,
     )
 
 

@@ -85,6 +85,9 @@ class OptimizeResult:
     solver: SolverStats = field(default_factory=lambda: SolverStats(0.0, False, 0, 1))
     relaxations: tuple[Relaxation, ...] = ()  # every relaxable rule of the request, bound or not
     choices: tuple[Choice, ...] = ()  # the optimum's less common choices, each with its price
+    # Every relaxation, choice or conflict was worked out within the time limit: only then
+    # does an empty `binding` mean that nothing holds the optimum back
+    explanations_complete: bool = False
 
 
 @dataclass(frozen=True)
@@ -127,8 +130,10 @@ def optimize(
         )
     best = None if found.layout is None else explaining.priced(problem, found.layout, costs)
     explained = explaining.Explanation()
+    complete = False
     if explain and (best is not None or found.proved):
         explained = explaining.explain(problem, best, costs, budget)
+        complete = not explained.warnings  # its only warnings: cut short, or skipped
     stats = SolverStats(
         wall_s, found.proved, found.solves, workers, time.perf_counter() - start - wall_s
     )
@@ -143,6 +148,7 @@ def optimize(
         solver=stats,
         relaxations=explained.relaxations,
         choices=explained.choices,
+        explanations_complete=complete,
     )
 
 

@@ -176,13 +176,29 @@ def test_unfinished_explanations_do_not_read_as_nothing_binds() -> None:
 
     from api.render import optimize_text
     from api.schemas import optimize_out
-    from optimizer.explain import CUT_SHORT
     from optimizer.search import optimize
 
-    result = optimize(plate_job(), SearchSpace(), "workshop", explain=False)
-    assert result.binding == ()
-    finished, cut = (
-        optimize_text(optimize_out(replace(result, warnings=w))) for w in ((), (CUT_SHORT,))
-    )
+    # the 8B model on 1,024 GPUs: nothing binds once every explanation is worked out
+    result = optimize(plate_job(1024, "llama3-8b"), SearchSpace(), "workshop")
+    assert result.explanations_complete and result.binding == ()
+    finished = optimize_text(optimize_out(result))
+    cut = optimize_text(optimize_out(replace(result, explanations_complete=False)))
     assert "  - nothing we can relax" in finished and "none found before" not in finished
     assert "  - none found before the time limit" in cut and "nothing we can relax" not in cut
+    unexplained = optimize(plate_job(1024, "llama3-8b"), SearchSpace(), "workshop", explain=False)
+    assert not unexplained.explanations_complete
+    assert optimize_out(result).model_dump()["explanations_complete"] is True
+
+
+def test_a_search_cut_short_before_any_layout_claims_nothing(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # no layout and no proof: neither "no layout satisfies these rules" nor "the frontier is
+    # empty" may be printed, since neither was shown
+    job = ["--model", "mixtral-8x7b", "--gpus", "256", "--time-limit-s", "0.000001"]
+    _, out, _ = run(["optimize", *job], capsys)
+    assert "none ruled out" in out and "satisfies these rules" not in out
+    assert "infeasibility is NOT proved" in out
+    _, out, _ = run(["pareto", *job], capsys)
+    assert "frontier NOT proved" in out and "nothing is proved" in out
+    assert "frontier is empty" not in out

@@ -15,12 +15,18 @@ export function renderOptimum(answer, onLoad) {
   const solver = answer.solver || {};
   const time = solver.wall_s !== undefined ? ` in ${Number(solver.wall_s).toFixed(2)} s` : "";
   const proof = solver.proved_optimal ? " (proved optimal)" : "";
+  // Claim only what was shown: no layout without a proof rules nothing out, and an empty
+  // binding list means "nothing holds it back" only when every explanation was worked out.
   $("optimum-summary").textContent = answer.best
     ? `${pct(answer.best.mfu)} MFU at ${gb(answer.best.memory_gb.total, 1)} per GPU, found${time}${proof}:`
-    : `No layout of this job fits${time}.`;
+    : solver.proved_optimal
+      ? `No layout of this job fits${time}.`
+      : `No layout found within the time limit${time}, and none ruled out.`;
   $("binding-intro").textContent = answer.best
-    ? (answer.binding.length ? "What holds it back, and what relaxing each rule would buy:" : "No rule holds it back.")
-    : "These rules cannot all hold:";
+    ? (answer.binding.length
+      ? "What holds it back, and what relaxing each rule would buy:"
+      : answer.explanations_complete ? "No rule holds it back." : "No binding rule found before the time limit.")
+    : solver.proved_optimal ? "These rules cannot all hold:" : "";
   $("optimum-layout").replaceChildren(...(answer.best ? layoutChips(answer.best.layout) : []));
   const items = answer.best
     ? answer.binding.map((b) => bindingItem(b, answer.best.mfu, onLoad))
