@@ -74,10 +74,11 @@ def estimate_text(est: EstimateOut) -> str:
 
 def solver_line(solver: SolverOut, status: str = "optimal") -> str:
     """`status` names the claim: optimal (or feasible), infeasible, or a whole frontier."""
-    claim = status if status in ("infeasible", "frontier") else "optimal"
-    proof = f"proved {claim}" if solver.proved_optimal else f"{claim}, NOT proved"
-    if claim == "frontier":
+    if status == "frontier":
         proof = "frontier " + ("proved" if solver.proved_optimal else "NOT proved")
+    else:
+        claim = "infeasible" if status == "infeasible" else "optimal"
+        proof = f"proved {claim}" if solver.proved_optimal else f"{claim}, NOT proved"
     details = [f"{solver.solves} solve{'' if solver.solves == 1 else 's'}"] if solver.solves else []
     if solver.explain_wall_s:
         details.append(f"explanations {solver.explain_wall_s:.3f} s")

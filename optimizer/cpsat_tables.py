@@ -357,7 +357,7 @@ def build_tables(
                 raise BuildTimedOut()
             coupled = (k[rows], {axis: column[rows] for axis, column in index.items()})
             prune = len(all_axes) == 1
-            parts.append(_priced_part(problem, classes, axes, coupled, assumptions, prune))
+            parts.append(_priced_part(problem, classes, terms, axes, coupled, assumptions, prune))
         if not any(len(part.degree_index) for part in parts):
             raise InvalidSpec(UNPRICED, "assumptions")
         tables.append(_concatenated(axes, parts))
@@ -383,6 +383,7 @@ def _chunks(k: np.ndarray, per_row: np.ndarray) -> list[np.ndarray]:
 def _priced_part(
     problem: SearchProblem,
     classes: PlacementClasses,
+    terms: tuple[Term, ...],
     axes: tuple[str, ...],
     coupled: tuple[np.ndarray, dict[str, np.ndarray]],
     assumptions: CostAssumptions,
@@ -390,7 +391,6 @@ def _priced_part(
 ) -> Table:
     """One chunk of a table: its rows expanded by the free axes, priced, the unpriced and
     (when `prune`) the dominated ones dropped."""
-    terms = profile_terms(problem.profile)
     k, index = _with_free_axes(problem, classes, axes, *coupled)
     grid = _grid_for_rows(problem, classes, k, index)
     prices = profile_named(problem.profile).price_grid(problem.job, grid, assumptions)

@@ -155,13 +155,14 @@ def explain(
                 return Explanation(warnings=(CUT_SHORT,))
             return Explanation(conflict=conflict(problem, assumptions, settings))
         tried, complete = relaxations(problem, best, assumptions, budget)
-    except InvalidSpec as error:  # the wider spaces the explanations search are too large
-        skipped = f"explanations skipped: {error.message}"
-        return Explanation(slack=() if best is None else slacks(problem, best), warnings=(skipped,))
-    except BuildTimedOut:  # the time limit ran out while tabulating the wide space
-        return Explanation(
-            slack=() if best is None else slacks(problem, best), warnings=(CUT_SHORT,)
+    # the wider spaces the explanations search are too large, or their tables outlast the time
+    except (InvalidSpec, BuildTimedOut) as error:
+        why = (
+            f"explanations skipped: {error.message}"
+            if isinstance(error, InvalidSpec)
+            else CUT_SHORT
         )
+        return Explanation(slack=() if best is None else slacks(problem, best), warnings=(why,))
     bought, settled = choices(problem, best, assumptions, budget.settings)
     return Explanation(
         relaxations=tried,

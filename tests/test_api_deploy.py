@@ -50,7 +50,8 @@ def test_workers_match_the_cpu_given() -> None:
     assert int(workers) == int(container["resources"]["limits"]["cpu"])
     limit_gb = memory_gb(container["resources"]["limits"]["memory"])
     compose = load("compose.yaml")["services"]["layoutopt"]
-    for gb, solvers in ((limit_gb, workers), (memory_gb(compose["mem_limit"]), compose_workers())):
+    compose_gb, compose_workers = memory_gb(compose["mem_limit"]), compose["environment"]["WORKERS"]
+    for gb, solvers in ((limit_gb, workers), (compose_gb, compose_workers)):
         assert gb >= int(solvers) * SOLVE_PEAK_GB + PROCESS_GB
 
 
@@ -68,10 +69,6 @@ def memory_gb(quantity: str) -> float:
         if quantity.endswith(suffix):
             return float(quantity.removesuffix(suffix)) * size / 1e9
     return float(quantity) / 1e9
-
-
-def compose_workers() -> str:
-    return load("compose.yaml")["services"]["layoutopt"]["environment"]["WORKERS"]
 
 
 def test_service_and_autoscaler_point_at_the_deployment() -> None:
