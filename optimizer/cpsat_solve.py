@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 
 from ortools.sat.python import cp_model
 
@@ -14,18 +14,23 @@ from optimizer.assumptions import CostAssumptions
 from optimizer.cpsat_model import LayoutModel
 from optimizer.cpsat_tables import (
     LN_MFU_SCALE,
-    BuildTimedOut,
+    CutShort,
     NoLayouts,
     Tables,
     build_tables,
 )
 from optimizer.space import SearchProblem
+from optimizer.stopping import StopSignal
 
 
 @dataclass(frozen=True)
 class SolveSettings:
     time_limit_s: float = 10.0
     workers: int = 1
+    stop: StopSignal = field(default_factory=StopSignal)  # set from outside: stop now
+
+    def with_time_limit(self, time_limit_s: float) -> SolveSettings:
+        return replace(self, time_limit_s=time_limit_s)
 
 
 @dataclass(frozen=True)
@@ -37,6 +42,28 @@ class Found:
     solves: int
     memory_bytes: int | None = None
     ln_mfu: int | None = None  # the solver's objective, LN_MFU_SCALE * ln(MFU) rounded
+    # The solver's proved upper bound on ln(MFU) (same units), where it has one: with a
+    # layout short of its proof, how much better any layout could be.
+    bound_ln_mfu: int | None = None
+
+
+def run_solver(
+    solver: cp_model.CpSolver, model: cp_model.CpModel, settings: SolveSettings
+) -> cp_model.CpSolverStatus:
+    """Every solve goes through here, so that `settings.stop` can end it from outside."""
+    with settings.stop.watching(solver):
+        if settings.stop.stopped:
+            return cp_model.UNKNOWN
+        return solver.solve(model)
+
+
+def objective_bound(solver: cp_model.CpSolver) -> int | None:
+    bound = solver.best_objective_bound
+    return int(math.floor(bound)) if math.isfinite(bound) else None
+
+
+# CP-SAT's smallest time limit here: below it a solve only pays its set-up.
+MIN_SOLVE_S = 0.01
 
 
 def new_solver(settings: SolveSettings, time_limit_s: float | None = None) -> cp_model.CpSolver:
@@ -48,7 +75,7 @@ def new_solver(settings: SolveSettings, time_limit_s: float | None = None) -> cp
     """
     solver = cp_model.CpSolver()
     parameters = solver.parameters
-    parameters.max_time_in_seconds = max(time_limit_s or settings.time_limit_s, 0.01)
+    parameters.max_time_in_seconds = max(time_limit_s or settings.time_limit_s, MIN_SOLVE_S)
     parameters.num_workers = settings.workers
     parameters.cp_model_presolve = False
     parameters.cp_model_probing_level = 0
@@ -64,29 +91,45 @@ def solve_best(
     memory_cap_bytes: int | None = None,
 ) -> Found:
     """Maximise ln(MFU); then, at that value, least memory and the tie-break rank."""
+    start = time.perf_counter()
     layout_model.enforce(relaxed)
     layout_model.cap_memory(memory_cap_bytes)
     layout_model.stage_most_mfu()
     solver = new_solver(settings)
-    status = solver.solve(layout_model.model)
+    status = run_solver(solver, layout_model.model, settings)
     if status == cp_model.INFEASIBLE:
         return Found(None, True, 1)
     if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
-        return Found(None, False, 1)
+        return Found(None, False, 1, bound_ln_mfu=objective_bound(solver))
     proved = status == cp_model.OPTIMAL
     best_ln_mfu = int(round(solver.value(layout_model.ln_mfu)))
-    first = (layout_model.layout(solver), int(solver.value(layout_model.memory_bytes)))
-    layout_model.stage_tie_break(best_ln_mfu, solver)
-    tie_solver = new_solver(settings, settings.time_limit_s - solver.wall_time)
-    tie_status = tie_solver.solve(layout_model.model)
-    if tie_status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
-        return Found(first[0], False, 2, first[1], best_ln_mfu)
-    return Found(
-        layout_model.layout(tie_solver),
-        proved and tie_status == cp_model.OPTIMAL,
-        2,
-        int(tie_solver.value(layout_model.memory_bytes)),
+    bound = best_ln_mfu if proved else objective_bound(solver)
+    first = Found(
+        layout_model.layout(solver),
+        False,
+        1,
+        layout_model.memory_bytes(solver),
         best_ln_mfu,
+        bound,
+    )
+    last = solver
+    for stage in range(len(layout_model.tie_break)):
+        layout_model.stage_tie_break(best_ln_mfu, last, stage)
+        spent_s = time.perf_counter() - start
+        remaining = settings.with_time_limit(settings.time_limit_s - spent_s)
+        tie_solver = new_solver(remaining)
+        tie_status = run_solver(tie_solver, layout_model.model, remaining)
+        if tie_status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+            return replace(first, solves=first.solves + stage + 1)
+        proved = proved and tie_status == cp_model.OPTIMAL
+        last = tie_solver
+    return Found(
+        layout_model.layout(last),
+        proved,
+        1 + len(layout_model.tie_break),
+        layout_model.memory_bytes(last),
+        best_ln_mfu,
+        bound,
     )
 
 
@@ -105,14 +148,14 @@ def frontier_point(
 def solve_once(layout_model: LayoutModel, settings: SolveSettings) -> Found:
     """One solve of the model as staged, read back."""
     solver = new_solver(settings)
-    status = solver.solve(layout_model.model)
+    status = run_solver(solver, layout_model.model, settings)
     if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         return Found(None, status == cp_model.INFEASIBLE, 1)
     return Found(
         layout_model.layout(solver),
         status == cp_model.OPTIMAL,
         1,
-        int(solver.value(layout_model.memory_bytes)),
+        layout_model.memory_bytes(solver),
         int(solver.value(layout_model.ln_mfu)),
     )
 
@@ -128,12 +171,14 @@ def best_layout(
         return Found(None, True, 0)
     deadline = time.perf_counter() + settings.time_limit_s
     try:
-        layout_model = LayoutModel(tables or build_tables(problem, assumptions, deadline=deadline))
+        layout_model = LayoutModel(
+            tables or build_tables(problem, assumptions, deadline=deadline, stop=settings.stop)
+        )
     except NoLayouts:
         return Found(None, True, 0)
-    except BuildTimedOut:
+    except CutShort:
         return Found(None, False, 0)
-    remaining = SolveSettings(deadline - time.perf_counter(), settings.workers)
+    remaining = settings.with_time_limit(deadline - time.perf_counter())
     return solve_best(layout_model, remaining, relaxed)
 
 

@@ -8,9 +8,10 @@ the one cost model. Terms with the same knobs share one table (one row literal p
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 import numpy as np
@@ -27,6 +28,7 @@ from optimizer.space import (
     on_fast_links,
     valid_knob_mask,
 )
+from optimizer.stopping import StopSignal
 
 # ln(MFU) in units of 1e-8: ties closer than that are broken by memory, then the degrees.
 LN_MFU_SCALE = 10**8
@@ -35,8 +37,13 @@ TERM_KINDS = ("memory_bytes", "ln_mfu")
 # Largest table priced for one request: about 12 s of numpy on the reference machine (2 cores),
 # beyond the default time limit; memory is bounded by CHUNK_ROWS, not by this.
 MAX_TABLE_ROWS = 10_000_000
+# Largest product of degree tuples and coupled knob values whose validity is checked (a block
+# at a time, ~2 s of numpy): the first bound a request meets, before anything is priced.
+MAX_COUPLED_ROWS = 20_000_000
 # Largest magnitude of a term in the model's units (bytes; ln(MFU) x LN_MFU_SCALE): sums of a
-# few stay far inside int64. Beyond it (or NaN, inf) the cost model priced nothing usable.
+# few stay far inside int64. An ln(MFU) term beyond it (or NaN, inf) is no usable price. A
+# memory part beyond it is held at it: 2^52 bytes (4.5 PB) is above every memory limit a
+# request may set (1e15 bytes), so such a layout fits nowhere, as it should.
 MAX_TERM = 2.0**52
 
 
@@ -45,11 +52,21 @@ class NoLayouts(Exception):
     zero-bubble allowed, which runs without interleaving): an infeasible search, not an error."""
 
 
-UNPRICED = (
-    "the cost model gives no finite memory and MFU for any layout of this search under these "
-    "assumptions (an efficiency near 0, e.g. kernel_efficiency 1e-300, overflows step times): "
-    "check the assumptions"
-)
+def unpriced(assumptions: CostAssumptions) -> InvalidSpec:
+    """No layout of the search got finite figures: blame the assumptions when the request
+    changed them, else the model and cluster, whose sizes then overflow the arithmetic."""
+    if assumptions != CostAssumptions():
+        return InvalidSpec(
+            "the cost model gives no finite MFU for any layout of this search under these "
+            "assumptions (an efficiency near 0 overflows step times): check the assumptions",
+            "assumptions",
+        )
+    return InvalidSpec(
+        "the cost model gives no finite MFU for any layout of this search: the model's and "
+        "cluster's sizes overflow its arithmetic; check the model (layers, widths, vocabulary) "
+        "and the GPU's figures",
+        "model",
+    )
 
 
 @dataclass(frozen=True)
@@ -173,15 +190,47 @@ class Tables:
     classes: PlacementClasses
     tables: tuple[Table, ...]
     terms: tuple[Term, ...]
+    # Memory terms are in units of this many bytes (rounded up): 1, exact, unless the sum of
+    # every row's memory would overflow the solver's int64 arithmetic (memory in petabytes).
+    memory_unit_bytes: int = 1
+
+
+# CP-SAT refuses a linear sum whose coefficients could add past int64; the model's memory is
+# a sum over every row of every table.
+MEMORY_SUM_LIMIT = 2.0**60
+
+
+def in_memory_units(
+    tables: tuple[Table, ...], terms: tuple[Term, ...]
+) -> tuple[tuple[Table, ...], int]:
+    """The tables with memory in the coarsest power-of-two unit the sum needs (usually 1)."""
+    memory = [t.name for t in terms if t.kind == "memory_bytes"]
+    total = sum(
+        float(np.abs(tb.values[n]).sum()) for tb in tables for n in memory if n in tb.values
+    )
+    if total < MEMORY_SUM_LIMIT:
+        return tables, 1
+    unit = 2 ** math.ceil(math.log2(total / MEMORY_SUM_LIMIT))
+    scaled = tuple(
+        replace(tb, values={n: -(-v // unit) if n in memory else v for n, v in tb.values.items()})
+        for tb in tables
+    )
+    return scaled, unit
 
 
 def _table_rows(
-    problem: SearchProblem, classes: PlacementClasses, axes: tuple[str, ...]
+    problem: SearchProblem,
+    classes: PlacementClasses,
+    axes: tuple[str, ...],
+    tuples: np.ndarray | None = None,
 ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
-    """Every (degree tuple, axis values) combination, placement classes per tuple."""
+    """Every (degree tuple, axis values) combination, placement classes per tuple; of the
+    `tuples` (indices into the problem's degrees) only, when given."""
     knob_axes = [axis for axis in axes if axis != PLACEMENT]
-    sizes = [len(problem.degrees)] + [len(problem.knobs[axis]) for axis in knob_axes]
+    chosen = np.arange(len(problem.degrees)) if tuples is None else tuples
+    sizes = [len(chosen)] + [len(problem.knobs[axis]) for axis in knob_axes]
     rows = np.indices(sizes).reshape(len(sizes), -1)
+    rows[0] = chosen[rows[0]]
     index = {}
     if PLACEMENT in axes:  # each row once per placement class of its tuple
         counts = np.asarray([len(r) for r in classes.representative])[rows[0]]
@@ -224,26 +273,46 @@ COUPLED_KNOBS = ("vpp", "micro_batch", "schedule", "ep")
 
 
 def _coupled_valid_rows(
-    problem: SearchProblem, classes: PlacementClasses, axes: tuple[str, ...], structure: bool
+    problem: SearchProblem,
+    classes: PlacementClasses,
+    axes: tuple[str, ...],
+    structure: bool,
+    cut_short: Callable[[], bool] = lambda: False,
 ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
     """The valid combinations of each degree tuple with the table's coupled knobs. The rule
     sees nothing else, so it runs on these before the free axes multiply them (a 4M-row
-    MoE table is ~9x fewer rows here)."""
+    MoE table is ~9x fewer rows here). Built a block of tuples at a time, so memory stays
+    near CHUNK_ROWS whatever the knob lists; the count of table rows so far is checked
+    against MAX_TABLE_ROWS after each block, and the search refused as soon as it passes."""
     coupled = tuple(axis for axis in axes if axis in COUPLED_KNOBS)
-    k, index = _table_rows(problem, classes, coupled)
-    grid = _grid_for_rows(problem, classes, k, index)
-    valid = valid_knob_mask(
-        problem.job,
-        grid.pp,
-        grid.dp,
-        grid.vpp,
-        grid.micro_batch,
-        grid.cp,
-        grid.schedule,
-        grid.ep,
-        structure=structure,
-    )
-    return k[valid], {axis: column[valid] for axis, column in index.items()}
+    per_tuple = int(np.prod([len(problem.knobs[axis]) for axis in coupled], dtype=np.int64))
+    _refuse_if_too_large(problem, axes, len(problem.degrees) * per_tuple, MAX_COUPLED_ROWS)
+    block = max(1, CHUNK_ROWS // max(per_tuple, 1))
+    parts: list[tuple[np.ndarray, dict[str, np.ndarray]]] = []
+    table_rows = 0
+    for start in range(0, len(problem.degrees), block):
+        if cut_short():
+            raise CutShort()
+        tuples = np.arange(start, min(start + block, len(problem.degrees)))
+        k, index = _table_rows(problem, classes, coupled, tuples)
+        grid = _grid_for_rows(problem, classes, k, index)
+        valid = valid_knob_mask(
+            problem.job,
+            grid.pp,
+            grid.dp,
+            grid.vpp,
+            grid.micro_batch,
+            grid.cp,
+            grid.schedule,
+            grid.ep,
+            structure=structure,
+        )
+        parts.append((k[valid], {axis: column[valid] for axis, column in index.items()}))
+        table_rows += int(_rows_per_coupled_row(problem, classes, axes, parts[-1][0]).sum())
+        _refuse_if_too_large(problem, axes, table_rows, MAX_TABLE_ROWS)
+    k = np.concatenate([part[0] for part in parts]) if parts else np.zeros(0, dtype=np.int64)
+    index = {axis: np.concatenate([part[1][axis] for part in parts]) for axis in coupled}
+    return k, index
 
 
 def _free_axis_sizes(
@@ -296,15 +365,18 @@ def valid_table_rows(
     return int(_rows_per_coupled_row(problem, classes, axes, k).sum())
 
 
-def _refuse_if_too_large(problem: SearchProblem, axes: tuple[str, ...], rows: int) -> None:
+def _refuse_if_too_large(
+    problem: SearchProblem, axes: tuple[str, ...], rows: int, most: int = MAX_TABLE_ROWS
+) -> None:
     """Refuse, with the numbers, a space too large to tabulate within a request's time."""
-    if rows > MAX_TABLE_ROWS:
+    if rows > most:
         knobs = ", ".join(f"{a} {len(problem.knobs[a])}" for a in axes if a != PLACEMENT)
+        counted = "valid layouts" if most == MAX_TABLE_ROWS else "knob combinations"
         raise InvalidSpec(
             f"search space too large: {len(problem.degrees)} (tp, pp, cp, dp) tuples x "
-            f"({knobs}) x placements = {rows:,} valid layouts to price, more than "
-            f"{MAX_TABLE_ROWS:,}; fix some degrees or narrow the knobs (max_vpp, zero_stages, "
-            "recompute, micro_batches, schedules)",
+            f"({knobs}) x placements = more than {most:,} {counted} to price; fix some "
+            "degrees or narrow the knobs (max_vpp, zero_stages, recompute, micro_batches, "
+            "schedules)",
             "search",
         )
 
@@ -320,9 +392,9 @@ def _scaled_terms(terms: tuple[Term, ...], axes: tuple[str, ...], prices: GridPr
     return scaled
 
 
-class BuildTimedOut(Exception):
-    """The caller's deadline passed while its tables were being built: no answer, and
-    nothing proved."""
+class CutShort(Exception):
+    """The caller's deadline passed, or its stop signal was set, before the work was done:
+    no answer, and nothing proved."""
 
 
 def build_tables(
@@ -330,54 +402,62 @@ def build_tables(
     assumptions: CostAssumptions,
     structure: bool = True,
     deadline: float | None = None,
+    stop: StopSignal | None = None,
 ) -> Tables:
     """Every term of every layout the problem allows, in integers. Rows the cost model does
     not price to finite figures (absurd assumptions overflow) are not layouts. `structure`
     False keeps rows that break the layer and batch rules: the model's own constraint
     families must then exclude them (tests).
 
-    Rows are priced a chunk of whole degree tuples at a time, so a build's memory is bounded
-    by CHUNK_ROWS whatever the search's size. When one table holds every term (each row a
-    whole layout), each chunk keeps only its undominated rows: dominance never compares
-    rows of different tuples, so this is exact, and it leaves ~1,000x fewer rows. Past
-    `deadline` (a time.perf_counter() value), between chunks, it raises BuildTimedOut."""
+    Rows are priced a chunk at a time, so a build's memory is bounded by CHUNK_ROWS whatever
+    the search's size. When one table holds every term (each row a whole layout), each chunk
+    keeps only its undominated rows (~1,000x fewer), and the survivors are pruned once more
+    together: dominance never compares rows of different tuples, so this is exact. Past
+    `deadline` (a time.perf_counter() value) or once `stop` is set, between chunks, it raises
+    CutShort."""
     terms = profile_terms(problem.profile)
     classes = placement_classes(problem)
     all_axes = tuple(dict.fromkeys(term.axes for term in terms))
+
+    def cut_short() -> bool:
+        past = deadline is not None and time.perf_counter() > deadline
+        return past or (stop is not None and stop.stopped)
+
     tables = []
     for axes in all_axes:
-        k, index = _coupled_valid_rows(problem, classes, axes, structure)
+        k, index = _coupled_valid_rows(problem, classes, axes, structure, cut_short)
         per_row = _rows_per_coupled_row(problem, classes, axes, k)
-        _refuse_if_too_large(problem, axes, int(per_row.sum()))
         if len(k) == 0:
             raise NoLayouts()
         parts = []
-        for rows in _chunks(k, per_row):
-            if deadline is not None and time.perf_counter() > deadline:
-                raise BuildTimedOut()
+        prune = len(all_axes) == 1
+        for rows in _chunks(per_row):
+            if cut_short():
+                raise CutShort()
             coupled = (k[rows], {axis: column[rows] for axis, column in index.items()})
-            prune = len(all_axes) == 1
             parts.append(_priced_part(problem, classes, terms, axes, coupled, assumptions, prune))
         if not any(len(part.degree_index) for part in parts):
-            raise InvalidSpec(UNPRICED, "assumptions")
-        tables.append(_concatenated(axes, parts))
-    return Tables(problem, classes, tuple(tables), terms)
+            raise unpriced(assumptions)
+        table = _concatenated(axes, parts)
+        # a tuple split between chunks was pruned in pieces: once more over the survivors
+        tables.append(without_dominated(problem, table, terms) if prune else table)
+    scaled, unit = in_memory_units(tuple(tables), terms)
+    return Tables(problem, classes, scaled, terms, unit)
 
 
 # Rows priced at once by build_tables (~150 MB of arrays under profile standard).
 CHUNK_ROWS = 250_000
 
 
-def _chunks(k: np.ndarray, per_row: np.ndarray) -> list[np.ndarray]:
-    """Consecutive coupled rows in chunks of whole degree tuples (`k` is sorted) that expand
-    to about CHUNK_ROWS rows each; a larger tuple is a chunk of its own."""
-    if k.size == 0:
+def _chunks(per_row: np.ndarray) -> list[np.ndarray]:
+    """Consecutive coupled rows in chunks that expand to about CHUNK_ROWS table rows each
+    (one coupled row expands to at most a few hundred)."""
+    if per_row.size == 0:
         return []
-    tuple_start = np.flatnonzero(np.r_[True, k[1:] != k[:-1]])
     expanded_before = np.r_[0, np.cumsum(per_row)[:-1]]
-    chunk_of_tuple = expanded_before[tuple_start] // CHUNK_ROWS
-    new_chunk = tuple_start[np.r_[True, chunk_of_tuple[1:] != chunk_of_tuple[:-1]]]
-    return np.split(np.arange(k.size), new_chunk[1:])
+    chunk = expanded_before // CHUNK_ROWS
+    starts = np.flatnonzero(np.r_[True, chunk[1:] != chunk[:-1]])
+    return np.split(np.arange(per_row.size), starts[1:])
 
 
 def _priced_part(
@@ -395,6 +475,9 @@ def _priced_part(
     grid = _grid_for_rows(problem, classes, k, index)
     prices = profile_named(problem.profile).price_grid(problem.job, grid, assumptions)
     scaled = _scaled_terms(terms, axes, prices)
+    for term in terms:
+        if term.kind == "memory_bytes" and term.name in scaled:
+            scaled[term.name] = np.minimum(scaled[term.name], MAX_TERM)  # NaN stays NaN
     priced = np.all([np.abs(v) <= MAX_TERM for v in scaled.values()], axis=0)
     values = {name: np.rint(v[priced]).astype(np.int64) for name, v in scaled.items()}
     index = {axis: column[priced] for axis, column in index.items()}

@@ -9,7 +9,7 @@ layouts to use.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from ortools.sat.python import cp_model
 
@@ -20,20 +20,22 @@ from optimizer.choices import choices
 from optimizer.cost_model import evaluate
 from optimizer.cpsat_model import LayoutModel
 from optimizer.cpsat_solve import (
+    MIN_SOLVE_S,
     SolveSettings,
     best_layout,
     least_memory_beating,
     new_solver,
+    run_solver,
     solve_best,
 )
-from optimizer.cpsat_tables import BuildTimedOut, Tables, build_tables
+from optimizer.cpsat_tables import MAX_TERM, CutShort, Tables, build_tables
 from optimizer.enumerator import EVEN_STAGES, KV_HEADS, MEMORY_LIMIT, MIN_INTERLEAVED_PP
 from optimizer.estimate import Estimate
 from optimizer.search import Choice, Conflict, Relaxation, Slack
 from optimizer.space import SearchProblem, fast_link_domain, narrowed
+from optimizer.stopping import StopSignal
 
 GB = 1e9
-MIN_SOLVE_S = 0.01
 CUT_SHORT = "the time limit ran out before every explanation was worked out: some are missing"
 # A relaxed optimum must beat the optimum by more than the solver's scaling to count.
 BINDS_RELATIVE = 1e-7
@@ -121,14 +123,18 @@ def _relaxation_words(
 
 @dataclass(frozen=True)
 class Budget:
-    """What is left of the caller's time limit, handed out solve by solve."""
+    """What is left of the caller's time limit, handed out solve by solve; nothing once the
+    caller's stop signal is set."""
 
     deadline: float  # time.perf_counter() value
     workers: int
+    stop: StopSignal = field(default_factory=StopSignal)
 
     def settings(self) -> SolveSettings | None:
         remaining_s = self.deadline - time.perf_counter()
-        return SolveSettings(remaining_s, self.workers) if remaining_s > MIN_SOLVE_S else None
+        if remaining_s <= MIN_SOLVE_S or self.stop.stopped:
+            return None
+        return SolveSettings(remaining_s, self.workers, self.stop)
 
 
 @dataclass(frozen=True)
@@ -150,13 +156,10 @@ def explain(
     """Slack and relaxations for an optimum; a minimal conflict when there is none."""
     try:
         if best is None:
-            settings = budget.settings()
-            if settings is None:
-                return Explanation(warnings=(CUT_SHORT,))
-            return Explanation(conflict=conflict(problem, assumptions, settings))
+            return Explanation(conflict=conflict(problem, assumptions, budget))
         tried, complete = relaxations(problem, best, assumptions, budget)
     # the wider spaces the explanations search are too large, or their tables outlast the time
-    except (InvalidSpec, BuildTimedOut) as error:
+    except (InvalidSpec, CutShort) as error:
         why = (
             f"explanations skipped: {error.message}"
             if isinstance(error, InvalidSpec)
@@ -177,7 +180,8 @@ def relaxations(
 ) -> tuple[tuple[Relaxation, ...], bool]:
     """Each relaxable rule of the request, whether relaxing it raises the best MFU and, if so,
     what it would buy; and whether every rule was tried within the budget."""
-    layout_model = LayoutModel(build_tables(problem, assumptions, deadline=budget.deadline))
+    tables = build_tables(problem, assumptions, deadline=budget.deadline, stop=budget.stop)
+    layout_model = LayoutModel(tables)
     tries: list[tuple[str, SearchProblem | None]] = [(rule, None) for rule in layout_model.rules]
     tries += list(_relaxed_problems(problem).items())
     found = {}
@@ -263,34 +267,48 @@ def slacks(problem: SearchProblem, best: Estimate) -> tuple[Slack, ...]:
     )
 
 
-def _minimal_core(layout_model: LayoutModel, core: list[str], settings: SolveSettings) -> list[str]:
+def _settled_solve(
+    layout_model: LayoutModel, budget: Budget
+) -> tuple[cp_model.CpSolver, cp_model.CpSolverStatus]:
+    """One solve within what is left of the budget; CutShort when nothing is left or the
+    solve ends unsettled (neither a solution nor a proof)."""
+    settings = budget.settings()
+    if settings is None:
+        raise CutShort()
+    solver = new_solver(settings)
+    status = run_solver(solver, layout_model.model, settings)
+    if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE, cp_model.INFEASIBLE):
+        raise CutShort()
+    return solver, status
+
+
+def _minimal_core(layout_model: LayoutModel, core: list[str], budget: Budget) -> list[str]:
     """Drop each rule whose removal leaves the rest still infeasible (deletion filter)."""
     kept = list(core)
     for name in core:
         trial = [rule for rule in kept if rule != name]
         layout_model.model.clear_assumptions()
         layout_model.model.add_assumptions([layout_model.rules[r] for r in trial])
-        if new_solver(settings).solve(layout_model.model) == cp_model.INFEASIBLE:
+        if _settled_solve(layout_model, budget)[1] == cp_model.INFEASIBLE:
             kept = trial
     return kept
 
 
-def _least_memory(tables: Tables, enforced: set[str], settings: SolveSettings) -> Layout | None:
+def _least_memory(tables: Tables, enforced: set[str], budget: Budget) -> Layout | None:
     """The layout of least memory under the `enforced` rules."""
     layout_model = LayoutModel(tables)
     for name, literal in layout_model.rules.items():
         layout_model.model.add(literal == int(name in enforced))
-    layout_model.model.minimize(layout_model.memory_bytes)
-    solver = new_solver(settings)
-    if solver.solve(layout_model.model) in (cp_model.OPTIMAL, cp_model.FEASIBLE):
-        return layout_model.layout(solver)
-    return None
+    layout_model.model.minimize(layout_model.memory)
+    solver, status = _settled_solve(layout_model, budget)
+    return None if status == cp_model.INFEASIBLE else layout_model.layout(solver)
 
 
 def conflict(
-    problem: SearchProblem, assumptions: CostAssumptions, settings: SolveSettings
+    problem: SearchProblem, assumptions: CostAssumptions, budget: Budget
 ) -> tuple[Conflict, ...]:
-    """A minimal set of the request's rules that no layout satisfies together."""
+    """A minimal set of the request's rules that no layout satisfies together; CutShort
+    when the budget runs out first."""
     job = problem.job
     if len(problem.degrees) == 0:
         model, batch = job.model, job.training.global_batch
@@ -303,19 +321,16 @@ def conflict(
                 f"global_batch({batch})",
             ),
         )
-    deadline = time.perf_counter() + settings.time_limit_s
-    tables = build_tables(problem, assumptions, deadline=deadline)
+    tables = build_tables(problem, assumptions, deadline=budget.deadline, stop=budget.stop)
     layout_model = LayoutModel(tables)  # no objective: presolve would otherwise blame all
     layout_model.model.add_assumptions(list(layout_model.rules.values()))
-    solver = new_solver(settings)
-    if solver.solve(layout_model.model) != cp_model.INFEASIBLE:
+    solver, status = _settled_solve(layout_model, budget)
+    if status != cp_model.INFEASIBLE:
         return ()  # a false INFEASIBLE earlier would show up here as no conflict
     by_index = {literal.index: name for name, literal in layout_model.rules.items()}
     core = [by_index[i] for i in solver.sufficient_assumptions_for_infeasibility()]
-    core = _minimal_core(layout_model, core, settings)
-    return tuple(
-        _conflict_item(problem, tables, name, core, assumptions, settings) for name in core
-    )
+    core = _minimal_core(layout_model, core, budget)
+    return tuple(_conflict_item(problem, tables, name, core, assumptions, budget) for name in core)
 
 
 def _conflict_item(
@@ -324,7 +339,7 @@ def _conflict_item(
     name: str,
     core: list[str],
     assumptions: CostAssumptions,
-    settings: SolveSettings,
+    budget: Budget,
 ) -> Conflict:
     words = _rule_words(problem, name)
     if name != MEMORY_LIMIT:
@@ -334,14 +349,20 @@ def _conflict_item(
     # Failing that, the rest of a minimal conflict alone holds together.
     rules = set(LayoutModel(tables).rules) - {name}
     kept = {rule for rule in rules if rule in core or not rule.endswith("_allowed")}
-    least = _least_memory(tables, kept, settings) or _least_memory(
-        tables, set(core) - {name}, settings
-    )
+    least = _least_memory(tables, kept, budget) or _least_memory(tables, set(core) - {name}, budget)
     if least is None:
         return Conflict(name, words)
     estimate = priced(problem, least, assumptions)
+    memory = estimate.memory
+    if max(memory.weights, memory.gradients, memory.optimizer, memory.activations) >= MAX_TERM:
+        # the solver held such parts at MAX_TERM: this layout is one of many beyond it
+        return Conflict(
+            name,
+            f"{words}: every layout needs more than {MAX_TERM / GB:,.0f} GB per device "
+            f"(e.g. {estimate.summary()}: {memory.total / GB:,.0f} GB)",
+        )
     return Conflict(
         name,
         f"{words}: even the least-memory layout ({estimate.summary()}) "
-        f"needs {estimate.memory.total / GB:.1f} GB > {problem.memory_limit_bytes / GB:g} GB",
+        f"needs {memory.total / GB:.1f} GB > {problem.memory_limit_bytes / GB:g} GB",
     )

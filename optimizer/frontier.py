@@ -16,7 +16,7 @@ from models.layout import Layout
 from optimizer.assumptions import CostAssumptions
 from optimizer.cpsat_model import LayoutModel
 from optimizer.cpsat_solve import Found, SolveSettings, frontier_point
-from optimizer.cpsat_tables import BuildTimedOut, NoLayouts, build_tables
+from optimizer.cpsat_tables import CutShort, NoLayouts, build_tables
 from optimizer.space import SearchProblem
 
 
@@ -28,18 +28,17 @@ def frontier(
     if len(problem.degrees) == 0:
         return [], True
     try:
-        layout_model = LayoutModel(build_tables(problem, assumptions, deadline=deadline))
+        tables = build_tables(problem, assumptions, deadline=deadline, stop=settings.stop)
+        layout_model = LayoutModel(tables)
     except NoLayouts:
         return [], True
-    except BuildTimedOut:
+    except CutShort:
         return [], False
     points: list[Found] = []
     cap_bytes: int | None = None
     proved = False
     while (remaining_s := deadline - time.perf_counter()) > 0:
-        found = frontier_point(
-            layout_model, SolveSettings(remaining_s, settings.workers), cap_bytes
-        )
+        found = frontier_point(layout_model, settings.with_time_limit(remaining_s), cap_bytes)
         if found.layout is None or found.memory_bytes is None or not found.proved:
             proved = found.layout is None and found.proved  # a point short of its proof may
             break  # be dominated: stop honestly

@@ -6,6 +6,7 @@ layout the solver chose; the solver's scaled integers only decide which layout t
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass, field
 from typing import Literal
@@ -14,9 +15,13 @@ from models.job import TrainingJob
 from optimizer.assumptions import CostAssumptions
 from optimizer.cost_model import profile_named
 from optimizer.estimate import Estimate
-from optimizer.space import SearchSpace, narrowed, resolve_space
+from optimizer.space import KNOBS, SearchProblem, SearchSpace, narrowed, resolve_space
+from optimizer.stopping import StopSignal
 
-Status = Literal["optimal", "feasible", "infeasible"]
+# What was proved: the best (optimal), a layout short of that proof (feasible: with the
+# solver's bound and gap), that none exists (infeasible: with the conflict), or neither
+# (unknown: the time ran out first). A time-out is never infeasible.
+Status = Literal["optimal", "feasible", "infeasible", "unknown"]
 # Searches price with the profile that charges every knob they turn; evaluate keeps workshop.
 DEFAULT_SEARCH_PROFILE = "standard"
 
@@ -72,6 +77,44 @@ class SolverStats:
     solves: int
     workers: int
     explain_wall_s: float = 0.0
+    # The most MFU any layout of the search could reach, as far as the solver proved (the
+    # optimum's own MFU once proved), and the relative gap of the answer to it.
+    bound: float | None = None
+    gap: float | None = None
+
+
+def status_of(has_layout: bool, proved: bool) -> Status:
+    if has_layout:
+        return "optimal" if proved else "feasible"
+    return "infeasible" if proved else "unknown"
+
+
+def mfu_bound(bound_ln_mfu: int | None) -> float | None:
+    """The solver's bound on ln(MFU), in its scaled units, as an MFU (capped at 1)."""
+    from optimizer.cpsat_tables import LN_MFU_SCALE
+
+    if bound_ln_mfu is None:
+        return None
+    return min(math.exp(bound_ln_mfu / LN_MFU_SCALE), 1.0)
+
+
+def relative_gap(mfu: float | None, bound: float | None) -> float | None:
+    if mfu is None or bound is None or bound <= 0:
+        return None
+    return max(bound - mfu, 0.0) / bound
+
+
+def unknown_warning(problem: SearchProblem, time_limit_s: float, stopped: bool) -> str:
+    """What was searched and how to get an answer, when neither a layout nor a proof came."""
+    why = "the search was stopped" if stopped else f"the time limit ({time_limit_s:g} s) ran out"
+    knobs = ", ".join(f"{len(problem.knobs[k])} {k}" for k in KNOBS if len(problem.knobs[k]) > 1)
+    return (
+        f"status unknown: {why} before a layout or a proof that none exists was found "
+        f"(infeasibility is NOT proved); the search spans {len(problem.degrees)} "
+        f"(tp, pp, cp, dp) tuples x {knobs or 'no free knobs'} x placements. To get an "
+        "answer: allow more time (time_limit_s) or narrow the search (fix tp, pp or cp; "
+        "fewer micro_batches, max_vpp, zero_stages, schedules)"
+    )
 
 
 @dataclass(frozen=True)
@@ -92,12 +135,17 @@ class OptimizeResult:
 
 @dataclass(frozen=True)
 class ParetoResult:
-    """Non-dominated layouts, memory ascending (and so MFU ascending)."""
+    """Non-dominated layouts, memory ascending (and so MFU ascending). `proved`: the frontier
+    is complete, every point proved; otherwise it is partial (or, empty, says nothing)."""
 
     frontier: tuple[Estimate, ...]
     wall_s: float
     proved: bool
     warnings: tuple[str, ...] = ()
+
+    @property
+    def status(self) -> Status:
+        return status_of(bool(self.frontier), self.proved)
 
 
 def optimize(
@@ -108,36 +156,45 @@ def optimize(
     time_limit_s: float = 10.0,
     workers: int = 1,
     explain: bool = True,
+    stop: StopSignal | None = None,
 ) -> OptimizeResult:
     """The layout of highest MFU that fits, proved optimal within the time limit, and why.
 
-    `time_limit_s` bounds the whole call: the explanations get what the optimum leaves."""
+    `time_limit_s` bounds the whole call: the explanations get what the optimum leaves.
+    `stop`, set from another thread, ends it early with what was proved by then."""
     from optimizer import explain as explaining
     from optimizer.cpsat_solve import SolveSettings, best_layout
 
     profile_named(profile)
     problem = resolve_space(job, space or SearchSpace(), profile)
     costs = assumptions or CostAssumptions()
+    stop = stop or StopSignal()
     start = time.perf_counter()
-    budget = explaining.Budget(start + time_limit_s, workers)
-    found = best_layout(narrowed(problem), costs, SolveSettings(time_limit_s, workers))
+    budget = explaining.Budget(start + time_limit_s, workers, stop)
+    found = best_layout(narrowed(problem), costs, SolveSettings(time_limit_s, workers, stop))
     wall_s = time.perf_counter() - start
+    status = status_of(found.layout is not None, found.proved)
     warnings = problem.warnings
-    if found.layout is None and not found.proved:
-        warnings += (
-            f"the time limit ({time_limit_s:g} s) ran out before a layout or a proof that none "
-            "exists was found: infeasibility is NOT proved",
-        )
+    if status == "unknown":
+        warnings += (unknown_warning(problem, time_limit_s, stop.stopped),)
     best = None if found.layout is None else explaining.priced(problem, found.layout, costs)
     explained = explaining.Explanation()
     complete = False
-    if explain and (best is not None or found.proved):
+    if explain and status != "unknown":
         explained = explaining.explain(problem, best, costs, budget)
         complete = not explained.warnings  # its only warnings: cut short, or skipped
+    bound = mfu_bound(found.bound_ln_mfu)
+    if status == "optimal" and best is not None:
+        bound = best.mfu  # the proof's bound is the optimum itself
     stats = SolverStats(
-        wall_s, found.proved, found.solves, workers, time.perf_counter() - start - wall_s
+        wall_s,
+        found.proved,
+        found.solves,
+        workers,
+        time.perf_counter() - start - wall_s,
+        bound=bound,
+        gap=relative_gap(None if best is None else best.mfu, bound),
     )
-    status: Status = "infeasible" if best is None else "optimal" if found.proved else "feasible"
     return OptimizeResult(
         status,
         best,
@@ -159,17 +216,29 @@ def pareto(
     assumptions: CostAssumptions | None = None,
     time_limit_s: float = 30.0,
     workers: int = 1,
+    stop: StopSignal | None = None,
 ) -> ParetoResult:
-    """The exact memory/MFU frontier by epsilon-constraint solves, memory ascending."""
+    """The exact memory/MFU frontier by epsilon-constraint solves, memory ascending; when
+    time runs out first, the part found so far (its high-memory end), said to be partial."""
     from optimizer.cpsat_solve import SolveSettings
+    from optimizer.explain import priced
     from optimizer.frontier import frontier
 
     profile_named(profile)
     problem = resolve_space(job, space or SearchSpace(), profile)
     costs = assumptions or CostAssumptions()
+    stop = stop or StopSignal()
     start = time.perf_counter()
-    layouts, proved = frontier(narrowed(problem), costs, SolveSettings(time_limit_s, workers))
-    from optimizer.explain import priced
-
+    settings = SolveSettings(time_limit_s, workers, stop)
+    layouts, proved = frontier(narrowed(problem), costs, settings)
     estimates = tuple(priced(problem, layout, costs) for layout in layouts)
-    return ParetoResult(estimates, time.perf_counter() - start, proved, problem.warnings)
+    warnings = problem.warnings
+    if not proved and estimates:
+        warnings += (
+            f"the frontier is partial: the time limit ({time_limit_s:g} s) ran out after "
+            f"{len(estimates)} point{'s' if len(estimates) > 1 else ''}; layouts of less memory "
+            f"than {estimates[0].memory.total / 1e9:.2f} GB may be missing",
+        )
+    elif not proved:
+        warnings += (unknown_warning(problem, time_limit_s, stop.stopped),)
+    return ParetoResult(estimates, time.perf_counter() - start, proved, warnings)
