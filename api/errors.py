@@ -13,6 +13,8 @@ from models.errors import InvalidSpec, UnknownPreset
 EXIT_OK = 0
 EXIT_INTERNAL = 1
 EXIT_BAD_REQUEST = 2
+EXIT_INFEASIBLE = 3  # proved: no layout satisfies the request
+EXIT_UNKNOWN = 4  # the time ran out before a layout or a proof: retry with more time
 
 
 def _clean(message: str) -> str:
@@ -20,10 +22,14 @@ def _clean(message: str) -> str:
     return message.removeprefix("Value error, ")
 
 
-def _location(loc: tuple[int | str, ...]) -> str:
-    # Drop pydantic's internal tags (function-before[...], union members) from the path.
+def _location(loc: tuple[int | str, ...], items: bool = True) -> str:
+    """The dotted path without pydantic's internal tags (function-before[...], union
+    members); `items` False also drops list positions."""
     parts = [
-        str(part) for part in loc if not (isinstance(part, str) and ("[" in part or part == "body"))
+        str(part)
+        for part in loc
+        if not (isinstance(part, str) and ("[" in part or part == "body"))
+        and (items or not isinstance(part, int))
     ]
     return ".".join(parts)
 
@@ -55,15 +61,24 @@ def detail_from_validation(error: ValidationError | list[dict]) -> ErrorDetail:
     body_problem = _body_problem(first)
     if body_problem is not None:
         return body_problem
-    field = _location(tuple(first.get("loc", ()))) or None
+    where = _location(tuple(first.get("loc", ())))
+    # `field` names the request field; an item of a list is named in the message
+    field = _location(tuple(first.get("loc", ())), items=False) or None
     message = _clean(str(first.get("msg", "invalid request")))
     if first.get("type") == "extra_forbidden":
         message = "unknown field"
-    if field:
-        message = f"{field}: {message}"
+    if where:
+        message = f"{where}: {message}"
     if len(errors) > 1:
         message += f" (and {len(errors) - 1} more problem{'s' if len(errors) > 2 else ''})"
-    return ErrorDetail(code="invalid_request", message=message, field=field)
+    # A rule between fields (a validator's ValueError) is the spec's fault, like a domain
+    # error; a type or bound the schema publishes is the request's shape.
+    code = "invalid_spec" if first.get("type") in SEMANTIC_ERRORS else "invalid_request"
+    return ErrorDetail(code=code, message=message, field=field)
+
+
+# pydantic error types raised by our validators, not by the published schema.
+SEMANTIC_ERRORS = frozenset({"value_error", "assertion_error"})
 
 
 def detail_from_domain(error: InvalidSpec) -> ErrorDetail:
@@ -77,11 +92,25 @@ def detail_from_http_status(status: int, reason: str) -> ErrorDetail:
     return ErrorDetail(code=code, message=reason)
 
 
+def undecodable_body() -> ErrorDetail:
+    return ErrorDetail(
+        code="invalid_json",
+        message="request body could not be decoded as JSON (nested too deeply, or not UTF-8)",
+    )
+
+
 def body_too_large(limit_bytes: int, size_bytes: int | None) -> ErrorDetail:
     size = f"{size_bytes:,} bytes" if size_bytes is not None else "more"
     return ErrorDetail(
         code="body_too_large",
         message=f"request body is {size}; the limit is {limit_bytes:,} bytes",
+    )
+
+
+def body_too_slow(timeout_s: float) -> ErrorDetail:
+    return ErrorDetail(
+        code="body_timeout",
+        message=f"request body did not arrive within {timeout_s:g} s; send it whole, promptly",
     )
 
 

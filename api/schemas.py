@@ -16,10 +16,12 @@ from models.hardware import MAX_GPUS, ClusterSpec, GpuSpec
 from models.hf_config import from_hf_config, looks_like_hf_config
 from models.job import TrainingJob
 from models.layout import Dimension, Layout
-from models.presets import gpu_preset, model_preset
+from models.presets import gpu_preset, gpu_presets, model_preset, model_presets
+from models.strict import REQUEST_CONFIG
 from models.training import TrainingSpec
-from models.transformer import TransformerSpec
+from models.transformer import MAX_HIDDEN, MAX_LAYERS, MAX_VOCAB, TransformerSpec
 from optimizer.assumptions import CostAssumptions
+from optimizer.cost_model import ProfileName
 from optimizer.estimate import Estimate
 from optimizer.search import Choice, Conflict, OptimizeResult, ParetoResult, Relaxation, Slack
 from optimizer.space import SearchSpace
@@ -41,14 +43,33 @@ def _gpu_from_ref(value: Any) -> Any:
     return gpu_preset(value) if isinstance(value, str) else value
 
 
+class HfConfigIn(BaseModel):
+    """The keys of a Hugging Face config.json the import needs (others pass through); its
+    `model_type` names the family (models/hf_config.py lists those imported)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    num_hidden_layers: Annotated[int, Field(gt=0, le=MAX_LAYERS)]
+    hidden_size: Annotated[int, Field(gt=0, le=MAX_HIDDEN)]
+    intermediate_size: Annotated[int, Field(gt=0)]
+    num_attention_heads: Annotated[int, Field(gt=0, le=MAX_HIDDEN)]
+    vocab_size: Annotated[int, Field(gt=0, le=MAX_VOCAB)]
+
+
+# The names the catalogue holds, published as enums: what the schema admits is what resolves.
+ModelPresetName = Literal[tuple(model_presets())]  # type: ignore[valid-type]
+GpuPresetName = Literal[tuple(gpu_presets())]  # type: ignore[valid-type]
+
 ModelRef = Annotated[
     TransformerSpec,
-    BeforeValidator(_model_from_ref, json_schema_input_type=str | TransformerSpec | dict[str, Any]),
+    BeforeValidator(
+        _model_from_ref, json_schema_input_type=ModelPresetName | TransformerSpec | HfConfigIn
+    ),
     Field(description="A preset name, a full spec, or a Hugging Face config.json object."),
 ]
 GpuRef = Annotated[
     GpuSpec,
-    BeforeValidator(_gpu_from_ref, json_schema_input_type=str | GpuSpec),
+    BeforeValidator(_gpu_from_ref, json_schema_input_type=GpuPresetName | GpuSpec),
     Field(description="A GPU preset name or a full GPU spec."),
 ]
 
@@ -70,7 +91,7 @@ PLATE_EXAMPLE: dict[str, Any] = {
 
 
 class ClusterIn(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = REQUEST_CONFIG
 
     gpus: int = Field(gt=0, le=MAX_GPUS, description="GPUs in the job.")
     gpu: GpuRef = Field("h100-sxm", validate_default=True)  # type: ignore[assignment]
@@ -95,12 +116,12 @@ class ClusterIn(BaseModel):
 class PlanRequest(BaseModel):
     """What every route takes: the job, and which cost model prices it."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = REQUEST_CONFIG
 
     model: ModelRef
     cluster: ClusterIn
     training: TrainingSpec = TrainingSpec()
-    profile: str = Field("workshop", max_length=64, description="Cost-model profile.")
+    profile: ProfileName = Field("workshop", description="Cost-model profile.")
     assumptions: CostAssumptions = CostAssumptions()
 
     def job(self) -> TrainingJob:
@@ -110,7 +131,7 @@ class PlanRequest(BaseModel):
 
 
 class EvaluateRequest(PlanRequest):
-    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [PLATE_EXAMPLE]})
+    model_config = REQUEST_CONFIG | ConfigDict(json_schema_extra={"examples": [PLATE_EXAMPLE]})
 
     layout: Layout = Layout()
 
@@ -242,11 +263,11 @@ SEARCH_EXAMPLE: dict[str, Any] = {
 class SearchRequest(PlanRequest):
     """A job and the space to search: every `search` field is optional."""
 
-    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [SEARCH_EXAMPLE]})
+    model_config = REQUEST_CONFIG | ConfigDict(json_schema_extra={"examples": [SEARCH_EXAMPLE]})
 
     search: SearchSpace = SearchSpace()
-    profile: str = Field(
-        "standard", max_length=64, description="Cost-model profile; searches default to standard."
+    profile: ProfileName = Field(
+        "standard", description="Cost-model profile; searches default to standard."
     )
     time_limit_s: float | None = Field(
         None, gt=0, le=600, description="Solver time limit in seconds; default the server's."
@@ -300,10 +321,26 @@ class SolverOut(BaseModel):
     solves: int = 0
     workers: int = 1
     explain_wall_s: float = 0.0
+    bound: float | None = Field(
+        None,
+        description="The most MFU any layout of the search could reach, as far as the solver "
+        "proved: the optimum's MFU when optimal; null when nothing was proved.",
+    )
+    gap: float | None = Field(
+        None, description="(bound - mfu) / bound of the answer: 0 when optimal."
+    )
+
+
+Status = Literal["optimal", "feasible", "infeasible", "unknown"]
+STATUS_DESCRIPTION = (
+    "What was proved: optimal (the best, proved), feasible (a layout, not proved best: see "
+    "solver.bound and solver.gap), infeasible (proved: see conflict), unknown (the time ran out "
+    "before either; never read it as infeasible)."
+)
 
 
 class OptimizeOut(BaseModel):
-    status: Literal["optimal", "feasible", "infeasible"]
+    status: Status = Field(description=STATUS_DESCRIPTION)
     best: EstimateOut | None
     binding: list[BindingOut]
     slack: list[Slack]  # the optimiser's own value objects, as they are
@@ -328,6 +365,13 @@ class ParetoOut(BaseModel):
     frontier: list[EstimateOut]
     warnings: list[str]
     solver: SolverOut
+    status: Status = Field(
+        "optimal",
+        description="optimal: the whole frontier, proved; feasible: a partial frontier (the "
+        "high-memory end; the time ran out); infeasible: proved empty; unknown: empty, nothing "
+        "proved.",
+    )
+    complete: bool = Field(True, description="Every point of the frontier was found and proved.")
 
 
 def _binding_fields(relaxation: Relaxation) -> dict[str, Any]:
@@ -364,4 +408,6 @@ def pareto_out(result: ParetoResult) -> ParetoOut:
         frontier=[estimate_out(estimate) for estimate in result.frontier],
         warnings=list(result.warnings),
         solver=SolverOut(wall_s=result.wall_s, proved_optimal=result.proved),
+        status=result.status,
+        complete=result.proved,
     )

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, Field
+
+from models.strict import SPEC_CONFIG
 
 MAX_GPUS = 10_000_000
 
@@ -12,7 +14,7 @@ MAX_GPUS = 10_000_000
 class GpuSpec(BaseModel):
     """One accelerator. Bandwidths are the effective all-reduce figures a collective sees."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = SPEC_CONFIG
 
     name: str = Field("custom", max_length=200)
     memory_gb: float = Field(gt=0, le=100_000, description="HBM capacity, GB of 1e9 bytes.")
@@ -62,7 +64,7 @@ class ClusterSpec(BaseModel):
     trays of 4); profiles that price links by domain (standard) use it, workshop does not.
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = SPEC_CONFIG
 
     gpus: int = Field(gt=0, le=MAX_GPUS)
     gpu: GpuSpec

@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel
 
 from models.hardware import ClusterSpec
+from models.strict import SPEC_CONFIG
 from models.training import TrainingSpec
 from models.transformer import TransformerSpec
 
 
 class TrainingJob(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = SPEC_CONFIG
 
     model: TransformerSpec
     cluster: ClusterSpec

@@ -8,12 +8,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from enum import StrEnum
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, Field, Strict, field_validator
 
 from models.errors import InvalidSpec
 from models.job import TrainingJob
+from models.strict import SPEC_CONFIG
 
 Dimension = Literal["tp", "cp", "pp", "dp"]
 DIMENSIONS: tuple[Dimension, ...] = ("tp", "cp", "pp", "dp")
@@ -38,10 +39,15 @@ class Schedule(StrEnum):
     DUALPIPE = "dualpipe"  # DeepSeek-V3: two directions, parameters twice, p + 1 in flight
 
 
+# Enums arrive from JSON as their strings: the one conversion strict specs allow them.
+RecomputeMode = Annotated[Recompute, Strict(False)]
+ScheduleName = Annotated[Schedule, Strict(False)]
+
+
 class Layout(BaseModel):
     """Parallel degrees and the per-step knobs that go with them."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = SPEC_CONFIG
 
     tp: int = Field(1, gt=0, le=MAX_DEGREE, description="Tensor-parallel degree.")
     pp: int = Field(1, gt=0, le=MAX_DEGREE, description="Pipeline-parallel degree.")
@@ -54,13 +60,17 @@ class Layout(BaseModel):
     zero: int = Field(
         0, ge=0, le=3, description="ZeRO stage: 1 shards optimiser, 2 +grads, 3 +weights."
     )
-    recompute: Recompute = Recompute.NONE
-    schedule: Schedule = Schedule.ONE_F_ONE_B
+    recompute: RecomputeMode = Recompute.NONE
+    schedule: ScheduleName = Schedule.ONE_F_ONE_B
     ep: int = Field(
         1, gt=0, le=MAX_DEGREE, description="Expert-parallel degree, carved from dp * cp (MoE)."
     )
     placement: tuple[Dimension, ...] = Field(
-        DEFAULT_PLACEMENT, description="Dimensions from the innermost (fastest links) outward."
+        DEFAULT_PLACEMENT,
+        strict=False,  # a JSON list
+        min_length=4,
+        max_length=4,
+        description="Dimensions from the innermost (fastest links) outward, each once.",
     )
 
     @field_validator("placement")

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, Field
+
+from models.strict import SPEC_CONFIG
 
 
 class TrainingSpec(BaseModel):
     """One optimiser step: `global_batch` sequences of `seq_len` tokens."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = SPEC_CONFIG
 
     global_batch: int = Field(2048, gt=0, le=100_000_000, description="Sequences per step.")
     seq_len: int = Field(8192, gt=0, le=100_000_000, description="Tokens per sequence.")

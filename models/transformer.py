@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, Field, model_validator
+
+from models.strict import SPEC_CONFIG
 
 # Bounds that reject typos and absurd sizes while admitting every published model.
 MAX_LAYERS = 10_000
@@ -13,7 +15,7 @@ MAX_VOCAB = 10_000_000
 class TransformerSpec(BaseModel):
     """A decoder-only transformer with grouped-query attention and a SwiGLU MLP."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = SPEC_CONFIG
 
     name: str = Field("custom", max_length=200)
     num_layers: int = Field(gt=0, le=MAX_LAYERS)

@@ -7,7 +7,9 @@ stated so that a user can change them, not figures from a paper.
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, Field
+
+from models.strict import SPEC_CONFIG
 
 # An efficiency below 1% is a typo, not a cluster: refusing it keeps every figure finite.
 MIN_EFFICIENCY = 0.01
@@ -22,7 +24,7 @@ def _latency_s(default: float, description: str) -> float:
 
 
 class CostAssumptions(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = SPEC_CONFIG
 
     kernel_efficiency: float = Field(
         0.6,

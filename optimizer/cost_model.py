@@ -9,8 +9,10 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Annotated
 
 import numpy as np
+from pydantic import AfterValidator, Field
 
 from models.errors import InvalidSpec
 from models.job import TrainingJob
@@ -176,6 +178,18 @@ PROFILES: dict[str, Profile] = {
     "workshop": Profile("workshop", price_workshop, price_workshop_grid),
     "standard": Profile("standard", price_standard, price_standard_grid),
 }
+
+
+def known_profile(name: str) -> str:
+    """`name` if it is a profile (a validator: the error lists the known ones)."""
+    profile_named(name)
+    return name
+
+
+# A request's profile: one of PROFILES, published as an enum.
+ProfileName = Annotated[
+    str, AfterValidator(known_profile), Field(json_schema_extra={"enum": list(PROFILES)})
+]
 DEFAULT_EVALUATE_PROFILE = "workshop"
 
 

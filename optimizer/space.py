@@ -11,28 +11,49 @@ masks. Which knobs a profile prices is data (`PRICED_KNOBS`): a profile that pri
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Annotated, Any
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, Field, field_validator, model_validator
 
+from models.errors import InvalidSpec
 from models.hardware import fits_one_domain
 from models.job import TrainingJob
-from models.layout import DIMENSIONS, Dimension, Recompute, Schedule
+from models.layout import (
+    DIMENSIONS,
+    MAX_DEGREE,
+    Dimension,
+    Recompute,
+    RecomputeMode,
+    Schedule,
+    ScheduleName,
+)
+from models.strict import SPEC_CONFIG
 from optimizer.grid import PLACEMENTS, recompute_code, schedule_code
 
 MAX_SEARCH_VPP = 64
+# Lists of knob values a request may give: every value multiplies the layouts to price, so
+# the lists are capped (a 10 KB body of 2,000 micro-batch sizes once took 1.85 GB).
+MAX_MICRO_BATCH_VALUES = 16
+Stage = Annotated[int, Field(ge=0, le=3)]
+MicroBatch = Annotated[int, Field(ge=1, le=1_000_000)]
 
 
 class SearchSpace(BaseModel):
     """Bounds and allowed values of the search; None means "the solver chooses"."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = SPEC_CONFIG
 
-    tp: int | None = Field(None, gt=0, description="Fix the tensor-parallel degree.")
-    pp: int | None = Field(None, gt=0, description="Fix the pipeline-parallel degree.")
-    cp: int | None = Field(None, gt=0, description="Fix the context-parallel degree.")
-    vpp: int | None = Field(None, gt=0, description="Fix the interleaved chunks per device.")
+    tp: int | None = Field(None, gt=0, le=MAX_DEGREE, description="Fix the tensor-parallel degree.")
+    pp: int | None = Field(
+        None, gt=0, le=MAX_DEGREE, description="Fix the pipeline-parallel degree."
+    )
+    cp: int | None = Field(
+        None, gt=0, le=MAX_DEGREE, description="Fix the context-parallel degree."
+    )
+    vpp: int | None = Field(
+        None, gt=0, le=MAX_SEARCH_VPP, description="Fix the interleaved chunks per device."
+    )
     max_vpp: int | None = Field(
         None,
         gt=0,
@@ -40,19 +61,33 @@ class SearchSpace(BaseModel):
         description="Most interleaved chunks; default: the profile's (workshop 4, standard 8), "
         "or a fixed vpp when larger.",
     )
-    zero_stages: list[int] | None = Field(
-        None, description="Allowed ZeRO stages; default: every stage the profile prices."
+    zero_stages: list[Stage] | None = Field(
+        None,
+        min_length=1,
+        max_length=4,
+        description="Allowed ZeRO stages; default: every stage the profile prices.",
     )
-    recompute: list[Recompute] | None = Field(
-        None, description="Allowed recompute modes; default: every mode the profile prices."
+    recompute: list[RecomputeMode] | None = Field(
+        None,
+        min_length=1,
+        max_length=len(Recompute),
+        description="Allowed recompute modes; default: every mode the profile prices.",
     )
-    micro_batches: list[int] = Field(
-        [1], description="Allowed micro-batch sizes (sequences per micro-batch)."
+    micro_batches: list[MicroBatch] = Field(
+        [1],
+        min_length=1,
+        max_length=MAX_MICRO_BATCH_VALUES,
+        description="Allowed micro-batch sizes (sequences per micro-batch).",
     )
-    schedules: list[Schedule] | None = Field(
-        None, description="Allowed pipeline schedules; default: every one the profile prices."
+    schedules: list[ScheduleName] | None = Field(
+        None,
+        min_length=1,
+        max_length=len(Schedule),
+        description="Allowed pipeline schedules; default: every one the profile prices.",
     )
-    ep: int | None = Field(None, gt=0, description="Fix the expert-parallel degree (MoE).")
+    ep: int | None = Field(
+        None, gt=0, le=MAX_DEGREE, description="Fix the expert-parallel degree (MoE)."
+    )
     memory_limit_gb: float | None = Field(
         None, gt=0, le=1_000_000, description="Per-device memory limit; default the GPU's."
     )
@@ -73,30 +108,29 @@ class SearchSpace(BaseModel):
         True, description="tp must divide the KV heads (Megatron-LM's rule); relaxable."
     )
     placement: tuple[Dimension, ...] | None = Field(
-        None, description="Fix the order of dimensions, innermost first; default: solver's."
+        None,
+        strict=False,  # a JSON list
+        min_length=4,
+        max_length=4,
+        description="Fix the order of dimensions, innermost first, each once; default: the "
+        "solver's.",
     )
 
     @field_validator("zero_stages")
     @classmethod
-    def _zero_stages_known(cls, stages: list[int] | None) -> list[int] | None:
+    def _zero_stages_in_order(cls, stages: list[int] | None) -> list[int] | None:
         if stages is None:
             return None
-        if not stages or any(stage not in (0, 1, 2, 3) for stage in stages):
-            raise ValueError(f"zero_stages must be a non-empty list of 0..3, got {stages}")
         return sorted(set(stages))
 
     @field_validator("recompute")
     @classmethod
-    def _recompute_not_empty(cls, modes: list[Recompute] | None) -> list[Recompute] | None:
-        if modes is not None and not modes:
-            raise ValueError("recompute must list at least one mode (none, selective, full)")
+    def _recompute_in_order(cls, modes: list[Recompute] | None) -> list[Recompute] | None:
         return None if modes is None else sorted(set(modes), key=recompute_code)
 
     @field_validator("micro_batches")
     @classmethod
-    def _micro_batches_positive(cls, sizes: list[int]) -> list[int]:
-        if not sizes or any(size <= 0 or size > 1_000_000 for size in sizes):
-            raise ValueError(f"micro_batches must be a non-empty list of sizes 1..1e6, got {sizes}")
+    def _micro_batches_in_order(cls, sizes: list[int]) -> list[int]:
         return sorted(set(sizes))
 
     @field_validator("placement")
@@ -195,27 +229,42 @@ def divisors(n: int) -> list[int]:
     return sorted(set(small + [n // d for d in small]))
 
 
+# Most (tp, pp, cp, dp) tuples a search may hold: every later step (placements, tables, the
+# model's Booleans) grows with them. The presets reach a few hundred; 7,207,200 GPUs, with
+# 576 divisors, would reach ~10^5.
+MAX_DEGREE_TUPLES = 20_000
+
+
 def degree_tuples(job: TrainingJob, cp_values: list[int], micro_batches: list[int]) -> np.ndarray:
     """Every (tp, pp, cp, dp) with product = gpus that the structural rules allow:
     tp divides the attention heads, pp <= layers, cp from `cp_values` (dividing seq_len),
     and dp * micro_batch divides the global batch for some allowed micro-batch. A filter for
-    speed only: the CP-SAT model enforces the same rules itself (cpsat_structure.py)."""
+    speed only: the CP-SAT model enforces the same rules itself (cpsat_structure.py).
+    Vectorised over (pp, cp) per tp; refused past MAX_DEGREE_TUPLES."""
     gpus, model = job.cluster.gpus, job.model
     batch = job.training.global_batch
-    rows = []
-    for tp in divisors(gpus):
-        if model.num_attention_heads % tp:
-            continue
-        for pp in divisors(gpus // tp):
-            if pp > model.num_layers:
-                break
-            for cp in cp_values:
-                if (gpus // (tp * pp)) % cp:
-                    continue
-                dp = gpus // (tp * pp * cp)
-                if any(batch % (dp * b) == 0 for b in micro_batches):
-                    rows.append((tp, pp, cp, dp))
-    return np.asarray(rows, dtype=np.int64).reshape(-1, 4)
+    gpu_divisors = np.asarray(divisors(gpus), dtype=np.int64)
+    cps = np.asarray(cp_values, dtype=np.int64)
+    micro = np.asarray(micro_batches, dtype=np.int64)
+    blocks, count = [], 0
+    for tp in gpu_divisors[model.num_attention_heads % gpu_divisors == 0].tolist():
+        rest = gpus // tp
+        pps = gpu_divisors[(rest % gpu_divisors == 0) & (gpu_divisors <= model.num_layers)]
+        pp, cp = (a.ravel() for a in np.meshgrid(pps, cps, indexing="ij"))
+        keep = rest % (pp * cp) == 0
+        pp, cp = pp[keep], cp[keep]
+        dp = rest // (pp * cp)
+        keep = (batch % (dp[:, None] * micro[None, :]) == 0).any(axis=1)
+        block = np.stack([np.full(int(keep.sum()), tp), pp[keep], cp[keep], dp[keep]], axis=1)
+        count += len(block)
+        if count > MAX_DEGREE_TUPLES:
+            raise InvalidSpec(
+                f"search space too large: more than {MAX_DEGREE_TUPLES:,} (tp, pp, cp, dp) "
+                f"tuples divide gpus({gpus}); fix tp, pp or cp",
+                "search",
+            )
+        blocks.append(block)
+    return np.concatenate(blocks).astype(np.int64) if blocks else np.zeros((0, 4), np.int64)
 
 
 def _opened(name: str, requested: list[Any] | None, priced: tuple[Any, ...], warnings: list[str]):

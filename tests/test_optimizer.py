@@ -152,8 +152,9 @@ def test_same_layout_every_time_with_two_workers(plate_result) -> None:
     ("fields", "message"),
     [
         ({"vpp": 8, "max_vpp": 4}, "vpp(8) exceeds max_vpp(4)"),
-        ({"zero_stages": [5]}, "zero_stages must be"),
-        ({"micro_batches": []}, "micro_batches must be"),
+        ({"zero_stages": [5]}, "less than or equal to 3"),
+        ({"micro_batches": []}, "at least 1 item"),
+        ({"micro_batches": list(range(1, 18))}, "at most 16 items"),
         ({"placement": ["tp", "tp", "pp", "dp"]}, "placement must order"),
         ({"colour": "red"}, "Extra inputs"),
     ],
