@@ -1,10 +1,15 @@
-"""`layoutopt`: the command line. Same request shape as the HTTP API (`--spec FILE.json`),
-with flags that override it. Exit 0 on success, 2 on a bad request, 1 on an internal fault.
+"""`layoutopt`: the command line. Same request shape as the HTTP API (`--spec FILE.json`,
+or `--spec -` for standard input), with flags that override it.
+
+Exit status: 0 on success (`optimal` or `feasible`), 2 on a bad request, 3 when the search
+proved that no layout satisfies the request (`infeasible`), 4 when the time ran out before a
+layout or that proof (`unknown`: retry with more time), 1 on an internal fault.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 from collections.abc import Callable
@@ -12,6 +17,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from api import __version__
 from api.cli_common import (
     LAYOUT_FLAGS,
     BadRequest,
@@ -30,7 +36,7 @@ from api.errors import (
     detail_from_validation,
 )
 from api.render import estimate_text
-from api.schemas import EvaluateRequest, estimate_out
+from api.schemas import ErrorDetail, ErrorOut, EvaluateRequest, estimate_out
 from models.errors import InvalidSpec
 from optimizer.cost_model import evaluate
 
@@ -43,28 +49,30 @@ def run_evaluate(args: argparse.Namespace) -> int:
 
 
 def run_serve(args: argparse.Namespace) -> int:
-    import uvicorn
+    from api.serve import serve
 
-    from api.logs import log_config
-    from api.main import create_app
-    from api.settings import Settings
-
-    settings = Settings()  # WORKERS, QUEUE_DEPTH, SOLVER_TIME_LIMIT_S, ... from the environment
-    uvicorn.run(
-        create_app(settings),
-        host=args.host or settings.host,
-        port=args.port or settings.port,
-        log_config=log_config(settings.log_level),
-        access_log=False,  # api/middleware.py logs each request, with its id
-        timeout_graceful_shutdown=int(settings.solver_time_limit_s) + 5,  # let solves finish
-    )
+    serve(args.host, args.port)
     return EXIT_OK
+
+
+def _port(text: str) -> int:
+    try:
+        port = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a port number: {text!r}") from None
+    if not 0 < port < 65536:
+        raise argparse.ArgumentTypeError(f"port must be 1-65535, got {port}")
+    return port
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="layoutopt", description="Pick the parallelism layout for training a transformer."
+        prog="layoutopt",
+        description="Pick the parallelism layout for training a transformer.",
+        epilog="exit status: 0 success, 1 internal fault, 2 bad request, 3 infeasible "
+        "(proved), 4 unknown (time ran out first)",
     )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     evaluate_cmd = commands.add_parser("evaluate", help="price one layout: memory, bubble, MFU")
@@ -74,7 +82,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     serve_cmd = commands.add_parser("serve", help="start the HTTP service")
     serve_cmd.add_argument("--host", help="default $HOST or 127.0.0.1")
-    serve_cmd.add_argument("--port", type=int, help="default $PORT or 8000")
+    serve_cmd.add_argument("--port", type=_port, help="default $PORT or 8000")
     serve_cmd.set_defaults(run=run_serve)
 
     for register in _EXTRA_COMMANDS:
@@ -89,23 +97,29 @@ _EXTRA_COMMANDS: tuple[Callable[[Any], None], ...] = (
 )
 
 
-def fail(message: str, status: int) -> int:
-    print(f"layoutopt: error: {message}", file=sys.stderr)
+def fail(detail: ErrorDetail, status: int, as_json: bool) -> int:
+    """The error on stderr: a line of text, or under --json the HTTP API's error object."""
+    if as_json:
+        print(json.dumps(ErrorOut(error=detail).model_dump()), file=sys.stderr)
+    else:
+        print(f"layoutopt: error: {detail.message}", file=sys.stderr)
     return status
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    as_json = bool(getattr(args, "json", False))
     try:
         return int(args.run(args))
     except ValidationError as error:
-        return fail(detail_from_validation(error).message, EXIT_BAD_REQUEST)
+        return fail(detail_from_validation(error), EXIT_BAD_REQUEST, as_json)
     except InvalidSpec as error:
-        return fail(detail_from_domain(error).message, EXIT_BAD_REQUEST)
+        return fail(detail_from_domain(error), EXIT_BAD_REQUEST, as_json)
     except BadRequest as error:
-        return fail(str(error), EXIT_BAD_REQUEST)
+        detail = ErrorDetail(code="invalid_request", message=str(error))
+        return fail(detail, EXIT_BAD_REQUEST, as_json)
     except KeyboardInterrupt:
-        return fail("interrupted", 130)
+        return fail(ErrorDetail(code="interrupted", message="interrupted"), 130, as_json)
     except BrokenPipeError:
         # The reader went away (`| head`): not an error of ours; stop writing quietly.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
@@ -113,10 +127,10 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as error:  # the last line of defence: no stack trace unless asked
         if os.environ.get("LAYOUTOPT_DEBUG"):
             raise
-        return fail(
-            f"internal error ({type(error).__name__}: {error}); set LAYOUTOPT_DEBUG=1 for a trace",
-            EXIT_INTERNAL,
+        message = (
+            f"internal error ({type(error).__name__}: {error}); set LAYOUTOPT_DEBUG=1 for a trace"
         )
+        return fail(ErrorDetail(code="internal_error", message=message), EXIT_INTERNAL, as_json)
 
 
 if __name__ == "__main__":

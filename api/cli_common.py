@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -44,7 +45,11 @@ class BadRequest(Exception):
 
 def add_job_flags(parser: argparse.ArgumentParser) -> None:
     """Flags every command shares: the spec file, the job, output format."""
-    parser.add_argument("--spec", type=Path, help="request JSON (the HTTP body); flags override it")
+    parser.add_argument(
+        "--spec",
+        type=Path,
+        help="request JSON (the HTTP body), or - for standard input; flags override it",
+    )
     parser.add_argument(
         "--model",
         help=f"preset ({', '.join(model_presets())}), or a path to a spec / HF config.json file",
@@ -76,13 +81,30 @@ def add_layout_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--schedule", help="1f1b, zero-bubble or dualpipe (profile standard)")
 
 
+STDIN = Path("-")
+
+
 def read_json(path: Path) -> Any:
+    """A JSON file's value, or standard input's for `-`; every way it can be unusable (no
+    such file, not text, not JSON, nested too deep to parse) is a BadRequest naming it."""
+    where = "standard input" if path == STDIN else str(path)
     try:
-        return json.loads(path.read_text())
+        text = sys.stdin.read() if path == STDIN else path.read_text(encoding="utf-8")
+        return json.loads(text, parse_constant=_no_constant)
     except OSError as error:
-        raise BadRequest(f"cannot read {path}: {error.strerror}") from None
+        raise BadRequest(f"cannot read {where}: {error.strerror}") from None
+    except UnicodeDecodeError as error:
+        raise BadRequest(f"{where} is not UTF-8 text (byte {error.start})") from None
     except json.JSONDecodeError as error:
-        raise BadRequest(f"{path} is not valid JSON: {error.msg} at line {error.lineno}") from None
+        raise BadRequest(f"{where} is not valid JSON: {error.msg} at line {error.lineno}") from None
+    except RecursionError:
+        raise BadRequest(f"{where} nests JSON too deeply to read") from None
+    except ValueError as error:  # NaN or Infinity, which JSON does not have
+        raise BadRequest(f"{where} is not valid JSON: {error}") from None
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
 
 
 def request_data(
@@ -101,19 +123,24 @@ def request_data(
     for flag, (section, field) in FLAG_FIELDS.items():
         value = getattr(args, flag, None)
         if value is not None:
-            target = data if section is None else data.setdefault(section, {})
-            if not isinstance(target, dict):
-                raise BadRequest(f"'{section}' in the spec must be an object")
-            target[field] = value
+            (data if section is None else _section(data, section))[field] = value
     for section, flags in section_flags.items():
         for flag in flags:
             value = getattr(args, flag, None)
             if value is not None:
-                data.setdefault(section, {})[flag] = value
+                _section(data, section)[flag] = value
     for item in getattr(args, "assume", None) or []:
         name, value = _assumption(item)
-        data.setdefault("assumptions", {})[name] = value
+        _section(data, "assumptions")[name] = value
     return data
+
+
+def _section(data: dict[str, Any], name: str) -> dict[str, Any]:
+    """The spec's object `name`, created if absent, for flags to be laid over."""
+    section = data.setdefault(name, {})
+    if not isinstance(section, dict):
+        raise BadRequest(f"'{name}' in the spec must be an object, got {type(section).__name__}")
+    return section
 
 
 def _assumption(item: str) -> tuple[str, Any]:

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from typing import Any
 
 from api.cli_common import BadRequest, add_job_flags, emit, request_data
-from api.errors import EXIT_OK
+from api.errors import EXIT_INFEASIBLE, EXIT_OK, EXIT_UNKNOWN
 from api.render import optimize_text, pareto_text
 from api.schemas import SearchRequest, optimize_out, pareto_out
 from optimizer.search import optimize, pareto
@@ -123,8 +123,14 @@ def _run_search(
         time_limit_s=request.time_limit_s or DEFAULT_TIME_LIMIT_S,
         workers=args.workers,
     )
-    emit(to_out(result), args.json, text)
-    return EXIT_OK
+    answer = to_out(result)
+    emit(answer, args.json, text)
+    return exit_status(answer.status)
+
+
+def exit_status(status: str) -> int:
+    """What a shell script branches on: proved infeasible (3), nothing proved (4)."""
+    return {"infeasible": EXIT_INFEASIBLE, "unknown": EXIT_UNKNOWN}.get(status, EXIT_OK)
 
 
 def run_optimize(args: argparse.Namespace) -> int:

@@ -16,11 +16,19 @@ from fastapi.responses import JSONResponse
 from pydantic import ValidationError
 from starlette.exceptions import HTTPException
 
-from api import errors
+from api import __version__, errors
 from api.metrics import Metrics
-from api.middleware import BodyLimit, InFlightLimit, RequestContext, error_response
+from api.middleware import (
+    Admission,
+    BodyReader,
+    InFlightLimit,
+    RequestContext,
+    error_response,
+    saturated_response,
+)
+from api.page import POOLED_PAGE_PATHS
 from api.page import router as page_router
-from api.routes import router
+from api.routes import POOLED_PATHS, router
 from api.settings import Settings
 from api.workers import Saturated, Solver
 from models.errors import InvalidSpec
@@ -41,11 +49,12 @@ def add_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(Saturated)
     async def _saturated(_: Request, error: Saturated) -> JSONResponse:
-        headers = {"Retry-After": str(error.retry_after_s)}
-        return error_response(errors.saturated(str(error)), 503, headers)
+        return saturated_response(error)
 
     @app.exception_handler(HTTPException)
     async def _http(_: Request, error: HTTPException) -> JSONResponse:
+        if error.status_code == 400:  # a body FastAPI could not decode (nested too deep)
+            return error_response(errors.undecodable_body(), 422)
         detail = errors.detail_from_http_status(error.status_code, str(error.detail))
         return error_response(detail, error.status_code, error.headers)
 
@@ -53,9 +62,17 @@ def add_error_handlers(app: FastAPI) -> None:
 @asynccontextmanager
 async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
     app.state.ready = True
+    app.state.solver.pool.draining = False  # an app started again (tests) serves again
     yield
-    # Readiness fails first so a load balancer stops sending while in-flight work drains.
+    drain(app)
+
+
+def drain(app: FastAPI) -> int:
+    """Readiness fails first so a load balancer stops sending; work still queued is refused
+    (503 + Retry-After) and new work too; running solves go on. Returns how many queued
+    requests were refused. `api.serve` calls it on SIGTERM, the lifespan again at the end."""
     app.state.ready = False
+    return app.state.solver.pool.drain()  # type: ignore[no-any-return]
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
@@ -63,7 +80,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     metrics = Metrics()
     app = FastAPI(
         title="layoutopt",
-        version="0.1.0",
+        version=__version__,
         description="Parallelism layouts for transformer training: cost model, optimiser, explanations.",
         lifespan=_lifespan,
     )
@@ -74,14 +91,29 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(router)
     app.include_router(page_router)
     add_error_handlers(app)
-    app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes, metrics=metrics)
+    # Starlette runs the last added outermost: RequestContext, BodyReader, Admission,
+    # InFlightLimit, then the routes.
     app.add_middleware(
         InFlightLimit,
         max_in_flight=settings.max_in_flight,
         retry_after_s=settings.retry_after_s,
         metrics=metrics,
     )
-    app.add_middleware(RequestContext, metrics=metrics)  # added last: outermost
+    app.add_middleware(
+        Admission,
+        pool=app.state.solver.pool,
+        pooled_paths=POOLED_PATHS | POOLED_PAGE_PATHS,
+        metrics=metrics,
+    )
+    app.add_middleware(
+        BodyReader,
+        max_bytes=settings.max_body_bytes,
+        timeout_s=settings.body_timeout_s,
+        max_readers=settings.max_body_readers,
+        retry_after_s=settings.retry_after_s,
+        metrics=metrics,
+    )
+    app.add_middleware(RequestContext, metrics=metrics)
     return app
 
 

@@ -1,4 +1,7 @@
-"""ASGI middleware: request ids, metrics and access logs, the last-resort 500, body limits.
+"""ASGI middleware, outermost first: request ids, metrics and access logs, the last-resort
+500 (`RequestContext`); the body read whole within a size and a time limit (`BodyReader`);
+a solver slot reserved before any parsing (`Admission`); a bound on requests being served
+(`InFlightLimit`).
 
 Plain ASGI rather than Starlette's BaseHTTPMiddleware, so the body can be counted as it
 streams and a fault is caught before any byte of the response has gone out.
@@ -6,9 +9,10 @@ streams and a fault is caught before any byte of the response has gone out.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 
 from starlette.datastructures import Headers, MutableHeaders
 from starlette.responses import JSONResponse
@@ -18,6 +22,10 @@ from api import errors
 from api.logs import REQUEST_ID_HEADER, new_request_id, request_id
 from api.metrics import Metrics
 from api.schemas import ErrorDetail, ErrorOut
+from api.workers import ClientGone, Saturated, SolverPool
+
+# Where Admission leaves the reserved solver slot for the route (scope["state"]).
+SLOT_KEY = "solver_slot"
 
 logger = logging.getLogger("layoutopt.http")
 # Logged and counted when no response was sent: the client went away first (nginx's 499).
@@ -61,6 +69,8 @@ class RequestContext:
 
         try:
             await self.app(scope, receive, send_with_id)
+        except ClientGone:
+            pass  # nobody to answer: logged and counted as 499
         except Exception:
             logger.exception("unhandled error")
             if not started:
@@ -84,11 +94,19 @@ class RequestContext:
         )
 
 
+def _has_body(scope: Scope) -> bool:
+    return scope["type"] == "http" and scope["method"] not in ("GET", "HEAD", "OPTIONS")
+
+
+def saturated_response(error: Saturated) -> JSONResponse:
+    headers = {"Retry-After": str(error.retry_after_s)}
+    return error_response(errors.saturated(str(error)), 503, headers)
+
+
 class InFlightLimit:
     """503 + Retry-After at once for a request with a body when `max_in_flight` are already
-    being served, so a flood queues neither bodies nor work without bound.
-
-    Bodiless requests (probes, metrics, presets) always pass: a busy pod stays live.
+    being served (their bodies read), so a flood queues neither bodies nor work without
+    bound. Bodiless requests (probes, metrics, presets) always pass: a busy pod stays live.
     """
 
     def __init__(self, app: ASGIApp, max_in_flight: int, retry_after_s: int, metrics: Metrics):
@@ -97,7 +115,7 @@ class InFlightLimit:
         self.in_flight = 0  # one event loop: no lock needed
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["method"] in ("GET", "HEAD", "OPTIONS"):
+        if not _has_body(scope):
             await self.app(scope, receive, send)
             return
         if self.in_flight >= self.max_in_flight:
@@ -113,37 +131,102 @@ class InFlightLimit:
             self.in_flight -= 1
 
 
-class BodyLimit:
-    """413 for a body over `max_bytes`: by its Content-Length at once, else as it streams.
+class Admission:
+    """For the routes that queue CPU work (`pooled_paths`): a solver slot reserved before
+    the body is parsed or validated, else 503 + Retry-After (the queue's expected wait) at
+    once, and always 503 while the server drains. The route finds the slot in
+    scope["state"]; it is freed when the request ends."""
 
-    The body is read here, up to the limit, and replayed to the app; bodies are small JSON.
-    """
-
-    def __init__(self, app: ASGIApp, max_bytes: int, metrics: Metrics) -> None:
-        self.app, self.max_bytes, self.metrics = app, max_bytes, metrics
+    def __init__(
+        self, app: ASGIApp, pool: SolverPool, pooled_paths: Collection[str], metrics: Metrics
+    ) -> None:
+        self.app, self.pool, self.metrics = app, pool, metrics
+        self.pooled_paths = frozenset(pooled_paths)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
+        if not (_has_body(scope) and scope["path"] in self.pooled_paths):
+            await self.app(scope, receive, send)
+            return
+        try:
+            slot = self.pool.reserve()
+        except Saturated as error:
+            self.metrics.rejections.inc("draining" if error.draining else "saturated")
+            await saturated_response(error)(scope, receive, send)
+            return
+        scope.setdefault("state", {})[SLOT_KEY] = slot
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            slot.release()
+
+
+class BodyReader:
+    """The whole body read before the app sees the request: 413 for one over `max_bytes`
+    (by its Content-Length at once, else as it streams), 408 for one still incomplete after
+    `timeout_s`, 503 when `max_readers` bodies are already arriving. So slow senders hold
+    no solver slot and no in-flight place, and bodies in memory stay bounded.
+    """
+
+    def __init__(
+        self,
+        app: ASGIApp,
+        max_bytes: int,
+        timeout_s: float,
+        max_readers: int,
+        retry_after_s: int,
+        metrics: Metrics,
+    ) -> None:
+        self.app, self.max_bytes, self.metrics = app, max_bytes, metrics
+        self.timeout_s, self.max_readers, self.retry_after_s = timeout_s, max_readers, retry_after_s
+        self.readers = 0
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if not _has_body(scope):
             await self.app(scope, receive, send)
             return
         declared = Headers(scope=scope).get("content-length", "")
         if declared.isdigit() and int(declared) > self.max_bytes:
             await self._reject(int(declared), scope, receive, send)
             return
+        if self.readers >= self.max_readers:
+            self.metrics.rejections.inc("body_readers")
+            message = f"{self.max_readers} request bodies arriving; retry in {self.retry_after_s} s"
+            headers = {"Retry-After": str(self.retry_after_s)}
+            await error_response(errors.saturated(message), 503, headers)(scope, receive, send)
+            return
+        self.readers += 1
+        try:
+            body = await asyncio.wait_for(self._read(receive), self.timeout_s)
+        except TimeoutError:
+            self.metrics.rejections.inc("body_timeout")
+            response = error_response(errors.body_too_slow(self.timeout_s), 408)
+            response.headers["Connection"] = "close"
+            await response(scope, receive, send)
+            return
+        finally:
+            self.readers -= 1
+        if body is None:  # the client went away
+            return
+        if len(body) > self.max_bytes:
+            await self._reject(None, scope, receive, send)
+            return
+        await self.app(scope, _replay(body, receive), send)
+
+    async def _read(self, receive: Receive) -> bytes | None:
+        """The body, None if the client left, or past the limit by one chunk at most."""
         chunks: list[bytes] = []
         size_bytes = 0
         more_body = True
         while more_body:
             message = await receive()
-            if message["type"] != "http.request":  # the client went away
-                return
+            if message["type"] != "http.request":
+                return None
             chunks.append(message.get("body", b""))
             size_bytes += len(chunks[-1])
             if size_bytes > self.max_bytes:
-                await self._reject(None, scope, receive, send)
-                return
+                break
             more_body = message.get("more_body", False)
-        await self.app(scope, _replay(b"".join(chunks), receive), send)
+        return b"".join(chunks)
 
     async def _reject(
         self, size_bytes: int | None, scope: Scope, receive: Receive, send: Send

@@ -8,13 +8,15 @@ not. It asks the cost model itself (`evaluate`), so the page never re-implements
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any
 
-from fastapi import APIRouter, HTTPException
+from fastapi import APIRouter, HTTPException, Request
 from fastapi.responses import FileResponse
-from pydantic import BaseModel
+from pydantic import BaseModel, RootModel
 
+from api.routes import SolverDep, slot_of
 from api.schemas import EvaluateRequest
 from models.errors import InvalidSpec
 from models.job import TrainingJob
@@ -46,12 +48,18 @@ ZERO_CHOICES = (0, 1, 2, 3)
 RECOMPUTE_CHOICES = ("none", "selective", "full")
 
 router = APIRouter(include_in_schema=False)
+# Pricing every control's values (~100 layouts) is CPU work: it queues for the solver pool.
+POOLED_PAGE_PATHS = frozenset({"/page/choices"})
 
 
 class Choice(BaseModel):
     value: int | str
     valid: bool
     reason: str | None = None
+
+
+class Choices(RootModel[dict[str, list[Choice]]]):
+    """Each control's values, each marked valid or not."""
 
 
 def _divisors(n: int, limit: int) -> list[int]:
@@ -87,14 +95,24 @@ def _choice(request: EvaluateRequest, job: TrainingJob, control: str, value: int
     return Choice(value=value, valid=True)
 
 
-@router.post("/page/choices")
-def layout_choices(request: EvaluateRequest) -> dict[str, list[Choice]]:
-    """Each control's values, each marked valid or not with the others held fixed."""
+def all_choices(request: EvaluateRequest, _: object = None) -> Choices:
     job = request.job()  # a bad model or cluster is the request's fault: 422 once, not per value
-    return {
-        control: [_choice(request, job, control, value) for value in values]
-        for control, values in candidate_values(request).items()
-    }
+    return Choices(
+        {
+            control: [_choice(request, job, control, value) for value in values]
+            for control, values in candidate_values(request).items()
+        }
+    )
+
+
+@router.post("/page/choices")
+async def layout_choices(
+    request: EvaluateRequest, solver: SolverDep, http: Request
+) -> dict[str, list[Choice]]:
+    """Each control's values, each marked valid or not with the others held fixed."""
+    work = partial(all_choices, request)
+    answer = await solver.run("choices", request, work, slot=slot_of(http), receive=http.receive)
+    return answer.root
 
 
 @router.get("/")

@@ -9,6 +9,7 @@ from fastapi import APIRouter, Body, Depends, Request
 from fastapi.responses import JSONResponse, PlainTextResponse
 
 from api.metrics import CONTENT_TYPE
+from api.middleware import SLOT_KEY
 from api.schemas import (
     PLATE_EXAMPLE,
     SEARCH_EXAMPLE,
@@ -24,23 +25,37 @@ from api.schemas import (
     optimize_out,
     pareto_out,
 )
-from api.workers import Solver
+from api.workers import Slot, Solver
 from models.presets import gpu_presets, model_presets
 from optimizer import search
 from optimizer.cost_model import evaluate
+from optimizer.stopping import StopSignal
 
 router = APIRouter()
 
+# Routes whose work queues for the solver pool: Admission reserves their slot before the
+# body is parsed (api/middleware.py).
+POOLED_PATHS = frozenset({"/v1/optimize", "/v1/pareto"})
+
 # Documented in OpenAPI so clients (and schemathesis) know the error shape.
 ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
+    408: {"model": ErrorOut, "description": "Request body did not arrive in time."},
     413: {"model": ErrorOut, "description": "Request body over the size limit."},
     422: {"model": ErrorOut, "description": "Invalid request; `field` names the culprit."},
-    503: {"model": ErrorOut, "description": "Saturated: retry after `Retry-After` seconds."},
+    503: {
+        "model": ErrorOut,
+        "description": "Saturated or draining: retry after `Retry-After` seconds.",
+    },
 }
 
 
 def solver_of(request: Request) -> Solver:
     return request.app.state.solver  # type: ignore[no-any-return]
+
+
+def slot_of(request: Request) -> Slot | None:
+    """The solver slot Admission reserved for this request (none under a bare app)."""
+    return request.scope.get("state", {}).get(SLOT_KEY)
 
 
 SolverDep = Annotated[Solver, Depends(solver_of)]
@@ -64,22 +79,32 @@ PlateSearch = Annotated[
 ]
 
 
-def price(request: EvaluateRequest) -> EstimateOut:
+def price(request: EvaluateRequest, _: StopSignal | None = None) -> EstimateOut:
     estimate = evaluate(request.job(), request.layout, request.profile, request.assumptions)
     return estimate_out(estimate)
 
 
-def best_layout(request: SearchRequest, time_limit_s: float) -> OptimizeOut:
+def best_layout(request: SearchRequest, time_limit_s: float, stop: StopSignal) -> OptimizeOut:
     # One CP-SAT worker per solve: the pool already gives each core its own request.
     result = search.optimize(
-        request.job(), request.search, request.profile, request.assumptions, time_limit_s
+        request.job(),
+        request.search,
+        request.profile,
+        request.assumptions,
+        time_limit_s,
+        stop=stop,
     )
     return optimize_out(result)
 
 
-def frontier(request: SearchRequest, time_limit_s: float) -> ParetoOut:
+def frontier(request: SearchRequest, time_limit_s: float, stop: StopSignal) -> ParetoOut:
     result = search.pareto(
-        request.job(), request.search, request.profile, request.assumptions, time_limit_s
+        request.job(),
+        request.search,
+        request.profile,
+        request.assumptions,
+        time_limit_s,
+        stop=stop,
     )
     return pareto_out(result)
 
@@ -98,39 +123,45 @@ async def evaluate_layout(request: PlateEvaluate, solver: SolverDep) -> Estimate
 
 
 @router.post("/v1/optimize", response_model=OptimizeOut, tags=["plan"], responses=ERROR_RESPONSES)
-async def optimize_layout(request: PlateSearch, solver: SolverDep) -> OptimizeOut:
-    """The layout of highest MFU that fits, whether it is proved optimal, and what binds it."""
+async def optimize_layout(request: PlateSearch, solver: SolverDep, http: Request) -> OptimizeOut:
+    """The layout of highest MFU that fits, what was proved of it, and what binds it."""
     time_limit_s = solver.time_limit_for(request.time_limit_s)
     work = partial(best_layout, request, time_limit_s)
-    return await solver.run("optimize", request, work, cacheable=proved)
+    return await solver.run(
+        "optimize", request, work, proved, slot=slot_of(http), receive=http.receive
+    )
 
 
 @router.post("/v1/pareto", response_model=ParetoOut, tags=["plan"], responses=ERROR_RESPONSES)
-async def pareto_frontier(request: PlateSearch, solver: SolverDep) -> ParetoOut:
+async def pareto_frontier(request: PlateSearch, solver: SolverDep, http: Request) -> ParetoOut:
     """The memory/MFU frontier: non-dominated layouts, memory ascending, MFU ascending."""
     time_limit_s = solver.time_limit_for(request.time_limit_s)
     work = partial(frontier, request, time_limit_s)
-    return await solver.run("pareto", request, work, cacheable=proved)
+    return await solver.run(
+        "pareto", request, work, proved, slot=slot_of(http), receive=http.receive
+    )
 
 
+# Probes and catalogue reads answer from the event loop (async, no thread): CPU-bound routes
+# fill the thread pools, and a liveness probe must not wait behind them.
 @router.get("/v1/presets", response_model=PresetsOut, tags=["plan"])
-def list_presets() -> PresetsOut:
+async def list_presets() -> PresetsOut:
     """The model and GPU presets a request may name, with their specs and sources."""
     return PresetsOut(models=model_presets(), gpus=gpu_presets())
 
 
 @router.get("/healthz", tags=["ops"])
-def healthz() -> dict[str, str]:
+async def healthz() -> dict[str, str]:
     """Liveness: the process answers."""
     return {"status": "ok"}
 
 
 @router.get("/readyz", response_model=ReadyOut, tags=["ops"], responses={503: {"model": ReadyOut}})
-def readyz(request: Request, solver: SolverDep) -> ReadyOut | JSONResponse:
-    """Readiness: started and not shutting down, with the solver pool's load."""
+async def readyz(request: Request, solver: SolverDep) -> ReadyOut | JSONResponse:
+    """Readiness: started and not draining, with the solver pool's load."""
     ready = request.app.state.ready
     answer = ReadyOut(
-        status="ready" if ready else "shutting down",
+        status="ready" if ready else "draining",
         solver_admitted=solver.pool.admitted,
         solver_capacity=solver.pool.capacity,
     )
@@ -138,6 +169,6 @@ def readyz(request: Request, solver: SolverDep) -> ReadyOut | JSONResponse:
 
 
 @router.get("/metrics", response_class=PlainTextResponse, tags=["ops"])
-def metrics(request: Request) -> PlainTextResponse:
+async def metrics(request: Request) -> PlainTextResponse:
     """Prometheus metrics: requests, latencies, solver wall time, cache hits, rejections."""
     return PlainTextResponse(request.app.state.metrics.render(), media_type=CONTENT_TYPE)

@@ -47,8 +47,43 @@ class Settings(BaseSettings):
         description="Requests with a body served at once; more get 503. Bounds memory "
         "to about max_in_flight * max_body_bytes.",
     )
-    retry_after_s: int = Field(1, gt=0, le=3600, description="Retry-After sent with a 503.")
+    retry_after_s: int = Field(
+        1,
+        gt=0,
+        le=3600,
+        description="Least Retry-After sent with a 503; a solver queue's expected wait when longer.",
+    )
+    body_timeout_s: float = Field(
+        10.0, gt=0, le=600, description="A request body not whole after this gets 408."
+    )
+    max_body_readers: int = Field(
+        512,
+        gt=0,
+        le=100_000,
+        description="Request bodies arriving at once; more get 503. Bounds memory to about "
+        "max_body_readers * max_body_bytes.",
+    )
+    drain_s: float = Field(
+        3.0,
+        ge=0,
+        le=600,
+        description="After SIGTERM: seconds during which /readyz answers 503 and new work is "
+        "refused, before the listener closes.",
+    )
+    shutdown_grace_s: float | None = Field(
+        None,
+        gt=0,
+        le=3600,
+        description="After the drain: the most running solves may take to finish; default "
+        "solver_time_limit_s + 5.",
+    )
     log_level: Literal["critical", "error", "warning", "info", "debug"] = "info"
+
+    @property
+    def grace_s(self) -> float:
+        if self.shutdown_grace_s is not None:
+            return self.shutdown_grace_s
+        return self.solver_time_limit_s + 5
 
     @field_validator("log_level", mode="before")
     @classmethod

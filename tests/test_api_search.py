@@ -78,9 +78,9 @@ def test_time_limit_is_the_requests_capped_by_the_servers(
     asked: list[float] = []
     real_optimize = search.optimize
 
-    def spy(*args: Any) -> search.OptimizeResult:
+    def spy(*args: Any, **kwargs: Any) -> search.OptimizeResult:
         asked.append(args[4])  # time_limit_s, passed fifth
-        return real_optimize(*args)
+        return real_optimize(*args, **kwargs)
 
     monkeypatch.setattr(search, "optimize", spy)
     api = make_api(solver_time_limit_s=3.0)
