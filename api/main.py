@@ -16,7 +16,7 @@ from fastapi.responses import JSONResponse
 from pydantic import ValidationError
 from starlette.exceptions import HTTPException
 
-from api import __version__, errors
+from api import __version__, errors, openapi
 from api.metrics import Metrics
 from api.middleware import (
     Admission,
@@ -90,6 +90,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.ready = True
     app.include_router(router)
     app.include_router(page_router)
+    openapi.install(app)
     add_error_handlers(app)
     # Starlette runs the last added outermost: RequestContext, BodyReader, Admission,
     # InFlightLimit, then the routes.

@@ -17,7 +17,7 @@ from models.hf_config import from_hf_config, looks_like_hf_config
 from models.job import TrainingJob
 from models.layout import Dimension, Layout
 from models.presets import gpu_preset, gpu_presets, model_preset, model_presets
-from models.strict import REQUEST_CONFIG
+from models.strict import REQUEST_CONFIG, JsonInt
 from models.training import TrainingSpec
 from models.transformer import MAX_HIDDEN, MAX_LAYERS, MAX_VOCAB, TransformerSpec
 from optimizer.assumptions import CostAssumptions
@@ -49,11 +49,11 @@ class HfConfigIn(BaseModel):
 
     model_config = ConfigDict(extra="allow")
 
-    num_hidden_layers: Annotated[int, Field(gt=0, le=MAX_LAYERS)]
-    hidden_size: Annotated[int, Field(gt=0, le=MAX_HIDDEN)]
-    intermediate_size: Annotated[int, Field(gt=0)]
-    num_attention_heads: Annotated[int, Field(gt=0, le=MAX_HIDDEN)]
-    vocab_size: Annotated[int, Field(gt=0, le=MAX_VOCAB)]
+    num_hidden_layers: Annotated[JsonInt, Field(gt=0, le=MAX_LAYERS)]
+    hidden_size: Annotated[JsonInt, Field(gt=0, le=MAX_HIDDEN)]
+    intermediate_size: Annotated[JsonInt, Field(gt=0)]
+    num_attention_heads: Annotated[JsonInt, Field(gt=0, le=MAX_HIDDEN)]
+    vocab_size: Annotated[JsonInt, Field(gt=0, le=MAX_VOCAB)]
 
 
 # The names the catalogue holds, published as enums: what the schema admits is what resolves.
@@ -93,10 +93,10 @@ PLATE_EXAMPLE: dict[str, Any] = {
 class ClusterIn(BaseModel):
     model_config = REQUEST_CONFIG
 
-    gpus: int = Field(gt=0, le=MAX_GPUS, description="GPUs in the job.")
+    gpus: JsonInt = Field(gt=0, le=MAX_GPUS, description="GPUs in the job.")
     gpu: GpuRef = Field("h100-sxm", validate_default=True)  # type: ignore[assignment]
-    gpus_per_node: int = Field(8, gt=0, le=1024, description="GPUs sharing one NVLink domain.")
-    nvlink_domain: int | None = Field(
+    gpus_per_node: JsonInt = Field(8, gt=0, le=1024, description="GPUs sharing one NVLink domain.")
+    nvlink_domain: JsonInt | None = Field(
         None,
         gt=0,
         le=100_000,
@@ -249,8 +249,8 @@ class PresetsOut(BaseModel):
 
 class ReadyOut(BaseModel):
     status: str
-    solver_admitted: int = Field(description="Solves running or queued now.")
-    solver_capacity: int = Field(description="Workers plus queue depth: more gets 503.")
+    solver_admitted: JsonInt = Field(description="Solves running or queued now.")
+    solver_capacity: JsonInt = Field(description="Workers plus queue depth: more gets 503.")
 
 
 # --- search: optimize and pareto (owned by the optimiser; issue 3) -----------------------

@@ -161,10 +161,14 @@ SERVE = "import sys; from api.cli import main; sys.exit(main())"
 
 
 def start_server(port: int, env: dict[str, str], log: Any) -> subprocess.Popen[bytes]:
-    """`layoutopt serve` on 127.0.0.1:`port`, settings from `env`, once it answers /readyz."""
+    """`layoutopt serve` on 127.0.0.1:`port`, settings from `env`, once it answers /readyz.
+    No drain on SIGTERM unless `env` asks for one (DRAIN_S): stop_server is then prompt."""
     command = [sys.executable, "-c", SERVE, "serve", "--host", "127.0.0.1", "--port", str(port)]
     server = subprocess.Popen(
-        command, env={**os.environ, **env}, stdout=subprocess.DEVNULL, stderr=log
+        command,
+        env={**os.environ, "DRAIN_S": "0", **env},
+        stdout=subprocess.DEVNULL,
+        stderr=log,
     )
     deadline = time.monotonic() + STARTUP_TIMEOUT_S
     while time.monotonic() < deadline and server.poll() is None:

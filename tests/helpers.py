@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from models.hardware import ClusterSpec
 from models.job import TrainingJob
 from models.presets import gpu_preset, model_preset
@@ -19,3 +21,12 @@ def plate_job(
         cluster=ClusterSpec(gpus=gpus, gpu=gpu_preset("h100-sxm"), gpus_per_node=8),
         training=TrainingSpec(**training),
     )
+
+
+def run_cli(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    """`layoutopt ARGV` in this process: its exit status, stdout and stderr."""
+    from api.cli import main
+
+    status = main(argv)
+    out, err = capsys.readouterr()
+    return status, out, err

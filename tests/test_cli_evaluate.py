@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from api.cli import main
+from tests.helpers import run_cli as run
 
 PLATE_FLAGS = [
     "--model",
@@ -25,12 +25,6 @@ PLATE_FLAGS = [
     "--zero",
     "2",
 ]
-
-
-def run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    status = main(argv)
-    out, err = capsys.readouterr()
-    return status, out, err
 
 
 def test_plate_command_reports_the_reference_figures(capsys: pytest.CaptureFixture[str]) -> None:

@@ -7,20 +7,14 @@ from pathlib import Path
 
 import pytest
 
-from api.cli import main
 from api.schemas import SEARCH_EXAMPLE
 from optimizer import enumerator
 from optimizer.assumptions import CostAssumptions
 from optimizer.space import SearchSpace, resolve_space
 from tests.helpers import plate_job
+from tests.helpers import run_cli as run
 
 PLATE = ["--model", "llama3-405b", "--gpus", "16384", "--profile", "workshop"]
-
-
-def run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    status = main(argv)
-    out, err = capsys.readouterr()
-    return status, out, err
 
 
 def test_optimize_table_names_layout_and_what_binds(capsys: pytest.CaptureFixture[str]) -> None:
