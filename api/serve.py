@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import signal
+import sys
 import time
 from types import FrameType
 
@@ -45,8 +46,15 @@ class DrainingServer(uvicorn.Server):
         return await super().on_tick(counter)
 
 
+# The event loop shares the GIL with the solver threads, whose model building is Python:
+# a shorter switch interval than CPython's 5 ms hands the loop the GIL sooner, so probes
+# and refusals answer in milliseconds while solves run (docs/performance.md).
+GIL_SWITCH_INTERVAL_S = 0.001
+
+
 def serve(host: str | None, port: int | None, settings: Settings | None = None) -> None:
     settings = settings or Settings()  # WORKERS, QUEUE_DEPTH, ... from the environment
+    sys.setswitchinterval(GIL_SWITCH_INTERVAL_S)
     app = create_app(settings)
     config = uvicorn.Config(
         app,

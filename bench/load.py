@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import itertools
+import json
 import os
 import random
 import socket
@@ -36,6 +37,7 @@ from optimizer.cost_model import evaluate
 
 STARTUP_TIMEOUT_S = 30.0
 RETRY_PAUSE_S = 0.05  # after a 503, so refused clients do not spin on the loop
+PROBE_EVERY_S = 0.1  # a liveness prober beside the load, as a kubelet would be
 REQUEST_TIMEOUT_S = 60.0
 
 
@@ -44,6 +46,7 @@ class Tally:
     # by (operation, "2xx" or "503"): how long answers and refusals took
     latencies_s: dict[tuple[str, str], list[float]] = field(default_factory=dict)
     statuses: Counter[str] = field(default_factory=Counter)  # "200", "503", "transport:...", ...
+    probe_s: list[float] = field(default_factory=list)  # GET /healthz, one every PROBE_EVERY_S
 
     def record(self, operation: str, status: str, latency_s: float) -> None:
         self.statuses[status] += 1
@@ -124,9 +127,43 @@ async def drive(
             for seed in range(args.clients)
         ]
         sampler = sample_rss(server_pid, deadline, rss_kb)
-        await asyncio.gather(sampler, *clients)
+        await asyncio.gather(sampler, probe(base_url, args.duration_s, tally), *clients)
     rss_kb.append(rss_of(server_pid))
     return rss_kb
+
+
+# A liveness prober in a process of its own, as a kubelet is: the load generator's busy
+# event loop would otherwise add its own delay to every probe it times.
+PROBER = """
+import json, sys, time, httpx
+url, duration_s, every_s = sys.argv[1], float(sys.argv[2]), float(sys.argv[3])
+seconds, statuses = [], []
+deadline = time.monotonic() + duration_s
+with httpx.Client(base_url=url, timeout=60) as http:
+    while time.monotonic() < deadline:
+        start = time.perf_counter()
+        statuses.append(http.get("/healthz").status_code)
+        seconds.append(time.perf_counter() - start)
+        time.sleep(every_s)
+print(json.dumps({"seconds": seconds, "statuses": statuses}))
+"""
+
+
+async def probe(base_url: str, duration_s: float, tally: Tally) -> None:
+    """GET /healthz every PROBE_EVERY_S from another process, for `duration_s`."""
+    prober = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-c",
+        PROBER,
+        base_url,
+        str(duration_s),
+        str(PROBE_EVERY_S),
+        stdout=asyncio.subprocess.PIPE,
+    )
+    out, _ = await prober.communicate()
+    found = json.loads(out)
+    tally.probe_s += found["seconds"]
+    tally.statuses.update(f"probe {status}" for status in found["statuses"])
 
 
 async def sample_rss(pid: int, deadline: float, samples: list[int]) -> None:
@@ -221,12 +258,42 @@ def server_quantile_ms(metrics: dict[str, float], route: str, fraction: float) -
     return "> 30,000" if bound == float("inf") else f"<= {bound * 1000:,.0f}"
 
 
+def logged_latencies_ms(log_text: str) -> dict[tuple[str, int], list[float]]:
+    """The server's own time per request, from its JSON access log: by (path, status)."""
+    found: dict[tuple[str, int], list[float]] = {}
+    for line in log_text.splitlines():
+        if not line.startswith("{"):
+            continue
+        entry = json.loads(line)
+        if entry.get("message") == "request":
+            key = (entry["path"], int(entry["status"]))
+            found.setdefault(key, []).append(float(entry["duration_ms"]))
+    return found
+
+
+def logged_table(latencies_ms: dict[tuple[str, int], list[float]]) -> list[str]:
+    lines = [
+        "",
+        "server-side time, from its access log (the load generator's queueing excluded):",
+        "",
+        "| path | status | count | p50 ms | p99 ms | max ms |",
+        "| --- | --- | ---: | ---: | ---: | ---: |",
+    ]
+    for (path, status), values in sorted(latencies_ms.items()):
+        p50, p99 = (percentile(values, q) for q in (0.5, 0.99))
+        lines.append(
+            f"| {path} | {status} | {len(values):,} | {p50:,.1f} | {p99:,.1f} | {max(values):,.1f} |"
+        )
+    return lines
+
+
 def report(
     args: argparse.Namespace,
     tally: Tally,
     rss_kb: list[int],
     cpu_s: float,
     metrics: dict[str, float],
+    latencies_ms: dict[tuple[str, int], list[float]],
 ) -> str:
     total = sum(tally.statuses.values())
     server_errors = sum(
@@ -263,6 +330,15 @@ def report(
     for route in ("/v1/evaluate", "/v1/optimize"):
         bounds = [server_quantile_ms(metrics, route, q) for q in (0.5, 0.99)]
         lines.append(f"| {route} | {bounds[0]} | {bounds[1]} |")
+    lines += logged_table(latencies_ms)
+    if tally.probe_s:
+        p50, p99 = (percentile(tally.probe_s, q) * 1000 for q in (0.5, 0.99))
+        lines += [
+            "",
+            f"- /healthz probe (another process, every {PROBE_EVERY_S:g} s): p50 {p50:,.1f} ms, "
+            f"p99 {p99:,.1f} ms, max {max(tally.probe_s) * 1000:,.1f} ms "
+            f"({len(tally.probe_s)} probes)",
+        ]
     wanted = ("layoutopt_cache_hits_total", "layoutopt_rejections_total")
     lines.append("")
     lines += [f"- `{name}` {value:g}" for name, value in metrics.items() if name.startswith(wanted)]
@@ -304,7 +380,9 @@ def main(argv: list[str] | None = None) -> int:
             metrics = server_metrics(base_url)
         finally:
             stop_server(server)
-    print(report(args, tally, rss_kb, cpu_s, metrics))
+        log.seek(0)
+        latencies_ms = logged_latencies_ms(log.read().decode())
+    print(report(args, tally, rss_kb, cpu_s, metrics, latencies_ms))
     return 0
 
 

@@ -6,7 +6,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from models.strict import SPEC_CONFIG
+from models.strict import SPEC_CONFIG, JsonInt
 
 MAX_GPUS = 10_000_000
 
@@ -66,10 +66,10 @@ class ClusterSpec(BaseModel):
 
     model_config = SPEC_CONFIG
 
-    gpus: int = Field(gt=0, le=MAX_GPUS)
+    gpus: JsonInt = Field(gt=0, le=MAX_GPUS)
     gpu: GpuSpec
-    gpus_per_node: int = Field(8, gt=0, le=1024)
-    nvlink_domain: int | None = Field(
+    gpus_per_node: JsonInt = Field(8, gt=0, le=1024)
+    nvlink_domain: JsonInt | None = Field(
         None, gt=0, le=100_000, description="GPUs sharing NVLink; defaults to gpus_per_node."
     )
 

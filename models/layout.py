@@ -14,7 +14,7 @@ from pydantic import BaseModel, Field, Strict, field_validator
 
 from models.errors import InvalidSpec
 from models.job import TrainingJob
-from models.strict import SPEC_CONFIG
+from models.strict import SPEC_CONFIG, JsonInt
 
 Dimension = Literal["tp", "cp", "pp", "dp"]
 DIMENSIONS: tuple[Dimension, ...] = ("tp", "cp", "pp", "dp")
@@ -49,20 +49,20 @@ class Layout(BaseModel):
 
     model_config = SPEC_CONFIG
 
-    tp: int = Field(1, gt=0, le=MAX_DEGREE, description="Tensor-parallel degree.")
-    pp: int = Field(1, gt=0, le=MAX_DEGREE, description="Pipeline-parallel degree.")
-    cp: int = Field(1, gt=0, le=MAX_DEGREE, description="Context-parallel degree.")
-    dp: int | None = Field(
+    tp: JsonInt = Field(1, gt=0, le=MAX_DEGREE, description="Tensor-parallel degree.")
+    pp: JsonInt = Field(1, gt=0, le=MAX_DEGREE, description="Pipeline-parallel degree.")
+    cp: JsonInt = Field(1, gt=0, le=MAX_DEGREE, description="Context-parallel degree.")
+    dp: JsonInt | None = Field(
         None, gt=0, le=MAX_DEGREE, description="Data-parallel degree; derived when omitted."
     )
-    vpp: int = Field(1, gt=0, le=1024, description="Interleaved chunks per pipeline device.")
-    micro_batch: int = Field(1, gt=0, le=1_000_000, description="Sequences per micro-batch.")
-    zero: int = Field(
+    vpp: JsonInt = Field(1, gt=0, le=1024, description="Interleaved chunks per pipeline device.")
+    micro_batch: JsonInt = Field(1, gt=0, le=1_000_000, description="Sequences per micro-batch.")
+    zero: JsonInt = Field(
         0, ge=0, le=3, description="ZeRO stage: 1 shards optimiser, 2 +grads, 3 +weights."
     )
     recompute: RecomputeMode = Recompute.NONE
     schedule: ScheduleName = Schedule.ONE_F_ONE_B
-    ep: int = Field(
+    ep: JsonInt = Field(
         1, gt=0, le=MAX_DEGREE, description="Expert-parallel degree, carved from dp * cp (MoE)."
     )
     placement: tuple[Dimension, ...] = Field(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
-from models.strict import SPEC_CONFIG
+from models.strict import SPEC_CONFIG, JsonInt
 
 
 class TrainingSpec(BaseModel):
@@ -12,8 +12,8 @@ class TrainingSpec(BaseModel):
 
     model_config = SPEC_CONFIG
 
-    global_batch: int = Field(2048, gt=0, le=100_000_000, description="Sequences per step.")
-    seq_len: int = Field(8192, gt=0, le=100_000_000, description="Tokens per sequence.")
+    global_batch: JsonInt = Field(2048, gt=0, le=100_000_000, description="Sequences per step.")
+    seq_len: JsonInt = Field(8192, gt=0, le=100_000_000, description="Tokens per sequence.")
 
     @property
     def tokens_per_step(self) -> int:

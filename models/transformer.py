@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field, model_validator
 
-from models.strict import SPEC_CONFIG
+from models.strict import SPEC_CONFIG, JsonInt
 
 # Bounds that reject typos and absurd sizes while admitting every published model.
 MAX_LAYERS = 10_000
@@ -18,29 +18,29 @@ class TransformerSpec(BaseModel):
     model_config = SPEC_CONFIG
 
     name: str = Field("custom", max_length=200)
-    num_layers: int = Field(gt=0, le=MAX_LAYERS)
-    hidden_size: int = Field(gt=0, le=MAX_HIDDEN)
-    ffn_hidden_size: int = Field(gt=0, le=16 * MAX_HIDDEN)
-    num_attention_heads: int = Field(gt=0, le=MAX_HIDDEN)
-    num_kv_heads: int = Field(gt=0, le=MAX_HIDDEN)
-    vocab_size: int = Field(gt=0, le=MAX_VOCAB)
+    num_layers: JsonInt = Field(gt=0, le=MAX_LAYERS)
+    hidden_size: JsonInt = Field(gt=0, le=MAX_HIDDEN)
+    ffn_hidden_size: JsonInt = Field(gt=0, le=16 * MAX_HIDDEN)
+    num_attention_heads: JsonInt = Field(gt=0, le=MAX_HIDDEN)
+    num_kv_heads: JsonInt = Field(gt=0, le=MAX_HIDDEN)
+    vocab_size: JsonInt = Field(gt=0, le=MAX_VOCAB)
     tied_embeddings: bool = False
-    head_dim: int | None = Field(
+    head_dim: JsonInt | None = Field(
         None, gt=0, le=MAX_HIDDEN, description="Defaults to hidden_size / num_attention_heads."
     )
     gated_mlp: bool = Field(
         True, description="SwiGLU (three h x f matrices); false for a GeLU MLP (two, as GPT-3)."
     )
     # Mixture of experts: 0 experts is a dense model and every field below is ignored.
-    num_experts: int = Field(0, ge=0, le=100_000, description="Routed experts per MoE layer.")
-    experts_per_token: int = Field(0, ge=0, le=100_000, description="Routed experts (top-k).")
-    expert_ffn_hidden_size: int | None = Field(
+    num_experts: JsonInt = Field(0, ge=0, le=100_000, description="Routed experts per MoE layer.")
+    experts_per_token: JsonInt = Field(0, ge=0, le=100_000, description="Routed experts (top-k).")
+    expert_ffn_hidden_size: JsonInt | None = Field(
         None, gt=0, le=16 * MAX_HIDDEN, description="FFN width of one expert."
     )
-    num_shared_experts: int = Field(
+    num_shared_experts: JsonInt = Field(
         0, ge=0, le=1_000, description="Experts every token passes through (DeepSeek style)."
     )
-    dense_layers: int = Field(
+    dense_layers: JsonInt = Field(
         0, ge=0, le=MAX_LAYERS, description="Leading layers with a dense MLP in an MoE model."
     )
 

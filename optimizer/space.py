@@ -28,15 +28,15 @@ from models.layout import (
     Schedule,
     ScheduleName,
 )
-from models.strict import SPEC_CONFIG
+from models.strict import SPEC_CONFIG, JsonInt
 from optimizer.grid import PLACEMENTS, recompute_code, schedule_code
 
 MAX_SEARCH_VPP = 64
 # Lists of knob values a request may give: every value multiplies the layouts to price, so
 # the lists are capped (a 10 KB body of 2,000 micro-batch sizes once took 1.85 GB).
 MAX_MICRO_BATCH_VALUES = 16
-Stage = Annotated[int, Field(ge=0, le=3)]
-MicroBatch = Annotated[int, Field(ge=1, le=1_000_000)]
+Stage = Annotated[JsonInt, Field(ge=0, le=3)]
+MicroBatch = Annotated[JsonInt, Field(ge=1, le=1_000_000)]
 
 
 class SearchSpace(BaseModel):
@@ -44,17 +44,19 @@ class SearchSpace(BaseModel):
 
     model_config = SPEC_CONFIG
 
-    tp: int | None = Field(None, gt=0, le=MAX_DEGREE, description="Fix the tensor-parallel degree.")
-    pp: int | None = Field(
+    tp: JsonInt | None = Field(
+        None, gt=0, le=MAX_DEGREE, description="Fix the tensor-parallel degree."
+    )
+    pp: JsonInt | None = Field(
         None, gt=0, le=MAX_DEGREE, description="Fix the pipeline-parallel degree."
     )
-    cp: int | None = Field(
+    cp: JsonInt | None = Field(
         None, gt=0, le=MAX_DEGREE, description="Fix the context-parallel degree."
     )
-    vpp: int | None = Field(
+    vpp: JsonInt | None = Field(
         None, gt=0, le=MAX_SEARCH_VPP, description="Fix the interleaved chunks per device."
     )
-    max_vpp: int | None = Field(
+    max_vpp: JsonInt | None = Field(
         None,
         gt=0,
         le=MAX_SEARCH_VPP,
@@ -85,7 +87,7 @@ class SearchSpace(BaseModel):
         max_length=len(Schedule),
         description="Allowed pipeline schedules; default: every one the profile prices.",
     )
-    ep: int | None = Field(
+    ep: JsonInt | None = Field(
         None, gt=0, le=MAX_DEGREE, description="Fix the expert-parallel degree (MoE)."
     )
     memory_limit_gb: float | None = Field(
@@ -96,7 +98,7 @@ class SearchSpace(BaseModel):
         description="Every pipeline chunk holds the same number of layers (num_layers divisible "
         "by pp * vpp), as engines without uneven splits require; relaxable.",
     )
-    min_interleaved_pp: int | None = Field(
+    min_interleaved_pp: JsonInt | None = Field(
         None,
         ge=2,
         le=1_000_000,

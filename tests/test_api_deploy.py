@@ -92,3 +92,13 @@ def test_dockerfile_runs_as_a_user_and_checks_health() -> None:
     user = next(line.split()[1] for line in dockerfile.splitlines() if line.startswith("USER "))
     assert user not in ("root", "0")
     assert "HEALTHCHECK" in dockerfile and "/healthz" in dockerfile
+
+
+def test_a_terminating_pod_has_time_to_drain_and_finish_its_solves() -> None:
+    spec = load("k8s/deployment.yaml")["spec"]["template"]["spec"]
+    container = spec["containers"][0]
+    env = {entry["name"].lower(): entry["value"] for entry in container["env"]}
+    settings = Settings(**env)
+    pause_s = int(container["lifecycle"]["preStop"]["exec"]["command"][-1])
+    assert settings.grace_s > settings.solver_time_limit_s  # a running solve can finish
+    assert spec["terminationGracePeriodSeconds"] >= pause_s + settings.drain_s + settings.grace_s
