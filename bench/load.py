@@ -33,7 +33,7 @@ import httpx
 from api.client import KEEPALIVE_EXPIRY_S
 from api.schemas import PLATE_EXAMPLE, EvaluateRequest
 from models.errors import InvalidSpec
-from optimizer.cost_model import evaluate
+from optimizer.costmodel import evaluate
 
 STARTUP_TIMEOUT_S = 30.0
 RETRY_PAUSE_S = 0.05  # after a 503, so refused clients do not spin on the loop

@@ -24,11 +24,9 @@ from models.hardware import ClusterSpec
 from models.job import TrainingJob
 from models.presets import gpu_preset, model_preset
 from models.training import TrainingSpec
-from optimizer import enumerator
-from optimizer.assumptions import CostAssumptions
-from optimizer.cost_model import evaluate
-from optimizer.search import optimize, pareto
-from optimizer.space import SearchSpace, resolve_space
+from optimizer.costmodel import CostAssumptions, evaluate
+from optimizer.search import SearchSpace, enumerator, resolve_space
+from optimizer.searches import optimize, pareto
 
 REPORT = Path(__file__).resolve().parent.parent / "docs" / "performance.md"
 SECTION = "## Solver"

@@ -1,0 +1,59 @@
+"""The optimiser. Its rooms, from the bottom up:
+
+- `costmodel/`: the single source of truth for every figure: memory by part, bubble,
+  communication and the MFU waterfall of one layout or a grid, under a named profile;
+- `search/`: the search space, the cost model's terms tabulated, the CP-SAT model and its
+  solves, the frontier, and the exhaustive enumerator that checks them;
+- `results.py`: what a search answers (statuses, bounds, relaxations, choices, conflicts);
+- `explain/`: why the optimum is what it is (relaxations, choices, slack, conflicts);
+- `searches.py`: the front door, `optimize` and `pareto`;
+- `validation/`: the cost model against published training runs.
+
+Engines, calibration, studies and the multi-job planner join as rooms of their own here.
+What the API may use is re-exported below.
+"""
+
+from optimizer.costmodel import (
+    DEFAULT_EVALUATE_PROFILE,
+    PLACEMENTS,
+    PROFILES,
+    CostAssumptions,
+    Estimate,
+    ProfileName,
+    evaluate,
+)
+from optimizer.results import (
+    Choice,
+    Conflict,
+    OptimizeResult,
+    ParetoResult,
+    Relaxation,
+    Slack,
+    SolverStats,
+    Status,
+)
+from optimizer.search import SearchSpace, StopSignal
+from optimizer.searches import DEFAULT_SEARCH_PROFILE, optimize, pareto
+
+__all__ = [
+    "DEFAULT_EVALUATE_PROFILE",
+    "DEFAULT_SEARCH_PROFILE",
+    "PLACEMENTS",
+    "PROFILES",
+    "Choice",
+    "Conflict",
+    "CostAssumptions",
+    "Estimate",
+    "OptimizeResult",
+    "ParetoResult",
+    "ProfileName",
+    "Relaxation",
+    "SearchSpace",
+    "Slack",
+    "SolverStats",
+    "Status",
+    "StopSignal",
+    "evaluate",
+    "optimize",
+    "pareto",
+]

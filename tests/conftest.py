@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from api.main import create_app
+from api.http.app import create_app
+from api.http.settings import Settings
 from api.schemas import PLATE_EXAMPLE
-from api.settings import Settings
 
 
 @pytest.fixture

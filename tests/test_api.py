@@ -13,11 +13,11 @@ import httpx
 import pytest
 from fastapi.testclient import TestClient
 
-from api import routes
-from api.main import create_app
+from api.http import routes
+from api.http.app import create_app
+from api.http.settings import Settings
+from api.http.workers import Saturated, SolverPool
 from api.schemas import PLATE_EXAMPLE, SEARCH_EXAMPLE
-from api.settings import Settings
-from api.workers import Saturated, SolverPool
 from models.presets import model_preset
 
 

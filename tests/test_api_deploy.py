@@ -10,8 +10,8 @@ from typing import Any
 
 import yaml
 
-from api.main import create_app
-from api.settings import Settings
+from api.http.app import create_app
+from api.http.settings import Settings
 
 DEPLOY = Path(__file__).resolve().parent.parent / "deploy"
 

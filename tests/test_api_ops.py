@@ -9,10 +9,10 @@ import sys
 
 import pytest
 
-from api.logs import JsonFormatter, new_request_id, request_id
-from api.metrics import Counter, Histogram
-from api.settings import Settings
-from api.workers import AnswerCache
+from api.http.logs import JsonFormatter, new_request_id, request_id
+from api.http.metrics import Counter, Histogram
+from api.http.settings import Settings
+from api.http.workers import AnswerCache
 
 
 def test_settings_come_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:

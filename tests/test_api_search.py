@@ -12,8 +12,8 @@ from fastapi.testclient import TestClient
 
 from api.schemas import SEARCH_EXAMPLE, EstimateOut, SearchRequest, estimate_out
 from models.layout import Layout
-from optimizer import search
-from optimizer.cost_model import evaluate
+from optimizer import searches as search
+from optimizer.costmodel.profiles import evaluate
 
 
 def cost_model_price(request_body: dict[str, Any], answer: dict[str, Any]) -> EstimateOut:

@@ -8,9 +8,10 @@ from pathlib import Path
 import pytest
 
 from api.schemas import SEARCH_EXAMPLE
-from optimizer import enumerator
-from optimizer.assumptions import CostAssumptions
-from optimizer.space import SearchSpace, resolve_space
+from optimizer.costmodel.assumptions import CostAssumptions
+from optimizer.search import enumerator
+from optimizer.search.problem import resolve_space
+from optimizer.search.space import SearchSpace
 from tests.helpers import plate_job
 from tests.helpers import run_cli as run
 
@@ -169,9 +170,9 @@ def test_unfinished_explanations_do_not_read_as_nothing_binds() -> None:
     # with explanations cut short, "nothing we can relax" would be a claim nobody checked
     from dataclasses import replace
 
-    from api.render import optimize_text
+    from api.cli.render import optimize_text
     from api.schemas import optimize_out
-    from optimizer.search import optimize
+    from optimizer.searches import optimize
 
     # the 8B model on 1,024 GPUs: nothing binds once every explanation is worked out
     result = optimize(plate_job(1024, "llama3-8b"), SearchSpace(), "workshop")

@@ -12,7 +12,7 @@ from models.layout import Layout, resolve_layout
 from models.presets import gpu_preset, model_preset
 from models.training import TrainingSpec
 from models.transformer import TransformerSpec
-from optimizer.cost_model import evaluate
+from optimizer.costmodel.profiles import evaluate
 
 MIXTRAL_CONFIG = {
     "model_type": "mixtral",

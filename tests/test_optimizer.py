@@ -11,15 +11,16 @@ import pytest
 from pydantic import ValidationError
 
 from models.layout import Recompute
-from optimizer import enumerator
+from optimizer.costmodel.assumptions import CostAssumptions
+from optimizer.costmodel.profiles import evaluate
 from optimizer import explain as explaining
-from optimizer.assumptions import CostAssumptions
-from optimizer.cost_model import evaluate
-from optimizer.cpsat_solve import SolveSettings, best_layout
-from optimizer.cpsat_tables import LN_MFU_SCALE
-from optimizer.search import optimize as search_optimize
-from optimizer.search import pareto as search_pareto
-from optimizer.space import SearchSpace, resolve_space
+from optimizer.search import enumerator
+from optimizer.search.problem import resolve_space
+from optimizer.search.solve import SolveSettings, best_layout
+from optimizer.search.space import SearchSpace
+from optimizer.search.terms import LN_MFU_SCALE
+from optimizer.searches import optimize as search_optimize
+from optimizer.searches import pareto as search_pareto
 from tests.helpers import plate_job
 
 # These cases pin the workshop profile's optimum (searches default to standard).
@@ -194,7 +195,8 @@ def test_fixed_degree_that_costs_mfu_is_reported_binding() -> None:
 
 def test_frontier_two_solves_a_point_matches_enumerator(monkeypatch: pytest.MonkeyPatch) -> None:
     # the fallback used where the one-solve objective could overflow int64
-    from optimizer import cpsat_solve, frontier
+    from optimizer.search import pareto as frontier
+    from optimizer.search import solve as cpsat_solve
 
     def two_solves(layout_model, settings, cap):
         layout_model.frontier_in_one_solve = False

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from optimizer import enumerator
-from optimizer.assumptions import CostAssumptions
-from optimizer.cost_model import evaluate
-from optimizer.search import optimize
-from optimizer.space import SearchSpace, resolve_space
+from optimizer.costmodel.assumptions import CostAssumptions
+from optimizer.costmodel.profiles import evaluate
+from optimizer.search import enumerator
+from optimizer.search.problem import resolve_space
+from optimizer.search.space import SearchSpace
+from optimizer.searches import optimize
 from tests.helpers import plate_job
 
 # How each choice is taken away, as a request would say it.

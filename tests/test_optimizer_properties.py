@@ -14,15 +14,16 @@ from models.layout import Recompute
 from models.presets import gpu_preset
 from models.training import TrainingSpec
 from models.transformer import TransformerSpec
-from optimizer import enumerator
-from optimizer.assumptions import CostAssumptions
-from optimizer.cost_model import evaluate
-from optimizer.cpsat_model import LayoutModel
-from optimizer.cpsat_solve import SolveSettings, solve_best
-from optimizer.cpsat_tables import build_tables
-from optimizer.search import optimize as search_optimize
-from optimizer.search import pareto as search_pareto
-from optimizer.space import SearchSpace, resolve_space
+from optimizer.costmodel.assumptions import CostAssumptions
+from optimizer.costmodel.profiles import evaluate
+from optimizer.search import enumerator
+from optimizer.search.model import LayoutModel
+from optimizer.search.problem import resolve_space
+from optimizer.search.solve import SolveSettings, solve_best
+from optimizer.search.space import SearchSpace
+from optimizer.search.tables import build_tables
+from optimizer.searches import optimize as search_optimize
+from optimizer.searches import pareto as search_pareto
 from tests.helpers import plate_job
 
 pytestmark = pytest.mark.slow

@@ -8,12 +8,13 @@ from functools import partial
 import pytest
 
 from models.layout import Recompute
-from optimizer import enumerator
-from optimizer.assumptions import CostAssumptions
-from optimizer.cost_model import evaluate
-from optimizer.search import optimize as search_optimize
-from optimizer.search import pareto as search_pareto
-from optimizer.space import SearchSpace, resolve_space
+from optimizer.costmodel.assumptions import CostAssumptions
+from optimizer.costmodel.profiles import evaluate
+from optimizer.search import enumerator
+from optimizer.search.problem import resolve_space
+from optimizer.search.space import SearchSpace
+from optimizer.searches import optimize as search_optimize
+from optimizer.searches import pareto as search_pareto
 from tests.helpers import plate_job
 
 optimize = partial(search_optimize, profile="workshop")

@@ -13,23 +13,25 @@ from hypothesis import HealthCheck, given, settings
 
 from models.errors import InvalidSpec
 from models.layout import Layout, resolve_layout
-from optimizer import cpsat_tables, enumerator
-from optimizer.assumptions import CostAssumptions
-from optimizer.cost_model import evaluate
-from optimizer.cpsat_model import LayoutModel
-from optimizer.cpsat_solve import SolveSettings, solve_best
-from optimizer.cpsat_structure import STRUCTURE_FAMILIES, prime_factors, valuation
-from optimizer.cpsat_tables import (
+from optimizer.costmodel.assumptions import CostAssumptions
+from optimizer.costmodel.profiles import evaluate
+from optimizer.search import enumerator
+from optimizer.search import tables as cpsat_tables
+from optimizer.search.model import LayoutModel
+from optimizer.search.placements import placement_classes
+from optimizer.search.problem import divisors, resolve_space, valid_knob_mask
+from optimizer.search.solve import SolveSettings, solve_best
+from optimizer.search.space import SearchSpace
+from optimizer.search.structure import STRUCTURE_FAMILIES, prime_factors, valuation
+from optimizer.search.tables import (
     _grid_for_rows,
     _table_rows,
     build_tables,
-    placement_classes,
-    profile_terms,
     valid_rows,
     valid_table_rows,
 )
-from optimizer.search import optimize, pareto
-from optimizer.space import SearchSpace, divisors, resolve_space, valid_knob_mask
+from optimizer.search.terms import profile_terms
+from optimizer.searches import optimize, pareto
 from tests.helpers import plate_job
 from tests.test_optimizer_properties import jobs, spaces
 
@@ -205,7 +207,7 @@ def test_tables_built_in_small_chunks_are_the_same_tables(
         return set(zip(*(column.tolist() for column in columns), strict=True))
 
     whole = rows(build_tables(problem, CostAssumptions()))
-    monkeypatch.setattr("optimizer.cpsat_tables.CHUNK_ROWS", 500)
+    monkeypatch.setattr("optimizer.search.tables.CHUNK_ROWS", 500)
     assert len(cpsat_tables._chunks(_coupled(problem)[1])) > 10
     assert rows(build_tables(problem, CostAssumptions())) == whole
 
@@ -233,7 +235,7 @@ def test_grid_spans_follow_each_rows_placement() -> None:
     # tp 2, pp 4, cp 1, dp 8 under three orders, innermost first: tp's group spans 2 when tp
     # is innermost; pp's spans 4 * (2 when tp is inside it): pp,tp,... -> 4; tp,pp,... -> 8;
     # dp's spans everything inside it: tp,cp,pp,dp -> 64; dp,... -> 8
-    from optimizer.grid import PLACEMENTS, LayoutGrid
+    from optimizer.costmodel.grid import PLACEMENTS, LayoutGrid
 
     orders = [("tp", "cp", "pp", "dp"), ("pp", "tp", "cp", "dp"), ("dp", "tp", "pp", "cp")]
     codes = np.asarray([PLACEMENTS.index(order) for order in orders] * 2)

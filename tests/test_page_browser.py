@@ -24,9 +24,10 @@ from selenium.webdriver.support.ui import Select, WebDriverWait
 
 from bench.load import free_port, start_server, stop_server
 from models.layout import Layout
-from optimizer import enumerator
-from optimizer.assumptions import CostAssumptions
-from optimizer.space import SearchProblem, SearchSpace, resolve_space
+from optimizer.costmodel.assumptions import CostAssumptions
+from optimizer.search import enumerator
+from optimizer.search.problem import SearchProblem, resolve_space
+from optimizer.search.space import SearchSpace
 from tests.helpers import plate_job
 
 SCREENSHOT = Path(__file__).resolve().parent.parent / "docs" / "workshop.png"

@@ -288,7 +288,7 @@ WORST_CASE_RUNNER = """
 import json, sys, time
 from api.schemas import SearchRequest
 from models.errors import InvalidSpec
-from optimizer.search import optimize
+from optimizer.searches import optimize
 body = json.loads(sys.stdin.read())
 start = time.perf_counter()
 try:

@@ -8,8 +8,8 @@ from hypothesis import HealthCheck, settings
 from schemathesis.checks import not_a_server_error, response_schema_conformance
 from schemathesis.config import SchemathesisConfig
 
-from api.main import create_app
-from api.settings import Settings
+from api.http.app import create_app
+from api.http.settings import Settings
 
 # Small solver limits keep a generated search request from holding a worker for long.
 app = create_app(Settings(solver_time_limit_s=0.5, workers=2, queue_depth=64))

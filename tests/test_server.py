@@ -19,7 +19,7 @@ from api.schemas import (
 )
 from bench.load import free_port, start_server, stop_server
 from models.layout import Layout
-from optimizer.cost_model import evaluate
+from optimizer.costmodel.profiles import evaluate
 
 
 @pytest.fixture(scope="module")

@@ -10,10 +10,10 @@ from models.hardware import ClusterSpec, fits_one_domain
 from models.layout import Layout
 from models.presets import gpu_preset
 from models.transformer import TransformerSpec
-from optimizer import standard_memory as mem
-from optimizer import standard_time as tim
-from optimizer.assumptions import CostAssumptions
-from optimizer.cost_model import evaluate
+from optimizer.costmodel.assumptions import CostAssumptions
+from optimizer.costmodel.profiles import evaluate
+from optimizer.costmodel.standard import memory as mem
+from optimizer.costmodel.standard import times as tim
 from tests.helpers import plate_job
 
 # L=4, h=8, f=16, a=2, k=1, V=32: hd = 4, q width = 8, K+V width = 2*1*4 = 8

@@ -11,10 +11,10 @@ from models.job import TrainingJob
 from models.layout import Layout, Recompute, Schedule, resolve_layout
 from models.presets import gpu_preset, model_preset
 from models.training import TrainingSpec
-from optimizer.assumptions import CostAssumptions
-from optimizer.cost_model import evaluate, profile_named
-from optimizer.grid import LayoutGrid
-from optimizer.standard_memory import stage_layers as mem_stage_layers
+from optimizer.costmodel.assumptions import CostAssumptions
+from optimizer.costmodel.grid import LayoutGrid
+from optimizer.costmodel.profiles import evaluate, profile_named
+from optimizer.costmodel.standard.memory import stage_layers as mem_stage_layers
 from tests.helpers import plate_job
 
 PLATE = Layout(tp=8, pp=16, vpp=4, zero=2)

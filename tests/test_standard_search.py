@@ -14,11 +14,12 @@ from models.layout import Recompute, Schedule
 from models.presets import gpu_preset, model_preset
 from models.training import TrainingSpec
 from models.transformer import TransformerSpec
-from optimizer import enumerator
-from optimizer.assumptions import CostAssumptions
-from optimizer.cost_model import evaluate
-from optimizer.search import DEFAULT_SEARCH_PROFILE, optimize
-from optimizer.space import SearchSpace, resolve_space
+from optimizer.costmodel.assumptions import CostAssumptions
+from optimizer.costmodel.profiles import evaluate
+from optimizer.search import enumerator
+from optimizer.search.problem import resolve_space
+from optimizer.search.space import SearchSpace
+from optimizer.searches import DEFAULT_SEARCH_PROFILE, optimize
 from tests.helpers import plate_job
 from tests.test_optimizer_properties import assert_frontier_matches, assert_optimum_matches
 

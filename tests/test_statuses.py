@@ -14,8 +14,8 @@ import pytest
 from fastapi.testclient import TestClient
 
 from api.schemas import PLATE_EXAMPLE, SEARCH_EXAMPLE
-from optimizer.search import optimize, pareto
-from optimizer.space import SearchSpace
+from optimizer.search.space import SearchSpace
+from optimizer.searches import optimize, pareto
 from tests.helpers import plate_job
 from tests.helpers import run_cli as run
 
@@ -50,12 +50,12 @@ def test_a_layout_short_of_its_proof_is_feasible_with_a_bound_above_it(
     # the solve returns the plate's layout unproved, with its proved bound ln(0.5): the
     # answer keeps the layout, says feasible, and reports bound 0.5 and the gap to it
     from models.layout import Layout
-    from optimizer import cpsat_solve
-    from optimizer.cpsat_tables import LN_MFU_SCALE
+    from optimizer import searches
+    from optimizer.search import LN_MFU_SCALE, Found
 
     plate = Layout(tp=8, pp=16, vpp=4, zero=2)
-    unproved = cpsat_solve.Found(plate, False, 1, bound_ln_mfu=round(LN_MFU_SCALE * math.log(0.5)))
-    monkeypatch.setattr(cpsat_solve, "best_layout", lambda *_, **__: unproved)
+    unproved = Found(plate, False, 1, bound_ln_mfu=round(LN_MFU_SCALE * math.log(0.5)))
+    monkeypatch.setattr(searches, "best_layout", lambda *_, **__: unproved)
     result = optimize(plate_job(), SearchSpace(max_vpp=4), "workshop", explain=False)
     assert result.status == "feasible" and result.best is not None
     assert result.best.mfu == pytest.approx(0.4255, abs=5e-5)  # the plate's layout, priced

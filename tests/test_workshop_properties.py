@@ -13,7 +13,7 @@ from models.layout import Layout, Recompute
 from models.presets import gpu_preset
 from models.training import TrainingSpec
 from models.transformer import TransformerSpec
-from optimizer.cost_model import evaluate
+from optimizer.costmodel.profiles import evaluate
 
 PROPERTY_SETTINGS = settings(max_examples=150, deadline=None)
 

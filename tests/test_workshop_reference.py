@@ -6,7 +6,7 @@ import pytest
 
 from models.layout import Layout, Recompute
 from models.presets import model_preset
-from optimizer.cost_model import evaluate
+from optimizer.costmodel.profiles import evaluate
 from tests.helpers import plate_job
 
 GB = 1e9
@@ -86,7 +86,7 @@ def test_an_estimate_that_overflowed_is_refused_not_returned() -> None:
     from dataclasses import replace
 
     from models.errors import InvalidSpec
-    from optimizer.cost_model import require_finite
+    from optimizer.costmodel.profiles import require_finite
 
     estimate = evaluate(plate_job(), Layout(tp=8, pp=16, vpp=4, zero=2))
     assert require_finite(estimate) is estimate

@@ -9,7 +9,7 @@ from models.job import TrainingJob
 from models.layout import Layout, Recompute
 from models.training import TrainingSpec
 from models.transformer import TransformerSpec
-from optimizer.cost_model import evaluate
+from optimizer.costmodel.profiles import evaluate
 
 # L=4, h=64, f=128, a=4, k=2, V=100, so hd = 16 and
 # P_layer = 64*(64 + 2*2*16) + 64*64 + 3*64*128 = 8192 + 4096 + 24576 = 36864

@@ -1,0 +1,155 @@
+"""`layoutopt optimize` and `layoutopt pareto`: the search commands, registered in api/cli.py.
+
+Same request as POST /v1/optimize and /v1/pareto (`--spec FILE.json`), with flags for the
+job and for the `search` object laid over it.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from typing import Any
+
+from api.cli.common import BadRequest, add_job_flags, emit, request_data
+from api.cli.render import optimize_text, pareto_text
+from api.errors import EXIT_INFEASIBLE, EXIT_OK, EXIT_UNKNOWN
+from api.schemas import SearchRequest, optimize_out, pareto_out
+from optimizer.searches import optimize, pareto
+
+DEFAULT_TIME_LIMIT_S = 10.0
+_SEARCH_FLAGS = (
+    "tp",
+    "pp",
+    "cp",
+    "vpp",
+    "max_vpp",
+    "zero_stages",
+    "recompute",
+    "micro_batches",
+    "memory_limit_gb",
+    "require_tp_divides_kv_heads",
+    "even_stages",
+    "min_interleaved_pp",
+    "placement",
+    "schedules",
+    "ep",
+)
+
+
+def _comma_list(item: Callable[[str], Any]) -> Callable[[str], list[Any]]:
+    def parse(text: str) -> list[Any]:
+        try:
+            return [item(part.strip()) for part in text.split(",") if part.strip()]
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"expected a comma-separated list, got {text!r}"
+            ) from None
+
+    return parse
+
+
+def add_search_flags(parser: argparse.ArgumentParser) -> None:
+    for name in ("tp", "pp", "cp", "vpp", "ep"):
+        parser.add_argument(f"--{name}", type=int, help=f"fix {name}")
+    parser.add_argument(
+        "--max-vpp",
+        type=int,
+        dest="max_vpp",
+        help="most interleaved chunks (default: workshop 4, standard 8)",
+    )
+    parser.add_argument(
+        "--zero-stages", type=_comma_list(int), dest="zero_stages", help="allowed, e.g. 1,2"
+    )
+    parser.add_argument("--recompute", type=_comma_list(str), help="allowed, e.g. none,full")
+    parser.add_argument(
+        "--schedules",
+        type=_comma_list(str),
+        help="allowed pipeline schedules, e.g. 1f1b,zero-bubble,dualpipe (default: all priced)",
+    )
+    parser.add_argument(
+        "--micro-batches", type=_comma_list(int), dest="micro_batches", help="allowed sizes"
+    )
+    parser.add_argument(
+        "--memory-limit-gb", type=float, dest="memory_limit_gb", help="default: GPU capacity"
+    )
+    parser.add_argument(
+        "--allow-tp-beyond-kv-heads",
+        action="store_const",
+        const=False,
+        dest="require_tp_divides_kv_heads",
+        help="let tp not divide the KV heads (engines such as Megatron-LM refuse it)",
+    )
+    parser.add_argument(
+        "--even-stages",
+        action="store_const",
+        const=True,
+        dest="even_stages",
+        help="every pipeline chunk the same number of layers (engines without uneven splits)",
+    )
+    parser.add_argument(
+        "--min-interleaved-pp",
+        type=int,
+        dest="min_interleaved_pp",
+        help="the fewest pipeline stages interleaving may run on (3 where Megatron-LM asserts pp > 2)",
+    )
+    parser.add_argument(
+        "--placement", type=_comma_list(str), help="fix the order, innermost first: tp,cp,pp,dp"
+    )
+    parser.add_argument("--time-limit-s", type=float, dest="time_limit_s", help="default 10")
+    parser.add_argument("--workers", type=int, default=1, help="CP-SAT workers (default 1)")
+
+
+def search_request(args: argparse.Namespace) -> SearchRequest:
+    data = request_data(args, {"search": _SEARCH_FLAGS})
+    if args.time_limit_s is not None:
+        data["time_limit_s"] = args.time_limit_s
+    if args.workers < 1:
+        raise BadRequest(f"--workers must be at least 1, got {args.workers}")
+    return SearchRequest.model_validate(data)
+
+
+def _run_search(
+    args: argparse.Namespace,
+    search: Callable[..., Any],
+    to_out: Callable[[Any], Any],
+    text: Callable[[Any], str],
+) -> int:
+    request = search_request(args)
+    result = search(
+        request.job(),
+        request.search,
+        request.profile,
+        request.assumptions,
+        time_limit_s=request.time_limit_s or DEFAULT_TIME_LIMIT_S,
+        workers=args.workers,
+    )
+    answer = to_out(result)
+    emit(answer, args.json, text)
+    return exit_status(answer.status)
+
+
+def exit_status(status: str) -> int:
+    """What a shell script branches on: proved infeasible (3), nothing proved (4)."""
+    return {"infeasible": EXIT_INFEASIBLE, "unknown": EXIT_UNKNOWN}.get(status, EXIT_OK)
+
+
+def run_optimize(args: argparse.Namespace) -> int:
+    return _run_search(args, optimize, optimize_out, optimize_text)
+
+
+def run_pareto(args: argparse.Namespace) -> int:
+    return _run_search(args, pareto, pareto_out, pareto_text)
+
+
+def register_search_commands(commands: Any) -> None:
+    optimize_cmd = commands.add_parser(
+        "optimize", help="the layout of highest MFU that fits, proved optimal, and why"
+    )
+    add_job_flags(optimize_cmd)
+    add_search_flags(optimize_cmd)
+    optimize_cmd.set_defaults(run=run_optimize)
+
+    pareto_cmd = commands.add_parser("pareto", help="the memory/MFU frontier of layouts")
+    add_job_flags(pareto_cmd)
+    add_search_flags(pareto_cmd)
+    pareto_cmd.set_defaults(run=run_pareto)

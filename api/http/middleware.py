@@ -1,0 +1,246 @@
+"""ASGI middleware, outermost first: request ids, metrics and access logs, the last-resort
+500 (`RequestContext`); the body read whole within a size and a time limit (`BodyReader`);
+a solver slot reserved before any parsing (`Admission`); a bound on requests being served
+(`InFlightLimit`).
+
+Plain ASGI rather than Starlette's BaseHTTPMiddleware, so the body can be counted as it
+streams and a fault is caught before any byte of the response has gone out.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Collection, Mapping
+
+from starlette.datastructures import Headers, MutableHeaders
+from starlette.responses import JSONResponse
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from api import errors
+from api.http.logs import REQUEST_ID_HEADER, new_request_id, request_id
+from api.http.metrics import Metrics
+from api.http.workers import ClientGone, Saturated, SolverPool
+from api.schemas import ErrorDetail, ErrorOut
+
+# Where Admission leaves the reserved solver slot for the route (scope["state"]).
+SLOT_KEY = "solver_slot"
+
+logger = logging.getLogger("layoutopt.http")
+# Logged and counted when no response was sent: the client went away first (nginx's 499).
+CLIENT_CLOSED = 499
+
+
+def error_response(
+    detail: ErrorDetail, status: int, headers: Mapping[str, str] | None = None
+) -> JSONResponse:
+    return JSONResponse(ErrorOut(error=detail).model_dump(), status_code=status, headers=headers)
+
+
+def _route_label(scope: Scope) -> str:
+    # The route's template (`/v1/evaluate`), never the raw path: bounded label values.
+    return str(getattr(scope.get("route"), "path", "unmatched"))
+
+
+class RequestContext:
+    """Gives each request an id (echoed as X-Request-ID), times it, logs it, counts it,
+    and turns any exception that escapes the app into a JSON 500 without a trace."""
+
+    def __init__(self, app: ASGIApp, metrics: Metrics) -> None:
+        self.app, self.metrics = app, metrics
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        rid = new_request_id(Headers(scope=scope).get(REQUEST_ID_HEADER))
+        token = request_id.set(rid)
+        start = time.perf_counter()
+        status = CLIENT_CLOSED  # until a response starts
+        started = False
+
+        async def send_with_id(message: Message) -> None:
+            nonlocal status, started
+            if message["type"] == "http.response.start":
+                started, status = True, message["status"]
+                MutableHeaders(scope=message).append(REQUEST_ID_HEADER, rid)
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_with_id)
+        except ClientGone:
+            pass  # nobody to answer: logged and counted as 499
+        except Exception:
+            logger.exception("unhandled error")
+            if not started:
+                await error_response(errors.internal_error(rid), 500)(scope, receive, send_with_id)
+        finally:
+            self._record(scope, status, time.perf_counter() - start)
+            request_id.reset(token)
+
+    def _record(self, scope: Scope, status: int, duration_s: float) -> None:
+        method, route = scope["method"], _route_label(scope)
+        self.metrics.requests.inc(method, route, str(status))
+        self.metrics.request_seconds.observe(duration_s, method, route)
+        logger.info(
+            "request",
+            extra={
+                "method": method,
+                "path": scope["path"],
+                "status": status,
+                "duration_ms": round(duration_s * 1000, 2),
+            },
+        )
+
+
+def _has_body(scope: Scope) -> bool:
+    return scope["type"] == "http" and scope["method"] not in ("GET", "HEAD", "OPTIONS")
+
+
+def saturated_response(error: Saturated) -> JSONResponse:
+    headers = {"Retry-After": str(error.retry_after_s)}
+    return error_response(errors.saturated(str(error)), 503, headers)
+
+
+class InFlightLimit:
+    """503 + Retry-After at once for a request with a body when `max_in_flight` are already
+    being served (their bodies read), so a flood queues neither bodies nor work without
+    bound. Bodiless requests (probes, metrics, presets) always pass: a busy pod stays live.
+    """
+
+    def __init__(self, app: ASGIApp, max_in_flight: int, retry_after_s: int, metrics: Metrics):
+        self.app, self.max_in_flight, self.metrics = app, max_in_flight, metrics
+        self.retry_after_s = retry_after_s
+        self.in_flight = 0  # one event loop: no lock needed
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if not _has_body(scope):
+            await self.app(scope, receive, send)
+            return
+        if self.in_flight >= self.max_in_flight:
+            self.metrics.rejections.inc("in_flight")
+            message = f"{self.max_in_flight} requests in flight; retry in {self.retry_after_s} s"
+            headers = {"Retry-After": str(self.retry_after_s)}
+            await error_response(errors.saturated(message), 503, headers)(scope, receive, send)
+            return
+        self.in_flight += 1
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            self.in_flight -= 1
+
+
+class Admission:
+    """For the routes that queue CPU work (`pooled_paths`): a solver slot reserved before
+    the body is parsed or validated, else 503 + Retry-After (the queue's expected wait) at
+    once, and always 503 while the server drains. The route finds the slot in
+    scope["state"]; it is freed when the request ends."""
+
+    def __init__(
+        self, app: ASGIApp, pool: SolverPool, pooled_paths: Collection[str], metrics: Metrics
+    ) -> None:
+        self.app, self.pool, self.metrics = app, pool, metrics
+        self.pooled_paths = frozenset(pooled_paths)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if not (_has_body(scope) and scope["path"] in self.pooled_paths):
+            await self.app(scope, receive, send)
+            return
+        try:
+            slot = self.pool.reserve()
+        except Saturated as error:
+            self.metrics.rejections.inc("draining" if error.draining else "saturated")
+            await saturated_response(error)(scope, receive, send)
+            return
+        scope.setdefault("state", {})[SLOT_KEY] = slot
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            slot.release()
+
+
+class BodyReader:
+    """The whole body read before the app sees the request: 413 for one over `max_bytes`
+    (by its Content-Length at once, else as it streams), 408 for one still incomplete after
+    `timeout_s`, 503 when `max_readers` bodies are already arriving. So slow senders hold
+    no solver slot and no in-flight place, and bodies in memory stay bounded.
+    """
+
+    def __init__(
+        self,
+        app: ASGIApp,
+        max_bytes: int,
+        timeout_s: float,
+        max_readers: int,
+        retry_after_s: int,
+        metrics: Metrics,
+    ) -> None:
+        self.app, self.max_bytes, self.metrics = app, max_bytes, metrics
+        self.timeout_s, self.max_readers, self.retry_after_s = timeout_s, max_readers, retry_after_s
+        self.readers = 0
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if not _has_body(scope):
+            await self.app(scope, receive, send)
+            return
+        declared = Headers(scope=scope).get("content-length", "")
+        if declared.isdigit() and int(declared) > self.max_bytes:
+            await self._reject(int(declared), scope, receive, send)
+            return
+        if self.readers >= self.max_readers:
+            self.metrics.rejections.inc("body_readers")
+            message = f"{self.max_readers} request bodies arriving; retry in {self.retry_after_s} s"
+            headers = {"Retry-After": str(self.retry_after_s)}
+            await error_response(errors.saturated(message), 503, headers)(scope, receive, send)
+            return
+        self.readers += 1
+        try:
+            body = await asyncio.wait_for(self._read(receive), self.timeout_s)
+        except TimeoutError:
+            self.metrics.rejections.inc("body_timeout")
+            response = error_response(errors.body_too_slow(self.timeout_s), 408)
+            response.headers["Connection"] = "close"
+            await response(scope, receive, send)
+            return
+        finally:
+            self.readers -= 1
+        if body is None:  # the client went away
+            return
+        if len(body) > self.max_bytes:
+            await self._reject(None, scope, receive, send)
+            return
+        await self.app(scope, _replay(body, receive), send)
+
+    async def _read(self, receive: Receive) -> bytes | None:
+        """The body, None if the client left, or past the limit by one chunk at most."""
+        chunks: list[bytes] = []
+        size_bytes = 0
+        more_body = True
+        while more_body:
+            message = await receive()
+            if message["type"] != "http.request":
+                return None
+            chunks.append(message.get("body", b""))
+            size_bytes += len(chunks[-1])
+            if size_bytes > self.max_bytes:
+                break
+            more_body = message.get("more_body", False)
+        return b"".join(chunks)
+
+    async def _reject(
+        self, size_bytes: int | None, scope: Scope, receive: Receive, send: Send
+    ) -> None:
+        self.metrics.rejections.inc("body_too_large")
+        response = error_response(errors.body_too_large(self.max_bytes, size_bytes), 413)
+        await response(scope, receive, send)
+
+
+def _replay(body: bytes, receive: Receive) -> Receive:
+    """A `receive` that yields the already-read body once, then defers to the real one."""
+    pending = [{"type": "http.request", "body": body, "more_body": False}]
+
+    async def replay() -> Message:
+        return pending.pop() if pending else await receive()
+
+    return replay

@@ -1,0 +1,174 @@
+"""Thin route functions: validate at the edge, hand the work to the solver pool, shape the answer."""
+
+from __future__ import annotations
+
+from functools import partial
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Body, Depends, Request
+from fastapi.responses import JSONResponse, PlainTextResponse
+
+from api.http.metrics import CONTENT_TYPE
+from api.http.middleware import SLOT_KEY
+from api.http.workers import Slot, Solver
+from api.schemas import (
+    PLATE_EXAMPLE,
+    SEARCH_EXAMPLE,
+    ErrorOut,
+    EstimateOut,
+    EvaluateRequest,
+    OptimizeOut,
+    ParetoOut,
+    PresetsOut,
+    ReadyOut,
+    SearchRequest,
+    estimate_out,
+    optimize_out,
+    pareto_out,
+)
+from models.presets import gpu_presets, model_presets
+from optimizer import searches as search
+from optimizer.costmodel import evaluate
+from optimizer.search import StopSignal
+
+router = APIRouter()
+
+# Routes whose work queues for the solver pool: Admission reserves their slot before the
+# body is parsed (api/middleware.py).
+POOLED_PATHS = frozenset({"/v1/optimize", "/v1/pareto"})
+
+# Documented in OpenAPI so clients (and schemathesis) know the error shape.
+ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
+    408: {"model": ErrorOut, "description": "Request body did not arrive in time."},
+    413: {"model": ErrorOut, "description": "Request body over the size limit."},
+    422: {"model": ErrorOut, "description": "Invalid request; `field` names the culprit."},
+    503: {
+        "model": ErrorOut,
+        "description": "Saturated or draining: retry after `Retry-After` seconds.",
+    },
+}
+
+
+def solver_of(request: Request) -> Solver:
+    return request.app.state.solver  # type: ignore[no-any-return]
+
+
+def slot_of(request: Request) -> Slot | None:
+    """The solver slot Admission reserved for this request (none under a bare app)."""
+    return request.scope.get("state", {}).get(SLOT_KEY)
+
+
+SolverDep = Annotated[Solver, Depends(solver_of)]
+# The plate's request as the example body that /docs fills in (Swagger UI shows these
+# media-type examples; the schemas' own `examples` only appear in the schema view).
+PlateEvaluate = Annotated[
+    EvaluateRequest,
+    Body(
+        openapi_examples={
+            "plate": {"summary": "Llama 3 405B on 16,384 H100s", "value": PLATE_EXAMPLE}
+        }
+    ),
+]
+PlateSearch = Annotated[
+    SearchRequest,
+    Body(
+        openapi_examples={
+            "plate": {"summary": "Llama 3 405B on 16,384 H100s", "value": SEARCH_EXAMPLE}
+        }
+    ),
+]
+
+
+def price(request: EvaluateRequest, _: StopSignal | None = None) -> EstimateOut:
+    estimate = evaluate(request.job(), request.layout, request.profile, request.assumptions)
+    return estimate_out(estimate)
+
+
+def best_layout(request: SearchRequest, time_limit_s: float, stop: StopSignal) -> OptimizeOut:
+    # One CP-SAT worker per solve: the pool already gives each core its own request.
+    result = search.optimize(
+        request.job(),
+        request.search,
+        request.profile,
+        request.assumptions,
+        time_limit_s,
+        stop=stop,
+    )
+    return optimize_out(result)
+
+
+def frontier(request: SearchRequest, time_limit_s: float, stop: StopSignal) -> ParetoOut:
+    result = search.pareto(
+        request.job(),
+        request.search,
+        request.profile,
+        request.assumptions,
+        time_limit_s,
+        stop=stop,
+    )
+    return pareto_out(result)
+
+
+def proved(answer: OptimizeOut | ParetoOut) -> bool:
+    """Only proved answers are cached: a timed-out one may improve when the server is idle."""
+    return answer.solver.proved_optimal
+
+
+@router.post("/v1/evaluate", response_model=EstimateOut, tags=["plan"], responses=ERROR_RESPONSES)
+async def evaluate_layout(request: PlateEvaluate, solver: SolverDep) -> EstimateOut:
+    """Price one layout: memory per device by part, pipeline bubble, MFU step by step."""
+    # Inline: pricing is closed-form (0.2-0.7 ms); queued behind solves in the pool it
+    # waited seconds (bench/load.py, docs/performance.md).
+    return await solver.run("evaluate", request, partial(price, request), inline=True)
+
+
+@router.post("/v1/optimize", response_model=OptimizeOut, tags=["plan"], responses=ERROR_RESPONSES)
+async def optimize_layout(request: PlateSearch, solver: SolverDep, http: Request) -> OptimizeOut:
+    """The layout of highest MFU that fits, what was proved of it, and what binds it."""
+    time_limit_s = solver.time_limit_for(request.time_limit_s)
+    work = partial(best_layout, request, time_limit_s)
+    return await solver.run(
+        "optimize", request, work, proved, slot=slot_of(http), receive=http.receive
+    )
+
+
+@router.post("/v1/pareto", response_model=ParetoOut, tags=["plan"], responses=ERROR_RESPONSES)
+async def pareto_frontier(request: PlateSearch, solver: SolverDep, http: Request) -> ParetoOut:
+    """The memory/MFU frontier: non-dominated layouts, memory ascending, MFU ascending."""
+    time_limit_s = solver.time_limit_for(request.time_limit_s)
+    work = partial(frontier, request, time_limit_s)
+    return await solver.run(
+        "pareto", request, work, proved, slot=slot_of(http), receive=http.receive
+    )
+
+
+# Probes and catalogue reads answer from the event loop (async, no thread): CPU-bound routes
+# fill the thread pools, and a liveness probe must not wait behind them.
+@router.get("/v1/presets", response_model=PresetsOut, tags=["plan"])
+async def list_presets() -> PresetsOut:
+    """The model and GPU presets a request may name, with their specs and sources."""
+    return PresetsOut(models=model_presets(), gpus=gpu_presets())
+
+
+@router.get("/healthz", tags=["ops"])
+async def healthz() -> dict[str, str]:
+    """Liveness: the process answers."""
+    return {"status": "ok"}
+
+
+@router.get("/readyz", response_model=ReadyOut, tags=["ops"], responses={503: {"model": ReadyOut}})
+async def readyz(request: Request, solver: SolverDep) -> ReadyOut | JSONResponse:
+    """Readiness: started and not draining, with the solver pool's load."""
+    ready = request.app.state.ready
+    answer = ReadyOut(
+        status="ready" if ready else "draining",
+        solver_admitted=solver.pool.admitted,
+        solver_capacity=solver.pool.capacity,
+    )
+    return answer if ready else JSONResponse(answer.model_dump(), status_code=503)
+
+
+@router.get("/metrics", response_class=PlainTextResponse, tags=["ops"])
+async def metrics(request: Request) -> PlainTextResponse:
+    """Prometheus metrics: requests, latencies, solver wall time, cache hits, rejections."""
+    return PlainTextResponse(request.app.state.metrics.render(), media_type=CONTENT_TYPE)

@@ -1,0 +1,283 @@
+"""Bounded work: a solver pool that refuses at once when full, and a cache of answers.
+
+Solves are CPU-bound and run off the event loop in threads (CP-SAT and numpy release the
+GIL while they work). At most `workers` run and `queue_depth` wait; the next request is
+refused with `Saturated` (503 + Retry-After) instead of queueing without bound, so a
+scheduler calling in its hot path learns at once that it should retry or go elsewhere.
+
+A request takes its slot before its body is parsed (`api.middleware.Admission` reserves
+it), so a refusal costs no parsing. A request whose client goes away has its work dropped
+from the queue or its solve stopped (`StopSignal`), and its slot freed. When the server
+drains, the work still queued is refused and the running work finishes.
+
+Pricing one layout (evaluate) is closed-form and sub-millisecond: it runs inline rather
+than queue behind solves.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextvars
+import math
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any, TypeVar
+
+from pydantic import BaseModel
+from starlette.types import Receive
+
+from api.http.metrics import Metrics
+from api.http.settings import Settings
+from optimizer.search import StopSignal
+
+Answer = TypeVar("Answer")
+# Weight of the newest solve in the running mean of solve times behind Retry-After.
+WALL_EWMA_WEIGHT = 0.2
+MAX_RETRY_AFTER_S = 300
+
+
+class Saturated(Exception):
+    """Every worker is busy and the queue is full, or the server is draining."""
+
+    def __init__(self, retry_after_s: int, capacity: int, draining: bool = False) -> None:
+        what = (
+            "the server is shutting down" if draining else f"all {capacity} solver slots are busy"
+        )
+        super().__init__(f"{what}; retry in {retry_after_s} s")
+        self.retry_after_s = retry_after_s
+        self.capacity = capacity
+        self.draining = draining
+
+
+class ClientGone(Exception):
+    """The client disconnected before its answer was ready: nothing is sent (logged 499)."""
+
+
+class AnswerCache:
+    """A bounded least-recently-used map from canonical request to answer."""
+
+    def __init__(self, max_entries: int) -> None:
+        self.max_entries = max_entries
+        self._entries: OrderedDict[str, Any] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key: str) -> Any | None:
+        with self._lock:
+            if key not in self._entries:
+                return None
+            self._entries.move_to_end(key)
+            return self._entries[key]
+
+    def put(self, key: str, answer: Any) -> None:
+        if self.max_entries == 0:
+            return
+        with self._lock:
+            self._entries[key] = answer
+            self._entries.move_to_end(key)
+            while len(self._entries) > self.max_entries:
+                self._entries.popitem(last=False)
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+
+class Slot:
+    """One of the pool's `workers + queue_depth` places, held by one request."""
+
+    def __init__(self, pool: SolverPool) -> None:
+        self._pool, self._held = pool, True
+
+    def release(self) -> None:
+        if self._held:
+            self._held = False
+            self._pool._release_slot()
+
+
+class SolverPool:
+    """Threads for CPU-bound work, admitting at most `workers + queue_depth` jobs at a time."""
+
+    def __init__(self, workers: int, queue_depth: int, retry_after_s: int) -> None:
+        self.workers = workers
+        self.capacity = workers + queue_depth
+        self.retry_after_s = retry_after_s
+        self.draining = False
+        self._executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="solver")
+        self._slots = threading.BoundedSemaphore(self.capacity)
+        self._admitted = 0
+        self._lock = threading.Lock()
+        self._queued: set[Future[Any]] = set()  # submitted, not yet started
+        self._mean_wall_s = 0.0
+
+    @property
+    def admitted(self) -> int:
+        """Jobs running or waiting right now."""
+        return self._admitted
+
+    def retry_after(self) -> int:
+        """Seconds until a slot is likely free: the queue ahead drained by the workers at
+        the recent mean solve time; never below the configured Retry-After."""
+        ahead = max(self._admitted - self.workers + 1, 1)
+        expected_s = self._mean_wall_s * ahead / self.workers
+        return min(max(self.retry_after_s, math.ceil(expected_s)), MAX_RETRY_AFTER_S)
+
+    def saturated(self) -> Saturated:
+        return Saturated(self.retry_after(), self.capacity, self.draining)
+
+    def reserve(self) -> Slot:
+        """A slot now, or `Saturated` without waiting (and always while draining)."""
+        if self.draining or not self._slots.acquire(blocking=False):
+            raise self.saturated()
+        with self._lock:
+            self._admitted += 1
+        return Slot(self)
+
+    def _release_slot(self) -> None:
+        with self._lock:
+            self._admitted -= 1
+        self._slots.release()
+
+    def submit(
+        self, work: Callable[..., Answer], *args: Any, slot: Slot | None = None
+    ) -> Future[Answer]:
+        """Start `work(*args)` in a worker. With no `slot` given, one is taken (or
+        `Saturated` raised) and freed when the work ends; a given slot stays its owner's."""
+        own = slot is None
+        held = self.reserve() if slot is None else slot
+        context = contextvars.copy_context()  # the request's id, for the logs
+        try:
+            future = self._executor.submit(context.run, self._started, work, *args)
+        except BaseException:
+            held.release()
+            raise
+        with self._lock:
+            self._queued.add(future)
+        future.add_done_callback(lambda done: self._finished(done, held if own else None))
+        return future
+
+    def _started(self, work: Callable[..., Answer], *args: Any) -> Answer:
+        start = time.perf_counter()
+        try:
+            return work(*args)
+        finally:
+            wall_s = time.perf_counter() - start
+            self._mean_wall_s += WALL_EWMA_WEIGHT * (wall_s - self._mean_wall_s)
+
+    def _finished(self, future: Future[Any], slot: Slot | None) -> None:
+        with self._lock:
+            self._queued.discard(future)
+        if slot is not None:
+            slot.release()
+
+    def drain(self) -> int:
+        """Refuse new work and drop the queued (their callers get `Saturated`); running work
+        goes on. Returns how many were dropped."""
+        self.draining = True
+        with self._lock:
+            queued = list(self._queued)
+        return sum(future.cancel() for future in queued)
+
+
+class Solver:
+    """What routes call: cache first, then the pool, timing and counting both."""
+
+    def __init__(self, settings: Settings, metrics: Metrics) -> None:
+        self.pool = SolverPool(settings.workers, settings.queue_depth, settings.retry_after_s)
+        self.cache = AnswerCache(settings.cache_size)
+        self.time_limit_s = settings.solver_time_limit_s
+        self.metrics = metrics
+        metrics.add_gauge(
+            "layoutopt_solver_admitted", "Solves running or queued now.", lambda: self.pool.admitted
+        )
+        metrics.add_gauge(
+            "layoutopt_solver_capacity",
+            "Solves that may run or queue at once (workers + queue depth).",
+            lambda: self.pool.capacity,
+        )
+        metrics.add_gauge(
+            "layoutopt_cache_entries", "Answers held in the cache.", lambda: len(self.cache)
+        )
+
+    def time_limit_for(self, asked_s: float | None) -> float:
+        """The request's own limit, capped by the server's."""
+        return self.time_limit_s if asked_s is None else min(asked_s, self.time_limit_s)
+
+    async def run(
+        self,
+        operation: str,
+        request: BaseModel,
+        work: Callable[[StopSignal], Answer],
+        cacheable: Callable[[Answer], bool] = lambda _: True,
+        inline: bool = False,
+        slot: Slot | None = None,
+        receive: Receive | None = None,
+    ) -> Answer:
+        """The answer to `request`: from the cache if an identical one was answered, else
+        `work(stop)`, in the pool (on the request's reserved `slot`), or `inline` on the
+        event loop for sub-millisecond work. When `receive` reports the client gone, the
+        work is stopped and `ClientGone` raised."""
+        key = f"{operation}:{request.model_dump_json()}"
+        cached = self.cache.get(key)
+        if cached is not None:
+            self.metrics.cache_hits.inc(operation)
+            return cached  # type: ignore[no-any-return]
+        self.metrics.cache_misses.inc(operation)
+        stop = StopSignal()
+        if inline:
+            answer, wall_s = _timed(work, stop)
+        else:
+            answer, wall_s = await self._in_pool(work, stop, slot, receive)
+        self.metrics.solver_seconds.observe(wall_s, operation)
+        if cacheable(answer):
+            self.cache.put(key, answer)
+        return answer
+
+    async def _in_pool(
+        self,
+        work: Callable[[StopSignal], Answer],
+        stop: StopSignal,
+        slot: Slot | None,
+        receive: Receive | None,
+    ) -> tuple[Answer, float]:
+        try:
+            future = self.pool.submit(_timed, work, stop, slot=slot)
+        except Saturated:
+            self.metrics.rejections.inc("saturated")
+            raise
+        answer = asyncio.wrap_future(future)
+        gone: asyncio.Future[Any] = asyncio.ensure_future(_disconnected(receive))
+        try:
+            await asyncio.wait([answer, gone], return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            gone.cancel()
+        if not answer.done():  # the client went away first
+            stop.stop()
+            future.cancel()  # a queued job never starts; a running one stops at once
+            self.metrics.rejections.inc("client_gone")
+            raise ClientGone()
+        if future.cancelled():  # dropped from the queue by a drain
+            self.metrics.rejections.inc("draining")
+            raise self.pool.saturated()
+        try:
+            return answer.result()
+        except concurrent.futures.CancelledError:
+            raise self.pool.saturated() from None
+
+
+async def _disconnected(receive: Receive | None) -> None:
+    """Returns once the client has disconnected (the body is read already, so the next
+    message is the disconnect); never, without a `receive`."""
+    if receive is None:
+        await asyncio.Event().wait()
+        return
+    while (await receive())["type"] != "http.disconnect":
+        pass
+
+
+def _timed(work: Callable[[StopSignal], Answer], stop: StopSignal) -> tuple[Answer, float]:
+    start = time.perf_counter()
+    answer = work(stop)
+    return answer, time.perf_counter() - start

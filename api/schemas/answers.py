@@ -1,0 +1,282 @@
+"""Answers: estimates, optimizations and frontiers turned into the rounded JSON of the
+interface contract (../shared/spec/interface.md), and the error shape."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from models.layout import Dimension
+from optimizer import (
+    Choice,
+    Conflict,
+    Estimate,
+    OptimizeResult,
+    ParetoResult,
+    Relaxation,
+    Slack,
+)
+
+MEMORY_DECIMALS = 2  # GB, as the plate prints
+
+
+FRACTION_DECIMALS = 4
+
+
+class LayoutOut(BaseModel):
+    tp: int
+    pp: int
+    cp: int
+    dp: int
+    vpp: int
+    micro_batch: int
+    micro_batches: int
+    zero: int
+    recompute: str
+    placement: list[Dimension]
+    schedule: str = "1f1b"
+    ep: int = 1
+
+
+class MemoryOut(BaseModel):
+    weights: float
+    gradients: float
+    optimizer: float
+    activations: float
+    total: float
+    capacity: float
+
+
+class MfuStepOut(BaseModel):
+    name: str
+    mfu: float
+
+
+class EstimateOut(BaseModel):
+    """One priced layout, rounded as the plate prints: GB to 2 decimals, fractions to 4."""
+
+    profile: str
+    layout: LayoutOut
+    memory_gb: MemoryOut
+    fits: bool
+    bubble: float
+    mfu: float
+    mfu_steps: list[MfuStepOut]
+    step_time_s: float
+    tokens_per_s_per_gpu: float
+    times_s: dict[str, float]
+    warnings: list[str]
+    hfu: float | None = None  # hardware FLOPs utilisation, where the profile reports it
+
+
+def _gb(value_bytes: float) -> float:
+    return round(value_bytes / 1e9, MEMORY_DECIMALS)
+
+
+def _fraction(value: float) -> float:
+    return round(value, FRACTION_DECIMALS)
+
+
+def estimate_out(estimate: Estimate) -> EstimateOut:
+    layout, memory = estimate.layout, estimate.memory
+    return EstimateOut(
+        profile=estimate.profile,
+        layout=LayoutOut(
+            tp=layout.tp,
+            pp=layout.pp,
+            cp=layout.cp,
+            dp=layout.data_parallel_size,
+            vpp=layout.vpp,
+            micro_batch=layout.micro_batch,
+            micro_batches=estimate.micro_batches,
+            zero=layout.zero,
+            recompute=layout.recompute.value,
+            placement=list(layout.placement),
+            schedule=layout.schedule.value,
+            ep=layout.ep,
+        ),
+        memory_gb=MemoryOut(
+            weights=_gb(memory.weights),
+            gradients=_gb(memory.gradients),
+            optimizer=_gb(memory.optimizer),
+            activations=_gb(memory.activations),
+            total=_gb(memory.total),
+            capacity=_gb(memory.capacity),
+        ),
+        fits=estimate.fits,
+        bubble=_fraction(estimate.bubble),
+        mfu=_fraction(estimate.mfu),
+        mfu_steps=[MfuStepOut(name=s.name, mfu=_fraction(s.mfu)) for s in estimate.mfu_steps],
+        step_time_s=round(estimate.step_time_s, 4),
+        tokens_per_s_per_gpu=round(estimate.tokens_per_s_per_gpu, 2),
+        times_s={name: float(f"{value:.6g}") for name, value in estimate.times_s.items()},
+        warnings=list(estimate.warnings),
+        hfu=None
+        if estimate.hardware_flops_utilization is None
+        else _fraction(estimate.hardware_flops_utilization),
+    )
+
+
+class ErrorDetail(BaseModel):
+    code: str
+    message: str
+    field: str | None = None
+
+
+class ErrorOut(BaseModel):
+    error: ErrorDetail
+
+
+class PresetsOut(BaseModel):
+    """The catalogue: each preset's spec and the source of its figures."""
+
+    models: dict[str, dict[str, Any]]
+    gpus: dict[str, dict[str, Any]]
+
+
+class ReadyOut(BaseModel):
+    status: str
+    solver_admitted: int = Field(description="Solves running or queued now.")
+    solver_capacity: int = Field(description="Workers plus queue depth: more gets 503.")
+
+
+class BindingOut(BaseModel):
+    """A rule that holds the optimum back, and the best layout without it."""
+
+    name: str
+    description: str
+    relaxed_mfu: float | None
+    relaxed: EstimateOut | None
+    step_up: EstimateOut | None = Field(
+        None,
+        description="Memory limit only: the least-memory layout that beats the optimum, i.e. "
+        "the smallest raise of the limit that buys anything.",
+    )
+
+
+class RelaxationOut(BindingOut):
+    """One relaxable rule of the request: whether relaxing it raises the best MFU; the relaxed
+    MFU and layout only when it does."""
+
+    binds: bool
+
+
+class ChoiceOut(BaseModel):
+    """One of the optimum's less common choices (context parallelism, a zero-bubble or
+    DualPipe schedule, interleaving, ZeRO-3, recomputation, expert parallelism) and the best
+    layout of the same request without it; `without_mfu` null means nothing fits without it."""
+
+    name: str
+    description: str
+    without_mfu: float | None
+    without: EstimateOut | None
+
+
+def choice_out(choice: Choice) -> ChoiceOut:
+    return ChoiceOut(
+        name=choice.name,
+        description=choice.description,
+        without_mfu=None if choice.without_mfu is None else _fraction(choice.without_mfu),
+        without=None if choice.without is None else estimate_out(choice.without),
+    )
+
+
+class SolverOut(BaseModel):
+    wall_s: float
+    proved_optimal: bool
+    solves: int = 0
+    workers: int = 1
+    explain_wall_s: float = 0.0
+    bound: float | None = Field(
+        None,
+        description="The most MFU any layout of the search could reach, as far as the solver "
+        "proved: the optimum's MFU when optimal; null when nothing was proved.",
+    )
+    gap: float | None = Field(
+        None, description="(bound - mfu) / bound of the answer: 0 when optimal."
+    )
+
+
+Status = Literal["optimal", "feasible", "infeasible", "unknown"]
+
+
+STATUS_DESCRIPTION = (
+    "What was proved: optimal (the best, proved), feasible (a layout, not proved best: see "
+    "solver.bound and solver.gap), infeasible (proved: see conflict), unknown (the time ran out "
+    "before either; never read it as infeasible)."
+)
+
+
+class OptimizeOut(BaseModel):
+    status: Status = Field(description=STATUS_DESCRIPTION)
+    best: EstimateOut | None
+    binding: list[BindingOut]
+    slack: list[Slack]  # the optimiser's own value objects, as they are
+    conflict: list[Conflict]
+    warnings: list[str]
+    solver: SolverOut
+    relaxations: list[RelaxationOut] = Field(default_factory=list)
+    choices: list[ChoiceOut] = Field(
+        default_factory=list,
+        description="What each of the optimum's less common choices buys: the best without it.",
+    )
+    explanations_complete: bool = Field(
+        False,
+        description="Every relaxation, choice or conflict was worked out within the time limit; "
+        "only then does an empty `binding` mean that nothing holds the optimum back.",
+    )
+
+
+class ParetoOut(BaseModel):
+    """Non-dominated layouts, memory ascending and MFU ascending."""
+
+    frontier: list[EstimateOut]
+    warnings: list[str]
+    solver: SolverOut
+    status: Status = Field(
+        "optimal",
+        description="optimal: the whole frontier, proved; feasible: a partial frontier (the "
+        "high-memory end; the time ran out); infeasible: proved empty; unknown: empty, nothing "
+        "proved.",
+    )
+    complete: bool = Field(True, description="Every point of the frontier was found and proved.")
+
+
+def _binding_fields(relaxation: Relaxation) -> dict[str, Any]:
+    return {
+        "name": relaxation.name,
+        "description": relaxation.description,
+        "relaxed_mfu": None
+        if relaxation.relaxed_mfu is None
+        else _fraction(relaxation.relaxed_mfu),
+        "relaxed": None if relaxation.relaxed is None else estimate_out(relaxation.relaxed),
+        "step_up": None if relaxation.step_up is None else estimate_out(relaxation.step_up),
+    }
+
+
+def optimize_out(result: OptimizeResult) -> OptimizeOut:
+    return OptimizeOut(
+        status=result.status,
+        best=None if result.best is None else estimate_out(result.best),
+        binding=[BindingOut(**_binding_fields(b)) for b in result.binding],
+        slack=list(result.slack),
+        conflict=list(result.conflict),
+        warnings=list(result.warnings),
+        solver=SolverOut(**vars(result.solver)),
+        relaxations=[
+            RelaxationOut(**_binding_fields(r), binds=r.binds) for r in result.relaxations
+        ],
+        choices=[choice_out(choice) for choice in result.choices],
+        explanations_complete=result.explanations_complete,
+    )
+
+
+def pareto_out(result: ParetoResult) -> ParetoOut:
+    return ParetoOut(
+        frontier=[estimate_out(estimate) for estimate in result.frontier],
+        warnings=list(result.warnings),
+        solver=SolverOut(wall_s=result.wall_s, proved_optimal=result.proved),
+        status=result.status,
+        complete=result.proved,
+    )

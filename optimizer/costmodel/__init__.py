@@ -1,0 +1,54 @@
+"""The cost model: memory by part, bubble, communication and the MFU waterfall of a layout,
+under a named profile (`workshop`: the teaching plate's formulas, frozen as a reference;
+`standard`: every knob the search turns, priced). The single source of truth: every figure
+the search, the explanations, the API and the page report is computed here.
+
+Other rooms import from this module only.
+"""
+
+from optimizer.costmodel.assumptions import MIN_EFFICIENCY, CostAssumptions
+from optimizer.costmodel.estimate import Estimate, MemoryBytes, MfuStep
+from optimizer.costmodel.grid import (
+    PLACEMENTS,
+    RECOMPUTE_CODES,
+    SCHEDULE_CODES,
+    GridPrices,
+    LayoutGrid,
+    placement_code,
+    recompute_code,
+    schedule_code,
+)
+from optimizer.costmodel.profiles import (
+    DEFAULT_EVALUATE_PROFILE,
+    PROFILES,
+    Profile,
+    ProfileName,
+    evaluate,
+    known_profile,
+    profile_named,
+    require_finite,
+)
+
+__all__ = [
+    "DEFAULT_EVALUATE_PROFILE",
+    "MIN_EFFICIENCY",
+    "PLACEMENTS",
+    "PROFILES",
+    "RECOMPUTE_CODES",
+    "SCHEDULE_CODES",
+    "CostAssumptions",
+    "Estimate",
+    "GridPrices",
+    "LayoutGrid",
+    "MemoryBytes",
+    "MfuStep",
+    "Profile",
+    "ProfileName",
+    "evaluate",
+    "known_profile",
+    "placement_code",
+    "profile_named",
+    "recompute_code",
+    "require_finite",
+    "schedule_code",
+]

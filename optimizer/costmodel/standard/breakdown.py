@@ -1,0 +1,397 @@
+"""Profile `standard`: every knob the optimiser turns carries its cost (docs/cost-model.md).
+
+Adds to `workshop`: the worst pipeline stage's memory (embedding and head, uneven stages,
+interleaving's in-flight penalty, schedules), context parallelism's K/V exchange, ZeRO-3's
+gathers, pipeline sends, selective recompute, mixture-of-experts all-to-alls, NVLink domains
+larger than a node, and MFU as model FLOPs (attention included) with hardware FLOPs beside.
+One function, `breakdown`, prices a single layout and a whole grid alike.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from models.errors import InvalidSpec
+from models.job import TrainingJob
+from optimizer.costmodel.assumptions import CostAssumptions
+from optimizer.costmodel.standard import memory as mem
+from optimizer.costmodel.standard import times as tim
+
+Number = Any
+
+# Fused attention efficiency for GPUs whose preset names none: FlashAttention-2 on H100.
+DEFAULT_ATTENTION_EFFICIENCY = 0.35
+
+# The MFU waterfall: each step charges one more effect to the step time.
+MFU_STEP_NAMES = (
+    "kernel efficiency",
+    "after uneven stages",
+    "after recomputation",
+    "after pipeline bubble",
+    "after tensor-parallel communication",
+    "after context-parallel communication",
+    "after expert all-to-all",
+    "after pipeline sends",
+    "after data-parallel communication",
+)
+
+
+@dataclass(frozen=True)
+class Degrees:
+    """The knobs of one layout or of a grid (equally shaped arrays), spans included."""
+
+    tp: Number
+    pp: Number
+    cp: Number
+    dp: Number
+    vpp: Number
+    micro_batch: Number
+    zero: Number
+    recompute: Number  # grid.RECOMPUTE_CODES index
+    schedule: Number  # grid.SCHEDULE_CODES index
+    ep: Number
+    tp_span: Number
+    cp_span: Number
+    pp_span: Number
+    dp_span: Number
+
+    @property
+    def ep_span(self) -> Number:
+        """ep ranks are carved from cp first, then dp (Megatron-LM's expert groups)."""
+        inside_cp = self.cp_span / self.cp
+        inside_dp = self.dp_span / self.dp
+        wide = np.maximum(self.ep / self.cp * inside_dp, self.cp_span)
+        return np.where(self.ep <= self.cp, self.ep * inside_cp, wide)
+
+    @property
+    def data_group_span(self) -> Number:
+        """Gradients reduce over dp * cp: the group spans the wider of the two."""
+        return np.maximum(self.dp_span, self.cp_span)
+
+
+@dataclass(frozen=True)
+class Breakdown:
+    micro_batches: Number
+    memory: mem.StageMemory
+    valid: Number  # no more chunks than layers
+    bubble: Number
+    layer_times_s: dict[str, Number]
+    step_times_s: tuple[Number, ...]  # cumulative, one per MFU_STEP_NAMES
+    model_flops: Number  # per step, whole job
+    hardware_flops: Number
+    cluster_flop_s: float
+
+    @property
+    def step_time_s(self) -> Number:
+        return self.step_times_s[-1]
+
+    def first(self) -> Breakdown:
+        """The first layout's figures as plain numbers (pricing a grid of one)."""
+
+        def scalar(value: Number) -> Number:
+            return np.asarray(value, dtype=float).reshape(-1)[0]
+
+        return Breakdown(
+            micro_batches=int(scalar(self.micro_batches)),
+            memory=mem.StageMemory(
+                weights=scalar(self.memory.weights),
+                gradients=scalar(self.memory.gradients),
+                optimizer=scalar(self.memory.optimizer),
+                activations=scalar(self.memory.activations),
+            ),
+            valid=bool(scalar(self.valid)),
+            bubble=scalar(self.bubble),
+            layer_times_s={name: scalar(v) for name, v in self.layer_times_s.items()},
+            step_times_s=tuple(scalar(t) for t in self.step_times_s),
+            model_flops=self.model_flops,
+            hardware_flops=scalar(self.hardware_flops),
+            cluster_flop_s=self.cluster_flop_s,
+        )
+
+    @property
+    def mfu_steps(self) -> tuple[Number, ...]:
+        return tuple(self.model_flops / (self.cluster_flop_s * t) for t in self.step_times_s)
+
+    @property
+    def mfu(self) -> Number:
+        return self.mfu_steps[-1]
+
+    @property
+    def hfu(self) -> Number:
+        return self.hardware_flops / (self.cluster_flop_s * self.step_time_s)
+
+
+def stage_memory(job: TrainingJob, a: CostAssumptions, k: Degrees, m: Number) -> mem.StageMemory:
+    """Memory of the first and last device; the worse of the two."""
+    model, s = job.model, job.training.seq_len
+    layers = mem.stage_layers(model.num_layers, k.pp, k.vpp)
+    dense = mem.dense_params_per_layer_per_device(model, k.tp)
+    experts = mem.expert_params_per_layer_per_device(model, k.tp, k.ep)
+    embedding = mem.embedding_params_per_device(model, k.tp, k.pp)
+    group = k.dp * k.cp
+    copies = np.where(k.schedule == mem.SCHEDULE_DUALPIPE, 2, 1)
+    tokens = s * k.micro_batch / (k.tp * k.cp)
+    per_token = mem.layer_activation_bytes_per_token(model, k.recompute)
+    per_token = per_token + mem.attention_score_bytes_per_token(
+        model.num_attention_heads, s, k.recompute, a.fused_attention
+    )
+
+    def replicated(recompute: Number) -> Number:
+        if a.sequence_parallel:
+            return 0.0
+        return mem.tp_replicated_activation_bytes_per_token(model.hidden_size, recompute)
+
+    per_layer = mem.tp_rank_activation_bytes(per_token, replicated(k.recompute), tokens, k.tp)
+    full_layer = mem.tp_rank_activation_bytes(
+        mem.full_layer_activation_bytes_per_token(model),
+        replicated(mem.RECOMPUTE_NONE),
+        tokens,
+        k.tp,
+    )
+    working = np.where(k.recompute == mem.RECOMPUTE_FULL, full_layer, 0.0)
+    in_first, in_last = mem.in_flight_micro_batches(m, k.pp, k.vpp, k.schedule)
+    logits = a.logits_bytes_per_value * model.vocab_size * s * k.micro_batch / (k.tp * k.cp)
+
+    def stage(n_layers: Number, in_flight: Number, extra_activations: Number) -> mem.StageMemory:
+        weights, grads, opt = mem.state_bytes(
+            n_layers * dense + embedding,
+            n_layers * experts,
+            k.zero,
+            group,
+            group / k.ep,
+            copies,
+            a.gradient_bytes_per_param,
+            a.optimizer_bytes_per_param,
+        )
+        acts = n_layers * per_layer * in_flight + working + extra_activations
+        return mem.StageMemory(weights, grads, opt, acts)
+
+    first = stage(layers.first, in_first, np.where(k.pp == 1, logits, 0.0))
+    last = stage(layers.last, in_last, logits)
+    return mem.worst_stage(first, last)
+
+
+def link_bytes_s(job: TrainingJob, a: CostAssumptions, span: Number) -> Number:
+    """NVLink when the group fits the NVLink domain, else the network at its efficiency."""
+    gpu = job.cluster.gpu
+    inter = gpu.inter_node_bytes_s * a.inter_node_bandwidth_efficiency
+    return tim.link_bytes_s(span, job.cluster.job_nvlink_domain, gpu.intra_node_bytes_s, inter)
+
+
+def step_latency_s(job: TrainingJob, a: CostAssumptions, span: Number) -> Number:
+    """Latency of one ring step: NVLink's inside the NVLink domain, else the network's."""
+    domain = job.cluster.job_nvlink_domain
+    return tim.link_bytes_s(span, domain, a.nvlink_step_latency_s, a.network_step_latency_s)
+
+
+def latency_s(
+    job: TrainingJob, a: CostAssumptions, group: Number, span: Number, collectives: Number
+) -> Number:
+    step_s = step_latency_s(job, a, span)
+    return tim.collective_latency_s(group, collectives, a.collective_base_latency_s, step_s)
+
+
+def layer_times(job: TrainingJob, a: CostAssumptions, k: Degrees) -> dict[str, Number]:
+    """Seconds of one layer on one micro-batch on one device, by component."""
+    model, s, peak = job.model, job.training.seq_len, job.cluster.gpu.peak_flop_s
+
+    def link(span: Number) -> Number:
+        return link_bytes_s(job, a, span)
+
+    tokens = s * k.micro_batch / k.cp
+    avg_params = model.active_layer_params / model.num_layers
+    matmul = tim.matmul_s(6 * avg_params, tokens, k.tp, peak, a.kernel_efficiency)
+    attention = attention_time_s(job, a, k, tokens)
+    cp_bytes = tim.cp_exchange_bytes(
+        k.cp, s * k.micro_batch, model.kv_width, model.num_kv_heads, k.tp, k.recompute
+    )
+    cp_s = cp_bytes / link(k.cp_span) + latency_s(
+        job, a, k.cp, k.cp_span, tim.cp_passes(k.recompute)
+    )
+    tp_latency_s = latency_s(job, a, k.tp, k.tp_span, tim.tp_collectives(k.recompute))
+    a2a_overlap = np.where(
+        k.schedule == mem.SCHEDULE_DUALPIPE,
+        a.dualpipe_all_to_all_overlap_fraction,
+        a.moe_all_to_all_overlap_fraction,
+    )
+    return {
+        "matmul": matmul,
+        "attention": attention,
+        "recompute": tim.recompute_s(
+            matmul + attention, k.recompute, a.selective_recompute_time_overhead
+        ),
+        "tp_comm": tim.tp_comm_s(
+            k.tp,
+            tokens,
+            model.hidden_size,
+            link(k.tp_span),
+            k.recompute,
+            a.tp_overlap_fraction,
+            tp_latency_s,
+        ),
+        "cp_comm": tim.exposed_s(cp_s, attention, a.cp_overlap_fraction),
+        "moe_all_to_all": tim.moe_all_to_all_s(
+            k.ep,
+            tokens,
+            k.tp,
+            model.experts_per_token,
+            model.hidden_size,
+            link(k.ep_span),
+            model.num_moe_layers / model.num_layers,
+            a2a_overlap,
+        ),
+    }
+
+
+def attention_efficiency(job: TrainingJob, a: CostAssumptions) -> float:
+    if a.attention_kernel_efficiency is not None:
+        return a.attention_kernel_efficiency
+    return job.cluster.gpu.attention_efficiency or DEFAULT_ATTENTION_EFFICIENCY
+
+
+def attention_time_s(job: TrainingJob, a: CostAssumptions, k: Degrees, tokens: Number) -> Number:
+    """Fused: the causal share of the square at the attention kernels' efficiency. Unfused:
+    the whole square as batched matmuls, plus the scores streamed through HBM."""
+    model, gpu, s = job.model, job.cluster.gpu, job.training.seq_len
+    if a.fused_attention:
+        return tim.attention_s(
+            model.q_width,
+            s,
+            tokens,
+            k.tp,
+            gpu.peak_flop_s,
+            attention_efficiency(job, a),
+            a.causal_attention_work_fraction,
+        )
+    bandwidth = gpu.memory_bandwidth_bytes_s
+    if bandwidth is None:
+        raise InvalidSpec(
+            "fused_attention false streams the attention scores through HBM: the GPU needs "
+            "memory_bandwidth_gb_s",
+            "cluster.gpu.memory_bandwidth_gb_s",
+        )
+    gemms = tim.attention_s(
+        model.q_width, s, tokens, k.tp, gpu.peak_flop_s, a.kernel_efficiency, 1.0
+    )
+    return gemms + tim.unfused_scores_s(
+        model.num_attention_heads,
+        s,
+        tokens,
+        k.tp,
+        a.unfused_attention_bytes_per_score,
+        bandwidth,
+        k.recompute,
+    )
+
+
+def busiest_stage_s(layers: mem.StageLayers, pp: Number, layer_s: Number, head_s: Number) -> Number:
+    """The pipeline runs at its slowest device's pace: the last one carries the output head."""
+    first = layers.first * layer_s + np.where(pp == 1, head_s, 0.0)
+    middle = np.where(pp > 2, layers.middle * layer_s, 0.0)
+    last = layers.last * layer_s + head_s
+    return np.maximum(np.maximum(first, middle), last)
+
+
+def data_parallel_s(
+    job: TrainingJob, a: CostAssumptions, k: Degrees, layers: mem.StageLayers
+) -> tuple[Number, Number]:
+    """(per step, per micro-batch) exposure-free seconds of gradient sync or ZeRO-3 traffic
+    for the first stage's parameters (the busiest in parameters: embedding plus layers)."""
+    model, bandwidth = job.model, link_bytes_s(job, a, k.data_group_span)
+    n_layers = np.maximum(layers.first, layers.middle)
+    dense = n_layers * mem.dense_params_per_layer_per_device(model, k.tp)
+    dense = dense + mem.embedding_params_per_device(model, k.tp, k.pp)
+    experts = n_layers * mem.expert_params_per_layer_per_device(model, k.tp, k.ep)
+    group = k.dp * k.cp
+    zero3 = k.zero >= 3
+    groups = (dense, experts, group, group / k.ep)
+    per_step = tim.data_group_bytes(tim.GRAD_SYNC_PASSES, *groups) / bandwidth
+    per_micro_batch = tim.data_group_bytes(tim.ZERO3_PASSES_PER_MICRO_BATCH, *groups) / bandwidth
+    return np.where(zero3, 0.0, per_step), np.where(zero3, per_micro_batch, 0.0)
+
+
+def step_waterfall(
+    m: Number,
+    slots: Number,
+    stage: Any,
+    busy: Number,
+    p2p: Number,
+    per_mb: Number,
+    dp_exposed: Number,
+    balanced: Number,
+) -> tuple[Number, ...]:
+    """Cumulative step times, one more effect charged at each MFU_STEP_NAMES step."""
+    compute = ("matmul", "attention")
+    return (
+        balanced,
+        m * stage(*compute),
+        m * stage(*compute, "recompute"),
+        slots * stage(*compute, "recompute"),
+        slots * stage(*compute, "recompute", "tp_comm"),
+        slots * stage(*compute, "recompute", "tp_comm", "cp_comm"),
+        slots * busy,
+        slots * (busy + p2p),
+        slots * per_mb + dp_exposed,
+    )
+
+
+def step_flops(job: TrainingJob, recompute: Number) -> tuple[Number, Number]:
+    """(model, hardware) FLOPs of a whole step of the job."""
+    model, s = job.model, job.training.seq_len
+    tokens = job.training.tokens_per_step
+    head = model.vocab_size * model.hidden_size
+    layers, q = model.active_layer_params, model.q_width
+    model_flops = tokens * tim.model_flops_per_token(layers, head, model.num_layers, q, s)
+    extra = tokens * tim.recompute_flops_per_token(layers, model.num_layers, q, s, recompute)
+    return model_flops, model_flops + extra
+
+
+def breakdown(job: TrainingJob, a: CostAssumptions, k: Degrees) -> Breakdown:
+    """Price layouts given as numbers or as equally shaped arrays."""
+    model, training, gpu = job.model, job.training, job.cluster.gpu
+    m = training.global_batch // (k.dp * k.micro_batch)
+    layers = mem.stage_layers(model.num_layers, k.pp, k.vpp)
+    times = layer_times(job, a, k)
+    tokens = training.seq_len * k.micro_batch / k.cp
+    head_flops = 6 * model.vocab_size * model.hidden_size
+    times["head"] = tim.matmul_s(head_flops, tokens, k.tp, gpu.peak_flop_s, a.kernel_efficiency)
+    warmup = tim.warmup_micro_batches(k.pp, k.vpp, k.schedule, a.zero_bubble_weight_grad_fraction)
+    p2p = tim.pp_p2p_s(
+        k.pp,
+        k.vpp,
+        tokens,
+        model.hidden_size,
+        k.tp,
+        link_bytes_s(job, a, k.pp_span),
+        a.pp_p2p_overlap_fraction,
+    )
+    dp_step_s, zero3_mb_s = data_parallel_s(job, a, k, layers)
+
+    def stage(*parts: str) -> Number:
+        return busiest_stage_s(layers, k.pp, sum(times[p] for p in parts), times["head"])
+
+    per_layer = times["matmul"] + times["attention"]
+    balanced = m * (model.num_layers * per_layer + times["head"]) / k.pp
+    busy = stage("matmul", "attention", "recompute", "tp_comm", "cp_comm", "moe_all_to_all")
+    zero3_exposed = tim.exposed_s(zero3_mb_s, busy, a.zero3_overlap_fraction)
+    per_mb = busy + p2p + zero3_exposed
+    dp_exposed = tim.exposed_s(dp_step_s, per_mb, a.dp_overlap_microbatches)
+    slots = m + warmup
+    model_flops, hardware_flops = step_flops(job, k.recompute)
+    times.update(
+        pp_p2p_per_micro_batch=p2p, zero3_per_micro_batch=zero3_exposed, dp_comm_exposed=dp_exposed
+    )
+    return Breakdown(
+        micro_batches=m,
+        memory=stage_memory(job, a, k, m),
+        valid=layers.valid,
+        bubble=warmup / slots,
+        layer_times_s=times,
+        step_times_s=step_waterfall(m, slots, stage, busy, p2p, per_mb, dp_exposed, balanced),
+        model_flops=model_flops,
+        hardware_flops=hardware_flops,
+        cluster_flop_s=job.cluster.gpus * gpu.peak_flop_s,
+    )

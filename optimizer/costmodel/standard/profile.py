@@ -1,0 +1,132 @@
+"""Profile `standard` behind the `Profile` interface: one layout in full, or a grid at once.
+
+Both go through `standard.breakdown`, so the enumerator, the CP-SAT tables and `evaluate`
+see the same figures.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from models.hardware import fits_one_domain
+from models.job import TrainingJob
+from models.layout import Layout
+from optimizer.costmodel.assumptions import CostAssumptions
+from optimizer.costmodel.estimate import Estimate, MemoryBytes, MfuStep
+from optimizer.costmodel.grid import GridPrices, LayoutGrid
+from optimizer.costmodel.standard.breakdown import MFU_STEP_NAMES, Breakdown, Degrees, breakdown
+from optimizer.costmodel.warnings import engine_warnings
+
+
+def grid_degrees(grid: LayoutGrid) -> Degrees:
+    return Degrees(
+        tp=grid.tp,
+        pp=grid.pp,
+        cp=grid.cp,
+        dp=grid.dp,
+        vpp=grid.vpp,
+        micro_batch=grid.micro_batch,
+        zero=grid.zero,
+        recompute=grid.recompute,
+        schedule=grid.schedule_codes,
+        ep=grid.expert_parallel,
+        tp_span=grid.span("tp"),
+        cp_span=grid.span("cp"),
+        pp_span=grid.span("pp"),
+        dp_span=grid.span("dp"),
+    )
+
+
+def uneven_stage_warning(job: TrainingJob, layout: Layout) -> list[str]:
+    layers, pp, vpp = job.model.num_layers, layout.pp, layout.vpp
+    chunks = pp * vpp
+    if layers % chunks == 0 or ((layers + 2) % chunks == 0 and pp > 1):
+        return []
+    busiest = -(-layers // chunks) * vpp
+    return [
+        f"num_layers({layers}) does not split into pp({pp}) * vpp({vpp}) = {chunks} equal chunks: "
+        f"the busiest devices hold {busiest} layers against {layers / pp:g} on average and set "
+        "the pace (priced so)"
+    ]
+
+
+def standard_warnings(job: TrainingJob, layout: Layout) -> list[str]:
+    """The engine warnings, judged against the NVLink domain rather than the node."""
+    cluster = job.cluster.model_copy(update={"gpus_per_node": job.cluster.nvlink_domain_size})
+    warnings = engine_warnings(job.model_copy(update={"cluster": cluster}), layout)
+    return warnings + straddle_warnings(job, layout) + uneven_stage_warning(job, layout)
+
+
+def straddle_warnings(job: TrainingJob, layout: Layout) -> list[str]:
+    """Groups small enough for one NVLink domain that still straddle two (their span does
+    not divide the domain), so some run on the network: priced so, and said."""
+    domain = job.cluster.job_nvlink_domain
+    warnings = []
+    for dim in ("tp", "cp", "pp"):
+        span = layout.group_span(dim)
+        if layout.degree(dim) > 1 and span < domain and not fits_one_domain(span, domain):
+            first = _first_straddling_rank(span, domain)
+            warnings.append(
+                f"{dim} groups span {span} GPUs, which does not divide the NVLink domain of "
+                f"{domain}: ranks {first}-{first + span - 1} straddle two domains, so the {dim} "
+                "collectives are priced on the network"
+            )
+    return warnings
+
+
+def _first_straddling_rank(span: int, domain: int) -> int:
+    """The first rank of the first group of `span` consecutive ranks that crosses a domain
+    boundary (span < domain, span not dividing it)."""
+    start = 0
+    while start % domain + span <= domain:
+        start += span
+    return start
+
+
+def price_standard(job: TrainingJob, layout: Layout, assumptions: CostAssumptions) -> Estimate:
+    # one layout is a grid of one: the very formulas the search prices with
+    b = breakdown(job, assumptions, grid_degrees(LayoutGrid.from_layouts([layout]))).first()
+    step_time_s = float(b.step_time_s)
+    return Estimate(
+        profile="standard",
+        layout=layout,
+        micro_batches=int(b.micro_batches),
+        memory=MemoryBytes(
+            weights=float(b.memory.weights),
+            gradients=float(b.memory.gradients),
+            optimizer=float(b.memory.optimizer),
+            activations=float(b.memory.activations),
+            capacity=job.cluster.gpu.memory_bytes,
+        ),
+        bubble=float(b.bubble),
+        mfu_steps=tuple(
+            MfuStep(name, float(mfu)) for name, mfu in zip(MFU_STEP_NAMES, b.mfu_steps, strict=True)
+        ),
+        step_time_s=step_time_s,
+        tokens_per_s_per_gpu=job.training.tokens_per_step / (step_time_s * job.cluster.gpus),
+        times_s={**{name: float(v) for name, v in b.layer_times_s.items()}, "step": step_time_s},
+        warnings=tuple(standard_warnings(job, layout)),
+        hardware_flops_utilization=float(b.hfu),
+    )
+
+
+def _grid_prices(b: Breakdown) -> GridPrices:
+    """Layouts with more chunks than layers never reach here (the search's knob mask)."""
+
+    def part(values: object) -> np.ndarray:
+        return np.asarray(values, dtype=float)
+
+    return GridPrices(
+        weights_bytes=part(b.memory.weights),
+        gradients_bytes=part(b.memory.gradients),
+        optimizer_bytes=part(b.memory.optimizer),
+        activations_bytes=part(b.memory.activations),
+        bubble=np.asarray(b.bubble, dtype=float),
+        mfu=np.asarray(b.mfu, dtype=float),
+    )
+
+
+def price_standard_grid(
+    job: TrainingJob, grid: LayoutGrid, assumptions: CostAssumptions
+) -> GridPrices:
+    return _grid_prices(breakdown(job, assumptions, grid_degrees(grid)))

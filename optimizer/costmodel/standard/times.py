@@ -1,0 +1,270 @@
+"""Profile `standard`, time: compute, recompute, every collective and the pipeline schedule
+(docs/cost-model.md, "standard: time"). Pure functions that broadcast over numpy arrays.
+
+Units: FLOPs, bytes, bytes/s, seconds. "Per layer" means one layer on one micro-batch on
+one device.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from models.hardware import fits_one_domain
+from optimizer.costmodel.standard.memory import (
+    BF16_BYTES,
+    RECOMPUTE_FULL,
+    RECOMPUTE_SELECTIVE,
+    SCHEDULE_DUALPIPE,
+    SCHEDULE_ZERO_BUBBLE,
+)
+from optimizer.costmodel.workshop.formulas import ring_allreduce_bytes
+
+Number = Any
+
+# Ring / all-gather context parallelism moves each rank's K/V (c-1)/c of the sequence once
+# forward, and again backward together with their gradients dK, dV: three passes (Llama 3's
+# all-gather: gather K, V forward, gather again and reduce-scatter dK, dV backward).
+CP_KV_PASSES = 3
+# Expert parallelism: dispatch and combine all-to-alls forward, and both again backward.
+MOE_ALL_TO_ALLS_PER_LAYER = 4
+# Data-parallel traffic in ring passes of (g-1)/g of the parameters: once a step, an all-reduce
+# (or ZeRO 1-2's reduce-scatter plus all-gather) of the gradients; with ZeRO-3 / FSDP, every
+# micro-batch, an all-gather of the weights before forward and again before backward and a
+# reduce-scatter of the gradients after.
+GRAD_SYNC_PASSES = 2
+ZERO3_PASSES_PER_MICRO_BATCH = 3
+# Megatron-LM TP with sequence parallelism: two all-gathers and two reduce-scatters per layer
+# forward and backward, the same bytes as the workshop's four all-reduces.
+TP_COLLECTIVES_PER_LAYER = 4
+
+
+# --- FLOPs ------------------------------------------------------------------------------
+
+
+def attention_flops_per_token_per_layer(q_width: Number, seq_len: Number) -> Number:
+    """Forward plus backward of QK^T and AV over the full s x s square: 12 * a * hd * s
+    (PaLM appendix B; Narayanan et al. SC21 eq. 3's s/6h term). Causal kernels do less."""
+    return 12 * q_width * seq_len
+
+
+def model_flops_per_token(
+    active_layer_params: Number,
+    head_params: Number,
+    num_layers: Number,
+    q_width: Number,
+    seq_len: Number,
+) -> Number:
+    """Model FLOPs as PaLM and Llama 3 count them: 6 per active weight (the output head
+    included, the input lookup not) plus the attention term; recompute is not model work."""
+    attention = num_layers * attention_flops_per_token_per_layer(q_width, seq_len)
+    return 6 * (active_layer_params + head_params) + attention
+
+
+def recompute_flops_per_token(
+    active_layer_params: Number,
+    num_layers: Number,
+    q_width: Number,
+    seq_len: Number,
+    recompute: Number,
+) -> Number:
+    """Hardware FLOPs beyond model FLOPs: full recompute replays every layer's forward
+    (2 per weight plus a third of the attention term); selective recompute replays only
+    elementwise work, which we do not count as FLOPs (its time is an assumption)."""
+    forward = 2 * active_layer_params + num_layers * 4 * q_width * seq_len
+    return np.where(recompute == RECOMPUTE_FULL, forward, 0.0)
+
+
+# --- per-layer compute ------------------------------------------------------------------
+
+
+def matmul_s(
+    flops_per_token: Number, tokens: Number, tp: Number, peak: Number, efficiency: float
+) -> Number:
+    return flops_per_token * tokens / (tp * peak * efficiency)
+
+
+def attention_s(
+    q_width: Number,
+    seq_len: Number,
+    tokens: Number,
+    tp: Number,
+    peak: Number,
+    efficiency: float,
+    causal_fraction: float,
+) -> Number:
+    """Each rank's queries (s*b/c tokens) attend to the whole sequence of s keys."""
+    flops = attention_flops_per_token_per_layer(q_width, seq_len) * causal_fraction
+    return flops * tokens / (tp * peak * efficiency)
+
+
+def unfused_scores_s(
+    heads: int,
+    seq_len: Number,
+    tokens: Number,
+    tp: Number,
+    bytes_per_score: float,
+    memory_bytes_s: float,
+    recompute: Number,
+) -> Number:
+    """The unfused path streams every s x s score of the rank's heads through HBM; selective
+    recompute replays its forward part (13 of the 30 bytes we count)."""
+    scores = heads / tp * tokens * seq_len
+    replay = np.where(recompute == RECOMPUTE_SELECTIVE, 13 / 30, 0.0)
+    return scores * bytes_per_score * (1 + replay) / memory_bytes_s
+
+
+def recompute_s(compute_s: Number, recompute: Number, selective_overhead: float) -> Number:
+    """Full recompute replays the forward, a third of forward plus backward; selective
+    costs a stated fraction of the layer (Korthikanti et al. 2022, Fig. 8)."""
+    return np.where(
+        recompute == RECOMPUTE_FULL,
+        compute_s / 3,
+        np.where(recompute == RECOMPUTE_SELECTIVE, selective_overhead * compute_s, 0.0),
+    )
+
+
+def forward_replays(recompute: Number) -> Number:
+    """1 where full recompute replays the forward pass (and its forward collectives)."""
+    return np.where(recompute == RECOMPUTE_FULL, 1.0, 0.0)
+
+
+# --- per-layer communication --------------------------------------------------------------
+
+
+def link_bytes_s(span: Number, domain: int, intra: float, inter: float) -> Number:
+    """A group whose GPUs all sit in one NVLink domain talks over NVLink, else the network
+    (a group straddling two domains goes at its slowest link's pace)."""
+    return np.where(fits_one_domain(span, domain), intra, inter)
+
+
+def collective_latency_s(
+    group: Number, collectives: Number, base_s: float, step_s: Number
+) -> Number:
+    """Alpha term of the alpha-beta model, as NCCL's tuner prices a ring collective: a base
+    latency plus one hop latency per ring step, g-1 steps for an all-gather or a
+    reduce-scatter (src/graph/tuning.cc). A group of one sends nothing."""
+    return np.where(group > 1, collectives * (base_s + (group - 1) * step_s), 0.0)
+
+
+def tp_collectives(recompute: Number) -> Number:
+    """With sequence parallelism each of the four all-reduce volumes is an all-gather plus a
+    reduce-scatter: eight ring collectives of t-1 steps a layer, four more under full
+    recompute's replayed forward."""
+    return 2 * (TP_COLLECTIVES_PER_LAYER + 2 * forward_replays(recompute))
+
+
+def tp_comm_s(
+    tp: Number,
+    tokens: Number,
+    hidden: Number,
+    bandwidth: Number,
+    recompute: Number,
+    overlap: float,
+    latency_s: Number = 0.0,
+) -> Number:
+    """Four activation collectives of 2(t-1)/t of the tokens' bf16 activations; the two
+    forward ones again under full recompute; `latency_s` is their alpha term."""
+    payload = tokens * hidden * BF16_BYTES
+    passes = TP_COLLECTIVES_PER_LAYER + 2 * forward_replays(recompute)
+    transfer_s = passes * ring_allreduce_bytes(tp, payload) / bandwidth
+    return (transfer_s + latency_s) * (1 - overlap)
+
+
+def cp_exchange_bytes(
+    cp: Number,
+    seq_tokens: Number,
+    kv_width: Number,
+    kv_heads: int,
+    tp: Number,
+    recompute: Number,
+) -> Number:
+    """K and V of the other (c-1)/c of the sequence, `2*k*hd` values per token in bf16,
+    sharded by tp down to one KV head per rank (ranks beyond k replicate heads), in three
+    passes (four when full recompute replays the forward gather)."""
+    per_rank_width = kv_width / np.minimum(tp, kv_heads)
+    return cp_passes(recompute) * (cp - 1) / cp * seq_tokens * per_rank_width * BF16_BYTES
+
+
+def cp_passes(recompute: Number) -> Number:
+    """Collectives of the K/V exchange a layer: all-gather forward, all-gather again and
+    reduce-scatter of dK, dV backward (Llama 3 section 3.3.2); full recompute replays the
+    forward one."""
+    return CP_KV_PASSES + forward_replays(recompute)
+
+
+def exposed_s(comm_s: Number, hiding_s: Number, overlap: float) -> Number:
+    """Communication left after hiding under `overlap` of some compute."""
+    return np.maximum(comm_s - overlap * hiding_s, 0.0)
+
+
+def moe_all_to_all_s(
+    ep: Number,
+    tokens: Number,
+    tp: Number,
+    top_k: int,
+    hidden: int,
+    bandwidth: Number,
+    moe_layer_share: float,
+    overlap: Number,
+) -> Number:
+    """Dispatch and combine of each token's top-k copies (bf16, sequence-parallel shards of
+    tokens/t per rank), (ep-1)/ep of it leaving the rank, four times a layer; averaged over
+    layers by the share of MoE layers."""
+    payload = tokens / tp * top_k * hidden * BF16_BYTES * (ep - 1) / ep
+    per_layer = MOE_ALL_TO_ALLS_PER_LAYER * payload / bandwidth
+    return moe_layer_share * per_layer * (1 - overlap)
+
+
+def pp_p2p_s(
+    pp: Number,
+    vpp: Number,
+    tokens: Number,
+    hidden: int,
+    tp: Number,
+    bandwidth: Number,
+    overlap: float,
+) -> Number:
+    """Per micro-batch per device: one activation send forward and one gradient send
+    backward per chunk, sharded over tp (Megatron's scatter/gather, SC21 section 4.1)."""
+    sends = 2 * vpp * tokens * hidden * BF16_BYTES / tp
+    return np.where(pp > 1, sends / bandwidth * (1 - overlap), 0.0)
+
+
+# --- data-parallel communication --------------------------------------------------------
+
+
+def data_group_bytes(
+    passes: int, dense_params: Number, expert_params: Number, group: Number, expert_group: Number
+) -> Number:
+    """Bytes each rank sends in `passes` ring passes of (g-1)/g of its bf16 parameters, the
+    dense ones over the data group (dp * cp), the experts' over theirs (dp * cp / ep)."""
+    dense = passes * (group - 1) / group * BF16_BYTES * dense_params
+    experts = passes * (expert_group - 1) / expert_group * BF16_BYTES * expert_params
+    return dense + experts
+
+
+# --- schedule ------------------------------------------------------------------------------
+
+
+def warmup_micro_batches(
+    pp: Number, vpp: Number, schedule: Number, weight_grad_fraction: float
+) -> Number:
+    """Idle time of a step in micro-batch slots (the bubble is slots / (m + slots)).
+
+    With one slot = F + B + W = 1, W = w and F = B = (1 - w)/2 (B the input-gradient pass):
+    1F1B interleaved over v chunks: (p-1)/v (Narayanan et al. SC21 eq. 2);
+    ZB-H1: (p-1)(F + B - W) = (p-1)(1 - 2w) (Qi et al. 2024: a third of 1F1B's at w = 1/3);
+    DualPipe: (p/2 - 1)(F&B + B_full - 3W) with F&B = F + B_full = 1 and B_full = B + W
+    (DeepSeek-V3 report, Table 2) = (p/2 - 1)(3 - 5w)/2.
+    """
+    w = weight_grad_fraction
+    one_f_one_b = (pp - 1) / vpp
+    zero_bubble = (pp - 1) * max(1 - 2 * w, 0.0)
+    dualpipe = np.maximum(pp / 2 - 1, 0) * max(3 - 5 * w, 0.0) / 2
+    return np.where(
+        schedule == SCHEDULE_ZERO_BUBBLE,
+        zero_bubble,
+        np.where(schedule == SCHEDULE_DUALPIPE, dualpipe, one_f_one_b),
+    )

@@ -1,0 +1,124 @@
+"""For a request nothing satisfies: a minimal set of its rules that conflict, from CP-SAT's
+sufficient assumptions narrowed by a deletion filter, each in words with the numbers."""
+
+from __future__ import annotations
+
+from ortools.sat.python import cp_model
+
+from models.layout import Layout
+from optimizer.costmodel import CostAssumptions
+from optimizer.explain.budget import GB, Budget, priced
+from optimizer.explain.words import _rule_words
+from optimizer.results import Conflict
+from optimizer.search import (
+    MAX_TERM,
+    MEMORY_LIMIT,
+    CutShort,
+    LayoutModel,
+    SearchProblem,
+    Tables,
+    build_tables,
+    new_solver,
+    run_solver,
+)
+
+
+def _settled_solve(
+    layout_model: LayoutModel, budget: Budget
+) -> tuple[cp_model.CpSolver, cp_model.CpSolverStatus]:
+    """One solve within what is left of the budget; CutShort when nothing is left or the
+    solve ends unsettled (neither a solution nor a proof)."""
+    settings = budget.settings()
+    if settings is None:
+        raise CutShort()
+    solver = new_solver(settings)
+    status = run_solver(solver, layout_model.model, settings)
+    if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE, cp_model.INFEASIBLE):
+        raise CutShort()
+    return solver, status
+
+
+def _minimal_core(layout_model: LayoutModel, core: list[str], budget: Budget) -> list[str]:
+    """Drop each rule whose removal leaves the rest still infeasible (deletion filter)."""
+    kept = list(core)
+    for name in core:
+        trial = [rule for rule in kept if rule != name]
+        layout_model.model.clear_assumptions()
+        layout_model.model.add_assumptions([layout_model.rules[r] for r in trial])
+        if _settled_solve(layout_model, budget)[1] == cp_model.INFEASIBLE:
+            kept = trial
+    return kept
+
+
+def _least_memory(tables: Tables, enforced: set[str], budget: Budget) -> Layout | None:
+    """The layout of least memory under the `enforced` rules."""
+    layout_model = LayoutModel(tables)
+    for name, literal in layout_model.rules.items():
+        layout_model.model.add(literal == int(name in enforced))
+    layout_model.model.minimize(layout_model.memory)
+    solver, status = _settled_solve(layout_model, budget)
+    return None if status == cp_model.INFEASIBLE else layout_model.layout(solver)
+
+
+def conflict(
+    problem: SearchProblem, assumptions: CostAssumptions, budget: Budget
+) -> tuple[Conflict, ...]:
+    """A minimal set of the request's rules that no layout satisfies together; CutShort
+    when the budget runs out first."""
+    job = problem.job
+    if len(problem.degrees) == 0:
+        model, batch = job.model, job.training.global_batch
+        return (
+            Conflict(
+                "degrees",
+                f"no tp * pp * cp * dp = gpus({job.cluster.gpus}) with tp dividing "
+                f"num_attention_heads({model.num_attention_heads}), pp <= "
+                f"num_layers({model.num_layers}) and dp * micro_batch dividing "
+                f"global_batch({batch})",
+            ),
+        )
+    tables = build_tables(problem, assumptions, deadline=budget.deadline, stop=budget.stop)
+    layout_model = LayoutModel(tables)  # no objective: presolve would otherwise blame all
+    layout_model.model.add_assumptions(list(layout_model.rules.values()))
+    solver, status = _settled_solve(layout_model, budget)
+    if status != cp_model.INFEASIBLE:
+        return ()  # a false INFEASIBLE earlier would show up here as no conflict
+    by_index = {literal.index: name for name, literal in layout_model.rules.items()}
+    core = [by_index[i] for i in solver.sufficient_assumptions_for_infeasibility()]
+    core = _minimal_core(layout_model, core, budget)
+    return tuple(_conflict_item(problem, tables, name, core, assumptions, budget) for name in core)
+
+
+def _conflict_item(
+    problem: SearchProblem,
+    tables: Tables,
+    name: str,
+    core: list[str],
+    assumptions: CostAssumptions,
+    budget: Budget,
+) -> Conflict:
+    words = _rule_words(problem, name)
+    if name != MEMORY_LIMIT:
+        return Conflict(name, words)
+    # Knob allowances outside the conflict are let go (the conflict stands without them);
+    # the degree rules stay, so the layout shown is one the request could otherwise take.
+    # Failing that, the rest of a minimal conflict alone holds together.
+    rules = set(LayoutModel(tables).rules) - {name}
+    kept = {rule for rule in rules if rule in core or not rule.endswith("_allowed")}
+    least = _least_memory(tables, kept, budget) or _least_memory(tables, set(core) - {name}, budget)
+    if least is None:
+        return Conflict(name, words)
+    estimate = priced(problem, least, assumptions)
+    memory = estimate.memory
+    if max(memory.weights, memory.gradients, memory.optimizer, memory.activations) >= MAX_TERM:
+        # the solver held such parts at MAX_TERM: this layout is one of many beyond it
+        return Conflict(
+            name,
+            f"{words}: every layout needs more than {MAX_TERM / GB:,.0f} GB per device "
+            f"(e.g. {estimate.summary()}: {memory.total / GB:,.0f} GB)",
+        )
+    return Conflict(
+        name,
+        f"{words}: even the least-memory layout ({estimate.summary()}) "
+        f"needs {memory.total / GB:.1f} GB > {problem.memory_limit_bytes / GB:g} GB",
+    )

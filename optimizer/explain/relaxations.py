@@ -1,0 +1,111 @@
+"""What relaxing each rule of the request would buy: the best layout without it, re-solved
+on the same model with the rule's enforcement literal let go (or the space widened, for
+max_vpp and the node size).
+
+"Binding" in a discrete problem is not zero slack (cpsat-notes.md): a rule binds when the
+optimum without it has a higher MFU. Relaxed optima are the value of relaxing a rule, not
+layouts to use.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from optimizer.costmodel import CostAssumptions, Estimate
+from optimizer.explain.budget import Budget, priced
+from optimizer.explain.words import _not_binding, _relaxation_words
+from optimizer.results import Relaxation
+from optimizer.search import (
+    KV_HEADS,
+    MEMORY_LIMIT,
+    LayoutModel,
+    SearchProblem,
+    best_layout,
+    build_tables,
+    least_memory_beating,
+    narrowed,
+    solve_best,
+)
+
+# A relaxed optimum must beat the optimum by more than the solver's scaling to count.
+BINDS_RELATIVE = 1e-7
+
+
+def _relaxed_problems(problem: SearchProblem) -> dict[str, SearchProblem]:
+    """Rules relaxed by widening the space rather than dropping a literal."""
+    wider_vpp = problem.max_vpp * 2
+    cluster = problem.job.cluster
+    doubled = {"gpus_per_node": cluster.gpus_per_node * 2}
+    if cluster.nvlink_domain is not None:
+        doubled["nvlink_domain"] = cluster.nvlink_domain * 2
+    bigger_node = problem.job.model_copy(update={"cluster": cluster.model_copy(update=doubled)})
+    return {
+        "max_vpp": replace(
+            problem,
+            knobs={**problem.knobs, "vpp": tuple(range(1, wider_vpp + 1))},
+            max_vpp=wider_vpp,
+        ),
+        "node_size": replace(problem, job=bigger_node),
+    }
+
+
+def relaxations(
+    problem: SearchProblem, best: Estimate, assumptions: CostAssumptions, budget: Budget
+) -> tuple[tuple[Relaxation, ...], bool]:
+    """Each relaxable rule of the request, whether relaxing it raises the best MFU and, if so,
+    what it would buy; and whether every rule was tried within the budget."""
+    tables = build_tables(problem, assumptions, deadline=budget.deadline, stop=budget.stop)
+    layout_model = LayoutModel(tables)
+    tries: list[tuple[str, SearchProblem | None]] = [(rule, None) for rule in layout_model.rules]
+    tries += list(_relaxed_problems(problem).items())
+    found = {}
+    for rule, wider in tries:
+        settings = budget.settings()
+        if settings is None:
+            break
+        if wider is None:
+            found[rule] = (problem, solve_best(layout_model, settings, frozenset({rule})))
+        else:
+            found[rule] = (wider, best_layout(narrowed(wider), assumptions, settings))
+    judged = [_not_binding(problem, KV_HEADS, best)] if _kv_rule_idle(problem, layout_model) else []
+    # A rule is unsettled when time ran out before a layout (relaxing only widens a feasible
+    # space) or, for a verdict of "does not bind", before the proof that nothing beats it.
+    unsettled = 0
+    for rule, (space, answer) in found.items():
+        relaxed = None if answer.layout is None else priced(space, answer.layout, assumptions)
+        if relaxed is not None and relaxed.mfu > best.mfu * (1 + BINDS_RELATIVE):
+            step_up = None
+            if rule == MEMORY_LIMIT:
+                step_up = _smallest_step_up(problem, layout_model, best, assumptions, budget)
+            words = _relaxation_words(problem, rule, best, relaxed, step_up)
+            judged.append(Relaxation(rule, words, relaxed.mfu, relaxed, step_up=step_up))
+        elif relaxed is not None and answer.proved:
+            judged.append(_not_binding(problem, rule, best))
+        else:
+            unsettled += 1
+    return tuple(judged), len(found) == len(tries) and not unsettled
+
+
+def _smallest_step_up(
+    problem: SearchProblem,
+    layout_model: LayoutModel,
+    best: Estimate,
+    assumptions: CostAssumptions,
+    budget: Budget,
+) -> Estimate | None:
+    """Without the memory limit, the layout of least memory that beats the optimum: the
+    smallest raise of the limit that buys anything (the next frontier point up)."""
+    settings = budget.settings()
+    if settings is None:
+        return None
+    found = least_memory_beating(layout_model, settings, best.mfu, frozenset({MEMORY_LIMIT}))
+    if found.layout is None:
+        return None
+    step_up = priced(problem, found.layout, assumptions)
+    return step_up if step_up.mfu > best.mfu * (1 + BINDS_RELATIVE) else None
+
+
+def _kv_rule_idle(problem: SearchProblem, layout_model: LayoutModel) -> bool:
+    """The request keeps the KV-head rule, but every candidate tp already meets it (so the
+    model holds no literal for it): relaxing it cannot help."""
+    return problem.require_kv_divisibility and KV_HEADS not in layout_model.rules

@@ -1,0 +1,72 @@
+"""The search: a request's space resolved against a job (space.py, problem.py), the cost
+model's terms tabulated (terms.py, placements.py, tables.py, dominance.py), the CP-SAT model
+(structure.py, model.py, objectives.py), its solves (solve.py, stopping.py), the frontier
+(frontier.py), and the exhaustive enumerator that is its oracle (enumerator.py).
+
+Other rooms import from this module only.
+"""
+
+from optimizer.search.pareto import frontier
+from optimizer.search.model import LayoutModel
+from optimizer.search.problem import (
+    EVEN_STAGES,
+    KNOBS,
+    KV_HEADS,
+    MEMORY_LIMIT,
+    MIN_INTERLEAVED_PP,
+    PRICED_KNOBS,
+    SearchProblem,
+    divisors,
+    fast_link_domain,
+    narrowed,
+    priced_knobs,
+    resolve_space,
+)
+from optimizer.search.solve import (
+    MIN_SOLVE_S,
+    Found,
+    SolveSettings,
+    best_layout,
+    least_memory_beating,
+    new_solver,
+    run_solver,
+    solve_best,
+)
+from optimizer.search.space import MAX_MICRO_BATCH_VALUES, MAX_SEARCH_VPP, SearchSpace
+from optimizer.search.stopping import CutShort, StopSignal
+from optimizer.search.tables import Tables, build_tables
+from optimizer.search.terms import LN_MFU_SCALE, MAX_TERM
+
+__all__ = [
+    "EVEN_STAGES",
+    "KNOBS",
+    "KV_HEADS",
+    "LN_MFU_SCALE",
+    "MAX_MICRO_BATCH_VALUES",
+    "MAX_SEARCH_VPP",
+    "MAX_TERM",
+    "MEMORY_LIMIT",
+    "MIN_INTERLEAVED_PP",
+    "MIN_SOLVE_S",
+    "PRICED_KNOBS",
+    "CutShort",
+    "Found",
+    "LayoutModel",
+    "SearchProblem",
+    "SearchSpace",
+    "SolveSettings",
+    "StopSignal",
+    "Tables",
+    "best_layout",
+    "build_tables",
+    "divisors",
+    "fast_link_domain",
+    "frontier",
+    "least_memory_beating",
+    "narrowed",
+    "new_solver",
+    "priced_knobs",
+    "resolve_space",
+    "run_solver",
+    "solve_best",
+]

@@ -1,0 +1,246 @@
+"""The CP-SAT model of the layout search, read top to bottom like OR-Tools' samples:
+data (tables from the cost model), variables, one `add_<family>` per constraint family,
+objective, read-back; the solves that drive it are in cpsat_solve.py.
+
+Encoding (docs: cpsat-notes.md): one Boolean per candidate degree tuple and per knob value;
+prime-exponent variables per degree carrying the degree product and the divisibility rules;
+one Boolean per row of each term table, tied to those by channelling sums. Memory is the sum of its four parts in whole bytes;
+ln(MFU) is the sum of the logarithms of its utilisation factors scaled by LN_MFU_SCALE.
+Every rule the user may relax has an enforcement literal named after it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import numpy as np
+from ortools.sat.python import cp_model
+
+from models.layout import Layout
+from optimizer.costmodel import RECOMPUTE_CODES, LayoutGrid
+from optimizer.search.objectives import Objectives
+from optimizer.search.problem import (
+    EVEN_STAGES,
+    KNOBS,
+    KV_HEADS,
+    MEMORY_LIMIT,
+    MIN_INTERLEAVED_PP,
+    degree_columns,
+)
+from optimizer.search.structure import DegreeStructure
+from optimizer.search.tables import Tables, axis_size
+from optimizer.search.terms import PLACEMENT, Table, term_totals
+
+
+def _name(value: int, knob: str) -> str:
+    return RECOMPUTE_CODES[value].value if knob == "recompute" else str(value)
+
+
+class LayoutModel(Objectives):
+    """Variables and constraints of one search problem; `rules` maps names to literals."""
+
+    def __init__(self, tables: Tables, without: frozenset[str] = frozenset()) -> None:
+        """`without`: structural families to leave out (tests show each one does work)."""
+        self.tables, self.problem = tables, tables.problem
+        self.model = cp_model.CpModel()
+        self.rules: dict[str, cp_model.IntVar] = {}
+        self.add_degree_variables()
+        self.add_knob_variables()
+        self.add_structure(without)
+        self.add_term_tables()
+        self.add_kv_heads()
+        self.add_even_stages()
+        self.add_min_interleaved_pp()
+        self.add_fixed_values()
+        self.add_allowed_knobs()
+        self.add_search_bounds()
+        self.add_memory_limit()
+
+    # --- variables ------------------------------------------------------------------
+
+    def add_degree_variables(self) -> None:
+        """Exactly one (tp, pp, cp, dp) tuple of the candidates."""
+        self.degree_is = [
+            self.model.new_bool_var(f"degrees_are_t{t}_p{p}_c{c}_d{d}")
+            for t, p, c, d in self.problem.degrees
+        ]
+        self.model.add_exactly_one(self.degree_is)
+
+    def degree_expr(self, column: int, values: np.ndarray | None = None) -> cp_model.LinearExpr:
+        """A per-tuple number (by default the degree in `column`) of the chosen tuple."""
+        coefficients = self.problem.degrees[:, column] if values is None else values
+        return cp_model.LinearExpr.weighted_sum(self.degree_is, [int(v) for v in coefficients])
+
+    def add_knob_variables(self) -> None:
+        """Exactly one value per knob; placement is chosen as a class of equally priced orders."""
+        self.knob_is: dict[str, list[cp_model.IntVar]] = {}
+        for knob in KNOBS:
+            self.knob_is[knob] = [
+                self.model.new_bool_var(f"{knob}_is_{_name(value, knob)}")
+                for value in self.problem.knobs[knob]
+            ]
+        self.knob_is[PLACEMENT] = [
+            self.model.new_bool_var(f"placement_class_is_{j}")
+            for j in range(self.tables.classes.count)
+        ]
+        for literals in self.knob_is.values():
+            self.model.add_exactly_one(literals)
+
+    def knob_expr(self, knob: str, values: Sequence[int]) -> cp_model.LinearExpr:
+        return cp_model.LinearExpr.weighted_sum(self.knob_is[knob], [int(v) for v in values])
+
+    # --- constraints ----------------------------------------------------------------
+
+    def add_structure(self, without: frozenset[str]) -> None:
+        """The degree product, divisibility and layer rules over prime exponents
+        (cpsat_structure.py: one `add_<family>` each)."""
+        problem = self.problem
+        self.structure = DegreeStructure(
+            self, problem.degrees, problem.knobs["micro_batch"], problem.knobs["vpp"]
+        )
+        self.structure.add(problem.job, without)
+
+    def add_term_tables(self) -> None:
+        """One row of each table holds: the row whose degree tuple and knob values are chosen.
+
+        Its terms give the memory parts and the logarithms of the utilisation factors."""
+        self.terms: dict[str, cp_model.LinearExpr] = {}
+        self.table_rows: list[list[cp_model.IntVar]] = []
+        for table in self.tables.tables:
+            rows = [self.model.new_bool_var(name) for name in self._row_names(table)]
+            self.model.add_exactly_one(rows)
+            self.table_rows.append(rows)
+            self._channel(rows, table.degree_index, self.degree_is)
+            for axis in table.axes:
+                self._channel(rows, table.axis_index[axis], self.knob_is[axis])
+            for name, values in table.values.items():
+                self.terms[name] = cp_model.LinearExpr.weighted_sum(rows, [int(v) for v in values])
+        self.add_search_order()
+        self.memory_sum = sum(
+            self.terms[t.name] for t in self.tables.terms if t.kind == "memory_bytes"
+        )
+        self.ln_mfu = sum(self.terms[t.name] for t in self.tables.terms if t.kind == "ln_mfu")
+
+    def _row_names(self, table: Table) -> list[str]:
+        """e.g. `row_t8_p16_c1_d128_vpp_4_micro_batch_1_recompute_none_placement_0`."""
+        degrees = [f"row_t{t}_p{p}_c{c}_d{d}" for t, p, c, d in self.problem.degrees]
+        columns = [[degrees[k] for k in table.degree_index]]
+        for axis in table.axes:
+            size = axis_size(self.tables, axis)
+            values = (
+                range(size)
+                if axis == PLACEMENT
+                else [_name(v, axis) for v in self.problem.knobs[axis]]
+            )
+            labels = [f"_{axis}_{value}" for value in values]
+            columns.append([labels[j] for j in table.axis_index[axis]])
+        return ["".join(parts) for parts in zip(*columns, strict=True)]
+
+    def add_search_order(self) -> None:
+        """Branch on the largest table's rows best first: most ln(MFU), least memory, then
+        the tie-break order. With one table (each row a whole layout) the first row that
+        fits is the optimum, and the bound that follows closes the proof."""
+        largest = int(np.argmax([len(table.degree_index) for table in self.tables.tables]))
+        table = self.tables.tables[largest]
+        parts = term_totals(table, self.tables.terms)
+        ranks = [table.axis_index[axis] for axis in reversed(table.axes)]
+        order = np.lexsort((*ranks, parts["memory_bytes"], -parts["ln_mfu"]))
+        rows = self.table_rows[largest]
+        self.model.add_decision_strategy(
+            [rows[r] for r in order], cp_model.CHOOSE_FIRST, cp_model.SELECT_MAX_VALUE
+        )
+
+    def _channel(self, rows: list, index: np.ndarray, literals: list) -> None:
+        """The rows of each value of an axis sum to that value's literal."""
+        order = np.argsort(index, kind="stable")
+        bounds = np.searchsorted(index[order], np.arange(len(literals) + 1))
+        for value, literal in enumerate(literals):
+            chosen = [rows[r] for r in order[bounds[value] : bounds[value + 1]]]
+            self.model.add(cp_model.LinearExpr.sum(chosen) == literal)
+
+    def _rule(self, name: str) -> cp_model.IntVar:
+        self.rules[name] = self.model.new_bool_var(f"rule_{name}")
+        return self.rules[name]
+
+    def add_kv_heads(self) -> None:
+        """tp divides the KV heads (Megatron-LM's rule; the cost model prices it anyway)."""
+        if not self.problem.require_kv_divisibility:
+            return
+        kv_heads = self.problem.job.model.num_kv_heads
+        breaks = (kv_heads % self.problem.degrees[:, 0] != 0).astype(np.int64)
+        if not breaks.any():  # a rule nothing breaks has nothing to relax or to blame
+            return
+        self.model.add(self.degree_expr(0, breaks) == 0).only_enforce_if(self._rule(KV_HEADS))
+
+    def add_even_stages(self) -> None:
+        """Every chunk holds the same number of layers: pp * vpp divides num_layers (engines
+        without uneven pipeline splits). Per vpp value, the tuples whose pp breaks it are
+        barred while that value is chosen."""
+        if not self.problem.require_even_stages:
+            return
+        layers, pp = self.problem.job.model.num_layers, self.problem.degrees[:, 1]
+        self._bar_pp_by_vpp(EVEN_STAGES, lambda vpp: layers % (pp * vpp) != 0)
+
+    def add_min_interleaved_pp(self) -> None:
+        """Interleaving needs at least `min_interleaved_pp` stages (Megatron-LM asserted more
+        than 2): with vpp > 1 chosen, the tuples with fewer stages are barred."""
+        fewest = self.problem.min_interleaved_pp
+        if fewest is None:
+            return
+        pp = self.problem.degrees[:, 1]
+        self._bar_pp_by_vpp(MIN_INTERLEAVED_PP, lambda vpp: (vpp > 1) & (pp < fewest))
+
+    def _bar_pp_by_vpp(self, name: str, breaks: Callable[[int], np.ndarray]) -> None:
+        """A rule on (pp, vpp): per vpp value, the degree tuples it breaks are barred while
+        that value is chosen and the rule holds."""
+        barred_by_vpp = [breaks(int(vpp)).astype(np.int64) for vpp in self.problem.knobs["vpp"]]
+        if not any(barred.any() for barred in barred_by_vpp):
+            return  # a rule nothing breaks has nothing to relax or to blame
+        rule = self._rule(name)
+        for barred, vpp_is in zip(barred_by_vpp, self.knob_is["vpp"], strict=True):
+            if barred.any():
+                self.model.add(self.degree_expr(1, barred) == 0).only_enforce_if([rule, vpp_is])
+
+    def add_fixed_values(self) -> None:
+        """Degrees and knobs the user fixed."""
+        columns = {"tp": 0, "pp": 1, "cp": 2}
+        for name, value in self.problem.fixed.items():
+            if name in columns:
+                expr = self.degree_expr(columns[name])
+            else:
+                expr = self.knob_expr(name, self.problem.knobs[name])
+            self.model.add(expr == value).only_enforce_if(self._rule(f"fixed_{name}"))
+
+    def add_allowed_knobs(self) -> None:
+        """Knob values the user allows among those the profile prices (ZeRO, recompute)."""
+        for knob, allowed in self.problem.allowed.items():
+            barred = [
+                lit
+                for v, lit in zip(self.problem.knobs[knob], self.knob_is[knob], strict=True)
+                if v not in allowed
+            ]
+            if not barred:
+                continue
+            self.model.add(sum(barred) == 0).only_enforce_if(self._rule(f"{knob}_allowed"))
+
+    def add_memory_limit(self) -> None:
+        """Memory per device (whole bytes, the sum of its parts) within the limit."""
+        limit = self.to_units(self.problem.memory_limit_bytes)
+        self.model.add(self.memory <= limit).only_enforce_if(self._rule(MEMORY_LIMIT))
+
+    # --- read-back ------------------------------------------------------------------
+
+    def layout(self, solver: cp_model.CpSolver) -> Layout:
+        k = next(i for i, lit in enumerate(self.degree_is) if solver.boolean_value(lit))
+        chosen = {
+            axis: next(i for i, lit in enumerate(lits) if solver.boolean_value(lit))
+            for axis, lits in self.knob_is.items()
+        }
+        values = {
+            knob: np.asarray([self.problem.knobs[knob][chosen[knob]]], dtype=np.int64)
+            for knob in KNOBS
+        }
+        placement = self.tables.classes.representative[k][chosen[PLACEMENT]]
+        degrees = self.problem.degrees[k : k + 1]
+        grid = LayoutGrid(**degree_columns(degrees), placement=np.asarray([placement]), **values)
+        return grid.layout(0)

@@ -1,0 +1,50 @@
+"""The memory/MFU Pareto frontier by epsilon-constraint solves.
+
+Start with the best layout; then, again and again, cap memory one byte below the last
+point's and take the best layout under the cap (most MFU, then least memory to the MB, in
+one solve). A point that the next one matches in MFU with less memory is dropped, so each
+kept point has strictly less memory and strictly less MFU than the one before; the loop
+ends when no layout fits the cap. Exact up to the model's scaling: memory in whole bytes,
+ln(MFU) to 1 / LN_MFU_SCALE.
+"""
+
+from __future__ import annotations
+
+import time
+
+from models.layout import Layout
+from optimizer.costmodel import CostAssumptions
+from optimizer.search.model import LayoutModel
+from optimizer.search.problem import SearchProblem
+from optimizer.search.solve import Found, SolveSettings, frontier_point
+from optimizer.search.stopping import CutShort
+from optimizer.search.tables import NoLayouts, build_tables
+
+
+def frontier(
+    problem: SearchProblem, assumptions: CostAssumptions, settings: SolveSettings
+) -> tuple[list[Layout], bool]:
+    """Non-dominated layouts, memory ascending, and whether every solve was proved."""
+    deadline = time.perf_counter() + settings.time_limit_s
+    if len(problem.degrees) == 0:
+        return [], True
+    try:
+        tables = build_tables(problem, assumptions, deadline=deadline, stop=settings.stop)
+        layout_model = LayoutModel(tables)
+    except NoLayouts:
+        return [], True
+    except CutShort:
+        return [], False
+    points: list[Found] = []
+    cap_bytes: int | None = None
+    proved = False
+    while (remaining_s := deadline - time.perf_counter()) > 0:
+        found = frontier_point(layout_model, settings.with_time_limit(remaining_s), cap_bytes)
+        if found.layout is None or found.memory_bytes is None or not found.proved:
+            proved = found.layout is None and found.proved  # a point short of its proof may
+            break  # be dominated: stop honestly
+        if points and points[-1].ln_mfu == found.ln_mfu:
+            points.pop()  # same MFU for less memory: the earlier point is dominated
+        points.append(found)
+        cap_bytes = found.memory_bytes - 1
+    return [point.layout for point in reversed(points) if point.layout is not None], proved

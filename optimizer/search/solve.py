@@ -1,0 +1,200 @@
+"""Solving the CP-SAT layout model: the settings, the best layout (most MFU, then the
+tie-break), and one frontier point. The model itself is in cpsat_model.py."""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field, replace
+
+from ortools.sat.python import cp_model
+
+from models.layout import Layout
+from optimizer.costmodel import CostAssumptions
+from optimizer.search.model import LayoutModel
+from optimizer.search.problem import SearchProblem
+from optimizer.search.stopping import CutShort, StopSignal
+from optimizer.search.tables import NoLayouts, Tables, build_tables
+from optimizer.search.terms import LN_MFU_SCALE
+
+
+@dataclass(frozen=True)
+class SolveSettings:
+    time_limit_s: float = 10.0
+    workers: int = 1
+    stop: StopSignal = field(default_factory=StopSignal)  # set from outside: stop now
+
+    def with_time_limit(self, time_limit_s: float) -> SolveSettings:
+        return replace(self, time_limit_s=time_limit_s)
+
+
+@dataclass(frozen=True)
+class Found:
+    """A solve's answer: the layout (None if none), and whether the answer is proved."""
+
+    layout: Layout | None
+    proved: bool  # optimality when a layout came back, infeasibility when none did
+    solves: int
+    memory_bytes: int | None = None
+    ln_mfu: int | None = None  # the solver's objective, LN_MFU_SCALE * ln(MFU) rounded
+    # The solver's proved upper bound on ln(MFU) (same units), where it has one: with a
+    # layout short of its proof, how much better any layout could be.
+    bound_ln_mfu: int | None = None
+
+
+def run_solver(
+    solver: cp_model.CpSolver, model: cp_model.CpModel, settings: SolveSettings
+) -> cp_model.CpSolverStatus:
+    """Every solve goes through here, so that `settings.stop` can end it from outside."""
+    with settings.stop.watching(solver):
+        if settings.stop.stopped:
+            return cp_model.UNKNOWN
+        return solver.solve(model)
+
+
+def objective_bound(solver: cp_model.CpSolver) -> int | None:
+    bound = solver.best_objective_bound
+    return int(math.floor(bound)) if math.isfinite(bound) else None
+
+
+# CP-SAT's smallest time limit here: below it a solve only pays its set-up.
+MIN_SOLVE_S = 0.01
+
+
+def new_solver(settings: SolveSettings, time_limit_s: float | None = None) -> cp_model.CpSolver:
+    """Settings measured on these table models (docs/performance.md, "## Solver"):
+    - presolve off: it cost more than it saved, and with probing level 0 OR-Tools 9.15's
+      presolve wrongly proved one frontier step infeasible (cf. google/or-tools#5274);
+    - no root probing: it took 1.2 s of 1.7 s on profile standard's one-table model;
+    - fixed search over `add_search_order`'s rows, best first; the LP relaxation off.
+    """
+    solver = cp_model.CpSolver()
+    parameters = solver.parameters
+    parameters.max_time_in_seconds = max(time_limit_s or settings.time_limit_s, MIN_SOLVE_S)
+    parameters.num_workers = settings.workers
+    parameters.cp_model_presolve = False
+    parameters.cp_model_probing_level = 0
+    parameters.search_branching = cp_model.FIXED_SEARCH
+    parameters.linearization_level = 0
+    return solver
+
+
+def solve_best(
+    layout_model: LayoutModel,
+    settings: SolveSettings,
+    relaxed: frozenset[str] = frozenset(),
+    memory_cap_bytes: int | None = None,
+) -> Found:
+    """Maximise ln(MFU); then, at that value, least memory and the tie-break rank."""
+    start = time.perf_counter()
+    layout_model.enforce(relaxed)
+    layout_model.cap_memory(memory_cap_bytes)
+    layout_model.stage_most_mfu()
+    solver = new_solver(settings)
+    status = run_solver(solver, layout_model.model, settings)
+    if status == cp_model.INFEASIBLE:
+        return Found(None, True, 1)
+    if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+        return Found(None, False, 1, bound_ln_mfu=objective_bound(solver))
+    proved = status == cp_model.OPTIMAL
+    best_ln_mfu = int(round(solver.value(layout_model.ln_mfu)))
+    bound = best_ln_mfu if proved else objective_bound(solver)
+    first = Found(
+        layout_model.layout(solver),
+        False,
+        1,
+        layout_model.memory_bytes(solver),
+        best_ln_mfu,
+        bound,
+    )
+    last = solver
+    for stage in range(len(layout_model.tie_break)):
+        layout_model.stage_tie_break(best_ln_mfu, last, stage)
+        spent_s = time.perf_counter() - start
+        remaining = settings.with_time_limit(settings.time_limit_s - spent_s)
+        tie_solver = new_solver(remaining)
+        tie_status = run_solver(tie_solver, layout_model.model, remaining)
+        if tie_status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+            return replace(first, solves=first.solves + stage + 1)
+        proved = proved and tie_status == cp_model.OPTIMAL
+        last = tie_solver
+    return Found(
+        layout_model.layout(last),
+        proved,
+        1 + len(layout_model.tie_break),
+        layout_model.memory_bytes(last),
+        best_ln_mfu,
+        bound,
+    )
+
+
+def frontier_point(
+    layout_model: LayoutModel, settings: SolveSettings, memory_cap_bytes: int | None
+) -> Found:
+    """The layout of most ln(MFU) under the cap, and least memory (to the MB) at it."""
+    if not layout_model.frontier_in_one_solve:
+        return solve_best(layout_model, settings, memory_cap_bytes=memory_cap_bytes)
+    layout_model.enforce()
+    layout_model.cap_memory(memory_cap_bytes)
+    layout_model.stage_frontier_point()
+    return solve_once(layout_model, settings)
+
+
+def solve_once(layout_model: LayoutModel, settings: SolveSettings) -> Found:
+    """One solve of the model as staged, read back."""
+    solver = new_solver(settings)
+    status = run_solver(solver, layout_model.model, settings)
+    if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+        return Found(None, status == cp_model.INFEASIBLE, 1)
+    return Found(
+        layout_model.layout(solver),
+        status == cp_model.OPTIMAL,
+        1,
+        layout_model.memory_bytes(solver),
+        int(solver.value(layout_model.ln_mfu)),
+    )
+
+
+def best_layout(
+    problem: SearchProblem,
+    assumptions: CostAssumptions,
+    settings: SolveSettings,
+    relaxed: frozenset[str] = frozenset(),
+    tables: Tables | None = None,
+) -> Found:
+    if len(problem.degrees) == 0:
+        return Found(None, True, 0)
+    deadline = time.perf_counter() + settings.time_limit_s
+    try:
+        layout_model = LayoutModel(
+            tables or build_tables(problem, assumptions, deadline=deadline, stop=settings.stop)
+        )
+    except NoLayouts:
+        return Found(None, True, 0)
+    except CutShort:
+        return Found(None, False, 0)
+    remaining = settings.with_time_limit(deadline - time.perf_counter())
+    return solve_best(layout_model, remaining, relaxed)
+
+
+# How much better, in the solver's ln(MFU) units, a layout must be to count as a step up:
+# above the rounding of the tabulated terms (each rounds by at most half a unit).
+STEP_UP_LN_MFU = 100
+
+
+def least_memory_beating(
+    layout_model: LayoutModel,
+    settings: SolveSettings,
+    mfu: float,
+    relaxed: frozenset[str] = frozenset(),
+) -> Found:
+    """The layout of least memory whose MFU beats `mfu`: the smallest step up the frontier,
+    i.e. how much more memory it takes to do better at all."""
+    layout_model.enforce(relaxed)
+    layout_model.cap_memory(None)
+    low, high = layout_model.ln_mfu_bounds()
+    floor = math.ceil(LN_MFU_SCALE * math.log(mfu)) + STEP_UP_LN_MFU
+    if floor > high:
+        return Found(None, True, 0)
+    layout_model.stage_least_memory_above(max(floor, low))
+    return solve_once(layout_model, settings)

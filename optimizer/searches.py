@@ -1,0 +1,125 @@
+"""The optimiser's front door: the best layout with a proof and why, and the memory/MFU
+frontier, each saying exactly what was proved.
+
+Every figure in a result is recomputed by the cost model (`costmodel.evaluate`) from the
+layout the solver chose; the solver's scaled integers only decide which layout that is.
+"""
+
+from __future__ import annotations
+
+import time
+
+from models.job import TrainingJob
+from optimizer import explain as explaining
+from optimizer.costmodel import CostAssumptions, profile_named
+from optimizer.results import (
+    OptimizeResult,
+    ParetoResult,
+    SolverStats,
+    mfu_bound,
+    relative_gap,
+    status_of,
+    unknown_warning,
+)
+from optimizer.search import (
+    SearchSpace,
+    SolveSettings,
+    StopSignal,
+    best_layout,
+    narrowed,
+    resolve_space,
+)
+
+# Searches price with the profile that charges every knob they turn; evaluate keeps workshop.
+DEFAULT_SEARCH_PROFILE = "standard"
+
+
+def optimize(
+    job: TrainingJob,
+    space: SearchSpace | None = None,
+    profile: str = DEFAULT_SEARCH_PROFILE,
+    assumptions: CostAssumptions | None = None,
+    time_limit_s: float = 10.0,
+    workers: int = 1,
+    explain: bool = True,
+    stop: StopSignal | None = None,
+) -> OptimizeResult:
+    """The layout of highest MFU that fits, proved optimal within the time limit, and why.
+
+    `time_limit_s` bounds the whole call: the explanations get what the optimum leaves.
+    `stop`, set from another thread, ends it early with what was proved by then."""
+    profile_named(profile)
+    problem = resolve_space(job, space or SearchSpace(), profile)
+    costs = assumptions or CostAssumptions()
+    stop = stop or StopSignal()
+    start = time.perf_counter()
+    budget = explaining.Budget(start + time_limit_s, workers, stop)
+    found = best_layout(narrowed(problem), costs, SolveSettings(time_limit_s, workers, stop))
+    wall_s = time.perf_counter() - start
+    status = status_of(found.layout is not None, found.proved)
+    warnings = problem.warnings
+    if status == "unknown":
+        warnings += (unknown_warning(problem, time_limit_s, stop.stopped),)
+    best = None if found.layout is None else explaining.priced(problem, found.layout, costs)
+    explained = explaining.Explanation()
+    complete = False
+    if explain and status != "unknown":
+        explained = explaining.explain(problem, best, costs, budget)
+        complete = not explained.warnings  # its only warnings: cut short, or skipped
+    bound = mfu_bound(found.bound_ln_mfu)
+    if status == "optimal" and best is not None:
+        bound = best.mfu  # the proof's bound is the optimum itself
+    stats = SolverStats(
+        wall_s,
+        found.proved,
+        found.solves,
+        workers,
+        time.perf_counter() - start - wall_s,
+        bound=bound,
+        gap=relative_gap(None if best is None else best.mfu, bound),
+    )
+    return OptimizeResult(
+        status,
+        best,
+        binding=explained.binding,
+        slack=explained.slack,
+        conflict=explained.conflict,
+        warnings=warnings + explained.warnings + (() if best is None else best.warnings),
+        solver=stats,
+        relaxations=explained.relaxations,
+        choices=explained.choices,
+        explanations_complete=complete,
+    )
+
+
+def pareto(
+    job: TrainingJob,
+    space: SearchSpace | None = None,
+    profile: str = DEFAULT_SEARCH_PROFILE,
+    assumptions: CostAssumptions | None = None,
+    time_limit_s: float = 30.0,
+    workers: int = 1,
+    stop: StopSignal | None = None,
+) -> ParetoResult:
+    """The exact memory/MFU frontier by epsilon-constraint solves, memory ascending; when
+    time runs out first, the part found so far (its high-memory end), said to be partial."""
+    from optimizer.search import SolveSettings, frontier
+
+    profile_named(profile)
+    problem = resolve_space(job, space or SearchSpace(), profile)
+    costs = assumptions or CostAssumptions()
+    stop = stop or StopSignal()
+    start = time.perf_counter()
+    settings = SolveSettings(time_limit_s, workers, stop)
+    layouts, proved = frontier(narrowed(problem), costs, settings)
+    estimates = tuple(explaining.priced(problem, layout, costs) for layout in layouts)
+    warnings = problem.warnings
+    if not proved and estimates:
+        warnings += (
+            f"the frontier is partial: the time limit ({time_limit_s:g} s) ran out after "
+            f"{len(estimates)} point{'s' if len(estimates) > 1 else ''}; layouts of less memory "
+            f"than {estimates[0].memory.total / 1e9:.2f} GB may be missing",
+        )
+    elif not proved:
+        warnings += (unknown_warning(problem, time_limit_s, stop.stopped),)
+    return ParetoResult(estimates, time.perf_counter() - start, proved, warnings)
