@@ -11,9 +11,9 @@ import pytest
 from pydantic import ValidationError
 
 from models.layout import Recompute
+from optimizer import explain as explaining
 from optimizer.costmodel.assumptions import CostAssumptions
 from optimizer.costmodel.profiles import evaluate
-from optimizer import explain as explaining
 from optimizer.search import enumerator
 from optimizer.search.problem import resolve_space
 from optimizer.search.solve import SolveSettings, best_layout

@@ -6,8 +6,8 @@ model's terms tabulated (terms.py, placements.py, tables.py, dominance.py), the 
 Other rooms import from this module only.
 """
 
-from optimizer.search.pareto import frontier
 from optimizer.search.model import LayoutModel
+from optimizer.search.pareto import frontier
 from optimizer.search.problem import (
     EVEN_STAGES,
     KNOBS,

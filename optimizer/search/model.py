@@ -116,10 +116,12 @@ class LayoutModel(Objectives):
             for name, values in table.values.items():
                 self.terms[name] = cp_model.LinearExpr.weighted_sum(rows, [int(v) for v in values])
         self.add_search_order()
-        self.memory_sum = sum(
-            self.terms[t.name] for t in self.tables.terms if t.kind == "memory_bytes"
+        self.memory_sum = cp_model.LinearExpr.sum(
+            [self.terms[t.name] for t in self.tables.terms if t.kind == "memory_bytes"]
         )
-        self.ln_mfu = sum(self.terms[t.name] for t in self.tables.terms if t.kind == "ln_mfu")
+        self.ln_mfu = cp_model.LinearExpr.sum(
+            [self.terms[t.name] for t in self.tables.terms if t.kind == "ln_mfu"]
+        )
 
     def _row_names(self, table: Table) -> list[str]:
         """e.g. `row_t8_p16_c1_d128_vpp_4_micro_batch_1_recompute_none_placement_0`."""
