@@ -210,7 +210,7 @@ def test_saturated_server_answers_503_with_retry_after(
     finally:
         release.set()
         blocker.result(timeout=30)
-    assert 'layoutopt_rejections_total{reason="saturated"} 1\n' in api.get("/metrics").text
+    assert 'layoutopt_rejections_total{reason="saturated"} 1.0\n' in api.get("/metrics").text
 
 
 def test_requests_over_the_in_flight_limit_get_503_but_probes_pass() -> None:
@@ -262,9 +262,9 @@ def test_identical_requests_are_served_from_the_cache(
     second = api.post("/v1/evaluate", json=plate_body).json()
     assert second == first
     metrics = api.get("/metrics").text
-    assert 'layoutopt_cache_hits_total{operation="evaluate"} 1\n' in metrics
-    assert 'layoutopt_cache_misses_total{operation="evaluate"} 1\n' in metrics
-    assert 'layoutopt_solver_wall_seconds_count{operation="evaluate"} 1\n' in metrics
+    assert 'layoutopt_cache_hits_total{operation="evaluate"} 1.0\n' in metrics
+    assert 'layoutopt_cache_misses_total{operation="evaluate"} 1.0\n' in metrics
+    assert 'layoutopt_solver_wall_seconds_count{operation="evaluate"} 1.0\n' in metrics
 
 
 def test_cache_keeps_only_the_most_recent(
@@ -274,7 +274,7 @@ def test_cache_keeps_only_the_most_recent(
     other = {**plate_body, "training": {"global_batch": 4096, "seq_len": 8192}}
     for body in (plate_body, other, plate_body):  # `other` evicts the plate
         api.post("/v1/evaluate", json=body)
-    assert 'layoutopt_cache_misses_total{operation="evaluate"} 3\n' in api.get("/metrics").text
+    assert 'layoutopt_cache_misses_total{operation="evaluate"} 3.0\n' in api.get("/metrics").text
 
 
 def test_request_id_is_echoed_or_made(api: TestClient) -> None:
@@ -288,16 +288,18 @@ def test_metrics_count_requests_by_route_and_status(api: TestClient) -> None:
     api.post("/v1/evaluate", json=PLATE_EXAMPLE)
     api.post("/v1/evaluate", json={"model": "llama3-405b"})
     response = api.get("/metrics")
-    assert response.headers["content-type"].startswith("text/plain; version=0.0.4")
+    assert response.headers["content-type"].startswith("text/plain; version=")
     text = response.text
     assert (
-        'layoutopt_http_requests_total{method="POST",route="/v1/evaluate",status="200"} 1\n' in text
+        'layoutopt_http_requests_total{method="POST",route="/v1/evaluate",status="200"} 1.0\n'
+        in text
     )
     assert (
-        'layoutopt_http_requests_total{method="POST",route="/v1/evaluate",status="422"} 1\n' in text
+        'layoutopt_http_requests_total{method="POST",route="/v1/evaluate",status="422"} 1.0\n'
+        in text
     )
     assert (
-        'layoutopt_http_request_duration_seconds_count{method="POST",route="/v1/evaluate"} 2\n'
+        'layoutopt_http_request_duration_seconds_count{method="POST",route="/v1/evaluate"} 2.0\n'
         in text
     )
 

@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from api.http.logs import JsonFormatter, new_request_id, request_id
-from api.http.metrics import Counter, Histogram
+from api.http.metrics import Metrics
 from api.http.settings import Settings
 from api.http.workers import AnswerCache
 
@@ -37,23 +37,25 @@ def test_bad_setting_is_refused_naming_it(monkeypatch: pytest.MonkeyPatch) -> No
         Settings()
 
 
-def test_histogram_buckets_are_cumulative_and_inclusive() -> None:
-    histogram = Histogram("t_seconds", "test", ("route",), buckets=(0.1, 1.0))
+def test_metrics_render_prometheus_text_from_one_registry_per_app() -> None:
+    # two apps' metrics never mix, and a histogram's buckets are cumulative and inclusive
+    first, second = Metrics(), Metrics()
     for value in (0.05, 0.1, 0.5, 2.0):  # 0.1 counts in le="0.1": buckets are <=
-        histogram.observe(value, "/x")
-    assert list(histogram.samples()) == [
-        't_seconds_bucket{route="/x",le="0.1"} 2',
-        't_seconds_bucket{route="/x",le="1.0"} 3',
-        't_seconds_bucket{route="/x",le="+Inf"} 4',
-        't_seconds_sum{route="/x"} 2.65',  # 0.05 + 0.1 + 0.5 + 2.0
-        't_seconds_count{route="/x"} 4',
-    ]
-
-
-def test_label_values_are_escaped() -> None:
-    counter = Counter("t_total", "test", ("path",))
-    counter.inc('a"b\\c\nd')
-    assert list(counter.samples()) == ['t_total{path="a\\"b\\\\c\\nd"} 1']
+        first.request_seconds.labels("POST", "/x").observe(value)
+    first.rejections.labels('a"b').inc()
+    text = first.render().decode()
+    assert (
+        'layoutopt_http_request_duration_seconds_bucket{le="0.1",method="POST",route="/x"} 2.0'
+        in text
+    )
+    assert (
+        'layoutopt_http_request_duration_seconds_bucket{le="1.0",method="POST",route="/x"} 3.0'
+        in text
+    )
+    assert 'layoutopt_http_request_duration_seconds_count{method="POST",route="/x"} 4.0' in text
+    assert 'layoutopt_http_request_duration_seconds_sum{method="POST",route="/x"} 2.65' in text
+    assert 'layoutopt_rejections_total{reason="a\\"b"} 1.0' in text  # label values escaped
+    assert "layoutopt_rejections_total{" not in second.render().decode()
 
 
 def test_log_line_is_one_json_object_with_the_request_id() -> None:

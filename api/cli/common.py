@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from models.presets import gpu_presets, model_presets
+from optimizer import DEFAULT_EVALUATE_PROFILE, DEFAULT_SEARCH_PROFILE, PROFILES
 
 # flag -> (section of the request, field); None means top level
 FLAG_FIELDS: dict[str, tuple[str | None, str]] = {
@@ -62,7 +63,11 @@ def add_job_flags(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--global-batch", type=int, help="sequences per step (default 2048)")
     parser.add_argument("--seq-len", type=int, help="tokens per sequence (default 8192)")
-    parser.add_argument("--profile", help="cost-model profile")
+    parser.add_argument(
+        "--profile",
+        help=f"cost-model profile: {', '.join(PROFILES)} (evaluate defaults to "
+        f"{DEFAULT_EVALUATE_PROFILE}, searches to {DEFAULT_SEARCH_PROFILE})",
+    )
     parser.add_argument(
         "--assume",
         action="append",

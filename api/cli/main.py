@@ -49,8 +49,14 @@ def run_evaluate(args: argparse.Namespace) -> int:
 
 
 def run_serve(args: argparse.Namespace) -> int:
-    from api.http import serve
-
+    try:
+        from api.http import serve
+    except ModuleNotFoundError as missing:  # installed without the server extras
+        message = (
+            f"layoutopt serve needs the server extras ({missing.name} is not installed): "
+            "pip install 'layoutopt[server]'"
+        )
+        return fail(ErrorDetail(code="not_installed", message=message), EXIT_INTERNAL, False)
     serve(args.host, args.port)
     return EXIT_OK
 

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from api.errors import EXIT_OK
+from optimizer import PROFILES
 from optimizer.validation import (
     TABLE_HEADER,
     VALIDATION_PROFILE,
@@ -123,6 +124,10 @@ def register_validate_command(commands: Any) -> None:
     cmd = commands.add_parser(
         "validate", help="compare the cost model with published runs (predicted vs reported MFU)"
     )
-    cmd.add_argument("--profile", default=VALIDATION_PROFILE, help="cost-model profile")
+    cmd.add_argument(
+        "--profile",
+        default=VALIDATION_PROFILE,
+        help=f"cost-model profile: {', '.join(PROFILES)} (default {VALIDATION_PROFILE})",
+    )
     cmd.add_argument("--markdown", type=Path, help="also write the table as Markdown here")
     cmd.set_defaults(run=run_validate)

@@ -13,6 +13,7 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from fastapi_offline import FastAPIOffline
 from pydantic import ValidationError
 from starlette.exceptions import HTTPException
 
@@ -79,7 +80,9 @@ def drain(app: FastAPI) -> int:
 def create_app(settings: Settings | None = None) -> FastAPI:
     settings = settings or Settings()
     metrics = Metrics()
-    app = FastAPI(
+    # /docs and /redoc from the package's own copies of Swagger UI and ReDoc, not a CDN:
+    # the service works without a network, and so do its docs.
+    app = FastAPIOffline(
         title="layoutopt",
         version=__version__,
         description="Parallelism layouts for transformer training: cost model, optimiser, explanations.",

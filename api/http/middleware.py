@@ -81,8 +81,8 @@ class RequestContext:
 
     def _record(self, scope: Scope, status: int, duration_s: float) -> None:
         method, route = scope["method"], _route_label(scope)
-        self.metrics.requests.inc(method, route, str(status))
-        self.metrics.request_seconds.observe(duration_s, method, route)
+        self.metrics.requests.labels(method, route, str(status)).inc()
+        self.metrics.request_seconds.labels(method, route).observe(duration_s)
         logger.info(
             "request",
             extra={
@@ -119,7 +119,7 @@ class InFlightLimit:
             await self.app(scope, receive, send)
             return
         if self.in_flight >= self.max_in_flight:
-            self.metrics.rejections.inc("in_flight")
+            self.metrics.rejections.labels("in_flight").inc()
             message = f"{self.max_in_flight} requests in flight; retry in {self.retry_after_s} s"
             headers = {"Retry-After": str(self.retry_after_s)}
             await error_response(errors.saturated(message), 503, headers)(scope, receive, send)
@@ -150,7 +150,7 @@ class Admission:
         try:
             slot = self.pool.reserve()
         except Saturated as error:
-            self.metrics.rejections.inc("draining" if error.draining else "saturated")
+            self.metrics.rejections.labels("draining" if error.draining else "saturated").inc()
             await saturated_response(error)(scope, receive, send)
             return
         scope.setdefault("state", {})[SLOT_KEY] = slot
@@ -189,7 +189,7 @@ class BodyReader:
             await self._reject(int(declared), scope, receive, send)
             return
         if self.readers >= self.max_readers:
-            self.metrics.rejections.inc("body_readers")
+            self.metrics.rejections.labels("body_readers").inc()
             message = f"{self.max_readers} request bodies arriving; retry in {self.retry_after_s} s"
             headers = {"Retry-After": str(self.retry_after_s)}
             await error_response(errors.saturated(message), 503, headers)(scope, receive, send)
@@ -198,7 +198,7 @@ class BodyReader:
         try:
             body = await asyncio.wait_for(self._read(receive), self.timeout_s)
         except TimeoutError:
-            self.metrics.rejections.inc("body_timeout")
+            self.metrics.rejections.labels("body_timeout").inc()
             response = error_response(errors.body_too_slow(self.timeout_s), 408)
             response.headers["Connection"] = "close"
             await response(scope, receive, send)
@@ -231,7 +231,7 @@ class BodyReader:
     async def _reject(
         self, size_bytes: int | None, scope: Scope, receive: Receive, send: Send
     ) -> None:
-        self.metrics.rejections.inc("body_too_large")
+        self.metrics.rejections.labels("body_too_large").inc()
         response = error_response(errors.body_too_large(self.max_bytes, size_bytes), 413)
         await response(scope, receive, send)
 

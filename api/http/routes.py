@@ -6,7 +6,7 @@ from functools import partial
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Depends, Request
-from fastapi.responses import JSONResponse, PlainTextResponse
+from fastapi.responses import JSONResponse, PlainTextResponse, Response
 
 from api.http.metrics import CONTENT_TYPE
 from api.http.middleware import SLOT_KEY
@@ -169,6 +169,6 @@ async def readyz(request: Request, solver: SolverDep) -> ReadyOut | JSONResponse
 
 
 @router.get("/metrics", response_class=PlainTextResponse, tags=["ops"])
-async def metrics(request: Request) -> PlainTextResponse:
+async def metrics(request: Request) -> Response:
     """Prometheus metrics: requests, latencies, solver wall time, cache hits, rejections."""
-    return PlainTextResponse(request.app.state.metrics.render(), media_type=CONTENT_TYPE)
+    return Response(request.app.state.metrics.render(), media_type=CONTENT_TYPE)

@@ -222,15 +222,15 @@ class Solver:
         key = f"{operation}:{request.model_dump_json()}"
         cached = self.cache.get(key)
         if cached is not None:
-            self.metrics.cache_hits.inc(operation)
+            self.metrics.cache_hits.labels(operation).inc()
             return cached  # type: ignore[no-any-return]
-        self.metrics.cache_misses.inc(operation)
+        self.metrics.cache_misses.labels(operation).inc()
         stop = StopSignal()
         if inline:
             answer, wall_s = _timed(work, stop)
         else:
             answer, wall_s = await self._in_pool(work, stop, slot, receive)
-        self.metrics.solver_seconds.observe(wall_s, operation)
+        self.metrics.solver_seconds.labels(operation).observe(wall_s)
         if cacheable(answer):
             self.cache.put(key, answer)
         return answer
@@ -245,7 +245,7 @@ class Solver:
         try:
             future = self.pool.submit(_timed, work, stop, slot=slot)
         except Saturated:
-            self.metrics.rejections.inc("saturated")
+            self.metrics.rejections.labels("saturated").inc()
             raise
         answer = asyncio.wrap_future(future)
         gone: asyncio.Future[Any] = asyncio.ensure_future(_disconnected(receive))
@@ -256,10 +256,10 @@ class Solver:
         if not answer.done():  # the client went away first
             stop.stop()
             future.cancel()  # a queued job never starts; a running one stops at once
-            self.metrics.rejections.inc("client_gone")
+            self.metrics.rejections.labels("client_gone").inc()
             raise ClientGone()
         if future.cancelled():  # dropped from the queue by a drain
-            self.metrics.rejections.inc("draining")
+            self.metrics.rejections.labels("draining").inc()
             raise self.pool.saturated()
         try:
             return answer.result()

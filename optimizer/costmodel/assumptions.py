@@ -23,7 +23,9 @@ def _latency_s(default: float, description: str) -> float:
     return Field(default, ge=0, le=1e-3, description=description)
 
 
-class CostAssumptions(BaseModel):
+class KernelAssumptions(BaseModel):
+    """The kernels: how much of peak the matmuls and attention reach."""
+
     model_config = SPEC_CONFIG
 
     kernel_efficiency: float = Field(
@@ -53,16 +55,6 @@ class CostAssumptions(BaseModel):
             "term) and streamed through HBM, and the masked half is computed too."
         ),
     )
-    sequence_parallel: bool = Field(
-        True,
-        description=(
-            "Megatron-LM's sequence parallelism with tensor parallelism (Korthikanti et al. "
-            "2022): every stored activation is split by tp. False prices engines without it "
-            "(2021 Megatron-LM, Megatron-DeepSpeed): the norms' inputs and outputs, or under "
-            "full recompute the layer input, are kept whole on every tp rank (their eq. 1). "
-            "Memory only; the tp traffic is the same."
-        ),
-    )
     unfused_attention_bytes_per_score: float = Field(
         30.0,
         ge=0,
@@ -82,6 +74,13 @@ class CostAssumptions(BaseModel):
             "masked half); model FLOPs still count it in full, as PaLM and Megatron-LM do."
         ),
     )
+
+
+class CommunicationAssumptions(BaseModel):
+    """The collectives: bandwidth reached, latency, and what hides under compute."""
+
+    model_config = SPEC_CONFIG
+
     inter_node_bandwidth_efficiency: float = Field(
         0.8,
         ge=MIN_EFFICIENCY,
@@ -146,6 +145,13 @@ class CostAssumptions(BaseModel):
         "Share of the expert all-to-all DualPipe hides by pairing forward and backward chunks "
         "(DeepSeek-V3 report, section 3.2.1, claims near-full overlap). Judgement.",
     )
+
+
+class ScheduleAssumptions(BaseModel):
+    """Recomputation and pipeline schedules: their time beyond the plain step."""
+
+    model_config = SPEC_CONFIG
+
     selective_recompute_time_overhead: float = Field(
         0.02,
         ge=0,
@@ -159,6 +165,23 @@ class CostAssumptions(BaseModel):
         1 / 3,
         "The weight-gradient pass W as a share of a micro-batch's F+B+W time (Qi et al. 2024 "
         "take T_F = T_B = T_W).",
+    )
+
+
+class MemoryAssumptions(BaseModel):
+    """What a device keeps: sequence parallelism and the bytes per parameter and logit."""
+
+    model_config = SPEC_CONFIG
+
+    sequence_parallel: bool = Field(
+        True,
+        description=(
+            "Megatron-LM's sequence parallelism with tensor parallelism (Korthikanti et al. "
+            "2022): every stored activation is split by tp. False prices engines without it "
+            "(2021 Megatron-LM, Megatron-DeepSpeed): the norms' inputs and outputs, or under "
+            "full recompute the layer input, are kept whole on every tp rank (their eq. 1). "
+            "Memory only; the tp traffic is the same."
+        ),
     )
     gradient_bytes_per_param: float = Field(
         4.0,
@@ -175,3 +198,12 @@ class CostAssumptions(BaseModel):
         le=16,
         description="Bytes per vocabulary logit kept for the loss on the last stage (fp32).",
     )
+
+
+class CostAssumptions(
+    KernelAssumptions, CommunicationAssumptions, ScheduleAssumptions, MemoryAssumptions
+):
+    """Every judgement the cost model makes, one named field each (the request's flat
+    `assumptions` object), grouped by what it is about."""
+
+    model_config = SPEC_CONFIG

@@ -1,0 +1,64 @@
+"""The package's extras: the CLI and the Python client run without the server's packages,
+`layoutopt serve` says what to install, and the README's two commands stay as they are."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+SERVER_ONLY = ("fastapi", "uvicorn", "starlette", "pydantic_settings", "prometheus_client")
+# Runs the code with the server's packages made unimportable, as after `pip install layoutopt`.
+WITHOUT_SERVER = f"""
+import sys
+class Absent:
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in {SERVER_ONLY!r} + ("fastapi_offline",):
+            raise ModuleNotFoundError(f"No module named {{name!r}}", name=name)
+sys.meta_path.insert(0, Absent())
+"""
+
+
+def pyproject() -> dict:
+    return tomllib.loads((ROOT / "pyproject.toml").read_text())
+
+
+def names(requirements: list[str]) -> set[str]:
+    return {r.split(">")[0].split("<")[0].split("=")[0].split("[")[0].strip() for r in requirements}
+
+
+def test_base_install_leaves_out_the_server_and_the_test_tools() -> None:
+    project = pyproject()["project"]
+    base, extras = names(project["dependencies"]), project["optional-dependencies"]
+    server = names(extras["server"])
+    assert {"fastapi", "uvicorn", "pydantic-settings", "prometheus-client"} <= server
+    assert not base & (server | names(extras["test"]) - {"layoutopt"})
+    assert "layoutopt[server]" in extras["test"]  # the suite runs the real server
+
+
+def run_without_server(code: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-c", WITHOUT_SERVER + code],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_cli_and_client_work_without_the_server_packages() -> None:
+    done = run_without_server(
+        "import api.client\n"
+        "from api.cli import main\n"
+        "sys.exit(main(['evaluate', '--model', 'llama3-8b', '--gpus', '8', '--json']))"
+    )
+    assert done.returncode == 0, done.stderr
+    assert '"mfu"' in done.stdout
+
+
+def test_serve_without_the_server_packages_says_what_to_install() -> None:
+    done = run_without_server("from api.cli import main\nsys.exit(main(['serve']))")
+    assert done.returncode == 1
+    assert "pip install 'layoutopt[server]'" in done.stderr and "Traceback" not in done.stderr
