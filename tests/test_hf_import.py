@@ -13,7 +13,9 @@ it by their norm scales and biases, which the last test bounds.
 
 from __future__ import annotations
 
+import json
 from decimal import Decimal
+from pathlib import Path
 from typing import Any, NamedTuple
 
 import pytest
@@ -21,6 +23,7 @@ import pytest
 from models.errors import InvalidSpec
 from models.hf_config import describe_import, from_hf_config
 from models.transformer import TransformerSpec
+from tests.helpers import run_cli
 
 
 class Published(NamedTuple):
@@ -250,3 +253,18 @@ def test_every_import_says_what_it_counted() -> None:
     assert describe_import(from_hf_config(LLAMA)) == (
         "imported llama: 8.03B parameters (dense: all active per token)"
     )
+
+
+def test_the_cli_reports_a_config_import_on_stderr(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(ROWS["gpt-oss-120b"].config))
+    status, out, err = run_cli(["evaluate", "--model", str(path), "--gpus", "64", "--json"], capsys)
+    assert status == 0 and json.loads(out)["memory_gb"]
+    assert err == (
+        "imported gpt_oss: 116.79B parameters, 5.71B active per token "
+        "(5.13B without the input embedding)\n"
+    )
+    # a preset is not an import: nothing to report
+    assert run_cli(["evaluate", "--model", "llama3-8b", "--gpus", "64"], capsys)[2] == ""
