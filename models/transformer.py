@@ -280,8 +280,10 @@ class TransformerSpec(BaseModel):
     @property
     def active_params(self) -> int:
         """Parameters per token, counted as total_params counts them: the active layers plus
-        both embeddings. Vendors differ: Mistral and Qwen count both embeddings (Mixtral 8x7B's
-        12.9B), DeepSeek and OpenAI leave the input embedding out (gpt-oss model card, arXiv
+        both embeddings. Vendors differ. Mistral and Qwen count both, as their figures show
+        (derived: Mixtral 8x7B's published 12.9B is 12.88B with both, 12.75B without the
+        input embedding). OpenAI leaves the input embedding out (gpt-oss model card, arXiv
         2508.10925 Table 1: "Unembedding parameters are counted towards active, but not
-        embeddings"); for theirs subtract input_embedding_params."""
+        embeddings"), and so do DeepSeek's figures (derived: V3's 37B is 36.6B without it,
+        37.6B with); for theirs subtract input_embedding_params."""
         return self.active_layer_params + self.embedding_params
