@@ -1,6 +1,13 @@
 """Import a Hugging Face `config.json` into a TransformerSpec: dense models of the families in
-`_FAMILIES` (Llama, Mistral, Qwen, Gemma, Phi, GPT-NeoX, ...) and mixture-of-experts in the
-Mixtral and DeepSeek (V2/V3) styles."""
+`_FAMILIES` (Llama, Mistral, Qwen, Gemma, Phi, GPT-NeoX, ...), mixture-of-experts in the
+Mixtral, GPT-OSS, Qwen-MoE and DeepSeek styles (models/hf_moe.py), and DeepSeek's multi-head
+latent attention. `describe_import` says what was imported, for a user to check.
+
+Not modelled, and not needed for the parameter count: GPT-OSS's sliding window on every other
+layer (priced as full attention) and its attention sinks; DeepSeek-V3's multi-token-prediction
+module (num_nextn_predict_layers), which the published 671B leaves out as well
+(deepseek-ai/DeepSeek-V3@9b4e978 README.md: "685B, which includes 671B of the Main Model
+weights and 14B of the Multi-Token Prediction (MTP) Module weights")."""
 
 from __future__ import annotations
 
@@ -10,6 +17,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from models.errors import InvalidSpec
+from models.hf_moe import moe_fields
 from models.transformer import TransformerSpec
 
 # config.json key -> TransformerSpec field
@@ -20,8 +28,9 @@ _HF_KEYS = {
     "num_attention_heads": "num_attention_heads",
     "vocab_size": "vocab_size",
 }
-# Keys that mark a mixture-of-experts config, which a dense spec would silently misprice.
-_MOE_KEYS = ("num_local_experts", "n_routed_experts", "num_experts")
+# Multi-head latent attention's per-head widths (deepseek-ai/DeepSeek-V3@9b4e978
+# inference/configs/config_671B.json names them the same).
+_MLA_HEAD_KEYS = ("qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim")
 
 # model_type -> (gated MLP, tie_word_embeddings when config.json omits it). config.json
 # states neither the MLP's shape nor, when it equals the class default, the tying: both
@@ -40,6 +49,9 @@ _FAMILIES: dict[str, tuple[bool, bool]] = {
     "gemma3_text": (True, True),
     "deepseek_v2": (True, False),
     "deepseek_v3": (True, False),
+    # SwiGLU experts (mlp1 is gate and up together), untied (openai/gpt-oss@7b58334
+    # gpt_oss/torch/model.py l.275-309, 364-378)
+    "gpt_oss": (True, False),
     "phi3": (True, False),
     "olmo": (True, False),
     "olmo2": (True, False),
@@ -76,51 +88,23 @@ def _mlp_and_tying(config: Mapping[str, Any]) -> tuple[bool, bool]:
     return bool(gated), bool(tied)
 
 
-def _mixtral_fields(config: Mapping[str, Any]) -> dict[str, Any]:
-    """Mixtral: every layer is MoE and its experts are intermediate_size wide."""
-    return {
-        "num_experts": config["num_local_experts"],
-        "experts_per_token": config.get("num_experts_per_tok", 2),
-        "expert_ffn_hidden_size": config["intermediate_size"],
-    }
-
-
-def _deepseek_fields(config: Mapping[str, Any]) -> dict[str, Any]:
-    """DeepSeek V2/V3: the first `first_k_dense_replace` layers are dense (intermediate_size
-    wide), the rest MoE with moe_intermediate_size experts plus n_shared_experts shared ones.
-    Multi-head latent attention is priced as multi-head attention of hidden/heads width."""
-    if config.get("moe_layer_freq", 1) != 1:
+def _mla_fields(config: Mapping[str, Any]) -> dict[str, Any]:
+    """DeepSeek V2/V3 multi-head latent attention, marked by kv_lora_rank. q_lora_rank null (or
+    0 in DeepSeek's own configs/config_16B.json) means full-rank queries, as in V2-Lite. Every
+    query head gets its own key and value, so num_key_value_heads does not apply."""
+    if not config.get("kv_lora_rank"):
+        return {}
+    missing = [key for key in _MLA_HEAD_KEYS if config.get(key) is None]
+    if missing:
         raise InvalidSpec(
-            f"config.json: moe_layer_freq={config['moe_layer_freq']} (MoE every few layers) is "
-            "not modelled; only every layer after first_k_dense_replace",
+            f"config.json: kv_lora_rank={config['kv_lora_rank']!r} (multi-head latent "
+            f"attention) needs {', '.join(missing)}",
             "model",
         )
-    missing = [k for k in ("moe_intermediate_size", "num_experts_per_tok") if k not in config]
-    if missing:
-        raise InvalidSpec(f"config.json lacks {', '.join(missing)} for its experts", "model")
-    return {
-        "num_experts": config["n_routed_experts"],
-        "experts_per_token": config["num_experts_per_tok"],
-        "expert_ffn_hidden_size": config["moe_intermediate_size"],
-        "num_shared_experts": config.get("n_shared_experts") or 0,
-        "dense_layers": config.get("first_k_dense_replace") or 0,
-    }
-
-
-def _moe_fields(config: Mapping[str, Any]) -> dict[str, Any]:
-    moe = [key for key in _MOE_KEYS if config.get(key)]
-    if not moe:
-        return {}
-    if moe[0] == "num_local_experts":
-        return _mixtral_fields(config)
-    if moe[0] == "n_routed_experts":
-        return _deepseek_fields(config)
-    raise InvalidSpec(
-        f"config.json describes a mixture-of-experts model ({moe[0]}={config[moe[0]]}) in a style "
-        "not imported yet (Mixtral's num_local_experts and DeepSeek's n_routed_experts are); "
-        "give the MoE fields (num_experts, experts_per_token, expert_ffn_hidden_size) explicitly",
-        "model",
-    )
+    fields = {key: config[key] for key in ("kv_lora_rank", *_MLA_HEAD_KEYS)}
+    fields["q_lora_rank"] = config.get("q_lora_rank") or None
+    fields["num_kv_heads"] = config["num_attention_heads"]
+    return fields
 
 
 def looks_like_hf_config(data: Mapping[str, Any]) -> bool:
@@ -142,11 +126,14 @@ def from_hf_config(config: Mapping[str, Any]) -> TransformerSpec:
             )
         raise InvalidSpec(message, "model")
     fields: dict[str, Any] = {field: config[key] for key, field in _HF_KEYS.items()}
-    fields.update(_moe_fields(config))
+    fields.update(moe_fields(config))
     fields["num_kv_heads"] = config.get("num_key_value_heads") or config["num_attention_heads"]
     fields["gated_mlp"], fields["tied_embeddings"] = _mlp_and_tying(config)
-    if config.get("head_dim"):
+    mla = _mla_fields(config)
+    # transformers' DeepseekV3Config also writes head_dim (= qk_rope_head_dim): not MLA's width
+    if config.get("head_dim") and not mla:
         fields["head_dim"] = config["head_dim"]
+    fields.update(mla)
     name = config.get("_name_or_path") or config.get("model_type") or "hf-config"
     fields["name"] = str(name)[:200]
     try:
@@ -157,3 +144,21 @@ def from_hf_config(config: Mapping[str, Any]) -> TransformerSpec:
         # Name the key as the user wrote it in config.json, not our field.
         where = {v: k for k, v in _HF_KEYS.items()}.get(field, field) or "model"
         raise InvalidSpec(f"config.json: {where}: {first['msg']}", "model") from None
+
+
+def describe_import(spec: TransformerSpec) -> str:
+    """One line to check an import against the model card: the total and, for an MoE model,
+    the active count both with the input embedding (as total_params counts) and without it
+    (as DeepSeek and OpenAI publish theirs; see TransformerSpec.active_params)."""
+    total = f"imported {spec.name}: {_billions(spec.total_params)} parameters"
+    if not spec.is_moe:
+        return f"{total} (dense: all active per token)"
+    without_input = spec.active_params - spec.input_embedding_params
+    return (
+        f"{total}, {_billions(spec.active_params)} active per token "
+        f"({_billions(without_input)} without the input embedding)"
+    )
+
+
+def _billions(count: int) -> str:
+    return f"{count / 1e9:.2f}B"

@@ -1,4 +1,12 @@
-"""The transformer being trained: a decoder spec (dense or mixture-of-experts) and its parameter counts."""
+"""The transformer being trained: a decoder spec (dense or mixture-of-experts, grouped-query or
+multi-head latent attention) and its parameter counts.
+
+Counts are of weight matrices: attention projections, MLP and expert matrices, routers and the
+embeddings. Norm scales, biases and attention sinks are left out: in every model of
+tests/test_hf_import.py they are under 0.05% of the total (gpt-oss-120b's expert biases, the
+largest, are 36 * 128 * (2*2880 + 2880) = 39.8M of 116.8B; openai/gpt-oss@7b58334
+gpt_oss/torch/model.py l.286-309).
+"""
 
 from __future__ import annotations
 
@@ -13,7 +21,8 @@ MAX_VOCAB = 10_000_000
 
 
 class TransformerSpec(BaseModel):
-    """A decoder-only transformer with grouped-query attention and a SwiGLU MLP."""
+    """A decoder-only transformer with grouped-query (or multi-head latent) attention and a
+    SwiGLU MLP."""
 
     model_config = SPEC_CONFIG
 
@@ -43,25 +52,85 @@ class TransformerSpec(BaseModel):
     dense_layers: JsonInt = Field(
         0, ge=0, le=MAX_LAYERS, description="Leading layers with a dense MLP in an MoE model."
     )
+    # Multi-head latent attention (DeepSeek-V2/V3): kv_lora_rank None is ordinary attention
+    # and every field below must then be None too. Names as in DeepSeek's config.json.
+    kv_lora_rank: JsonInt | None = Field(
+        None, gt=0, le=MAX_HIDDEN, description="MLA: width of the compressed key/value latent."
+    )
+    q_lora_rank: JsonInt | None = Field(
+        None, gt=0, le=MAX_HIDDEN, description="MLA: query latent width; None: full-rank queries."
+    )
+    qk_nope_head_dim: JsonInt | None = Field(
+        None, ge=0, le=MAX_HIDDEN, description="MLA: per-head query/key width without RoPE."
+    )
+    qk_rope_head_dim: JsonInt | None = Field(
+        None, ge=0, le=MAX_HIDDEN, description="MLA: per-head query/key width with RoPE."
+    )
+    v_head_dim: JsonInt | None = Field(
+        None, gt=0, le=MAX_HIDDEN, description="MLA: per-head value width."
+    )
 
     @model_validator(mode="after")
-    def _heads_are_consistent(self) -> TransformerSpec:
+    def _is_consistent(self) -> TransformerSpec:
+        self._heads_are_consistent()
+        self._mla_is_consistent()
+        self._moe_is_consistent()
+        return self
+
+    def _heads_are_consistent(self) -> None:
         a, k = self.num_attention_heads, self.num_kv_heads
         if a % k:
             raise ValueError(
                 f"num_attention_heads({a}) is not divisible by num_kv_heads({k}): "
                 "grouped-query attention shares each KV head among a whole number of query heads"
             )
-        if self.head_dim is None and self.hidden_size % a:
+        # Under MLA the head widths are the MLA fields', not hidden_size / heads.
+        if self.head_dim is None and not self.is_mla and self.hidden_size % a:
             raise ValueError(
                 f"hidden_size({self.hidden_size}) is not divisible by num_attention_heads({a}); "
                 "give head_dim explicitly if the model's heads are not hidden_size / heads wide"
             )
-        return self._moe_is_consistent()
 
-    def _moe_is_consistent(self) -> TransformerSpec:
+    def _mla_is_consistent(self) -> None:
+        latent = {
+            "q_lora_rank": self.q_lora_rank,
+            "qk_nope_head_dim": self.qk_nope_head_dim,
+            "qk_rope_head_dim": self.qk_rope_head_dim,
+            "v_head_dim": self.v_head_dim,
+        }
+        if not self.is_mla:
+            given = [name for name, value in latent.items() if value is not None]
+            if given:
+                raise ValueError(
+                    f"{', '.join(given)} describe multi-head latent attention and need kv_lora_rank"
+                )
+            return
+        missing = [
+            name for name, value in latent.items() if value is None and name != "q_lora_rank"
+        ]
+        if missing:
+            raise ValueError(
+                f"multi-head latent attention (kv_lora_rank) needs {', '.join(missing)}"
+            )
+        if self.head_dim is not None:
+            raise ValueError(
+                "head_dim does not apply under multi-head latent attention: its heads are "
+                "qk_nope_head_dim + qk_rope_head_dim wide for queries and keys, v_head_dim for values"
+            )
+        if self.qk_head_dim_size == 0:
+            raise ValueError("qk_nope_head_dim + qk_rope_head_dim must be positive")
+        # MLA up-projects one key and value per query head (DeepSeek-V3@9b4e978
+        # inference/model.py l.432, 476): there are no shared KV heads to group.
+        if self.num_kv_heads != self.num_attention_heads:
+            raise ValueError(
+                f"num_kv_heads({self.num_kv_heads}) must equal num_attention_heads"
+                f"({self.num_attention_heads}) under multi-head latent attention: every query "
+                "head gets its own key and value from the latent"
+            )
+
+    def _moe_is_consistent(self) -> None:
         if not self.num_experts:
-            return self
+            return
         if not 1 <= self.experts_per_token <= self.num_experts:
             raise ValueError(
                 f"experts_per_token({self.experts_per_token}) must be 1..num_experts({self.num_experts})"
@@ -72,7 +141,6 @@ class TransformerSpec(BaseModel):
             raise ValueError(
                 f"dense_layers({self.dense_layers}) leaves no MoE layer of num_layers({self.num_layers})"
             )
-        return self
 
     @property
     def is_moe(self) -> bool:
@@ -87,13 +155,41 @@ class TransformerSpec(BaseModel):
         )
 
     @property
+    def is_mla(self) -> bool:
+        return self.kv_lora_rank is not None
+
+    @property
+    def qk_head_dim_size(self) -> int:
+        """One head's query (and key) width: head_dim, or under MLA nope + rope."""
+        if not self.is_mla:
+            return self.head_dim_size
+        return (self.qk_nope_head_dim or 0) + (self.qk_rope_head_dim or 0)
+
+    @property
+    def v_head_dim_size(self) -> int:
+        """One head's value (and attention output) width: head_dim, or under MLA v_head_dim."""
+        return self.head_dim_size if self.v_head_dim is None else self.v_head_dim
+
+    @property
     def q_width(self) -> int:
-        return self.num_attention_heads * self.head_dim_size
+        """The per-token width the cost model gives queries and attention outputs, `a*hd`.
+
+        It prices them as two equal halves: Q and the output as activations (2q bytes each)
+        and QK^T and AV as FLOPs (12*q*s). Under MLA queries are a*(nope + rope) wide and
+        outputs a*v, so q_width is their mean, which keeps both sums exact (DeepSeek-V3: 128 *
+        (192 + 128) / 2 = 20,480). The odd half when a*(nope + rope + v) is odd is dropped.
+        """
+        a = self.num_attention_heads
+        return a * (self.qk_head_dim_size + self.v_head_dim_size) // 2
 
     @property
     def kv_width(self) -> int:
-        """K and V together: `2*k*hd` values per token."""
-        return 2 * self.num_kv_heads * self.head_dim_size
+        """K and V together per token, as the attention kernel reads them and context
+        parallelism exchanges them: `2*k*hd`. Under MLA training attends over up-projected
+        per-head keys (nope + rope) and values (v), a*(nope + rope + v) (DeepSeek-V3@9b4e978
+        inference/model.py l.472-478, the non-absorbed path); the kv_lora_rank + rope latent
+        is what inference caches, not what a training step's kernels read."""
+        return self.num_kv_heads * (self.qk_head_dim_size + self.v_head_dim_size)
 
     @property
     def mlp_matrices(self) -> int:
@@ -101,7 +197,22 @@ class TransformerSpec(BaseModel):
 
     @property
     def attention_params_per_layer(self) -> int:
+        """Q, K, V and output projections: `h*(q + kv) + q*h`, or MLA's latent projections."""
+        if self.kv_lora_rank is not None:
+            return self._latent_attention_params(self.kv_lora_rank)
         return self.hidden_size * (self.q_width + self.kv_width) + self.q_width * self.hidden_size
+
+    def _latent_attention_params(self, kv_lora_rank: int) -> int:
+        """MLA's matrices (DeepSeek-V3@9b4e978 inference/model.py l.424-433): queries straight
+        from h, or through a q_lora_rank bottleneck; a kv_lora_rank latent plus one RoPE key
+        shared by the heads (wkv_a), up-projected to per-head nope keys and values (wkv_b);
+        the output from a*v. Its two latent RMSNorms are not counted (see the module note)."""
+        h, a = self.hidden_size, self.num_attention_heads
+        qk, v, rope = self.qk_head_dim_size, self.v_head_dim_size, self.qk_rope_head_dim or 0
+        q_lora = self.q_lora_rank
+        queries = h * a * qk if q_lora is None else q_lora * (h + a * qk)
+        latent = h * (kv_lora_rank + rope) + kv_lora_rank * a * (qk - rope + v)
+        return queries + latent + a * v * h
 
     @property
     def params_per_layer(self) -> int:
@@ -158,5 +269,21 @@ class TransformerSpec(BaseModel):
         return matrices * self.vocab_size * self.hidden_size
 
     @property
+    def input_embedding_params(self) -> int:
+        """The input lookup table, vocab x h (when tied, the very matrix the head uses)."""
+        return self.vocab_size * self.hidden_size
+
+    @property
     def total_params(self) -> int:
         return self.layer_params + self.embedding_params
+
+    @property
+    def active_params(self) -> int:
+        """Parameters per token, counted as total_params counts them: the active layers plus
+        both embeddings. Vendors differ. Mistral and Qwen count both, as their figures show
+        (derived: Mixtral 8x7B's published 12.9B is 12.88B with both, 12.75B without the
+        input embedding). OpenAI leaves the input embedding out (gpt-oss model card, arXiv
+        2508.10925 Table 1: "Unembedding parameters are counted towards active, but not
+        embeddings"), and so do DeepSeek's figures (derived: V3's 37B is 36.6B without it,
+        37.6B with); for theirs subtract input_embedding_params."""
+        return self.active_layer_params + self.embedding_params

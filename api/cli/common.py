@@ -13,6 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from models.hf_config import describe_import, from_hf_config, looks_like_hf_config
 from models.presets import gpu_presets, model_presets
 from optimizer import DEFAULT_EVALUATE_PROFILE, DEFAULT_SEARCH_PROFILE, PROFILES
 
@@ -125,6 +126,9 @@ def request_data(
     if args.model is not None:
         path = Path(args.model)
         data["model"] = read_json(path) if path.suffix == ".json" or path.is_file() else args.model
+        if isinstance(data["model"], dict) and looks_like_hf_config(data["model"]):
+            # the derived counts, for the user to check against the model card
+            print(describe_import(from_hf_config(data["model"])), file=sys.stderr)
     for flag, (section, field) in FLAG_FIELDS.items():
         value = getattr(args, flag, None)
         if value is not None:
