@@ -11,7 +11,7 @@ from pydantic import ValidationError
 from models.layout import Layout
 from models.presets import model_preset
 from models.transformer import TransformerSpec
-from optimizer.cost_model import evaluate
+from optimizer.costmodel import evaluate
 from tests.helpers import plate_job
 
 # DeepSeek-V3's latent attention (deepseek-ai/DeepSeek-V3@9b4e978
