@@ -191,7 +191,9 @@ def _status_line(sock: socket.socket) -> int:
 
 
 def test_sigterm_drains_refuses_the_queue_and_finishes_the_running(make_server: Any) -> None:
-    server = make_server(WORKERS="1", QUEUE_DEPTH="2", SOLVER_TIME_LIMIT_S="4", DRAIN_S="3")
+    # the drain outlasts the running search even on a loaded machine, so the listener is
+    # still open for the probes and the late request
+    server = make_server(WORKERS="1", QUEUE_DEPTH="2", SOLVER_TIME_LIMIT_S="4", DRAIN_S="6")
 
     async def scenario() -> tuple[int, int, httpx.Response, int]:
         async with httpx.AsyncClient(base_url=server.url, timeout=30) as client:
