@@ -228,3 +228,16 @@ def test_serve_refuses_a_port_out_of_range(capsys: pytest.CaptureFixture[str]) -
     assert done.value.code == 2
     err = capsys.readouterr().err
     assert "port must be 1-65535, got 99999" in err and "Traceback" not in err
+
+
+def test_explain_false_answers_the_layout_alone(
+    api: TestClient, capsys: pytest.CaptureFixture[str]
+) -> None:
+    full = api.post("/v1/optimize", json=SEARCH_EXAMPLE).json()
+    bare = api.post("/v1/optimize", json={**SEARCH_EXAMPLE, "explain": False}).json()
+    assert bare["best"] == full["best"] and bare["status"] == full["status"] == "optimal"
+    assert full["binding"] and full["relaxations"]
+    assert (bare["binding"], bare["relaxations"], bare["choices"]) == ([], [], [])
+    assert bare["explanations_complete"] is False  # nothing was worked out, so none claimed
+    status, out, _ = run(["optimize", *PLATE_SEARCH, "--no-explain", "--json"], capsys)
+    assert status == 0 and json.loads(out)["relaxations"] == []

@@ -96,6 +96,13 @@ def add_search_flags(parser: argparse.ArgumentParser) -> None:
         "--placement", type=_comma_list(str), help="fix the order, innermost first: tp,cp,pp,dp"
     )
     parser.add_argument("--time-limit-s", type=float, dest="time_limit_s", help="default 10")
+    parser.add_argument(
+        "--no-explain",
+        action="store_false",
+        dest="explain",
+        default=None,
+        help="the layout alone: skip what binds it and what each choice buys (cheaper)",
+    )
     parser.add_argument("--workers", type=int, default=1, help="CP-SAT workers (default 1)")
 
 
@@ -103,6 +110,8 @@ def search_request(args: argparse.Namespace) -> SearchRequest:
     data = request_data(args, {"search": _SEARCH_FLAGS})
     if args.time_limit_s is not None:
         data["time_limit_s"] = args.time_limit_s
+    if args.explain is not None:
+        data["explain"] = args.explain
     if args.workers < 1:
         raise BadRequest(f"--workers must be at least 1, got {args.workers}")
     return SearchRequest.model_validate(data)
@@ -115,6 +124,7 @@ def _run_search(
     text: Callable[[Any], str],
 ) -> int:
     request = search_request(args)
+    options = {"explain": request.explain} if search is optimize else {}
     result = search(
         request.job(),
         request.search,
@@ -122,6 +132,7 @@ def _run_search(
         request.assumptions,
         time_limit_s=request.time_limit_s or DEFAULT_TIME_LIMIT_S,
         workers=args.workers,
+        **options,
     )
     answer = to_out(result)
     emit(answer, args.json, text)

@@ -92,6 +92,7 @@ def best_layout(request: SearchRequest, time_limit_s: float, stop: StopSignal) -
         request.profile,
         request.assumptions,
         time_limit_s,
+        explain=request.explain,
         stop=stop,
     )
     return optimize_out(result)

@@ -145,3 +145,8 @@ class SearchRequest(PlanRequest):
     time_limit_s: float | None = Field(
         None, gt=0, le=600, description="Solver time limit in seconds; default the server's."
     )
+    explain: bool = Field(
+        True,
+        description="Work out what binds the optimum and what each choice buys (optimize); "
+        "false answers the layout alone, cheaper, for scripts and schedulers.",
+    )
