@@ -147,7 +147,7 @@ def _overrides(s: McoreSettings) -> list[Override]:
         ("ddp.overlap_grad_reduce", s.overlap_grad_reduce),
         ("ddp.overlap_param_gather", s.overlap_param_gather),
         # Pin the fp32 reduce Megatron-LM defaults to under bf16 (Megatron-Core's own
-        # default is False: distributed_data_parallel_config.py grad_reduce_in_fp32).
+        # default is False: megatron/core/distributed/distributed_data_parallel_config.py:15).
         ("ddp.grad_reduce_in_fp32", True),
     ]
     if s.use_megatron_fsdp:  # required when saving or loading (config.py:1105-1109)
