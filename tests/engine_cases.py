@@ -3,6 +3,7 @@ engine for each, and what each engine's artefact says once read back."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import re
 import shlex
@@ -122,3 +123,67 @@ def layout_string_chunks(layout: str) -> list[int]:
     for pattern in (r"\(([^)]+)\)\*(\d+)", r"(.)\*(\d+)"):
         text = re.sub(pattern, lambda m: m.group(1) * int(m.group(2)), text)
     return [stage.count("t") for stage in text.split("|")]
+
+
+# --- parsers built from the flag names the exporters write, typed as the engines declare them
+
+
+def megatron_parser() -> argparse.ArgumentParser:
+    """Megatron-LM's flags as its parser types them (arguments.py, argument_utils.py)."""
+    parser = argparse.ArgumentParser(allow_abbrev=False)
+    ints = (
+        "tensor-model-parallel-size pipeline-model-parallel-size context-parallel-size "
+        "expert-model-parallel-size num-layers-per-virtual-pipeline-stage "
+        "num-virtual-stages-per-pipeline-rank decoder-first-pipeline-num-layers "
+        "decoder-last-pipeline-num-layers micro-batch-size global-batch-size "
+        "recompute-num-layers num-layers hidden-size ffn-hidden-size num-attention-heads "
+        "num-query-groups kv-channels seq-length max-position-embeddings num-experts "
+        "moe-router-topk moe-ffn-hidden-size moe-shared-expert-intermediate-size"
+    )
+    strings = (
+        "pipeline-model-parallel-layout data-parallel-sharding-strategy ckpt-format "
+        "recompute-granularity recompute-method moe-token-dispatcher-type moe-layer-freq"
+    )
+    switches = (
+        "sequence-parallel account-for-embedding-in-pipeline-split "
+        "account-for-loss-in-pipeline-split use-distributed-optimizer use-megatron-fsdp "
+        "overlap-grad-reduce overlap-param-gather bf16 group-query-attention swiglu "
+        "untie-embeddings-and-output-weights"
+    )
+    for name in ints.split():
+        parser.add_argument(f"--{name}", type=int)
+    for name in strings.split():
+        parser.add_argument(f"--{name}")
+    for name in switches.split():
+        parser.add_argument(f"--{name}", action="store_true")
+    return parser
+
+
+def torchtitan_parser() -> argparse.ArgumentParser:
+    """torchtitan 0.3.0's fields (configs.py) with the activation-checkpoint subcommand."""
+    parser = argparse.ArgumentParser(allow_abbrev=False)
+    parser.add_argument("--module")
+    parser.add_argument("--config")
+    for name in [
+        "data_parallel_replicate_degree",
+        "data_parallel_shard_degree",
+        "tensor_parallel_degree",
+        "pipeline_parallel_degree",
+        "context_parallel_degree",
+        "expert_parallel_degree",
+        "pipeline_parallel_microbatch_size",
+        "pipeline_parallel_layers_per_stage",
+    ]:
+        parser.add_argument(f"--parallelism.{name}", type=int)
+    parser.add_argument(
+        "--parallelism.pipeline_parallel_schedule", choices=["1F1B", "Interleaved1F1B"]
+    )
+    parser.add_argument(
+        "--parallelism.fsdp_reshard_after_forward", choices=["default", "always", "never"]
+    )
+    for name in ("local_batch_size", "global_batch_size", "seq_len"):
+        parser.add_argument(f"--training.{name}", type=int)
+    parser.add_argument("--training.disable_cuda_graphs", action="store_true")
+    modes = [f"activation_checkpoint:{m.value}" for m in Recompute]
+    parser.add_argument("activation_checkpoint", choices=modes)
+    return parser

@@ -136,7 +136,7 @@ def test_megatron_validates_the_export(case: Case, monkeypatch: pytest.MonkeyPat
     monkeypatch.setattr(sys, "argv", ["pretrain_gpt.py", *argv, *extra.split(), *vocab])
     monkeypatch.setenv("WORLD_SIZE", str(case.job.cluster.gpus))
     monkeypatch.setenv("RANK", "0")
-    # TP wants one CUDA connection, Megatron-FSDP more than one (arguments.py:1169-1172).
+    # TP wants one CUDA connection (arguments.py:1476-1479), Megatron-FSDP more (L1166-1167).
     monkeypatch.setenv("CUDA_DEVICE_MAX_CONNECTIONS", "8" if layout.zero >= 2 else "1")
     args = arguments.parse_args()
     arguments.validate_args(args)

@@ -214,13 +214,15 @@ def _moe_shape(job: TrainingJob) -> Pairs:
     return pairs
 
 
+_OFFERS = mcore.offers(FLAGS, SOURCES)
+
 MEGATRON = Engine(
     name="megatron",
     label=LABEL,
     version=f"{MLM} (d98e8a64ddf34856e74b24714e3bedb2f5a39553, 0.20.0, 2026-08-22); "
     "assertion texts cross-checked at core_v0.16.1",
-    offers=mcore.offers(FLAGS, SOURCES),
-    rules=offer_rules(LABEL, mcore.offers(FLAGS, SOURCES))
+    offers=_OFFERS,
+    rules=offer_rules(LABEL, _OFFERS)
     + mcore.rules(
         LABEL,
         interleaving_source=f"{ARGS}:1000-1018: pp > 1 with p2p overlap on (the default with "

@@ -212,19 +212,23 @@ def valid_mask(engine: Engine, job: TrainingJob, grid: LayoutGrid) -> np.ndarray
 def violations(engine: Engine, job: TrainingJob, layout: Layout) -> list[str]:
     """Each rule the layout breaks, as a sentence with its numbers. The layout is resolved
     against the job first (the project's own rules raise InvalidSpec)."""
+    return _broken(engine, job, resolve_layout(layout, job))
+
+
+def ensure_runnable(engine: Engine, job: TrainingJob, layout: Layout) -> Layout:
+    """The resolved layout, or InvalidSpec listing every rule of the engine it breaks."""
     resolved = resolve_layout(layout, job)
+    broken = _broken(engine, job, resolved)
+    if broken:
+        listed = "; ".join(broken)
+        raise InvalidSpec(f"{engine.label} cannot run this layout: {listed}", "engine")
+    return resolved
+
+
+def _broken(engine: Engine, job: TrainingJob, resolved: Layout) -> list[str]:
     grid = LayoutGrid.from_layouts([resolved])
     return [
         f"{rule.description}: {rule.detail(job, resolved)}"
         for rule in engine.rules
         if not bool(np.broadcast_to(rule.check(job, grid), (1,))[0])
     ]
-
-
-def ensure_runnable(engine: Engine, job: TrainingJob, layout: Layout) -> Layout:
-    """The resolved layout, or InvalidSpec listing every rule of the engine it breaks."""
-    broken = violations(engine, job, layout)
-    if broken:
-        listed = "; ".join(broken)
-        raise InvalidSpec(f"{engine.label} cannot run this layout: {listed}", "engine")
-    return resolve_layout(layout, job)
