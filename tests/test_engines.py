@@ -342,3 +342,13 @@ def test_gradient_sync_where_engines_differ() -> None:
     # Megatron-LM's overlaps are off unless asked for; the export asks.
     grad = megatron.overlap("grad_reduce")
     assert (grad.default_on, grad.exported_on) == (False, True)
+
+
+def test_docs_list_every_rule() -> None:
+    from pathlib import Path
+
+    docs = (Path(__file__).parents[1] / "docs" / "engines.md").read_text()
+    for engine in ENGINES.values():
+        assert f"(`{engine.name}`)" in docs
+        for rule in engine.rules:
+            assert f"`{rule.name}`" in docs, (engine.name, rule.name)
