@@ -67,6 +67,9 @@ FSDP_STRATEGY = {2: "optim_grads", 3: "optim_grads_params"}
 def offers(terms: Terms, sources: Mapping[str, str]) -> Offers:
     """Megatron-Core's offers in one engine's spelling; `sources` adds the engine's own
     files for the knobs whose spelling lives there (keys of KNOBS)."""
+    missing = sorted(set(KNOBS) - set(terms))
+    if missing:
+        raise ValueError(f"an engine's spelling of Megatron-Core's knobs lacks {missing}")
     schedules = f"{CORE}/pipeline_parallel/schedules.py:53-167 (get_forward_backward_func)"
     return Offers(
         schedules={

@@ -20,7 +20,7 @@ from .catalogue import config_for, model_has_config
 from .mcore_settings import McoreSettings, mcore_settings
 from .rules import offer_rules, seq_len_divisible_by_2cp
 
-LABEL = "Megatron-Bridge"
+LABEL = "NeMo (Megatron-Bridge)"
 BRIDGE = "NVIDIA-NeMo/Megatron-Bridge@067f987"
 CONFIG = f"{BRIDGE} src/megatron/bridge/training/config.py"
 RUN_RECIPE = f"{BRIDGE} scripts/training/run_recipe.py"

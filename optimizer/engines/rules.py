@@ -49,8 +49,9 @@ def _schedule_rule(label: str, offers: Offers) -> EngineRule | None:
         reasons.append(offers.interleaving.source)
 
     def check(job: TrainingJob, grid: LayoutGrid) -> np.ndarray:
+        # Without a pipeline no schedule runs: the row's schedule is moot and exported as none.
         known = np.isin(grid.schedule_codes, codes)
-        return known & ((grid.vpp == 1) | interleaves)
+        return (grid.pp == 1) | (known & ((grid.vpp == 1) | interleaves))
 
     def detail(job: TrainingJob, layout: Layout) -> str:
         if layout.schedule in runs:
@@ -60,7 +61,7 @@ def _schedule_rule(label: str, offers: Offers) -> EngineRule | None:
     shown = ", ".join(names) + ("" if interleaves else " (no interleaving)")
     return EngineRule(
         name="schedule",
-        description=f"{label} runs only the pipeline schedules {shown}",
+        description=f"{label} runs only the pipeline schedules {shown} when pp > 1",
         source="; ".join(dict.fromkeys(reasons)),
         check=check,
         detail=detail,
