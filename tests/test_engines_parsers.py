@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
-import os
 import sys
 import typing
 
@@ -81,14 +80,13 @@ def deepspeed_world() -> typing.Iterator[None]:
     deepspeed = pytest.importorskip("deepspeed")
     import torch.distributed as dist
 
-    os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
-    os.environ.setdefault("MASTER_PORT", "29517")
-    os.environ.setdefault("RANK", "0")
-    os.environ.setdefault("WORLD_SIZE", "1")
-    os.environ.setdefault("LOCAL_RANK", "0")
-    deepspeed.init_distributed(dist_backend="gloo")
-    yield
-    dist.destroy_process_group()
+    with pytest.MonkeyPatch.context() as env:
+        world = {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29517", "RANK": "0"}
+        for name, value in {**world, "WORLD_SIZE": "1", "LOCAL_RANK": "0"}.items():
+            env.setenv(name, value)
+        deepspeed.init_distributed(dist_backend="gloo")
+        yield
+        dist.destroy_process_group()
 
 
 @pytest.mark.parametrize("case", cases("deepspeed"), ids=case_id)
