@@ -1,0 +1,190 @@
+"""What a training engine is, as data: the knobs it offers (and what it calls them), the
+rules a layout must satisfy to run on it, how it runs what it offers where that changes the
+price, and the artefact it reads.
+
+Every fact carries the source it was read from (repository, file, lines, commit or release);
+facts that could not be verified say UNVERIFIED in their source instead of guessing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+
+from models.job import TrainingJob
+from models.layout import Layout, Recompute, Schedule
+from optimizer.grid import LayoutGrid
+
+ZERO_STAGES = (0, 1, 2, 3)
+
+# When gradients (or parameters) cross the data-parallel group.
+Timing = Literal["per_step", "per_micro_batch"]
+Gather = Literal["none", "per_step", "per_micro_batch"]
+Collective = Literal["all-reduce", "reduce-scatter"]
+OverlapName = Literal["grad_reduce", "param_gather", "tp_comm", "p2p"]
+
+
+@dataclass(frozen=True)
+class Feature:
+    """One of the project's knob values as an engine has it: whether it runs it, the
+    engine's own term for it (flag, field, class), and where that was read."""
+
+    offered: bool
+    engine_term: str
+    source: str
+
+
+def offered(engine_term: str, source: str) -> Feature:
+    return Feature(True, engine_term, source)
+
+
+def absent(source: str) -> Feature:
+    """A value the engine does not run; `source` says where its absence was read."""
+    return Feature(False, "", source)
+
+
+@dataclass(frozen=True)
+class Offers:
+    """Every knob value of `models.layout.Layout`, offered or not, each with its source."""
+
+    schedules: Mapping[Schedule, Feature]  # at vpp 1
+    interleaving: Feature  # 1f1b with vpp > 1
+    zero: Mapping[int, Feature]  # ZeRO stages 0-3 as the engine's sharding modes
+    recompute: Mapping[Recompute, Feature]
+    tensor_parallel: Feature
+    context_parallel: Feature
+    expert_parallel: Feature
+    sequence_parallel: Feature  # norms' activations split by tp (not a Layout knob: exported)
+    uneven_stages: Feature  # layers that do not split evenly over pp * vpp chunks
+    # Engine features a Layout cannot express (DualPipeV, GPipe, Ulysses, ...): recorded so
+    # that nobody maps them by accident.
+    unmapped: tuple[Feature, ...] = ()
+
+    def __post_init__(self) -> None:
+        missing = (
+            [s.value for s in Schedule if s not in self.schedules]
+            + [f"zero {z}" for z in ZERO_STAGES if z not in self.zero]
+            + [r.value for r in Recompute if r not in self.recompute]
+        )
+        if missing:
+            raise ValueError(f"offers must say offered or absent for every value: {missing}")
+
+
+# A rule's vectorised test: the rows of a grid of resolved layouts that satisfy it.
+Check = Callable[[TrainingJob, LayoutGrid], np.ndarray]
+# The numbers behind a violation of one layout, e.g. "8192 % 6 != 0".
+Detail = Callable[[TrainingJob, Layout], str]
+
+
+@dataclass(frozen=True)
+class EngineRule:
+    """A validity rule. `description` reads as a sentence naming the engine ("Megatron-LM
+    requires ..."); `check` works on a grid of any length, one row included."""
+
+    name: str
+    description: str
+    source: str
+    check: Check
+    detail: Detail
+
+
+@dataclass(frozen=True)
+class GradientSync:
+    """How one ZeRO stage's gradients (and parameters) cross the data-parallel group."""
+
+    zero: int
+    timing: Timing  # without pipeline parallelism
+    timing_with_pp: Timing
+    collective: Collective
+    reduce_bytes_per_value: int  # precision of the gradient reduction on the wire
+    param_gather: Gather  # all-gather of (updated or sharded) parameters, without pp
+    param_gather_with_pp: Gather
+    source: str
+
+    def timing_at(self, pp: int) -> Timing:
+        return self.timing_with_pp if pp > 1 else self.timing
+
+    def param_gather_at(self, pp: int) -> Gather:
+        return self.param_gather_with_pp if pp > 1 else self.param_gather
+
+
+def sync(
+    zero: int,
+    timing: Timing,
+    collective: Collective,
+    reduce_bytes_per_value: int,
+    param_gather: Gather,
+    source: str,
+    timing_with_pp: Timing | None = None,
+    param_gather_with_pp: Gather | None = None,
+) -> GradientSync:
+    """A GradientSync whose pipeline-parallel behaviour is the same unless given."""
+    return GradientSync(
+        zero=zero,
+        timing=timing,
+        timing_with_pp=timing if timing_with_pp is None else timing_with_pp,
+        collective=collective,
+        reduce_bytes_per_value=reduce_bytes_per_value,
+        param_gather=param_gather,
+        param_gather_with_pp=param_gather if param_gather_with_pp is None else param_gather_with_pp,
+        source=source,
+    )
+
+
+@dataclass(frozen=True)
+class Overlap:
+    """A communication/computation overlap: the engine's default and what the export sets."""
+
+    name: OverlapName
+    default_on: bool
+    exported_on: bool
+    when: str  # the condition under which it can be on at all, in words
+    source: str
+
+
+@dataclass(frozen=True)
+class EngineRuntime:
+    """How the engine runs what it offers where that changes the price (read by the cost
+    model later): gradient synchronisation per ZeRO stage and the overlaps."""
+
+    gradient_sync: tuple[GradientSync, ...]
+    overlaps: tuple[Overlap, ...]
+
+    def sync_for(self, zero: int) -> GradientSync | None:
+        """The stage's synchronisation; None for a stage the engine does not offer."""
+        return next((s for s in self.gradient_sync if s.zero == zero), None)
+
+    def overlap(self, name: OverlapName) -> Overlap:
+        return next(o for o in self.overlaps if o.name == name)
+
+
+@dataclass(frozen=True)
+class Artefact:
+    """What the engine reads to run a layout: a command-line fragment, a JSON config, ..."""
+
+    engine: str
+    format: str
+    filename: str
+    text: str
+
+
+Exporter = Callable[[TrainingJob, Layout], Artefact]
+
+
+@dataclass(frozen=True)
+class Engine:
+    """One training engine at the version read."""
+
+    name: str  # the request's `engine` value
+    label: str  # for people: "Megatron-LM"
+    version: str  # what was read: repository and commit, or the release
+    offers: Offers
+    rules: tuple[EngineRule, ...]
+    runtime: EngineRuntime
+    exporter: Exporter
+
+    def rule(self, name: str) -> EngineRule:
+        return next(r for r in self.rules if r.name == name)

@@ -1,0 +1,46 @@
+"""Engines that pick the model by a named config (a recipe, a registry function) rather than
+by its shape: which project preset each config trains, and the rule that the job's model is
+one of them. Matching is by shape, so a renamed copy of a preset still matches and a custom
+model that shares a preset's name does not."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+
+from models.job import TrainingJob
+from models.layout import Layout
+from models.presets import model_preset
+from models.transformer import TransformerSpec
+from optimizer.grid import LayoutGrid
+
+from .base import EngineRule
+
+
+def shape(model: TransformerSpec) -> dict[str, object]:
+    return model.model_dump(exclude={"name"})
+
+
+def config_for(model: TransformerSpec, configs: Mapping[str, str]) -> str | None:
+    """The engine config (key of `configs`, which maps config -> preset) training `model`."""
+    wanted = shape(model)
+    return next((c for c, preset in configs.items() if shape(model_preset(preset)) == wanted), None)
+
+
+def model_has_config(label: str, noun: str, configs: Mapping[str, str], source: str) -> EngineRule:
+    """The job's model is one the engine has a `noun` (recipe, config) for."""
+
+    def check(job: TrainingJob, grid: LayoutGrid) -> np.ndarray:
+        return np.full(grid.tp.shape, config_for(job.model, configs) is not None)
+
+    def detail(job: TrainingJob, layout: Layout) -> str:
+        return f"{job.model.name} is none of {', '.join(sorted(set(configs.values())))}"
+
+    return EngineRule(
+        "model_has_config",
+        f"{label} picks the model by a named {noun}: it needs one for this model's shape",
+        source,
+        check,
+        detail,
+    )

@@ -1,0 +1,310 @@
+"""Megatron-Core: what Megatron-LM and Megatron-Bridge (NeMo's recipes) share.
+
+Both build the same `TransformerConfig` / `ModelParallelConfig` / `DistributedDataParallel`
+from Megatron-Core, so the rules those classes enforce, the knobs they offer and the way
+they synchronise gradients are written once here; each engine passes its own label and its
+own spelling of the knobs (command-line flags or recipe fields).
+
+Read at NVIDIA/Megatron-LM d98e8a64ddf34856e74b24714e3bedb2f5a39553 (megatron-core 0.20.0,
+2026-08-22); the assertion texts were cross-checked at tag core_v0.16.1 (55ac7082, the newest
+megatron-core on PyPI here) by the research notes (/tmp/research/engines.md section 1.3).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+
+from models.job import TrainingJob
+from models.layout import Layout, Recompute, Schedule
+from optimizer.grid import LayoutGrid
+
+from . import stages
+from .base import (
+    EngineRule,
+    EngineRuntime,
+    GradientSync,
+    Offers,
+    Overlap,
+    absent,
+    offered,
+    sync,
+)
+from .rules import batch_identity, experts_divisible_by_ep, heads_divisible_by_tp
+
+MLM = "NVIDIA/Megatron-LM@d98e8a6"
+CORE = f"{MLM} megatron/core"
+
+# The knobs both engines offer, by the name this module uses; each engine maps these names
+# to its own spelling (e.g. "--use-distributed-optimizer", "ddp.use_distributed_optimizer").
+KNOBS = (
+    "tp",
+    "pp",
+    "cp",
+    "ep",
+    "sp",
+    "vpp",
+    "first",
+    "last",
+    "account_embedding",
+    "account_loss",
+    "layout",
+    "dist_opt",
+    "mfsdp",
+    "sharding",
+    "recompute_granularity",
+    "micro",
+    "global",
+)
+Terms = Mapping[str, str]
+
+# Megatron-FSDP's sharding strategies, ZeRO stage by stage (`--data-parallel-sharding-strategy`,
+# arguments.py:3190-3192; docs/user-guide/features/megatron_fsdp.md:435, 441-452).
+FSDP_STRATEGY = {2: "optim_grads", 3: "optim_grads_params"}
+
+
+def offers(terms: Terms, sources: Mapping[str, str]) -> Offers:
+    """Megatron-Core's offers in one engine's spelling; `sources` adds the engine's own
+    files for the knobs whose spelling lives there (keys of KNOBS)."""
+    missing = sorted(set(KNOBS) - set(terms))
+    if missing:
+        raise ValueError(f"an engine's spelling of Megatron-Core's knobs lacks {missing}")
+    schedules = f"{CORE}/pipeline_parallel/schedules.py:53-167 (get_forward_backward_func)"
+    return Offers(
+        schedules={
+            Schedule.ONE_F_ONE_B: offered(f"{terms['pp']} > 1", schedules),
+            Schedule.ZERO_BUBBLE: absent(
+                f"{schedules} picks only no-pipelining, 1F1B or interleaved 1F1B; no zero-bubble "
+                "schedule in megatron/core/pipeline_parallel (also at core_v0.16.1, L146-150)"
+            ),
+            Schedule.DUALPIPE: absent(
+                f"{schedules}; combined_1f1b.py overlaps expert all-to-alls of two micro-batches "
+                "inside 1F1B, it is not DualPipe's two-direction schedule"
+            ),
+        },
+        interleaving=offered(terms["vpp"], f"{schedules}; {sources['vpp']}"),
+        zero={
+            0: offered(
+                "(DDP, no sharding)", f"{CORE}/distributed/param_and_grad_buffer.py:710-733"
+            ),
+            1: offered(terms["dist_opt"], sources["dist_opt"]),
+            2: offered(f"{terms['mfsdp']} + {terms['sharding']} optim_grads", sources["mfsdp"]),
+            3: offered(
+                f"{terms['mfsdp']} + {terms['sharding']} optim_grads_params", sources["mfsdp"]
+            ),
+        },
+        recompute={
+            Recompute.NONE: offered("(no recompute)", sources["recompute_granularity"]),
+            Recompute.SELECTIVE: offered(
+                f"{terms['recompute_granularity']} selective", sources["recompute_granularity"]
+            ),
+            Recompute.FULL: offered(
+                f"{terms['recompute_granularity']} full (method uniform, 1 layer)",
+                sources["recompute_granularity"],
+            ),
+        },
+        tensor_parallel=offered(terms["tp"], f"{CORE}/model_parallel_config.py:55"),
+        context_parallel=offered(terms["cp"], f"{CORE}/model_parallel_config.py:100"),
+        expert_parallel=offered(terms["ep"], f"{CORE}/model_parallel_config.py:127"),
+        sequence_parallel=offered(terms["sp"], f"{CORE}/model_parallel_config.py:94"),
+        uneven_stages=offered(
+            f"{terms['first']}/{terms['last']}, {terms['account_embedding']} and "
+            f"{terms['account_loss']}, or {terms['layout']}",
+            f"{CORE}/transformer/transformer_config.py:2229-2414; "
+            f"{CORE}/transformer/pipeline_parallel_layer_layout.py:25-107",
+        ),
+    )
+
+
+# --- rules Megatron-Core enforces itself (so in both engines) -------------------------
+
+
+def rules(label: str, interleaving_source: str = "") -> tuple[EngineRule, ...]:
+    """Megatron-Core's own checks; `interleaving_source` adds the engine's own check of the
+    interleaved schedule, if it has one."""
+    return (
+        heads_divisible_by_tp(
+            label,
+            f"{CORE}/transformer/transformer_config.py:1446-1450 (ValueError; core_v0.16.1 L926)",
+        ),
+        _query_groups(label),
+        experts_divisible_by_ep(
+            label,
+            f"{CORE}/transformer/moe/moe_layer.py:186 (assert num_moe_experts % ep_size == 0); "
+            f"{CORE}/transformer/transformer_config.py:1595-1596 (experts needed when ep > 1)",
+        ),
+        _expert_grid(label),
+        batch_identity(
+            label,
+            "global_batch % (micro_batch * dp) == 0 (dp without cp)",
+            f"{CORE}/num_microbatches_calculator.py:381-391",
+        ),
+        _interleaving_needs_pp(label, interleaving_source),
+        _layer_split(label),
+        _megatron_fsdp_without_pp(label),
+    )
+
+
+def _query_groups(label: str) -> EngineRule:
+    def check(job: TrainingJob, grid: LayoutGrid) -> np.ndarray:
+        groups = job.model.num_kv_heads
+        return np.asarray((groups % grid.tp == 0) | (grid.tp % groups == 0))
+
+    def detail(job: TrainingJob, layout: Layout) -> str:
+        return f"num_query_groups {job.model.num_kv_heads}, tp {layout.tp}"
+
+    return EngineRule(
+        "query_groups_vs_tp",
+        f"{label} requires num_query_groups (KV heads) to be a multiple or divisor of tp",
+        f"{CORE}/transformer/transformer_config.py:1458-1468 (ValueError; core_v0.16.1 L944)",
+        check,
+        detail,
+    )
+
+
+def _expert_grid(label: str) -> EngineRule:
+    """The expert grid uses cp = 1 and etp = tp by default, so CP ranks fold into expert-DP."""
+
+    def check(job: TrainingJob, grid: LayoutGrid) -> np.ndarray:
+        product = grid.tp * grid.expert_parallel * grid.pp
+        return np.asarray(job.cluster.gpus % product == 0)
+
+    def detail(job: TrainingJob, layout: Layout) -> str:
+        return f"{job.cluster.gpus} % ({layout.tp} * {layout.ep} * {layout.pp}) != 0"
+
+    return EngineRule(
+        "expert_grid",
+        f"{label} requires world % (etp * ep * pp) == 0 with etp = tp (the default)",
+        f"{CORE}/parallel_state.py:868-884; etp default: {CORE}/model_parallel_config.py:130",
+        check,
+        detail,
+    )
+
+
+def _interleaving_needs_pp(label: str, engine_source: str) -> EngineRule:
+    def check(job: TrainingJob, grid: LayoutGrid) -> np.ndarray:
+        return np.asarray((grid.vpp == 1) | (grid.pp > 1))
+
+    def detail(job: TrainingJob, layout: Layout) -> str:
+        return f"vpp {layout.vpp} with pp {layout.pp}"
+
+    return EngineRule(
+        "interleaving_needs_pp",
+        f"{label} requires pp > 1 for the interleaved schedule (vpp > 1)",
+        "; ".join(filter(None, [f"{CORE}/parallel_state.py:827-831", engine_source])),
+        check,
+        detail,
+    )
+
+
+def _layer_split(label: str) -> EngineRule:
+    """Any split is accepted through a layout string; the others are checked as written."""
+
+    def check(job: TrainingJob, grid: LayoutGrid) -> np.ndarray:
+        layers, pp, vpp = job.model.num_layers, grid.pp, grid.vpp
+        by_flags = (
+            stages.mcore_even(layers, pp, vpp)
+            | stages.mcore_first_last(layers, pp, vpp)
+            | stages.mcore_account_for(layers, pp, vpp)
+        )
+        by_layout = pp * vpp <= layers  # the layout string takes any split with a layer a chunk
+        return np.asarray(by_flags | by_layout)
+
+    def detail(job: TrainingJob, layout: Layout) -> str:
+        return f"{job.model.num_layers} layers on {layout.pp * layout.vpp} chunks"
+
+    return EngineRule(
+        "layer_split",
+        f"{label} requires the layers to split over pp * vpp chunks: evenly (layers % pp == 0 "
+        "and per rank % vpp == 0), with uneven first/last stages (each > 0 and % vpp == 0, the "
+        "middle % (pp - 2) == 0 and per middle rank % vpp == 0), with embedding and loss counted "
+        "as layers ((layers + 2) % (pp * vpp) == 0), or by an explicit pipeline layout",
+        f"{CORE}/transformer/transformer_block.py:76-178; "
+        f"{CORE}/transformer/transformer_config.py:2229-2414; "
+        f"{CORE}/transformer/pipeline_parallel_layer_layout.py:41-45, 86-107",
+        check,
+        detail,
+    )
+
+
+def _megatron_fsdp_without_pp(label: str) -> EngineRule:
+    def check(job: TrainingJob, grid: LayoutGrid) -> np.ndarray:
+        return np.asarray((grid.zero < 2) | (grid.pp == 1))
+
+    def detail(job: TrainingJob, layout: Layout) -> str:
+        return f"zero {layout.zero} with pp {layout.pp}"
+
+    return EngineRule(
+        "megatron_fsdp_without_pp",
+        f"{label} shards gradients (ZeRO-2/3) only through Megatron-FSDP, which this project "
+        "exports only at pp == 1",
+        "UNVERIFIED for Megatron-FSDP v1 with pp > 1: no check in megatron/training/arguments.py "
+        "(L1118-1191) forbids it, but every Megatron-FSDP functional test runs pp 1 "
+        f"({MLM} tests/functional_tests/test_cases/*fsdp*/model_config.yaml) and v2 refuses "
+        f"pp > 1 ({CORE}/distributed/fsdp/mcore_fsdp_adapter.py:627-638)",
+        check,
+        detail,
+    )
+
+
+# --- how Megatron-Core synchronises gradients -----------------------------------------
+
+_FP32_GRADS = (
+    "fp32 reduce: --bf16 switches on accumulate_allreduce_grads_in_fp32 unless "
+    f"--grad-reduce-in-bf16 ({MLM} megatron/training/arguments.py:1204-1217); "
+    f"buffer dtype {CORE}/distributed/param_and_grad_buffer.py:924"
+)
+_ONCE_PER_STEP = (
+    f"micro-batches 0..n-2 run under no_sync ({CORE}/pipeline_parallel/schedules.py:814-839; "
+    "1F1B and interleaved: disable_grad_sync/enable_grad_sync, L1127-1134, L2253-2260); "
+    f"grads registered ready only on the last micro-batch ({CORE}/distributed/"
+    "param_and_grad_buffer.py:863-885)"
+)
+_FSDP_DOC = f"{MLM} docs/user-guide/features/megatron_fsdp.md"
+
+
+def gradient_sync() -> tuple[GradientSync, ...]:
+    collective = f"{CORE}/distributed/param_and_grad_buffer.py:710-733"
+    return (
+        sync(
+            0,
+            "per_step",
+            "all-reduce",
+            4,
+            "none",
+            f"{_ONCE_PER_STEP}; all-reduce {collective}; {_FP32_GRADS}",
+        ),
+        sync(
+            1,
+            "per_step",
+            "reduce-scatter",
+            4,
+            "per_step",
+            f"{_ONCE_PER_STEP}; reduce-scatter {collective}; updated params all-gathered after "
+            f"the step ({MLM} docs/user-guide/features/dist_optimizer.md:39-48); {_FP32_GRADS}",
+        ),
+        sync(
+            2,
+            "per_micro_batch",
+            "reduce-scatter",
+            4,
+            "per_step",
+            f"{_FSDP_DOC}:447-449 (reduce-scatter 'accumulated during every backward pass'); "
+            "reduce precision UNVERIFIED: --megatron-fsdp-grad-comm-dtype 'auto' follows the "
+            "main-grads dtype (arguments.py:3691-3698)",
+        ),
+        sync(
+            3,
+            "per_micro_batch",
+            "reduce-scatter",
+            4,
+            "per_micro_batch",
+            f"{_FSDP_DOC}:450-452; params all-gathered for forward and backward; reduce "
+            "precision UNVERIFIED as for ZeRO-2",
+        ),
+    )
+
+
+def runtime(overlaps: tuple[Overlap, ...]) -> EngineRuntime:
+    return EngineRuntime(gradient_sync=gradient_sync(), overlaps=overlaps)

@@ -1,0 +1,79 @@
+"""The Megatron-Core settings one layout asks for, before either engine spells them.
+
+Megatron-LM writes them as command-line flags, Megatron-Bridge as recipe overrides; both
+start from the same values here so the two exports cannot drift apart.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from models.job import TrainingJob
+from models.layout import Layout, Recompute
+
+from .mcore import FSDP_STRATEGY
+from .stages import McoreSplit, mcore_split
+
+
+@dataclass(frozen=True)
+class McoreSettings:
+    tp: int
+    pp: int
+    cp: int
+    ep: int
+    sequence_parallel: bool
+    vpp: int | None  # None when not interleaved: Megatron-Core's "no VPP"
+    split: McoreSplit
+    micro_batch: int
+    global_batch: int
+    seq_len: int
+    use_distributed_optimizer: bool
+    use_megatron_fsdp: bool
+    sharding_strategy: str  # Megatron-FSDP's; "no_shard" when Megatron-FSDP is off
+    recompute_granularity: str | None
+    recompute_method: str | None
+    recompute_num_layers: int | None
+    overlap_grad_reduce: bool
+    overlap_param_gather: bool
+
+
+def mcore_settings(job: TrainingJob, layout: Layout) -> McoreSettings:
+    """Settings for a resolved layout the engine's rules accept."""
+    fsdp = layout.zero >= 2
+    granularity, method, count = _recompute(layout.recompute)
+    return McoreSettings(
+        tp=layout.tp,
+        pp=layout.pp,
+        cp=layout.cp,
+        ep=layout.ep,
+        # Sequence parallelism is dropped with a warning at tp 1 (arguments.py:1431-1440)
+        # and an error in core (model_parallel_config.py:502-504): only asked for at tp > 1.
+        sequence_parallel=layout.tp > 1,
+        vpp=layout.vpp if layout.vpp > 1 else None,
+        split=mcore_split(job.model.num_layers, layout.pp, layout.vpp),
+        micro_batch=layout.micro_batch,
+        global_batch=job.training.global_batch,
+        seq_len=job.training.seq_len,
+        # Megatron-FSDP v1 requires (and switches on) the distributed optimizer
+        # (arguments.py:1124-1135; Megatron-Bridge config.py:1079-1085).
+        use_distributed_optimizer=layout.zero >= 1,
+        use_megatron_fsdp=fsdp,
+        sharding_strategy=FSDP_STRATEGY.get(layout.zero, "no_shard"),
+        recompute_granularity=granularity,
+        recompute_method=method,
+        recompute_num_layers=count,
+        overlap_grad_reduce=True,
+        # --overlap-param-gather needs a distributed optimizer (arguments.py:1025-1029).
+        overlap_param_gather=layout.zero >= 1,
+    )
+
+
+def _recompute(mode: Recompute) -> tuple[str | None, str | None, int | None]:
+    """Full recompute needs a method and a layer count, selective neither
+    (arguments.py:1425-1429; transformer_config.py:1901-1932). `uniform` with 1 layer
+    recomputes every layer from its input: the project's `full`."""
+    if mode == Recompute.FULL:
+        return "full", "uniform", 1
+    if mode == Recompute.SELECTIVE:
+        return "selective", None, None
+    return None, None, None

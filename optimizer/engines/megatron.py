@@ -1,0 +1,234 @@
+"""Megatron-LM (`pretrain_gpt.py`): Megatron-Core's rules plus those of its own argument
+validation, and the command-line arguments that run a layout.
+
+Read at NVIDIA/Megatron-LM d98e8a64ddf34856e74b24714e3bedb2f5a39553 (0.20.0). The flag set
+was confirmed by building that commit's parser on CPU (877 option strings, research notes
+section 1.1). The PyPI `megatron-core` wheel (0.16.1) ships only megatron/core: the training
+script and its parser exist only in the git repository.
+"""
+
+from __future__ import annotations
+
+import shlex
+
+from models.job import TrainingJob
+from models.layout import Layout
+
+from . import mcore
+from .base import Artefact, Engine, Overlap
+from .mcore import MLM
+from .mcore_settings import McoreSettings, mcore_settings
+from .rules import offer_rules, seq_len_divisible_by_2cp
+
+LABEL = "Megatron-LM"
+ARGS = f"{MLM} megatron/training/arguments.py"
+TC = f"{MLM} megatron/core/transformer/transformer_config.py"
+
+# Megatron-Core's knobs as Megatron-LM's flags. Generated flags are "--" plus the config
+# field with "_" -> "-" (argument_utils.py:97-110); fields in the exclude list
+# (arguments.py:2279-2372: vpp, uneven first/last, the layout, experts) have hand-written ones.
+FLAGS = {
+    "tp": "--tensor-model-parallel-size",  # model_parallel_config.py:55
+    "pp": "--pipeline-model-parallel-size",  # :83
+    "cp": "--context-parallel-size",  # :100
+    "ep": "--expert-model-parallel-size",  # :127
+    "sp": "--sequence-parallel",  # :94
+    "vpp": "--num-virtual-stages-per-pipeline-rank",  # arguments.py:3116
+    "vpp_layers": "--num-layers-per-virtual-pipeline-stage",  # arguments.py:3114
+    "first": "--decoder-first-pipeline-num-layers",  # arguments.py:3095
+    "last": "--decoder-last-pipeline-num-layers",  # arguments.py:3099
+    "account_embedding": "--account-for-embedding-in-pipeline-split",  # transformer_config.py:137
+    "account_loss": "--account-for-loss-in-pipeline-split",  # :141
+    "layout": "--pipeline-model-parallel-layout",  # arguments.py:3103
+    "dist_opt": "--use-distributed-optimizer",  # arguments.py:3156
+    "mfsdp": "--use-megatron-fsdp",  # megatron/training/config/common_config.py:92
+    "sharding": "--data-parallel-sharding-strategy",  # arguments.py:3190-3192
+    "recompute_granularity": "--recompute-granularity",  # transformer_config.py:532
+    "micro": "--micro-batch-size",  # megatron/training/config/training_config.py:11
+    "global": "--global-batch-size",  # training_config.py:15
+}
+SOURCES = {
+    "vpp": f"{ARGS}:926-977 (at most one of the three VPP flags; uneven stages need "
+    "--num-virtual-stages-per-pipeline-rank)",
+    "dist_opt": f"{ARGS}:3156",
+    "mfsdp": f"{ARGS}:1118-1191, 3190-3192; {MLM} docs/user-guide/features/megatron_fsdp.md:435-452",
+    "recompute_granularity": f"{TC}:532-560; {ARGS}:1425-1429",
+}
+
+OVERLAPS = (
+    Overlap(
+        "grad_reduce",
+        default_on=False,
+        exported_on=True,
+        when="always (bucketed, with the last micro-batch's backward)",
+        source=f"{ARGS}:3121-3122 (--overlap-grad-reduce, default False)",
+    ),
+    Overlap(
+        "param_gather",
+        default_on=False,
+        exported_on=True,
+        when="distributed optimizer or Megatron-FSDP, with --overlap-grad-reduce",
+        source=f"{ARGS}:3148-3149 (default False); requirements {ARGS}:1025-1029",
+    ),
+    Overlap(
+        "tp_comm",
+        default_on=False,
+        exported_on=False,
+        when="sequence parallelism and Transformer Engine userbuffers",
+        source=f"{MLM} megatron/core/model_parallel_config.py:265; {ARGS}:1441-1442",
+    ),
+    Overlap(
+        "p2p",
+        default_on=True,
+        exported_on=True,
+        when="interleaved schedule only (forced off without vpp)",
+        source=f"{ARGS}:3118-3120 (--no-overlap-p2p-communication turns it off), 1000-1018",
+    ),
+)
+
+
+def export(job: TrainingJob, layout: Layout) -> Artefact:
+    """`pretrain_gpt.py` arguments, one flag per line, shell-quoted."""
+    settings = mcore_settings(job, layout)
+    pairs = (
+        _parallel(settings)
+        + _split(settings, job.model.num_layers)
+        + _batch_and_optimizer(settings)
+        + _recompute(settings)
+        + [("--bf16", None)]  # model_parallel_config.py:180
+        + _model_shape(job)
+    )
+    body = " \\\n".join(
+        flag if value is None else f"{flag} {shlex.quote(value)}" for flag, value in pairs
+    )
+    header = (
+        f"# {LABEL} ({MLM}) pretrain_gpt.py arguments for {job.model.name} on "
+        f"{job.cluster.gpus} GPUs: tp {layout.tp} x pp {layout.pp} x cp {layout.cp} x dp "
+        f"{layout.dp}, vpp {layout.vpp}, ep {layout.ep}, micro-batch {layout.micro_batch}, "
+        f"ZeRO-{layout.zero}, recompute {layout.recompute.value}.\n"
+        "# Data, tokenizer, learning-rate and checkpoint flags are yours to add.\n"
+    )
+    return Artefact("megatron", "megatron-args", "megatron_args.sh", header + body + "\n")
+
+
+Pairs = list[tuple[str, str | None]]
+
+
+def _parallel(s: McoreSettings) -> Pairs:
+    pairs: Pairs = [
+        (FLAGS["tp"], str(s.tp)),
+        (FLAGS["pp"], str(s.pp)),
+        (FLAGS["cp"], str(s.cp)),
+        (FLAGS["ep"], str(s.ep)),
+    ]
+    if (
+        s.ep > 1
+    ):  # the all-to-all the cost model prices (default allgather, transformer_config.py:891)
+        pairs.append(("--moe-token-dispatcher-type", "alltoall"))
+    return pairs + ([(FLAGS["sp"], None)] if s.sequence_parallel else [])
+
+
+def _split(s: McoreSettings, num_layers: int) -> Pairs:
+    """The VPP and uneven-stage flags: at most one VPP form (arguments.py:926-939);
+    layers-per-virtual-stage only for even splits (arguments.py:953-977)."""
+    split = s.split
+    if split.method == "layout":
+        assert split.layout is not None
+        return [(FLAGS["layout"], split.layout)]
+    pairs: Pairs = []
+    if s.vpp is not None:
+        if split.method == "even":
+            pairs.append((FLAGS["vpp_layers"], str(num_layers // (s.pp * s.vpp))))
+        else:
+            pairs.append((FLAGS["vpp"], str(s.vpp)))
+    if split.method == "first_last":
+        pairs += [(FLAGS["first"], str(split.first_stage_layers))]
+        pairs += [(FLAGS["last"], str(split.last_stage_layers))]
+    if split.method == "account_for":
+        pairs += [(FLAGS["account_embedding"], None), (FLAGS["account_loss"], None)]
+    return pairs
+
+
+def _batch_and_optimizer(s: McoreSettings) -> Pairs:
+    pairs: Pairs = [(FLAGS["micro"], str(s.micro_batch)), (FLAGS["global"], str(s.global_batch))]
+    if s.use_distributed_optimizer:
+        pairs.append((FLAGS["dist_opt"], None))
+    if s.use_megatron_fsdp:
+        pairs += [(FLAGS["mfsdp"], None), (FLAGS["sharding"], s.sharding_strategy)]
+        # Megatron-FSDP requires the fsdp_dtensor checkpoint format (arguments.py:1169-1170).
+        pairs.append(("--ckpt-format", "fsdp_dtensor"))
+    if s.overlap_grad_reduce:
+        pairs.append(("--overlap-grad-reduce", None))
+    if s.overlap_param_gather:
+        pairs.append(("--overlap-param-gather", None))
+    return pairs
+
+
+def _recompute(s: McoreSettings) -> Pairs:
+    if s.recompute_granularity is None:
+        return []
+    pairs: Pairs = [(FLAGS["recompute_granularity"], s.recompute_granularity)]
+    if s.recompute_method is not None:  # transformer_config.py:543, 551
+        pairs += [("--recompute-method", s.recompute_method)]
+        pairs += [("--recompute-num-layers", str(s.recompute_num_layers))]
+    return pairs
+
+
+def _model_shape(job: TrainingJob) -> Pairs:
+    """What the TransformerSpec determines (flags from transformer_config.py:65-221 and
+    arguments.py:2382-2460, 3305, 3518-3520); norm, position embedding, tokenizer and data
+    are not in the spec and not written."""
+    m, seq = job.model, str(job.training.seq_len)
+    pairs: Pairs = [
+        ("--num-layers", str(m.num_layers)),
+        ("--hidden-size", str(m.hidden_size)),
+        ("--ffn-hidden-size", str(m.ffn_hidden_size)),
+        ("--num-attention-heads", str(m.num_attention_heads)),
+    ]
+    if m.num_kv_heads != m.num_attention_heads:
+        # --num-query-groups counts only with --group-query-attention (argument_utils.py).
+        pairs += [("--group-query-attention", None), ("--num-query-groups", str(m.num_kv_heads))]
+    if m.head_dim is not None:
+        pairs.append(("--kv-channels", str(m.head_dim)))
+    pairs += [("--swiglu", None)] if m.gated_mlp else []
+    pairs += [] if m.tied_embeddings else [("--untie-embeddings-and-output-weights", None)]
+    pairs += [("--seq-length", seq), ("--max-position-embeddings", seq)]
+    return pairs + _moe_shape(job)
+
+
+def _moe_shape(job: TrainingJob) -> Pairs:
+    m = job.model
+    if not m.is_moe:
+        return []
+    pairs: Pairs = [
+        ("--num-experts", str(m.num_experts)),  # arguments.py:3518
+        ("--moe-router-topk", str(m.experts_per_token)),  # transformer_config.py:760
+        ("--moe-ffn-hidden-size", str(m.expert_ffn_hidden_size)),  # :740
+    ]
+    if m.num_shared_experts:  # :701, the shared experts' total width
+        width = m.num_shared_experts * (m.expert_ffn_hidden_size or 0)
+        pairs.append(("--moe-shared-expert-intermediate-size", str(width)))
+    if m.dense_layers:  # arguments.py:327-345: a Python list expression, 0 dense and 1 MoE
+        pattern = f"([0]*{m.dense_layers}+[1]*{m.num_layers - m.dense_layers})"
+        pairs.append(("--moe-layer-freq", pattern))
+    return pairs
+
+
+_OFFERS = mcore.offers(FLAGS, SOURCES)
+
+MEGATRON = Engine(
+    name="megatron",
+    label=LABEL,
+    version=f"{MLM} (d98e8a64ddf34856e74b24714e3bedb2f5a39553, 0.20.0, 2026-08-22); "
+    "assertion texts cross-checked at core_v0.16.1",
+    offers=_OFFERS,
+    rules=offer_rules(LABEL, _OFFERS)
+    + mcore.rules(
+        LABEL,
+        interleaving_source=f"{ARGS}:1000-1018: pp > 1 with p2p overlap on (the default with "
+        "vpp), pp > 2 with --no-overlap-p2p-communication",
+    )
+    + (seq_len_divisible_by_2cp(LABEL, f"{ARGS}:1335-1338"),),
+    runtime=mcore.runtime(OVERLAPS),
+    exporter=export,
+)

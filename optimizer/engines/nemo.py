@@ -1,0 +1,192 @@
+"""NeMo 2 / Megatron-Bridge: NVIDIA's recipes on Megatron-Core, run by
+`scripts/training/run_recipe.py` with trailing Hydra-style `KEY=VALUE` ConfigContainer
+overrides. Megatron-Core's rules apply (the deferred `TransformerConfig.__post_init__` runs
+at `finalize()`); Megatron-LM's own `validate_args` does not run here.
+
+Read at NVIDIA-NeMo/Megatron-Bridge 067f987df03b8355b03192d88d70f1709fedf51a (0.7.0,
+2026-08-22); PyPI lists megatron-bridge 0.3.1, whose run_recipe.py takes other options (not
+compared). NeMo 2's own NeMo-Run recipes (NVIDIA/NeMo 8cfedd72) set the same Megatron-Core
+fields under `trainer.strategy.*` and are not exported here.
+"""
+
+from __future__ import annotations
+
+from models.job import TrainingJob
+from models.layout import Layout
+
+from . import mcore
+from .base import Artefact, Engine, Overlap
+from .catalogue import config_for, model_has_config
+from .mcore_settings import McoreSettings, mcore_settings
+from .rules import offer_rules, seq_len_divisible_by_2cp
+
+LABEL = "NeMo (Megatron-Bridge)"
+BRIDGE = "NVIDIA-NeMo/Megatron-Bridge@067f987"
+CONFIG = f"{BRIDGE} src/megatron/bridge/training/config.py"
+RUN_RECIPE = f"{BRIDGE} scripts/training/run_recipe.py"
+
+# Megatron-Core's knobs as ConfigContainer fields: `model.*` are TransformerConfig /
+# ModelParallelConfig fields (recipes set them directly, src/megatron/bridge/recipes/llama/
+# h100/llama3.py:1217-1228), `train.*` TrainingConfig (config.py:442), `ddp.*` Megatron-Core's
+# DistributedDataParallelConfig (config.py:90).
+FIELDS = {
+    "tp": "model.tensor_model_parallel_size",
+    "pp": "model.pipeline_model_parallel_size",
+    "cp": "model.context_parallel_size",
+    "ep": "model.expert_model_parallel_size",
+    "sp": "model.sequence_parallel",
+    "vpp": "model.virtual_pipeline_model_parallel_size",
+    "first": "model.num_layers_in_first_pipeline_stage",
+    "last": "model.num_layers_in_last_pipeline_stage",
+    "account_embedding": "model.account_for_embedding_in_pipeline_split",
+    "account_loss": "model.account_for_loss_in_pipeline_split",
+    "layout": "model.pipeline_model_parallel_layout",
+    "dist_opt": "ddp.use_distributed_optimizer",
+    "mfsdp": "ddp.use_megatron_fsdp",
+    "sharding": "ddp.data_parallel_sharding_strategy",
+    "recompute_granularity": "model.recompute_granularity",
+    "micro": "train.micro_batch_size",
+    "global": "train.global_batch_size",
+}
+SOURCES = {
+    "vpp": f"{RUN_RECIPE}:45-46 (-vp sets {FIELDS['vpp']})",
+    "dist_opt": f"{CONFIG}:2101-2124 (ddp.* and optimizer.* kept in sync)",
+    "mfsdp": f"{CONFIG}:1065-1125, 1484-1486",
+    "recompute_granularity": f"{mcore.CORE}/transformer/transformer_config.py:532-560 "
+    "(field names; no Bridge recipe line for recompute was read: path UNVERIFIED beyond them)",
+}
+
+# Recipe -> the preset it trains (recipes/llama/llama3.py aliases of recipes/llama/h100/
+# llama3.py:235, 717, 1200, which load meta-llama/Meta-Llama-3(.1) configs from Hugging Face).
+RECIPES = {
+    "llama3_8b_pretrain_config": "llama3-8b",
+    "llama3_70b_pretrain_config": "llama3-70b",
+    "llama31_405b_pretrain_config": "llama3-405b",
+}
+
+OVERLAPS = (
+    Overlap(
+        "grad_reduce",
+        default_on=True,
+        exported_on=True,
+        when="dp > 1",
+        source=f"{BRIDGE} src/megatron/bridge/training/comm_overlap.py:576-579; recipes set "
+        "ddp.overlap_grad_reduce (recipes/llama/h100/llama3.py:1273)",
+    ),
+    Overlap(
+        "param_gather",
+        default_on=True,
+        exported_on=True,
+        when="dp > 1 with the distributed optimizer",
+        source=f"{BRIDGE} src/megatron/bridge/training/comm_overlap.py:576-579",
+    ),
+    Overlap(
+        "tp_comm",
+        default_on=False,
+        exported_on=False,
+        when="the recipe's choice (not overridden): the 405B recipe turns it on with a tp 8 "
+        "userbuffer config (recipes/llama/h100/llama3.py:1283-1286)",
+        source=f"{BRIDGE} src/megatron/bridge/training/comm_overlap.py:434, 442-451",
+    ),
+    Overlap(
+        "p2p",
+        default_on=True,
+        exported_on=True,
+        when="pp > 1 with vpp > 1 (batched p2p without interleaving)",
+        source=f"{BRIDGE} src/megatron/bridge/training/comm_overlap.py:454-463",
+    ),
+)
+
+
+def export(job: TrainingJob, layout: Layout) -> Artefact:
+    """One `KEY=VALUE` override per line: every split field written, since recipes set their
+    own (the 405B recipe counts embedding and loss as layers, llama3.py:1227-1228)."""
+    recipe = config_for(job.model, RECIPES)
+    s = mcore_settings(job, layout)
+    lines = [f"{key}={_hydra(value)}" for key, value in _overrides(s)]
+    header = (
+        f"# {LABEL} ({BRIDGE}) overrides for {job.model.name} on {job.cluster.gpus} GPUs: tp "
+        f"{layout.tp} x pp {layout.pp} x cp {layout.cp} x dp {layout.dp}, vpp {layout.vpp}, "
+        f"ZeRO-{layout.zero}, recompute {layout.recompute.value}.\n"
+        "# Pass each line as one argument, e.g. mapfile -t o < <(grep -v '^#' this_file);\n"
+        f"# torchrun ... scripts/training/run_recipe.py --recipe {recipe} --mode pretrain "
+        '"${o[@]}"\n'
+    )
+    return Artefact(
+        "nemo", "hydra-overrides", "bridge_overrides.txt", header + "\n".join(lines) + "\n"
+    )
+
+
+Override = tuple[str, object]
+
+
+def _overrides(s: McoreSettings) -> list[Override]:
+    split = s.split
+    overrides: list[Override] = [
+        (FIELDS["tp"], s.tp),
+        (FIELDS["pp"], s.pp),
+        (FIELDS["cp"], s.cp),
+        (FIELDS["ep"], s.ep),
+        (FIELDS["sp"], s.sequence_parallel),
+        (FIELDS["vpp"], s.vpp),
+        (FIELDS["first"], split.first_stage_layers),
+        (FIELDS["last"], split.last_stage_layers),
+        (FIELDS["account_embedding"], split.method == "account_for"),
+        (FIELDS["account_loss"], split.method == "account_for"),
+        (FIELDS["layout"], split.layout),
+        (FIELDS["recompute_granularity"], s.recompute_granularity),
+        ("model.recompute_method", s.recompute_method),
+        ("model.recompute_num_layers", s.recompute_num_layers),
+        (FIELDS["micro"], s.micro_batch),
+        (FIELDS["global"], s.global_batch),
+        ("dataset.seq_length", s.seq_len),  # run_recipe.py:36-39 syncs model.seq_length from it
+        (FIELDS["dist_opt"], s.use_distributed_optimizer),
+        ("optimizer.use_distributed_optimizer", s.use_distributed_optimizer),
+        (FIELDS["mfsdp"], s.use_megatron_fsdp),
+        (FIELDS["sharding"], s.sharding_strategy),
+        ("ddp.overlap_grad_reduce", s.overlap_grad_reduce),
+        ("ddp.overlap_param_gather", s.overlap_param_gather),
+        # Pin the fp32 reduce Megatron-LM defaults to under bf16 (Megatron-Core's own
+        # default is False: megatron/core/distributed/distributed_data_parallel_config.py:15).
+        ("ddp.grad_reduce_in_fp32", True),
+    ]
+    if s.use_megatron_fsdp:  # required when saving or loading (config.py:1105-1109)
+        overrides.append(("checkpoint.ckpt_format", "fsdp_dtensor"))
+    return overrides
+
+
+def _hydra(value: object) -> str:
+    """A Hydra override value: null, true/false, numbers bare, strings quoted when they hold
+    characters Hydra's grammar would read as syntax (the layout's "|" and "*")."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str) and not value.replace("_", "").isalnum():
+        return f"'{value}'"
+    return str(value)
+
+
+_OFFERS = mcore.offers(FIELDS, SOURCES)
+
+NEMO = Engine(
+    name="nemo",
+    label=LABEL,
+    version=f"{BRIDGE} (067f987df03b8355b03192d88d70f1709fedf51a, 0.7.0, 2026-08-22) on "
+    f"Megatron-Core as read at {mcore.MLM}",
+    offers=_OFFERS,
+    rules=offer_rules(LABEL, _OFFERS)
+    + mcore.rules(LABEL)
+    + (
+        seq_len_divisible_by_2cp(LABEL, f"{CONFIG}:1574-1577"),
+        model_has_config(
+            LABEL,
+            "recipe (run_recipe.py --recipe)",
+            RECIPES,
+            f"{RUN_RECIPE}:15-28, 420; recipes listed in {BRIDGE} src/megatron/bridge/recipes/"
+            "llama/llama3.py (no Mixtral recipe in src/megatron/bridge/recipes at this commit)",
+        ),
+    ),
+    runtime=mcore.runtime(OVERLAPS),
+    exporter=export,
+)

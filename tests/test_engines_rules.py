@@ -1,0 +1,306 @@
+"""Each engine rule against a hand-worked layout that breaks it and one that satisfies it
+(the arithmetic in the comments), on a grid of both rows, plus the layer-split arithmetic
+the rules and exporters share."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pytest
+
+from models.errors import InvalidSpec
+from models.job import TrainingJob
+from models.layout import Layout, Recompute, Schedule, resolve_layout
+from models.transformer import TransformerSpec
+from optimizer.engines import ENGINES, get_engine, stages, violations
+from optimizer.grid import LayoutGrid
+from tests.helpers import plate_job
+
+
+@dataclass(frozen=True)
+class RuleCase:
+    engine: str
+    rule: str
+    job: TrainingJob
+    bad: Layout  # dp given: grid rows are resolved layouts
+    good: Layout
+    good_job: TrainingJob | None = None  # when the rule is about the job itself
+
+
+L70 = plate_job(1024, "llama3-70b", global_batch=1024)  # 80 layers, 64 heads, 8 KV heads
+MIXTRAL = plate_job(256, "mixtral-8x7b", global_batch=1024)  # 32 layers, 8 experts
+# 48 heads and 6 KV heads: tp 4 divides the heads, but 6 % 4 = 2 and 4 % 6 = 4.
+GQA6 = plate_job(
+    48,
+    TransformerSpec(
+        num_layers=8,
+        hidden_size=3072,
+        ffn_hidden_size=8192,
+        num_attention_heads=48,
+        num_kv_heads=6,
+        vocab_size=32000,
+    ),
+)
+SEQ6144 = plate_job(1152, "llama3-8b", seq_len=6144)  # 6144 = 2^11 * 3
+
+
+def lay(**knobs: object) -> Layout:
+    return Layout.model_validate(knobs)
+
+
+def core_cases(engine: str) -> list[RuleCase]:
+    """Megatron-Core's rules, the same for Megatron-LM and Megatron-Bridge."""
+    return [
+        # 64 heads: 64 % 48 = 16; 64 % 8 = 0.
+        RuleCase(engine, "heads_divisible_by_tp", L70, lay(tp=48, dp=1), lay(tp=8, dp=128)),
+        # 6 query groups: tp 4 neither multiple nor divisor; tp 3 divides 6.
+        RuleCase(engine, "query_groups_vs_tp", GQA6, lay(tp=4, dp=12), lay(tp=3, dp=16)),
+        # 8 experts: 8 % 3 = 2; 8 % 4 = 0.
+        RuleCase(engine, "experts_divisible_by_ep", MIXTRAL, lay(ep=3, dp=256), lay(ep=4, dp=256)),
+        # 256 GPUs: tp 8 * ep 16 * pp 4 = 512 does not divide 256; 1 * 8 * 4 = 32 does.
+        RuleCase(
+            engine, "expert_grid", MIXTRAL, lay(tp=8, pp=4, ep=16, dp=8), lay(pp=4, ep=8, dp=64)
+        ),
+        # 1024 sequences, dp 32: micro 3 -> 96 does not divide 1024; micro 2 -> 64 does.
+        RuleCase(
+            engine,
+            "batch_identity",
+            L70,
+            lay(tp=8, pp=4, dp=32, micro_batch=3),
+            lay(tp=8, pp=4, dp=32, micro_batch=2),
+        ),
+        RuleCase(
+            engine,
+            "interleaving_needs_pp",
+            L70,
+            lay(tp=8, vpp=2, dp=128),
+            lay(tp=8, pp=2, vpp=2, dp=64),
+        ),
+        # 32 layers on pp 8 x vpp 8 = 64 chunks: no split; pp 4 x vpp 3 = 12 takes a layout string.
+        RuleCase(engine, "layer_split", MIXTRAL, lay(pp=8, vpp=8, dp=32), lay(pp=4, vpp=3, dp=64)),
+        RuleCase(
+            engine,
+            "megatron_fsdp_without_pp",
+            L70,
+            lay(tp=8, pp=2, zero=2, dp=64),
+            lay(tp=8, zero=2, dp=128),
+        ),
+        # 6144 % (2 * 9) = 6; 6144 % (2 * 3) = 0.
+        RuleCase(
+            engine,
+            "seq_len_divisible_by_2cp",
+            SEQ6144,
+            lay(tp=8, cp=9, dp=16),
+            lay(tp=8, cp=3, dp=48),
+        ),
+        RuleCase(
+            engine,
+            "schedule",
+            L70,
+            lay(tp=8, pp=4, dp=32, schedule="zero-bubble"),
+            lay(tp=8, pp=4, dp=32),
+        ),
+    ]
+
+
+CASES = [
+    *core_cases("megatron"),
+    *core_cases("nemo"),
+    RuleCase(
+        "nemo", "model_has_config", MIXTRAL, lay(pp=4, dp=64), lay(tp=8, pp=4, dp=32), good_job=L70
+    ),
+    RuleCase(
+        "torchtitan",
+        "schedule",
+        L70,
+        lay(tp=8, pp=4, dp=32, schedule="dualpipe"),
+        lay(tp=8, pp=4, dp=32),
+    ),
+    RuleCase("torchtitan", "zero", L70, lay(tp=8, dp=128, zero=1), lay(tp=8, dp=128, zero=3)),
+    RuleCase(
+        "torchtitan",
+        "batch_identity",
+        L70,
+        lay(tp=8, pp=4, dp=32, micro_batch=3),
+        lay(tp=8, pp=4, dp=32),
+    ),
+    # 80 + 2 = 82: pp 4 x vpp 5 = 20 stages need lps 5, which builds 17; pp 2 x vpp 4 = 8
+    # stages take lps ceil(82 / 8) = 11, and ceil(82 / 11) = 8.
+    RuleCase(
+        "torchtitan",
+        "stages_from_layers_per_stage",
+        L70,
+        lay(tp=8, pp=4, vpp=5, dp=32),
+        lay(tp=8, pp=2, vpp=4, dp=64),
+    ),
+    RuleCase(
+        "torchtitan", "fsdp_over_cp", L70, lay(tp=8, cp=2, dp=64), lay(tp=8, cp=2, dp=64, zero=3)
+    ),
+    # dp 4: with DDP dp_shard = 1 and 1 * cp 1 * tp 1 = 1 is not a multiple of ep 2; FSDP: 4.
+    RuleCase(
+        "torchtitan", "ep_divides_dp_shard_cp_tp", MIXTRAL, lay(dp=4, ep=2), lay(dp=4, ep=2, zero=3)
+    ),
+    RuleCase(
+        "torchtitan",
+        "experts_without_tp",
+        MIXTRAL,
+        lay(tp=2, dp=128, ep=2, zero=3),
+        lay(dp=256, ep=2, zero=3),
+    ),
+    RuleCase(
+        "torchtitan",
+        "model_has_config",
+        MIXTRAL,
+        lay(dp=256, zero=3),
+        lay(dp=1024, zero=3),
+        good_job=L70,
+    ),
+    RuleCase("deepspeed", "schedule", L70, lay(tp=8, pp=4, vpp=2, dp=32), lay(tp=8, pp=4, dp=32)),
+    RuleCase(
+        "deepspeed",
+        "recompute",
+        L70,
+        lay(tp=8, dp=128, recompute=Recompute.SELECTIVE),
+        lay(tp=8, dp=128, recompute=Recompute.FULL),
+    ),
+    RuleCase("deepspeed", "cp", L70, lay(tp=8, cp=2, dp=64), lay(tp=8, dp=128)),
+    RuleCase(
+        "deepspeed",
+        "pipeline_zero_below_2",
+        L70,
+        lay(tp=8, pp=2, dp=64, zero=2),
+        lay(tp=8, pp=2, dp=64, zero=1),
+    ),
+    RuleCase(
+        "deepspeed",
+        "batch_identity",
+        L70,
+        lay(tp=8, pp=4, dp=32, micro_batch=3),
+        lay(tp=8, pp=4, dp=32),
+    ),
+    RuleCase("deepspeed", "experts_divisible_by_ep", MIXTRAL, lay(ep=3, dp=256), lay(ep=8, dp=256)),
+    # dp 4 % ep 8 = 4; dp 8 % 8 = 0.
+    RuleCase(
+        "deepspeed",
+        "ep_divides_dp",
+        MIXTRAL,
+        lay(tp=8, pp=8, dp=4, ep=8),
+        lay(tp=8, pp=4, dp=8, ep=8),
+    ),
+]
+
+
+# Rules about a named choice rather than numbers ("schedule zero-bubble is not one of them").
+WORDS_ONLY = {"schedule", "recompute", "model_has_config"}
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: f"{c.engine}-{c.rule}")
+def test_rule_refuses_the_bad_row_and_keeps_the_good_one(case: RuleCase) -> None:
+    rule = get_engine(case.engine).rule(case.rule)
+    if case.good_job is None:  # one grid of both rows: the check is vectorised
+        mask = np.broadcast_to(
+            rule.check(case.job, LayoutGrid.from_layouts([case.bad, case.good])), (2,)
+        )
+        assert mask.tolist() == [False, True]
+    else:
+        assert not np.broadcast_to(rule.check(case.job, LayoutGrid.from_layouts([case.bad])), (1,))[
+            0
+        ]
+        assert np.broadcast_to(
+            rule.check(case.good_job, LayoutGrid.from_layouts([case.good])), (1,)
+        )[0]
+    detail = rule.detail(case.job, case.bad)
+    assert detail and (case.rule in WORDS_ONLY or any(ch.isdigit() for ch in detail))
+    try:  # where the project itself accepts the bad layout, violations() names the rule
+        resolve_layout(case.bad, case.job)
+    except InvalidSpec:
+        return
+    assert any(
+        v.startswith(rule.description)
+        for v in violations(get_engine(case.engine), case.job, case.bad)
+    )
+
+
+def test_every_rule_has_a_case() -> None:
+    covered = {(c.engine, c.rule) for c in CASES}
+    every = {(name, rule.name) for name, engine in ENGINES.items() for rule in engine.rules}
+    assert every == covered
+
+
+def test_refused_knobs_have_rules() -> None:
+    """What an engine does not offer is refused by a rule of the same name."""
+    for engine in ENGINES.values():
+        names = {r.name for r in engine.rules}
+        offers = engine.offers
+        if not all(f.offered for f in offers.zero.values()):
+            assert "zero" in names
+        if not all(f.offered for f in offers.recompute.values()):
+            assert "recompute" in names
+        if not offers.context_parallel.offered:
+            assert "cp" in names
+        if not (offers.interleaving.offered and all(f.offered for f in offers.schedules.values())):
+            assert "schedule" in names
+
+
+def test_megatron_offers_no_zero_bubble_or_dualpipe() -> None:
+    offers = get_engine("megatron").offers.schedules
+    assert offers[Schedule.ONE_F_ONE_B].offered
+    assert not offers[Schedule.ZERO_BUBBLE].offered and not offers[Schedule.DUALPIPE].offered
+
+
+# --- layer splits -------------------------------------------------------------------------
+
+
+def test_megatron_core_split_predicates_hand_worked() -> None:
+    # 126 layers, pp 16, vpp 4: 126 % 64 != 0; first/last need 4 | 126 (no: 126 = 4 * 31 + 2);
+    # embedding and loss as layers: 128 % 64 = 0.
+    assert not stages.mcore_even(126, 16, 4)
+    assert not stages.mcore_first_last(126, 16, 4)
+    assert stages.mcore_account_for(126, 16, 4)
+    # Vectorised: pp 16 x vpp 1 -> first/last (1 | 126 and 126 >= 16); pp 2 x vpp 4 -> 126 % 4.
+    got = stages.mcore_first_last(126, np.array([16, 2]), np.array([1, 4]))
+    assert got.tolist() == [True, False]
+
+
+@pytest.mark.parametrize(
+    ("layers", "pp", "vpp", "method", "peak"),
+    [
+        (80, 4, 5, "even", 4),  # 80 / 20
+        (126, 16, 1, "first_last", 8),  # 7 + 14 x 8 + 7
+        (126, 16, 4, "account_for", 2),  # (126 + 2) / 64 = 2, minus E and L at the ends
+        (80, 4, 3, "layout", 7),  # 80 / 12: 8 chunks of 7, 4 of 6
+    ],
+)
+def test_megatron_core_split_is_balanced(
+    layers: int, pp: int, vpp: int, method: str, peak: int
+) -> None:
+    split = stages.mcore_split(layers, pp, vpp)
+    assert split.method == method
+    assert sum(split.chunk_layers) == layers and len(split.chunk_layers) == pp * vpp
+    assert max(split.chunk_layers) == peak
+    per_rank = [sum(split.chunk_layers[r::pp]) for r in range(pp)]
+    assert max(per_rank) == -(-layers // pp)
+
+
+def test_first_last_split_numbers() -> None:
+    split = stages.mcore_split(126, 16, 1)
+    assert (split.first_stage_layers, split.last_stage_layers) == (7, 7)
+
+
+def test_layout_string_counts() -> None:
+    split = stages.mcore_split(80, 4, 3)
+    assert split.layout == "Et*6|t*7|t*7|t*7|t*7|t*7|t*7|t*7|t*7|t*6|t*6|t*6L"
+
+
+def test_torchtitan_stage_layers_hand_worked() -> None:
+    # 126 + 2 = 128 effective layers on 64 stages: 2 each, the first and last give one to
+    # the embedding and the head.
+    assert stages.titan_layers_per_stage(126, 16, 4) == 2
+    per_stage = stages.titan_stage_layers(126, 64)
+    assert per_stage[0] == per_stage[-1] == 1 and set(per_stage[1:-1]) == {2}
+    assert stages.titan_stages_ok(np.array([80, 80, 80]), 4, np.array([1, 2, 5])).tolist() == [
+        True,
+        True,
+        False,
+    ]
