@@ -6,7 +6,7 @@ HOST   ?= 127.0.0.1
 PORT   ?= 8000
 STAMP  := $(VENV)/.installed
 
-.PHONY: install run test lint bench validate clean
+.PHONY: install run test lint bench validate clean test-engines
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -35,6 +35,14 @@ bench: install
 
 validate: install
 	$(BIN)/layoutopt validate --markdown docs/validation.md
+
+# The engines' own parsers (torchtitan, DeepSpeed: torch on the CPU; Megatron-LM: a checkout
+# at MEGATRON_LM_PATH) check the exports; too heavy for `make test`, whose suite skips them.
+ENGINES_VENV := .venv-engines
+test-engines: install
+	test -x $(ENGINES_VENV)/bin/python || $(PYTHON) -m venv $(ENGINES_VENV)
+	$(ENGINES_VENV)/bin/python -m pip install --quiet 'torch==2.13.0' 'torchtitan==0.3.0' 'deepspeed==0.19.8' -e '.[test]'
+	PYTHONPATH=$(MEGATRON_LM_PATH) $(ENGINES_VENV)/bin/python -m pytest -rs tests/test_engines_parsers.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache *.egg-info

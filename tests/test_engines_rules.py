@@ -13,8 +13,8 @@ from models.errors import InvalidSpec
 from models.job import TrainingJob
 from models.layout import Layout, Recompute, Schedule, resolve_layout
 from models.transformer import TransformerSpec
+from optimizer.costmodel import LayoutGrid
 from optimizer.engines import ENGINES, get_engine, stages, violations
-from optimizer.grid import LayoutGrid
 from tests.helpers import plate_job
 
 

@@ -1,7 +1,7 @@
 """Training engines as data: what each offers, the rules a layout must satisfy to run on
 it, how it runs what it offers, and the artefact that runs a layout on it.
 
-Depends only on `models` and `optimizer.grid`.
+Depends only on `models` and `optimizer.costmodel` (its grid).
 
     engine = get_engine("megatron")
     mask = valid_mask(engine, job, grid)          # rows of a LayoutGrid it can run

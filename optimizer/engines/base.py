@@ -16,7 +16,7 @@ import numpy as np
 
 from models.job import TrainingJob
 from models.layout import Layout, Recompute, Schedule
-from optimizer.grid import LayoutGrid
+from optimizer.costmodel import LayoutGrid
 
 ZERO_STAGES = (0, 1, 2, 3)
 

@@ -13,7 +13,7 @@ from models.job import TrainingJob
 from models.layout import Layout
 from models.presets import model_preset
 from models.transformer import TransformerSpec
-from optimizer.grid import LayoutGrid
+from optimizer.costmodel import LayoutGrid
 
 from .base import EngineRule
 

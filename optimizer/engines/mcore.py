@@ -18,7 +18,7 @@ import numpy as np
 
 from models.job import TrainingJob
 from models.layout import Layout, Recompute, Schedule
-from optimizer.grid import LayoutGrid
+from optimizer.costmodel import LayoutGrid
 
 from . import stages
 from .base import (

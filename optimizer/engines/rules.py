@@ -10,7 +10,7 @@ import numpy as np
 from models.errors import InvalidSpec
 from models.job import TrainingJob
 from models.layout import Layout, Recompute, Schedule, resolve_layout
-from optimizer.grid import LayoutGrid, recompute_code, schedule_code
+from optimizer.costmodel import LayoutGrid, recompute_code, schedule_code
 
 from .base import Engine, EngineRule, Feature, Offers
 
