@@ -1,7 +1,7 @@
 // The optimum panel: the best layout as chips, and each binding rule with what relaxing it buys.
-import { describeLayout, gb, pct } from "./charts.js";
+import { $ } from "./dom.js";
+import { describeLayout, gb, pct } from "./format.js";
 
-const $ = (id) => document.getElementById(id);
 const INVITATION = "Press Optimise to search every valid layout of this job for the highest MFU that fits in memory.";
 
 export function clearOptimum() {

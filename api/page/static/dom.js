@@ -1,0 +1,2 @@
+// The page's one look-up of an element by id, shared by every module.
+export const $ = (id) => document.getElementById(id);

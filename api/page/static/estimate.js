@@ -1,0 +1,30 @@
+// An estimate shown: the summary figures, its warnings, and its memory and MFU charts.
+import { drawMemoryChart, drawMfuChart } from "./charts.js";
+import { $ } from "./dom.js";
+import { gb, pct } from "./format.js";
+
+export function renderEstimate(estimate) {
+  const memory = estimate.memory_gb;
+  const layout = estimate.layout;
+  $("total-memory").textContent = gb(memory.total, 1);
+  $("memory-note").textContent = estimate.fits
+    ? `of ${memory.capacity} GB · fits`
+    : `exceeds ${memory.capacity} GB by ${gb(memory.total - memory.capacity, 1)}`;
+  $("stat-memory").classList.toggle("bad", !estimate.fits);
+  $("mfu").textContent = `${Math.round(estimate.mfu * 100)}%`;
+  $("mfu-note").textContent = `${pct(estimate.mfu, 2)} unrounded`;
+  $("bubble").textContent = pct(estimate.bubble);
+  $("bubble-note").textContent = `${layout.micro_batches} micro-batches per step`;
+  $("step-time").textContent = `${estimate.step_time_s.toFixed(2)} s`;
+  $("throughput").textContent = `${Math.round(estimate.tokens_per_s_per_gpu).toLocaleString("en")} tokens/s per GPU`;
+  $("dp").textContent = String(layout.dp);
+  renderWarnings(estimate.warnings);
+  drawMemoryChart(memory, estimate.fits);
+  drawMfuChart(estimate.mfu_steps);
+}
+
+function renderWarnings(warnings) {
+  const list = $("warnings");
+  list.replaceChildren(...warnings.map((text) => Object.assign(document.createElement("li"), { textContent: text })));
+  list.hidden = warnings.length === 0;
+}
