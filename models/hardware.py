@@ -28,6 +28,21 @@ class GpuSpec(BaseModel):
     memory_bandwidth_gb_s: float | None = Field(
         None, gt=0, le=1_000_000, description="HBM bandwidth, GB/s (memory-bound kernels)."
     )
+    matmul_efficiency: float | None = Field(
+        None,
+        gt=0,
+        le=1,
+        description="The best share of peak a bf16 GEMM reaches on this GPU in a shape search "
+        "(maximum achievable matmul FLOP/s); the standard profile scales its kernel efficiency "
+        "by it.",
+    )
+    sm_count: JsonInt | None = Field(
+        None,
+        gt=0,
+        le=100_000,
+        description="Streaming multiprocessors a GEMM's tiles spread over (wave quantisation); "
+        "without it GEMMs are priced as if their waves were full.",
+    )
     attention_efficiency: float | None = Field(
         None,
         gt=0,

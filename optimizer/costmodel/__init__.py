@@ -28,6 +28,7 @@ from optimizer.costmodel.profiles import (
     profile_named,
     require_finite,
 )
+from optimizer.costmodel.standard.collectives import domains_spanned
 
 __all__ = [
     "DEFAULT_EVALUATE_PROFILE",
@@ -38,6 +39,7 @@ __all__ = [
     "SCHEDULE_CODES",
     "CostAssumptions",
     "Estimate",
+    "domains_spanned",
     "GridPrices",
     "LayoutGrid",
     "MemoryBytes",

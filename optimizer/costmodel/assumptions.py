@@ -9,7 +9,13 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
-from models.strict import SPEC_CONFIG
+from models.strict import SPEC_CONFIG, JsonInt
+
+# The workshop plate's kernel efficiency, measured against H100 (whose matmul ceiling, the
+# maximum achievable matmul FLOP/s, is 80.3% of peak: stas00/ml-engineering@744d01e
+# compute/accelerator/README.md l.342-379).
+PLATE_KERNEL_EFFICIENCY = 0.6
+PLATE_GPU_MATMUL_EFFICIENCY = 0.803
 
 # An efficiency below 1% is a typo, not a cluster: refusing it keeps every figure finite.
 MIN_EFFICIENCY = 0.01
@@ -28,13 +34,15 @@ class KernelAssumptions(BaseModel):
 
     model_config = SPEC_CONFIG
 
-    kernel_efficiency: float = Field(
-        0.6,
+    kernel_efficiency: float | None = Field(
+        None,
         ge=MIN_EFFICIENCY,
         le=1,
         description=(
             "Fraction of peak FLOP/s that the matmul kernels reach with no communication or "
-            "bubble (the workshop plate's assumption: 0.6)."
+            "bubble. Default: the workshop plate's 0.6 for H100 (profile workshop everywhere); "
+            "profile standard carries it to other GPUs by their measured matmul ceiling "
+            "(GpuSpec.matmul_efficiency relative to H100's: 0.6 x 0.869 / 0.803 on A100)."
         ),
     )
     attention_kernel_efficiency: float | None = Field(
@@ -74,6 +82,36 @@ class KernelAssumptions(BaseModel):
             "masked half); model FLOPs still count it in full, as PaLM and Megatron-LM do."
         ),
     )
+    gemm_wave_quantization: bool = Field(
+        False,
+        description=(
+            "Charge each GEMM its wave quantisation on the GPU's SMs (profile standard) for one "
+            "fixed tile (gemm_tile_rows x gemm_tile_cols). Off by default: cuBLAS picks among "
+            "tiles (and split-K) per shape, so one fixed tile overstates the loss (it took "
+            "10 points off Megatron-LM's 7.5B row on A100); a what-if for a fixed kernel."
+        ),
+    )
+    gemm_tile_rows: JsonInt = Field(
+        128,
+        ge=1,
+        le=4096,
+        description=(
+            "Rows of the output tile a GEMM kernel computes per SM pass, for wave quantisation "
+            "(profile standard): cuBLAS's large bf16 tiles are 128 x 256 or 256 x 128 (NVIDIA, "
+            "Matrix Multiplication Background User's Guide, section 2.3)."
+        ),
+    )
+    gemm_tile_cols: JsonInt = Field(
+        256, ge=1, le=4096, description="Columns of that tile (see gemm_tile_rows)."
+    )
+    elementwise_traffic: bool = Field(
+        True,
+        description=(
+            "Charge the memory-bound elementwise kernels (norms, residual adds, rotary, the MLP "
+            "activation) their HBM time beside the GEMMs (profile standard; needs the GPU's "
+            "memory_bandwidth_gb_s)."
+        ),
+    )
 
 
 class CommunicationAssumptions(BaseModel):
@@ -82,12 +120,45 @@ class CommunicationAssumptions(BaseModel):
     model_config = SPEC_CONFIG
 
     inter_node_bandwidth_efficiency: float = Field(
-        0.8,
+        0.74,
         ge=MIN_EFFICIENCY,
         le=1,
         description=(
-            "Share of the NIC line rate a collective reaches across nodes (nccl-tests bus "
-            "bandwidth on 400 Gb/s fabrics is typically ~80-90% of line rate). Judgement."
+            "Share of the NIC line rate a large collective reaches across nodes: 36.95 of "
+            "50 GB/s per GPU for a 16 GiB all-reduce over 4 x 8 B200 on 8 x 400 Gb/s "
+            "(stas00/ml-engineering@744d01e network/README.md l.1400-1423); smaller messages "
+            "reach less (collective_message_size)."
+        ),
+    )
+    collective_message_size: bool = Field(
+        False,
+        description=(
+            "Charge each collective the share of the large-message bus bandwidth its message "
+            "size reaches, inside the NVLink domain and across the network, from published "
+            "nccl-tests curves (profile standard; docs/cost-model.md, 'collectives'). Off by "
+            "default: the curves time one synchronised call at a time, and on they take the "
+            "published runs' mean error from 2.3 to 3.4 points (docs/validation.md), so they "
+            "overstate what back-to-back collectives in a training step lose; a what-if."
+        ),
+    )
+    dp_bucket_params: float = Field(
+        40e6,
+        ge=1,
+        le=1e13,
+        description=(
+            "Parameters per gradient bucket, the message size of the data-parallel sync: "
+            "Megatron-Core's default max(40M, 1M x dp) (megatron/core/distributed/"
+            "distributed_data_parallel.py l.134 @d98e8a6)."
+        ),
+    )
+    gradient_reduce_bytes_per_value: float = Field(
+        2.0,
+        gt=0,
+        le=8,
+        description=(
+            "Bytes per gradient value the data-parallel sync sends: 2 (bf16, DeepSpeed's "
+            "default and the generic engine's), 4 where the engine reduces in fp32 (Megatron-LM "
+            "with bf16 accumulates and reduces gradients in fp32)."
         ),
     )
     tp_overlap_fraction: float = _fraction(
@@ -111,10 +182,11 @@ class CommunicationAssumptions(BaseModel):
         "ring, Simple: 3.4 us); a ring collective over g ranks takes g-1 steps.",
     )
     network_step_latency_s: float = _latency_s(
-        9.6e-6,
-        "Latency of one ring step across the network (NCCL src/graph/tuning.cc, hwLat NET, "
-        "ring, Simple: 9.6 us); every step of a group that leaves the NVLink domain is "
-        "charged at it (an upper bound: NCCL charges intra-node steps at NVLink latency).",
+        14.0e-6,
+        "Latency of one ring step across the network (NVIDIA/nccl@5067397 "
+        "src/graph/tuning.cc l.171, hwLat NET, ring, Simple: 14.0 us since NCCL 2.18.1); as "
+        "NCCL's tuner does, only the steps between NVLink domains are charged at it, the "
+        "others at nvlink_step_latency_s.",
     )
     dp_overlap_microbatches: float = Field(
         1.0,

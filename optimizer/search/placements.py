@@ -8,8 +8,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from models.layout import DIMENSIONS, Dimension
-from optimizer.costmodel import LayoutGrid
-from optimizer.search.problem import SearchProblem, degree_columns, on_fast_links
+from optimizer.costmodel import LayoutGrid, domains_spanned
+from optimizer.search.problem import (
+    SearchProblem,
+    degree_columns,
+    fast_link_domain,
+    on_fast_links,
+)
 
 # The dimensions whose groups a profile prices differently inside and across a node;
 # placements alike on these price alike. Missing profile: all four (correct, slower).
@@ -38,6 +43,28 @@ class PlacementClasses:
         return padded
 
 
+def _priced_links(
+    problem: SearchProblem, grid: LayoutGrid, dims: tuple[Dimension, ...]
+) -> list[np.ndarray]:
+    """Per row, what a placement changes in the price of each priced group: whether it fits
+    one NVLink domain and, for the profiles that charge a ring's network steps by the
+    domains it crosses (standard), how many domains it touches; the data-parallel group
+    (dp x cp together) counts as one more group."""
+    spans: dict[str, np.ndarray] = {dim: grid.span(dim) for dim in dims}
+    keys = [on_fast_links(problem, span) for span in spans.values()]
+    if problem.profile in PLACEMENT_PRICED_DIMS:
+        return keys
+    domain = fast_link_domain(problem)
+    groups: dict[str, np.ndarray] = {dim: grid.degree(dim) for dim in dims}
+    if "dp" in spans and "cp" in spans:
+        spans["data"] = np.maximum(spans["dp"], spans["cp"])
+        groups["data"] = groups["dp"] * groups["cp"]
+        keys.append(on_fast_links(problem, spans["data"]))
+    for name, span in spans.items():
+        keys.append(domains_spanned(groups[name], span, domain))
+    return keys
+
+
 def placement_classes(problem: SearchProblem) -> PlacementClasses:
     codes = np.asarray(problem.placements, dtype=np.int64)
     k, p = np.meshgrid(np.arange(len(problem.degrees)), codes, indexing="ij")
@@ -54,8 +81,8 @@ def placement_classes(problem: SearchProblem) -> PlacementClasses:
     dims = PLACEMENT_PRICED_DIMS.get(problem.profile, DIMENSIONS)
     # expert groups' links depend on more than these fits: keep MoE placements apart
     apart = problem.job.model.is_moe and problem.profile not in PLACEMENT_PRICED_DIMS
-    fits = np.stack([on_fast_links(problem, grid.span(dim)) for dim in dims], axis=1)
-    fits = fits.reshape(*k.shape, len(dims))
+    fits = np.stack(_priced_links(problem, grid, dims), axis=1)
+    fits = fits.reshape(*k.shape, -1)
     representative = []
     for row in range(len(problem.degrees)):
         seen: dict[bytes, int] = {}

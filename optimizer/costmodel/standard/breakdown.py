@@ -15,8 +15,15 @@ from typing import Any
 import numpy as np
 
 from models.errors import InvalidSpec
+from models.hardware import fits_one_domain
 from models.job import TrainingJob
-from optimizer.costmodel.assumptions import CostAssumptions
+from optimizer.costmodel.assumptions import (
+    PLATE_GPU_MATMUL_EFFICIENCY,
+    PLATE_KERNEL_EFFICIENCY,
+    CostAssumptions,
+)
+from optimizer.costmodel.standard import collectives as coll
+from optimizer.costmodel.standard import kernels as kern
 from optimizer.costmodel.standard import memory as mem
 from optimizer.costmodel.standard import times as tim
 
@@ -174,41 +181,52 @@ def stage_memory(job: TrainingJob, a: CostAssumptions, k: Degrees, m: Number) ->
     return mem.worst_stage(first, last)
 
 
-def link_bytes_s(job: TrainingJob, a: CostAssumptions, span: Number) -> Number:
-    """NVLink when the group fits the NVLink domain, else the network at its efficiency."""
-    gpu = job.cluster.gpu
+def link_bytes_s(
+    job: TrainingJob, a: CostAssumptions, span: Number, message_bytes: Number = None
+) -> Number:
+    """NVLink when the group fits the NVLink domain, else the network at its efficiency;
+    for a collective of `message_bytes`, the share of that bandwidth its size reaches
+    (collectives.py)."""
+    gpu, domain = job.cluster.gpu, job.cluster.job_nvlink_domain
     inter = gpu.inter_node_bytes_s * a.inter_node_bandwidth_efficiency
-    return tim.link_bytes_s(span, job.cluster.job_nvlink_domain, gpu.intra_node_bytes_s, inter)
-
-
-def step_latency_s(job: TrainingJob, a: CostAssumptions, span: Number) -> Number:
-    """Latency of one ring step: NVLink's inside the NVLink domain, else the network's."""
-    domain = job.cluster.job_nvlink_domain
-    return tim.link_bytes_s(span, domain, a.nvlink_step_latency_s, a.network_step_latency_s)
+    bandwidth = tim.link_bytes_s(span, domain, gpu.intra_node_bytes_s, inter)
+    if message_bytes is None or not a.collective_message_size:
+        return bandwidth
+    on_network = ~fits_one_domain(span, domain)
+    return bandwidth * coll.bus_share(message_bytes, on_network)
 
 
 def latency_s(
     job: TrainingJob, a: CostAssumptions, group: Number, span: Number, collectives: Number
 ) -> Number:
-    step_s = step_latency_s(job, a, span)
-    return tim.collective_latency_s(group, collectives, a.collective_base_latency_s, step_s)
+    """Latency of `collectives` over the group, as NCCL's tuner prices it (ring or PAT)."""
+    domain = job.cluster.job_nvlink_domain
+    domains = coll.domains_spanned(group, span, domain)
+    return coll.collective_latency_s(
+        group,
+        domains,
+        collectives,
+        a.collective_base_latency_s,
+        a.nvlink_step_latency_s,
+        a.network_step_latency_s,
+    )
 
 
 def layer_times(job: TrainingJob, a: CostAssumptions, k: Degrees) -> dict[str, Number]:
     """Seconds of one layer on one micro-batch on one device, by component."""
-    model, s, peak = job.model, job.training.seq_len, job.cluster.gpu.peak_flop_s
+    model, s = job.model, job.training.seq_len
 
-    def link(span: Number) -> Number:
-        return link_bytes_s(job, a, span)
+    def link(span: Number, message_bytes: Number) -> Number:
+        return link_bytes_s(job, a, span, message_bytes)
 
     tokens = s * k.micro_batch / k.cp
-    avg_params = model.active_layer_params / model.num_layers
-    matmul = tim.matmul_s(6 * avg_params, tokens, k.tp, peak, a.kernel_efficiency)
+    matmul = matmul_s(job, a, k, tokens)
     attention = attention_time_s(job, a, k, tokens)
     cp_bytes = tim.cp_exchange_bytes(
         k.cp, s * k.micro_batch, model.kv_width, model.num_kv_heads, k.tp, k.recompute
     )
-    cp_s = cp_bytes / link(k.cp_span) + latency_s(
+    cp_message = cp_bytes / tim.cp_passes(k.recompute)
+    cp_s = cp_bytes / link(k.cp_span, cp_message) + latency_s(
         job, a, k.cp, k.cp_span, tim.cp_passes(k.recompute)
     )
     tp_latency_s = latency_s(job, a, k.tp, k.tp_span, tim.tp_collectives(k.recompute))
@@ -227,7 +245,7 @@ def layer_times(job: TrainingJob, a: CostAssumptions, k: Degrees) -> dict[str, N
             k.tp,
             tokens,
             model.hidden_size,
-            link(k.tp_span),
+            link(k.tp_span, tokens * model.hidden_size * mem.BF16_BYTES),
             k.recompute,
             a.tp_overlap_fraction,
             tp_latency_s,
@@ -239,11 +257,39 @@ def layer_times(job: TrainingJob, a: CostAssumptions, k: Degrees) -> dict[str, N
             k.tp,
             model.experts_per_token,
             model.hidden_size,
-            link(k.ep_span),
+            link(k.ep_span, tokens / k.tp * model.experts_per_token * model.hidden_size * 2),
             model.num_moe_layers / model.num_layers,
             a2a_overlap,
         ),
     }
+
+
+def kernel_efficiency(job: TrainingJob, a: CostAssumptions) -> float:
+    """The request's, else the plate's H100 figure scaled by this GPU's measured matmul
+    ceiling against H100's (a GPU without one keeps the plate's)."""
+    if a.kernel_efficiency is not None:
+        return a.kernel_efficiency
+    ceiling = job.cluster.gpu.matmul_efficiency or PLATE_GPU_MATMUL_EFFICIENCY
+    return min(PLATE_KERNEL_EFFICIENCY * ceiling / PLATE_GPU_MATMUL_EFFICIENCY, 1.0)
+
+
+def matmul_s(job: TrainingJob, a: CostAssumptions, k: Degrees, tokens: Number) -> Number:
+    """One layer's GEMMs at the kernel efficiency, less what their shapes lose to wave
+    quantisation on the GPU's SMs, plus the memory-bound elementwise work beside them
+    (kernels.py)."""
+    model, gpu = job.model, job.cluster.gpu
+    avg_params = model.active_layer_params / model.num_layers
+    efficiency: Number = kernel_efficiency(job, a)
+    if gpu.sm_count is not None and a.gemm_wave_quantization:
+        waves = kern.layer_gemm_efficiency(
+            model, tokens, k.tp, gpu.sm_count, a.gemm_tile_rows, a.gemm_tile_cols
+        )
+        efficiency = efficiency * waves
+    gemms = tim.matmul_s(6 * avg_params, tokens, k.tp, gpu.peak_flop_s, efficiency)
+    bandwidth = gpu.memory_bandwidth_bytes_s
+    if not a.elementwise_traffic or bandwidth is None:
+        return gemms
+    return gemms + kern.elementwise_s(model, tokens, k.tp, bandwidth, a.sequence_parallel)
 
 
 def attention_efficiency(job: TrainingJob, a: CostAssumptions) -> float:
@@ -274,7 +320,7 @@ def attention_time_s(job: TrainingJob, a: CostAssumptions, k: Degrees, tokens: N
             "cluster.gpu.memory_bandwidth_gb_s",
         )
     gemms = tim.attention_s(
-        model.q_width, s, tokens, k.tp, gpu.peak_flop_s, a.kernel_efficiency, 1.0
+        model.q_width, s, tokens, k.tp, gpu.peak_flop_s, kernel_efficiency(job, a), 1.0
     )
     return gemms + tim.unfused_scores_s(
         model.num_attention_heads,
@@ -300,17 +346,29 @@ def data_parallel_s(
 ) -> tuple[Number, Number]:
     """(per step, per micro-batch) exposure-free seconds of gradient sync or ZeRO-3 traffic
     for the first stage's parameters (the busiest in parameters: embedding plus layers)."""
-    model, bandwidth = job.model, link_bytes_s(job, a, k.data_group_span)
+    model = job.model
     n_layers = np.maximum(layers.first, layers.middle)
-    dense = n_layers * mem.dense_params_per_layer_per_device(model, k.tp)
-    dense = dense + mem.embedding_params_per_device(model, k.tp, k.pp)
+    layer_params = mem.dense_params_per_layer_per_device(model, k.tp)
+    dense = n_layers * layer_params + mem.embedding_params_per_device(model, k.tp, k.pp)
     experts = n_layers * mem.expert_params_per_layer_per_device(model, k.tp, k.ep)
     group = k.dp * k.cp
     zero3 = k.zero >= 3
     groups = (dense, experts, group, group / k.ep)
-    per_step = tim.data_group_bytes(tim.GRAD_SYNC_PASSES, *groups) / bandwidth
-    per_micro_batch = tim.data_group_bytes(tim.ZERO3_PASSES_PER_MICRO_BATCH, *groups) / bandwidth
-    return np.where(zero3, 0.0, per_step), np.where(zero3, per_micro_batch, 0.0)
+    # gradients go in buckets of Megatron-Core's size, max(40M, 1M x dp) parameters
+    # (megatron/core/distributed/distributed_data_parallel.py l.134 @d98e8a6)
+    bucket = np.minimum(np.maximum(a.dp_bucket_params, 1e6 * group), dense + experts)
+    grad_bytes = a.gradient_reduce_bytes_per_value
+    buckets = np.ceil((dense + experts) / np.maximum(bucket, 1.0))
+    sync_s = tim.data_group_bytes(tim.GRAD_SYNC_PASSES, *groups, grad_bytes) / link_bytes_s(
+        job, a, k.data_group_span, bucket * grad_bytes
+    ) + buckets * latency_s(job, a, group, k.data_group_span, tim.GRAD_SYNC_PASSES)
+    # ZeRO-3 gathers each layer's parameters before forward and backward, and scatters
+    # its gradients after: one layer a message
+    gather_message = layer_params * mem.BF16_BYTES
+    zero3_s = tim.data_group_bytes(tim.ZERO3_PASSES_PER_MICRO_BATCH, *groups) / link_bytes_s(
+        job, a, k.data_group_span, gather_message
+    ) + n_layers * latency_s(job, a, group, k.data_group_span, tim.ZERO3_PASSES_PER_MICRO_BATCH)
+    return np.where(zero3, 0.0, sync_s), np.where(zero3, zero3_s, 0.0)
 
 
 def step_waterfall(
@@ -357,7 +415,9 @@ def breakdown(job: TrainingJob, a: CostAssumptions, k: Degrees) -> Breakdown:
     times = layer_times(job, a, k)
     tokens = training.seq_len * k.micro_batch / k.cp
     head_flops = 6 * model.vocab_size * model.hidden_size
-    times["head"] = tim.matmul_s(head_flops, tokens, k.tp, gpu.peak_flop_s, a.kernel_efficiency)
+    times["head"] = tim.matmul_s(
+        head_flops, tokens, k.tp, gpu.peak_flop_s, kernel_efficiency(job, a)
+    )
     warmup = tim.warmup_micro_batches(k.pp, k.vpp, k.schedule, a.zero_bubble_weight_grad_fraction)
     p2p = tim.pp_p2p_s(
         k.pp,

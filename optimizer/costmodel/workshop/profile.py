@@ -8,7 +8,7 @@ import numpy as np
 from models.errors import InvalidSpec
 from models.job import TrainingJob
 from models.layout import Layout, Recompute, Schedule
-from optimizer.costmodel.assumptions import CostAssumptions
+from optimizer.costmodel.assumptions import PLATE_KERNEL_EFFICIENCY, CostAssumptions
 from optimizer.costmodel.estimate import Estimate, MemoryBytes, MfuStep
 from optimizer.costmodel.grid import GridPrices, LayoutGrid
 from optimizer.costmodel.warnings import engine_warnings
@@ -97,7 +97,9 @@ def workshop_breakdown(
     """The workshop formulas over a grid; one layout is a grid of one."""
     return workshop.breakdown(
         job,
-        assumptions.kernel_efficiency,
+        PLATE_KERNEL_EFFICIENCY
+        if assumptions.kernel_efficiency is None
+        else assumptions.kernel_efficiency,
         tp=grid.tp,
         pp=grid.pp,
         cp=grid.cp,

@@ -1,0 +1,139 @@
+"""Profile `standard`, collectives by message size and rank count (docs/cost-model.md,
+"standard: collectives").
+
+A ring collective reaches its large-message bandwidth only for large messages: NCCL splits
+a message into chunks per channel and pipelines them, and below a few hundred MB across
+nodes the pipeline never fills. The share of the large-message bus bandwidth reached is
+read off published nccl-tests runs, interpolated in log size:
+
+- inside an NVLink domain, 8 x H200 (NVLink4, as DGX H100), all-reduce bus bandwidth
+  against the 16 GiB figure (stas00/ml-engineering@744d01e network/README.md l.1255-1276;
+  A100's NVLink3 curve in the same file, l.1220-1242, has the same shape);
+- across nodes, 4 x 8 B200 over 8 x 400 Gb/s per node, per-accelerator bandwidth against
+  its 16 GiB figure (same file, l.1400-1423, 1471-1485).
+
+The latency of a ring collective over `g` ranks in `n` NVLink domains follows NCCL's own
+tuner (NVIDIA/nccl@5067397 src/graph/tuning.cc l.286-433): a base latency, then g - 1
+steps of which n - 1 cross the network at the network's step latency and the rest run at
+NVLink's; a group with one rank per domain (a data-parallel group beside tp 8) may take
+PAT's logarithmic latency instead, as NCCL does when it is the quicker. Pure functions
+broadcasting over numpy.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+Number = Any
+MIB = 2**20
+
+# (message bytes, share of the large-message bus bandwidth), the tables cited above.
+NVLINK_BUS_SHARE = (
+    (1 * MIB, 39.93 / 482.26),
+    (2 * MIB, 64.53 / 482.26),
+    (4 * MIB, 107.16 / 482.26),
+    (8 * MIB, 155.53 / 482.26),
+    (16 * MIB, 219.89 / 482.26),
+    (32 * MIB, 275.84 / 482.26),
+    (64 * MIB, 346.51 / 482.26),
+    (128 * MIB, 401.93 / 482.26),
+    (256 * MIB, 436.15 / 482.26),
+    (512 * MIB, 450.29 / 482.26),
+    (1024 * MIB, 463.58 / 482.26),
+    (4096 * MIB, 473.10 / 482.26),
+    (16384 * MIB, 1.0),
+)
+NETWORK_BUS_SHARE = (
+    (1 * MIB, 0.0),  # 5.37 GB/s bus over 32 ranks: the pipeline has not started
+    (16 * MIB, 6.24 / 36.95),
+    (64 * MIB, 15.17 / 36.95),
+    (256 * MIB, 22.17 / 36.95),
+    (1024 * MIB, 35.03 / 36.95),
+    (4096 * MIB, 36.52 / 36.95),
+    (16384 * MIB, 1.0),
+)
+# Below the smallest size measured, the share is taken to fall in proportion to the size
+# (a latency-bound transfer); the latency term covers the rest.
+SMALLEST_SHARE = 0.02
+
+
+def bus_share(message_bytes: Number, on_network: Number) -> Number:
+    """Share of the large-message bus bandwidth a collective of `message_bytes` reaches,
+    inside the NVLink domain or across the network (booleans, elementwise)."""
+    size = np.log(np.maximum(np.asarray(message_bytes, dtype=float), 1.0))
+    inside = _interpolated(size, NVLINK_BUS_SHARE)
+    across = _interpolated(size, NETWORK_BUS_SHARE)
+    return np.maximum(np.where(on_network, across, inside), SMALLEST_SHARE)
+
+
+def _interpolated(log_size: Number, table: tuple[tuple[float, float], ...]) -> Number:
+    sizes = np.log([size for size, _ in table])
+    shares = np.asarray([share for _, share in table])
+    return np.interp(log_size, sizes, shares, left=shares[0], right=1.0)
+
+
+def ring_latency_s(
+    ranks: Number,
+    domains: Number,
+    collectives: Number,
+    base_s: float,
+    nvlink_step_s: float,
+    network_step_s: float,
+) -> Number:
+    """NCCL's ring latency for `collectives` all-gathers or reduce-scatters over `ranks` in
+    `domains` NVLink domains: base + (g - 1 - inter) steps at NVLink's latency + inter steps
+    at the network's, inter = domains - 1. A group of one sends nothing."""
+    steps = np.maximum(ranks - 1, 0)
+    inter = np.minimum(np.maximum(domains - 1, 0), steps)
+    per_collective = base_s + (steps - inter) * nvlink_step_s + inter * network_step_s
+    return np.where(ranks > 1, collectives * per_collective, 0.0)
+
+
+# NCCL's PAT algorithm for all-gather and reduce-scatter over one rank per node (NCCL 2.23+;
+# NVIDIA/nccl@5067397 src/graph/tuning.cc l.153 and l.429-433): base 8.0 us, then
+# log2(nodes) steps at a third and a half of the network step's latency and 2.8 us per rank.
+PAT_BASE_LATENCY_S = 8.0e-6
+PAT_PER_RANK_LATENCY_S = 2.8e-6
+PAT_NETWORK_STEP_DIVISOR = 3.5
+
+
+def pat_latency_s(ranks: Number, collectives: Number, network_step_s: float) -> Number:
+    """NCCL's PAT latency for `collectives` all-gathers or reduce-scatters over `ranks`
+    nodes, one rank each."""
+    log_steps = np.floor(np.log2(np.maximum(ranks, 1)))
+    per_collective = (
+        PAT_BASE_LATENCY_S
+        + log_steps * network_step_s / PAT_NETWORK_STEP_DIVISOR
+        + ranks * PAT_PER_RANK_LATENCY_S
+    )
+    return np.where(ranks > 1, collectives * per_collective, 0.0)
+
+
+def collective_latency_s(
+    ranks: Number,
+    domains: Number,
+    collectives: Number,
+    base_s: float,
+    nvlink_step_s: float,
+    network_step_s: float,
+) -> Number:
+    """The latency NCCL's tuner picks for all-gathers or reduce-scatters: the ring's, or
+    PAT's where the group has one rank per NVLink domain and PAT is the quicker."""
+    ring = ring_latency_s(ranks, domains, collectives, base_s, nvlink_step_s, network_step_s)
+    one_per_domain = (domains == ranks) & (ranks > 1)
+    pat = pat_latency_s(ranks, collectives, network_step_s)
+    return np.where(one_per_domain, np.minimum(ring, pat), ring)
+
+
+def domains_spanned(ranks: Number, span: Number, domain: int) -> Number:
+    """NVLink domains the worst-placed group of `ranks` spread over `span` consecutive ranks
+    touches. Groups start at multiples of the span, so their offsets within a domain are the
+    multiples of g = gcd(span, domain); the one starting at domain - g reaches furthest:
+    1 + floor((domain - g + span - 1) / domain) domains (tp 6 on 8-GPU nodes: ranks 6-11,
+    two), never more than the group has ranks."""
+    span = np.asarray(span, dtype=np.int64)
+    worst_offset = domain - np.gcd(span, domain)
+    touched = 1 + (worst_offset + span - 1) // domain
+    return np.clip(touched, 1, np.maximum(ranks, 1))

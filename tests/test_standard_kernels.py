@@ -1,0 +1,95 @@
+"""Profile standard's kernel and collective terms against figures worked by hand from their
+sources (docs/cost-model.md, "Kernels" and "Collective latency")."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from models.layout import Layout
+from models.presets import gpu_preset
+from optimizer.costmodel import CostAssumptions, domains_spanned, evaluate
+from optimizer.costmodel.standard import collectives as coll
+from optimizer.costmodel.standard import kernels as kern
+from optimizer.costmodel.standard.breakdown import kernel_efficiency
+from tests.helpers import plate_job
+
+
+def test_wave_efficiency_by_hand() -> None:
+    # 8192 x 2048 output in 128 x 256 tiles: 64 x 8 = 512 tiles; on 132 SMs that is
+    # ceil(512 / 132) = 4 waves of 132, 512 / 528 busy
+    assert kern.wave_efficiency(8192, 2048, 132, 128, 256) == pytest.approx(512 / 528)
+    # a whole number of waves loses nothing
+    assert kern.wave_efficiency(128 * 12, 256 * 11, 132, 128, 256) == pytest.approx(1.0)
+
+
+def test_wave_quantisation_is_a_what_if_that_only_slows_gemms() -> None:
+    job, layout = plate_job(), Layout(tp=8, pp=16, vpp=4, zero=1)
+    off = evaluate(job, layout, "standard")
+    on = evaluate(job, layout, "standard", CostAssumptions(gemm_wave_quantization=True))
+    assert not CostAssumptions().gemm_wave_quantization
+    assert on.times_s["matmul"] > off.times_s["matmul"]
+    assert on.times_s["tp_comm"] == off.times_s["tp_comm"]
+
+
+def test_kernel_efficiency_follows_each_gpus_matmul_ceiling() -> None:
+    # the plate's 0.6 on H100 (ceiling 0.803), A100's ceiling 0.869: 0.6 x 0.869 / 0.803
+    h100 = plate_job()
+    a100 = h100.model_copy(
+        update={"cluster": h100.cluster.model_copy(update={"gpu": gpu_preset("a100-80gb")})}
+    )
+    assert kernel_efficiency(h100, CostAssumptions()) == pytest.approx(0.6)
+    assert kernel_efficiency(a100, CostAssumptions()) == pytest.approx(0.6 * 0.869 / 0.803)
+    assert kernel_efficiency(a100, CostAssumptions(kernel_efficiency=0.5)) == 0.5
+
+
+def test_worst_placed_group_sets_the_domains_a_ring_crosses() -> None:
+    # 8-GPU nodes: tp 8 packs (1); tp 6 puts ranks 6-11 on two; 16 ranks on two; cp 16 at one
+    # rank a node, 16; on NVL72 racks a 32-GPU group starting at rank 64 reaches into the next
+    ranks = np.array([8, 6, 16, 16])
+    spans = np.array([8, 6, 16, 128])
+    assert domains_spanned(ranks, spans, 8).tolist() == [1, 2, 2, 16]
+    assert int(domains_spanned(32, 32, 72)) == 2
+    # a strided group has no more domains than ranks
+    assert int(domains_spanned(2, 64, 8)) == 2
+
+
+def test_ring_and_pat_latency_by_hand() -> None:
+    # ring over 16 ranks in 2 domains: 8.4 + 14 x 3.4 + 1 x 14.0 = 70.0 us
+    ring = coll.ring_latency_s(16, 2, 1, 8.4e-6, 3.4e-6, 14.0e-6)
+    assert ring == pytest.approx(70.0e-6)
+    # 256 ranks one a node: ring 8.4 + 255 x 14.0 = 3578.4 us; PAT 8.0 + 8 x 4.0 + 256 x 2.8 =
+    # 756.8 us, which NCCL picks
+    args = (8.4e-6, 3.4e-6, 14.0e-6)
+    assert coll.ring_latency_s(256, 256, 1, *args) == pytest.approx(3578.4e-6)
+    assert coll.collective_latency_s(256, 256, 1, *args) == pytest.approx(756.8e-6)
+    # two ranks on two nodes: PAT's 8.0 + 4.0 + 5.6 = 17.6 us beats the ring's 8.4 + 14.0
+    assert coll.collective_latency_s(2, 2, 1, *args) == pytest.approx(17.6e-6)
+    # ranks sharing a domain never take PAT
+    assert coll.collective_latency_s(16, 2, 1, *args) == pytest.approx(70.0e-6)
+    assert coll.collective_latency_s(1, 1, 3, *args) == 0
+
+
+def test_message_size_share_reads_the_published_curves() -> None:
+    mib = 2**20
+    # nccl-tests on 8 x H200: 16 MiB all-reduce at 219.89 of 482.26 GB/s bus bandwidth
+    assert coll.bus_share(16 * mib, False) == pytest.approx(219.89 / 482.26)
+    # across 4 x 8 B200: 64 MiB at 15.17 of 36.95 GB/s per accelerator
+    assert coll.bus_share(64 * mib, True) == pytest.approx(15.17 / 36.95)
+    # between two sizes, interpolated in log size; beyond the largest, the full bandwidth
+    between = coll.bus_share(np.sqrt(16.0 * 32.0) * mib, False)
+    assert between == pytest.approx((219.89 + 275.84) / 2 / 482.26)
+    assert coll.bus_share(2**40, True) == pytest.approx(1.0)
+
+
+def test_message_size_what_if_slows_tensor_parallel_collectives_by_their_share() -> None:
+    # tp 8 all-reduces of 8192 tokens x 16384 x 2 B = 256 MiB inside the node: 436.15 / 482.26
+    # of the bandwidth, so the bandwidth part of tp_comm grows by 482.26 / 436.15
+    job, layout = plate_job(), Layout(tp=8, pp=16, vpp=4, zero=1)
+    off = evaluate(job, layout, "standard")
+    on = evaluate(job, layout, "standard", CostAssumptions(collective_message_size=True))
+    assert not CostAssumptions().collective_message_size
+    latency_s = 8 * (8.4e-6 + 7 * 3.4e-6)  # 8 sequence-parallel collectives of 7 steps
+    bandwidth_off = off.times_s["tp_comm"] - latency_s
+    bandwidth_on = on.times_s["tp_comm"] - latency_s
+    assert bandwidth_on == pytest.approx(bandwidth_off * 482.26 / 436.15)
