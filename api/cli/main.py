@@ -36,7 +36,7 @@ from api.errors import (
     detail_from_domain,
     detail_from_validation,
 )
-from api.schemas import ErrorDetail, ErrorOut, EvaluateRequest, estimate_out
+from api.schemas import ErrorDetail, ErrorOut, EvaluateRequest, evaluate_answer
 from models.errors import InvalidSpec
 from optimizer.costmodel import evaluate
 
@@ -44,7 +44,7 @@ from optimizer.costmodel import evaluate
 def run_evaluate(args: argparse.Namespace) -> int:
     request = EvaluateRequest.model_validate(request_data(args, {"layout": LAYOUT_FLAGS}))
     estimate = evaluate(request.job(), request.layout, request.profile, request.assumptions)
-    emit(estimate_out(estimate), args.json, estimate_text)
+    emit(evaluate_answer(request, estimate), args.json, estimate_text)
     return EXIT_OK
 
 
