@@ -26,6 +26,7 @@ from api.cli.common import (
     emit,
     request_data,
 )
+from api.cli.export import register_export_command
 from api.cli.render import estimate_text
 from api.cli.search import register_search_commands
 from api.cli.validate import register_validate_command
@@ -99,6 +100,7 @@ def build_parser() -> argparse.ArgumentParser:
 # Commands that live in their own modules: each registers its subparser.
 _EXTRA_COMMANDS: tuple[Callable[[Any], None], ...] = (
     register_search_commands,
+    register_export_command,
     register_validate_command,
 )
 
