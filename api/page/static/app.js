@@ -3,6 +3,7 @@
 // the server; this file reads the controls, asks, and hands the answers to the drawing.
 import { drawMemoryChart, drawMfuChart, drawPareto, gb, pct } from "./charts.js";
 import { clearOptimum, renderOptimum } from "./optimum.js";
+import { initExport } from "./export.js";
 
 const DEBOUNCE_MS = 180;
 const BUSY_RETRY_MS = 1500;
@@ -99,6 +100,7 @@ function readJob() {
       seq_len: readInteger("seq-len", "training.seq_len"),
     },
     profile: $("profile").value,
+    engine: "generic", // the plate's engine-agnostic model; the export panel names an engine
   };
 }
 
@@ -439,6 +441,7 @@ function wire() {
   }
   $("controls").addEventListener("submit", (event) => event.preventDefault());
   $("optimise").addEventListener("click", optimise);
+  initExport(() => ({ ...readJob(), layout: readLayout() }));
 }
 
 document.addEventListener("DOMContentLoaded", () => {
