@@ -258,7 +258,10 @@ class OptimizeOut(BaseModel):
 class ParetoOut(BaseModel):
     """Non-dominated layouts, memory ascending and MFU ascending."""
 
-    frontier: list[EstimateOut]
+    frontier: list[EstimateOut] = Field(
+        description="Each point warned of the request's engine's rules it breaks, without an "
+        "export (small answers): POST /v1/export writes a point's layout."
+    )
     warnings: list[str]
     solver: SolverOut
     status: Status = Field(
