@@ -74,8 +74,8 @@ def add_job_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--engine",
         help=f"training engine whose rules apply and whose input `export` writes: "
-        f"{', '.join(ENGINES)} (evaluate and export default to {DEFAULT_EVALUATE_ENGINE}, "
-        f"searches to {DEFAULT_SEARCH_ENGINE})",
+        f"{', '.join(ENGINES)} (evaluate and export default to {DEFAULT_EVALUATE_ENGINE}; "
+        f"searches, export --from-optimize included, to {DEFAULT_SEARCH_ENGINE})",
     )
     parser.add_argument(
         "--assume",

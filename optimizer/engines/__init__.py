@@ -60,8 +60,8 @@ def known_engine(name: str) -> str:
 EngineName = Annotated[
     str, AfterValidator(known_engine), Field(json_schema_extra={"enum": list(ENGINES)})
 ]
-# evaluate keeps the engine-agnostic model (the plate's figures, no engine's rules); searches
-# default to the engine most large runs use, whose rules the search obeys.
+# evaluate keeps the engine-agnostic model (the plate's figures, no engine's rules); a search
+# should answer a layout that some engine runs: Megatron-LM (its Megatron-Core rules are NeMo's).
 DEFAULT_EVALUATE_ENGINE = "generic"
 DEFAULT_SEARCH_ENGINE = "megatron"
 
