@@ -17,6 +17,7 @@ from pydantic import BaseModel, ValidationError
 from api.schemas import (
     EstimateOut,
     EvaluateRequest,
+    ExportOut,
     OptimizeOut,
     ParetoOut,
     PresetsOut,
@@ -126,6 +127,11 @@ class Client:
     def evaluate(self, request: EvaluateRequest | Mapping[str, Any]) -> EstimateOut:
         """Price one layout (`POST /v1/evaluate`)."""
         return self._call("POST", "/v1/evaluate", EstimateOut, request)
+
+    def export(self, request: EvaluateRequest | Mapping[str, Any]) -> ExportOut:
+        """The layout in the request's engine's own input (`POST /v1/export`); a layout the
+        engine cannot run raises `LayoutoptError` (422, field `engine`) naming its rules."""
+        return self._call("POST", "/v1/export", ExportOut, request)
 
     def optimize(self, request: SearchRequest | Mapping[str, Any]) -> OptimizeOut:
         """The best layout, its proof status and what binds it (`POST /v1/optimize`)."""

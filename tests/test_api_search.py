@@ -11,17 +11,25 @@ import pytest
 from fastapi.testclient import TestClient
 
 from api.schemas import SEARCH_EXAMPLE, EstimateOut, SearchRequest, estimate_out
+from api.schemas.exports import under_engine
 from models.layout import Layout
 from optimizer import searches as search
 from optimizer.costmodel.profiles import evaluate
 
 
-def cost_model_price(request_body: dict[str, Any], answer: dict[str, Any]) -> EstimateOut:
-    """The cost model's own estimate of the layout an answer chose, for the same job."""
+def cost_model_price(
+    request_body: dict[str, Any], answer: dict[str, Any], exported: bool | None = None
+) -> EstimateOut:
+    """The cost model's own estimate of the layout an answer chose, for the same job; unless
+    `exported` is None, with what the request's engine says of it (the rules it breaks, and
+    its export if `exported`), as the answer's best layout and frontier points carry."""
     request = SearchRequest.model_validate(request_body)
     chosen = {key: value for key, value in answer["layout"].items() if key != "micro_batches"}
     layout = Layout.model_validate(chosen)
-    return estimate_out(evaluate(request.job(), layout, request.profile, request.assumptions))
+    estimate = estimate_out(evaluate(request.job(), layout, request.profile, request.assumptions))
+    if exported is None:
+        return estimate
+    return under_engine(estimate, layout, request.engine, request.job(), exported)
 
 
 @pytest.fixture
@@ -38,7 +46,7 @@ def test_optimize_answers_a_layout_the_cost_model_prices_the_same(
     assert answer["status"] == "optimal"
     assert answer["solver"]["proved_optimal"] is True
     assert EstimateOut.model_validate(answer["best"]) == cost_model_price(
-        search_body, answer["best"]
+        search_body, answer["best"], exported=True
     )
     assert answer["best"]["fits"] is True
 
@@ -64,7 +72,9 @@ def test_pareto_frontier_is_priced_by_the_cost_model_and_ordered(
     assert response.status_code == 200
     assert len(frontier) >= 2
     for point in frontier:
-        assert EstimateOut.model_validate(point) == cost_model_price(search_body, point)
+        assert EstimateOut.model_validate(point) == cost_model_price(
+            search_body, point, exported=False
+        )
     memory = [point["memory_gb"]["total"] for point in frontier]
     mfu = [point["mfu"] for point in frontier]
     assert memory == sorted(memory) and mfu == sorted(mfu)

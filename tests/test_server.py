@@ -16,7 +16,9 @@ from api.schemas import (
     EvaluateRequest,
     SearchRequest,
     estimate_out,
+    evaluate_answer,
 )
+from api.schemas.exports import under_engine
 from bench.load import free_port, start_server, stop_server
 from models.layout import Layout
 from optimizer.costmodel.profiles import evaluate
@@ -41,8 +43,8 @@ def client(server_log: Path) -> Iterator[Client]:
 
 def test_evaluate_over_http_matches_the_cost_model(client: Client) -> None:
     request = EvaluateRequest.model_validate(PLATE_EXAMPLE)
-    expected = estimate_out(
-        evaluate(request.job(), request.layout, request.profile, request.assumptions)
+    expected = evaluate_answer(
+        request, evaluate(request.job(), request.layout, request.profile, request.assumptions)
     )
     answer = client.evaluate(request)
     assert answer == expected
@@ -50,17 +52,22 @@ def test_evaluate_over_http_matches_the_cost_model(client: Client) -> None:
     assert (answer.memory_gb.total, answer.bubble, answer.mfu) == (78.56, 0.1899, 0.4255)
 
 
-def priced_by_cost_model(request: SearchRequest, answer: EstimateOut) -> EstimateOut:
+def priced_by_cost_model(
+    request: SearchRequest, answer: EstimateOut, exported: bool = False
+) -> EstimateOut:
+    """The cost model's estimate of the answer's layout, with what the request's engine says
+    of it (its broken rules; its export if `exported`, as for optimize's best)."""
     chosen = answer.layout.model_dump(exclude={"micro_batches"})
     layout = Layout.model_validate(chosen)
-    return estimate_out(evaluate(request.job(), layout, request.profile, request.assumptions))
+    estimate = estimate_out(evaluate(request.job(), layout, request.profile, request.assumptions))
+    return under_engine(estimate, layout, request.engine, request.job(), exported)
 
 
 def test_optimize_and_pareto_over_http_match_the_cost_model(client: Client) -> None:
     request = SearchRequest.model_validate(SEARCH_EXAMPLE)
     optimum = client.optimize(request)
     assert optimum.status == "optimal" and optimum.best is not None
-    assert optimum.best == priced_by_cost_model(request, optimum.best)
+    assert optimum.best == priced_by_cost_model(request, optimum.best, exported=True)
     frontier = client.pareto(SEARCH_EXAMPLE).frontier  # a dict works as well as a model
     assert frontier
     assert all(point == priced_by_cost_model(request, point) for point in frontier)
@@ -76,6 +83,36 @@ def test_client_accepts_a_dict_and_raises_the_servers_error(client: Client) -> N
     assert (error.status, error.code, error.field) == (422, "invalid_request", "cluster.gpus")
     assert "cluster.gpus" in str(error)
     assert error.request_id
+
+
+def test_client_exports_what_the_evaluate_answer_carries(client: Client) -> None:
+    # the plate at ZeRO-1 runs on Megatron-LM: the artefact POST /v1/export returns is the
+    # evaluate answer's `export`, read back into the same model
+    body = {**PLATE_EXAMPLE, "layout": {**PLATE_EXAMPLE["layout"], "zero": 1}, "engine": "megatron"}
+    artefact = client.export(body)
+    assert (artefact.engine, artefact.format, artefact.filename) == (
+        "megatron",
+        "megatron-args",
+        "megatron_args.sh",
+    )
+    assert "--tensor-model-parallel-size 8" in artefact.text
+    assert client.evaluate(body).export == artefact
+
+
+def test_client_raises_the_engines_refusal(client: Client) -> None:
+    # the plate's ZeRO-2 with pp 16: Megatron-LM shards gradients only through Megatron-FSDP,
+    # exported only at pp 1
+    body = {**PLATE_EXAMPLE, "engine": "megatron"}
+    with pytest.raises(LayoutoptError) as raised:
+        client.export(body)
+    assert (raised.value.status, raised.value.code, raised.value.field) == (
+        422,
+        "invalid_spec",
+        "engine",
+    )
+    assert "zero 2 with pp 16" in raised.value.message
+    refused = client.evaluate(body)
+    assert refused.export is None and refused.export_error == raised.value.message
 
 
 def test_unreachable_server_is_a_layoutopt_error() -> None:

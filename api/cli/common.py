@@ -16,6 +16,7 @@ from typing import Any
 from models.hf_config import describe_import, from_hf_config, looks_like_hf_config
 from models.presets import gpu_presets, model_presets
 from optimizer import DEFAULT_EVALUATE_PROFILE, DEFAULT_SEARCH_PROFILE, PROFILES
+from optimizer.engines import DEFAULT_EVALUATE_ENGINE, DEFAULT_SEARCH_ENGINE, ENGINES
 
 # flag -> (section of the request, field); None means top level
 FLAG_FIELDS: dict[str, tuple[str | None, str]] = {
@@ -26,6 +27,7 @@ FLAG_FIELDS: dict[str, tuple[str | None, str]] = {
     "global_batch": ("training", "global_batch"),
     "seq_len": ("training", "seq_len"),
     "profile": (None, "profile"),
+    "engine": (None, "engine"),
 }
 LAYOUT_FLAGS = (
     "tp",
@@ -68,6 +70,12 @@ def add_job_flags(parser: argparse.ArgumentParser) -> None:
         "--profile",
         help=f"cost-model profile: {', '.join(PROFILES)} (evaluate defaults to "
         f"{DEFAULT_EVALUATE_PROFILE}, searches to {DEFAULT_SEARCH_PROFILE})",
+    )
+    parser.add_argument(
+        "--engine",
+        help=f"training engine whose rules apply and whose input `export` writes: "
+        f"{', '.join(ENGINES)} (evaluate and export default to {DEFAULT_EVALUATE_ENGINE}; "
+        f"searches, export --from-optimize included, to {DEFAULT_SEARCH_ENGINE})",
     )
     parser.add_argument(
         "--assume",

@@ -26,6 +26,7 @@ from api.cli.common import (
     emit,
     request_data,
 )
+from api.cli.export import register_export_command
 from api.cli.render import estimate_text
 from api.cli.search import register_search_commands
 from api.cli.validate import register_validate_command
@@ -36,7 +37,7 @@ from api.errors import (
     detail_from_domain,
     detail_from_validation,
 )
-from api.schemas import ErrorDetail, ErrorOut, EvaluateRequest, estimate_out
+from api.schemas import ErrorDetail, ErrorOut, EvaluateRequest, evaluate_answer
 from models.errors import InvalidSpec
 from optimizer.costmodel import evaluate
 
@@ -44,7 +45,7 @@ from optimizer.costmodel import evaluate
 def run_evaluate(args: argparse.Namespace) -> int:
     request = EvaluateRequest.model_validate(request_data(args, {"layout": LAYOUT_FLAGS}))
     estimate = evaluate(request.job(), request.layout, request.profile, request.assumptions)
-    emit(estimate_out(estimate), args.json, estimate_text)
+    emit(evaluate_answer(request, estimate), args.json, estimate_text)
     return EXIT_OK
 
 
@@ -99,6 +100,7 @@ def build_parser() -> argparse.ArgumentParser:
 # Commands that live in their own modules: each registers its subparser.
 _EXTRA_COMMANDS: tuple[Callable[[Any], None], ...] = (
     register_search_commands,
+    register_export_command,
     register_validate_command,
 )
 

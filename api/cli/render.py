@@ -55,8 +55,19 @@ def mfu_waterfall(est: EstimateOut) -> list[str]:
     return lines
 
 
+def engine_line(est: EstimateOut) -> list[str]:
+    """What the request's engine says of the layout, where the answer carries it."""
+    if est.export is not None:
+        return [
+            f"engine   {est.export.engine} runs it: `layoutopt export` writes {est.export.filename}"
+        ]
+    if est.export_error is not None:
+        return [f"engine   {est.export_error.partition(':')[0]} (the warnings say why)"]
+    return []
+
+
 def estimate_text(est: EstimateOut) -> str:
-    lines = [f"layout   {layout_line(est)}", f"profile  {est.profile}", ""]
+    lines = [f"layout   {layout_line(est)}", f"profile  {est.profile}", *engine_line(est), ""]
     lines += memory_chart(est)
     lines.append("")
     lines += mfu_waterfall(est)

@@ -17,14 +17,16 @@ from api.schemas import (
     ErrorOut,
     EstimateOut,
     EvaluateRequest,
+    ExportOut,
     OptimizeOut,
     ParetoOut,
     PresetsOut,
     ReadyOut,
     SearchRequest,
-    estimate_out,
-    optimize_out,
-    pareto_out,
+    evaluate_answer,
+    export_answer,
+    optimize_answer,
+    pareto_answer,
 )
 from models.presets import gpu_presets, model_presets
 from optimizer import searches as search
@@ -69,6 +71,21 @@ PlateEvaluate = Annotated[
         }
     ),
 ]
+MEGATRON_EXAMPLE = PLATE_EXAMPLE | {
+    "layout": PLATE_EXAMPLE["layout"] | {"zero": 1},
+    "engine": "megatron",
+}
+PlateExport = Annotated[
+    EvaluateRequest,
+    Body(
+        openapi_examples={
+            "megatron": {
+                "summary": "Megatron-LM flags for the plate's layout at ZeRO-1",
+                "value": MEGATRON_EXAMPLE,
+            }
+        }
+    ),
+]
 PlateSearch = Annotated[
     SearchRequest,
     Body(
@@ -81,7 +98,11 @@ PlateSearch = Annotated[
 
 def price(request: EvaluateRequest, _: StopSignal | None = None) -> EstimateOut:
     estimate = evaluate(request.job(), request.layout, request.profile, request.assumptions)
-    return estimate_out(estimate)
+    return evaluate_answer(request, estimate)
+
+
+def artefact(request: EvaluateRequest, _: StopSignal | None = None) -> ExportOut:
+    return export_answer(request)
 
 
 def best_layout(request: SearchRequest, time_limit_s: float, stop: StopSignal) -> OptimizeOut:
@@ -95,7 +116,7 @@ def best_layout(request: SearchRequest, time_limit_s: float, stop: StopSignal) -
         explain=request.explain,
         stop=stop,
     )
-    return optimize_out(result)
+    return optimize_answer(request, result)
 
 
 def frontier(request: SearchRequest, time_limit_s: float, stop: StopSignal) -> ParetoOut:
@@ -107,7 +128,7 @@ def frontier(request: SearchRequest, time_limit_s: float, stop: StopSignal) -> P
         time_limit_s,
         stop=stop,
     )
-    return pareto_out(result)
+    return pareto_answer(request, result)
 
 
 def proved(answer: OptimizeOut | ParetoOut) -> bool:
@@ -121,6 +142,14 @@ async def evaluate_layout(request: PlateEvaluate, solver: SolverDep) -> Estimate
     # Inline: pricing is closed-form (0.2-0.7 ms); queued behind solves in the pool it
     # waited seconds (bench/load.py, docs/performance.md).
     return await solver.run("evaluate", request, partial(price, request), inline=True)
+
+
+@router.post("/v1/export", response_model=ExportOut, tags=["plan"], responses=ERROR_RESPONSES)
+async def export_layout(request: PlateExport, solver: SolverDep) -> ExportOut:
+    """The layout in the engine's own input (flags, overrides, a config); 422 naming every
+    rule of the engine it breaks when the engine cannot run it."""
+    # Inline, like evaluate: checking the rules and writing the artefact take under 1 ms.
+    return await solver.run("export", request, partial(artefact, request), inline=True)
 
 
 @router.post("/v1/optimize", response_model=OptimizeOut, tags=["plan"], responses=ERROR_RESPONSES)

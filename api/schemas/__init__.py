@@ -1,4 +1,5 @@
-"""The request and answer schemas HTTP, CLI and client share (requests.py, answers.py)."""
+"""The request and answer schemas HTTP, CLI and client share (requests.py, answers.py), and
+what the request's engine says of an answer's layout (exports.py)."""
 
 from api.schemas.answers import (
     STATUS_DESCRIPTION,
@@ -7,6 +8,7 @@ from api.schemas.answers import (
     ErrorDetail,
     ErrorOut,
     EstimateOut,
+    ExportOut,
     LayoutOut,
     MemoryOut,
     MfuStepOut,
@@ -21,6 +23,13 @@ from api.schemas.answers import (
     estimate_out,
     optimize_out,
     pareto_out,
+)
+from api.schemas.exports import (
+    evaluate_answer,
+    export_answer,
+    export_out,
+    optimize_answer,
+    pareto_answer,
 )
 from api.schemas.requests import (
     PLATE_EXAMPLE,
@@ -45,6 +54,7 @@ __all__ = [
     "ErrorOut",
     "EstimateOut",
     "EvaluateRequest",
+    "ExportOut",
     "GpuRef",
     "HfConfigIn",
     "LayoutOut",
@@ -62,6 +72,11 @@ __all__ = [
     "Status",
     "choice_out",
     "estimate_out",
+    "evaluate_answer",
+    "export_answer",
+    "export_out",
+    "optimize_answer",
     "optimize_out",
+    "pareto_answer",
     "pareto_out",
 ]

@@ -53,6 +53,27 @@ class MfuStepOut(BaseModel):
     mfu: float
 
 
+class ExportOut(BaseModel):
+    """What the engine reads to run the layout, written in its own input: Megatron-LM's
+    `pretrain_gpt.py` flags, torchtitan's command-line overrides, a DeepSpeed JSON config,
+    Megatron-Bridge (NeMo) overrides, or the resolved layout as JSON (generic)."""
+
+    engine: str = Field(description="The request's engine.")
+    format: str = Field(
+        description="megatron-args, torchtitan-cli, deepspeed-json, hydra-overrides or layout-json."
+    )
+    filename: str = Field(description="A name to save `text` under.")
+    text: str = Field(description="The artefact itself, as the engine reads it.")
+
+
+EXPORT_DESCRIPTION = (
+    "The layout in the request's engine's own input: in evaluate answers and in optimize's "
+    "`best`. Null with `export_error` when the engine cannot run the layout; null without it "
+    "where no export is made: pareto points and the alternatives inside an optimize answer "
+    "(ask evaluate or /v1/export for those), to keep answers small."
+)
+
+
 class EstimateOut(BaseModel):
     """One priced layout, rounded as the plate prints: GB to 2 decimals, fractions to 4."""
 
@@ -68,6 +89,12 @@ class EstimateOut(BaseModel):
     times_s: dict[str, float]
     warnings: list[str]
     hfu: float | None = None  # hardware FLOPs utilisation, where the profile reports it
+    export: ExportOut | None = Field(None, description=EXPORT_DESCRIPTION)
+    export_error: str | None = Field(
+        None,
+        description="Why the request's engine cannot run the layout (every rule it breaks); "
+        "null when `export` is given or none was asked for.",
+    )
 
 
 def _gb(value_bytes: float) -> float:
@@ -231,7 +258,10 @@ class OptimizeOut(BaseModel):
 class ParetoOut(BaseModel):
     """Non-dominated layouts, memory ascending and MFU ascending."""
 
-    frontier: list[EstimateOut]
+    frontier: list[EstimateOut] = Field(
+        description="Each point warned of the request's engine's rules it breaks, without an "
+        "export (small answers): POST /v1/export writes a point's layout."
+    )
     warnings: list[str]
     solver: SolverOut
     status: Status = Field(

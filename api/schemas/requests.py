@@ -20,6 +20,7 @@ from models.strict import REQUEST_CONFIG, JsonInt
 from models.training import TrainingSpec
 from models.transformer import MAX_HIDDEN, MAX_LAYERS, MAX_VOCAB, TransformerSpec
 from optimizer import CostAssumptions, ProfileName, SearchSpace
+from optimizer.engines import DEFAULT_EVALUATE_ENGINE, DEFAULT_SEARCH_ENGINE, EngineName
 
 
 def _model_from_ref(value: Any) -> Any:
@@ -115,6 +116,12 @@ class PlanRequest(BaseModel):
     training: TrainingSpec = TrainingSpec()
     profile: ProfileName = Field("workshop", description="Cost-model profile.")
     assumptions: CostAssumptions = CostAssumptions()
+    engine: EngineName = Field(
+        DEFAULT_EVALUATE_ENGINE,
+        description="The training engine that runs the layout: its rules are checked (warnings "
+        "name each one broken) and its artefact is the answer's `export`. evaluate defaults to "
+        f"{DEFAULT_EVALUATE_ENGINE}, the engine-agnostic model.",
+    )
 
     def job(self) -> TrainingJob:
         return TrainingJob(
@@ -141,6 +148,12 @@ class SearchRequest(PlanRequest):
     search: SearchSpace = SearchSpace()
     profile: ProfileName = Field(
         "standard", description="Cost-model profile; searches default to standard."
+    )
+    engine: EngineName = Field(
+        DEFAULT_SEARCH_ENGINE,
+        description="The training engine that runs the layout: its rules apply to the answer's "
+        "layout (each rule the best layout breaks is a warning) and its artefact is "
+        f"`best.export`. Searches default to {DEFAULT_SEARCH_ENGINE}.",
     )
     time_limit_s: float | None = Field(
         None, gt=0, le=600, description="Solver time limit in seconds; default the server's."

@@ -7,9 +7,16 @@ Depends only on `models` and `optimizer.costmodel` (its grid).
     mask = valid_mask(engine, job, grid)          # rows of a LayoutGrid it can run
     problems = violations(engine, job, layout)    # sentences with the numbers
     artefact = export(engine, job, layout)        # or InvalidSpec listing the problems
+
+`EngineName` is a request's `engine` field (an enum in the published schema), defaulting to
+DEFAULT_EVALUATE_ENGINE for evaluate and DEFAULT_SEARCH_ENGINE for searches.
 """
 
 from __future__ import annotations
+
+from typing import Annotated
+
+from pydantic import AfterValidator, Field
 
 from models.errors import InvalidSpec
 from models.job import TrainingJob
@@ -43,16 +50,35 @@ def get_engine(name: str) -> Engine:
     return ENGINES[name]
 
 
+def known_engine(name: str) -> str:
+    """`name` if it is an engine (a validator: the error lists the known ones)."""
+    get_engine(name)
+    return name
+
+
+# A request's engine: one of ENGINES, published as an enum.
+EngineName = Annotated[
+    str, AfterValidator(known_engine), Field(json_schema_extra={"enum": list(ENGINES)})
+]
+# evaluate keeps the engine-agnostic model (the plate's figures, no engine's rules); a search
+# should answer a layout that some engine runs: Megatron-LM (its Megatron-Core rules are NeMo's).
+DEFAULT_EVALUATE_ENGINE = "generic"
+DEFAULT_SEARCH_ENGINE = "megatron"
+
+
 def export(engine: Engine, job: TrainingJob, layout: Layout) -> Artefact:
     """The engine's artefact for the layout, or InvalidSpec listing every rule it breaks."""
     return engine.exporter(job, ensure_runnable(engine, job, layout))
 
 
 __all__ = [
+    "DEFAULT_EVALUATE_ENGINE",
+    "DEFAULT_SEARCH_ENGINE",
     "ENGINES",
     "Artefact",
     "Engine",
     "EngineRule",
+    "EngineName",
     "EngineRuntime",
     "Feature",
     "GradientSync",
@@ -61,6 +87,7 @@ __all__ = [
     "ensure_runnable",
     "export",
     "get_engine",
+    "known_engine",
     "rule_masks",
     "valid_mask",
     "violations",

@@ -2,12 +2,14 @@
 // No library, no build step (ES modules): the page works offline. Every figure comes from
 // the server; this entry module wires the controls to the modules that ask and draw:
 // requests.js (the HTTP calls), controls.js and scenarios.js (the controls), refresh.js and
-// estimate.js (evaluate on every change), optimise.js and frontier.js (the optimum and frontier).
+// estimate.js (evaluate on every change), optimise.js and frontier.js (the optimum and frontier),
+// export.js (the layout in an engine's own input).
 import { CONTROL_IDS, LAYOUT_CONTROLS, addPresets } from "./controls.js";
 import { $ } from "./dom.js";
+import { initExport } from "./export.js";
 import { forgetOptimum, optimise } from "./optimise.js";
 import { scheduleRefresh } from "./refresh.js";
-import { fetchPresets } from "./requests.js";
+import { fetchPresets, readJob, readLayout } from "./requests.js";
 import { fillScenario, markScenario } from "./scenarios.js";
 
 function applyScenario(name) {
@@ -41,6 +43,7 @@ function wire() {
   }
   $("controls").addEventListener("submit", (event) => event.preventDefault());
   $("optimise").addEventListener("click", optimise);
+  initExport(() => ({ ...readJob(), layout: readLayout() }));
 }
 
 document.addEventListener("DOMContentLoaded", () => {

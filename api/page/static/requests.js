@@ -70,6 +70,7 @@ export function readJob() {
       seq_len: readInteger("seq-len", "training.seq_len"),
     },
     profile: $("profile").value,
+    engine: "generic", // the plate's engine-agnostic model; the export panel names an engine
   };
 }
 
