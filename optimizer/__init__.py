@@ -33,7 +33,7 @@ from optimizer.results import (
     Status,
 )
 from optimizer.search import SearchSpace, StopSignal
-from optimizer.searches import DEFAULT_SEARCH_PROFILE, optimize, pareto
+from optimizer.searches import DEFAULT_SEARCH_PROFILE, evaluate_on, optimize, pareto
 
 __all__ = [
     "DEFAULT_EVALUATE_PROFILE",
@@ -54,6 +54,7 @@ __all__ = [
     "Status",
     "StopSignal",
     "evaluate",
+    "evaluate_on",
     "optimize",
     "pareto",
 ]

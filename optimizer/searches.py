@@ -10,8 +10,16 @@ from __future__ import annotations
 import time
 
 from models.job import TrainingJob
+from models.layout import Layout
 from optimizer import explain as explaining
-from optimizer.costmodel import CostAssumptions, profile_named
+from optimizer.costmodel import (
+    DEFAULT_EVALUATE_PROFILE,
+    CostAssumptions,
+    Estimate,
+    evaluate,
+    profile_named,
+)
+from optimizer.engines import engine_assumptions, get_engine
 from optimizer.results import (
     OptimizeResult,
     ParetoResult,
@@ -22,6 +30,7 @@ from optimizer.results import (
     unknown_warning,
 )
 from optimizer.search import (
+    SearchProblem,
     SearchSpace,
     SolveSettings,
     StopSignal,
@@ -34,6 +43,38 @@ from optimizer.search import (
 DEFAULT_SEARCH_PROFILE = "standard"
 
 
+def prepared(
+    job: TrainingJob,
+    space: SearchSpace | None,
+    profile: str,
+    assumptions: CostAssumptions | None,
+    engine: str | None,
+) -> tuple[SearchProblem, CostAssumptions]:
+    """The search problem with the engine's rules, and the assumptions priced as the engine
+    runs (its gradient sync); no engine: no engine's rules, the engine-agnostic figures."""
+    profile_named(profile)
+    costs = assumptions or CostAssumptions()
+    runs_on = None if engine is None else get_engine(engine)
+    if runs_on is not None:
+        costs = engine_assumptions(runs_on, costs)
+    return resolve_space(job, space or SearchSpace(), profile, runs_on), costs
+
+
+def evaluate_on(
+    job: TrainingJob,
+    layout: Layout,
+    profile: str = DEFAULT_EVALUATE_PROFILE,
+    assumptions: CostAssumptions | None = None,
+    engine: str | None = None,
+) -> Estimate:
+    """One layout priced as `engine` runs it (its gradient sync); the rules it breaks are the
+    caller's to report (optimizer.engines.violations)."""
+    costs = assumptions or CostAssumptions()
+    if engine is not None:
+        costs = engine_assumptions(get_engine(engine), costs)
+    return evaluate(job, layout, profile, costs)
+
+
 def optimize(
     job: TrainingJob,
     space: SearchSpace | None = None,
@@ -43,14 +84,14 @@ def optimize(
     workers: int = 1,
     explain: bool = True,
     stop: StopSignal | None = None,
+    engine: str | None = None,
 ) -> OptimizeResult:
     """The layout of highest MFU that fits, proved optimal within the time limit, and why.
 
     `time_limit_s` bounds the whole call: the explanations get what the optimum leaves.
-    `stop`, set from another thread, ends it early with what was proved by then."""
-    profile_named(profile)
-    problem = resolve_space(job, space or SearchSpace(), profile)
-    costs = assumptions or CostAssumptions()
+    `stop`, set from another thread, ends it early with what was proved by then. `engine`
+    (a name of optimizer.engines.ENGINES) adds its rules and prices its gradient sync."""
+    problem, costs = prepared(job, space, profile, assumptions, engine)
     stop = stop or StopSignal()
     start = time.perf_counter()
     budget = explaining.Budget(start + time_limit_s, workers, stop)
@@ -100,14 +141,13 @@ def pareto(
     time_limit_s: float = 30.0,
     workers: int = 1,
     stop: StopSignal | None = None,
+    engine: str | None = None,
 ) -> ParetoResult:
     """The exact memory/MFU frontier by epsilon-constraint solves, memory ascending; when
     time runs out first, the part found so far (its high-memory end), said to be partial."""
     from optimizer.search import SolveSettings, frontier
 
-    profile_named(profile)
-    problem = resolve_space(job, space or SearchSpace(), profile)
-    costs = assumptions or CostAssumptions()
+    problem, costs = prepared(job, space, profile, assumptions, engine)
     stop = stop or StopSignal()
     start = time.perf_counter()
     settings = SolveSettings(time_limit_s, workers, stop)

@@ -55,6 +55,7 @@ def test_optimize_prices_each_less_common_choice(api: TestClient) -> None:
     # the plate under standard at the plate's 4 chunks: cp 8 with DualPipe; each choice comes
     # with the best layout without it, priced by the cost model like any answer
     body = {"model": "llama3-405b", "cluster": {"gpus": 16384}, "search": {"max_vpp": 4}}
+    body["engine"] = "generic"  # no engine's rules: DualPipe is Megatron-LM's to refuse
     answer = api.post("/v1/optimize", json=body).json()
     choices = {choice["name"]: choice for choice in answer["choices"]}
     assert set(choices) == {"context_parallel", "schedule"}

@@ -15,7 +15,17 @@ from optimizer.search.space import SearchSpace
 from tests.helpers import plate_job
 from tests.helpers import run_cli as run
 
-PLATE = ["--model", "llama3-405b", "--gpus", "16384", "--profile", "workshop"]
+# The plate under its own formulas and no engine's rules: the published layout is the optimum.
+PLATE = [
+    "--model",
+    "llama3-405b",
+    "--gpus",
+    "16384",
+    "--profile",
+    "workshop",
+    "--engine",
+    "generic",
+]
 
 
 def test_optimize_table_names_layout_and_what_binds(capsys: pytest.CaptureFixture[str]) -> None:
@@ -30,7 +40,7 @@ def test_optimize_table_names_layout_and_what_binds(capsys: pytest.CaptureFixtur
 
 def test_optimize_json_from_spec_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     spec = tmp_path / "request.json"
-    spec.write_text(json.dumps(SEARCH_EXAMPLE))
+    spec.write_text(json.dumps(SEARCH_EXAMPLE | {"engine": "generic"}))
     status, out, _ = run(["optimize", "--spec", str(spec), "--json"], capsys)
     answer = json.loads(out)
     assert status == 0 and answer["status"] == "optimal"
@@ -121,7 +131,16 @@ def test_schedules_flag_restricts_the_search(
 ) -> None:
     # the optimum under one allowed schedule is the enumerator's best under the same rule,
     # and the table names the schedule (a DualPipe layout read as 1F1B would be wrong)
-    argv = ["--model", "llama3-70b", "--gpus", "256", "--profile", "standard"]
+    argv = [
+        "--model",
+        "llama3-70b",
+        "--gpus",
+        "256",
+        "--profile",
+        "standard",
+        "--engine",
+        "generic",
+    ]
     status, out, _ = run(["optimize", *argv, "--schedules", schedule, "--json"], capsys)
     best = json.loads(out)["best"]
     problem = resolve_space(
@@ -156,7 +175,8 @@ def test_even_stages_flag_keeps_every_chunk_alike(capsys: pytest.CaptureFixture[
 def test_min_interleaved_pp_flag_is_the_engines_rule(capsys: pytest.CaptureFixture[str]) -> None:
     # Llama 3 70B on 64 H100s runs pp 2 x vpp 4 when free; Megatron-LM's pp > 2 refuses it
     job = ["--model", "llama3-70b", "--gpu", "h100-sxm", "--gpus", "64", "--global-batch", "256"]
-    argv = ["optimize", *job, "--profile", "workshop", "--min-interleaved-pp", "3", "--json"]
+    argv = ["optimize", *job, "--profile", "workshop", "--engine", "generic"]
+    argv += ["--min-interleaved-pp", "3", "--json"]
     status, out, _ = run(argv, capsys)
     answer = json.loads(out)
     layout = answer["best"]["layout"]

@@ -39,13 +39,11 @@ from api.errors import (
 )
 from api.schemas import ErrorDetail, ErrorOut, EvaluateRequest, evaluate_answer
 from models.errors import InvalidSpec
-from optimizer.costmodel import evaluate
 
 
 def run_evaluate(args: argparse.Namespace) -> int:
     request = EvaluateRequest.model_validate(request_data(args, {"layout": LAYOUT_FLAGS}))
-    estimate = evaluate(request.job(), request.layout, request.profile, request.assumptions)
-    emit(evaluate_answer(request, estimate), args.json, estimate_text)
+    emit(evaluate_answer(request, request.estimate()), args.json, estimate_text)
     return EXIT_OK
 
 

@@ -131,16 +131,7 @@ def _run_search(
 
 def searched(request: SearchRequest, search: Callable[..., Any], workers: int = 1) -> Any:
     """What `search` (optimize or pareto) finds for the request, on `workers` CP-SAT workers."""
-    options = {"explain": request.explain} if search is optimize else {}
-    return search(
-        request.job(),
-        request.search,
-        request.profile,
-        request.assumptions,
-        time_limit_s=request.time_limit_s or DEFAULT_TIME_LIMIT_S,
-        workers=workers,
-        **options,
-    )
+    return request.run(search, request.time_limit_s or DEFAULT_TIME_LIMIT_S, workers)
 
 
 def exit_status(status: str) -> int:

@@ -30,7 +30,6 @@ from api.schemas import (
 )
 from models.presets import gpu_presets, model_presets
 from optimizer import searches as search
-from optimizer.costmodel import evaluate
 from optimizer.search import StopSignal
 
 router = APIRouter()
@@ -97,8 +96,7 @@ PlateSearch = Annotated[
 
 
 def price(request: EvaluateRequest, _: StopSignal | None = None) -> EstimateOut:
-    estimate = evaluate(request.job(), request.layout, request.profile, request.assumptions)
-    return evaluate_answer(request, estimate)
+    return evaluate_answer(request, request.estimate())
 
 
 def artefact(request: EvaluateRequest, _: StopSignal | None = None) -> ExportOut:
@@ -107,28 +105,11 @@ def artefact(request: EvaluateRequest, _: StopSignal | None = None) -> ExportOut
 
 def best_layout(request: SearchRequest, time_limit_s: float, stop: StopSignal) -> OptimizeOut:
     # One CP-SAT worker per solve: the pool already gives each core its own request.
-    result = search.optimize(
-        request.job(),
-        request.search,
-        request.profile,
-        request.assumptions,
-        time_limit_s,
-        explain=request.explain,
-        stop=stop,
-    )
-    return optimize_answer(request, result)
+    return optimize_answer(request, request.run(search.optimize, time_limit_s, stop=stop))
 
 
 def frontier(request: SearchRequest, time_limit_s: float, stop: StopSignal) -> ParetoOut:
-    result = search.pareto(
-        request.job(),
-        request.search,
-        request.profile,
-        request.assumptions,
-        time_limit_s,
-        stop=stop,
-    )
-    return pareto_answer(request, result)
+    return pareto_answer(request, request.run(search.pareto, time_limit_s, stop=stop))
 
 
 def proved(answer: OptimizeOut | ParetoOut) -> bool:

@@ -6,7 +6,7 @@ the edge: preset names and Hugging Face configs resolved to specs, strict JSON t
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
@@ -19,7 +19,15 @@ from models.presets import gpu_preset, gpu_presets, model_preset, model_presets
 from models.strict import REQUEST_CONFIG, JsonInt
 from models.training import TrainingSpec
 from models.transformer import MAX_HIDDEN, MAX_LAYERS, MAX_VOCAB, TransformerSpec
-from optimizer import CostAssumptions, ProfileName, SearchSpace
+from optimizer import (
+    CostAssumptions,
+    Estimate,
+    ProfileName,
+    SearchSpace,
+    StopSignal,
+    evaluate_on,
+    optimize,
+)
 from optimizer.engines import DEFAULT_EVALUATE_ENGINE, DEFAULT_SEARCH_ENGINE, EngineName
 
 
@@ -134,6 +142,10 @@ class EvaluateRequest(PlanRequest):
 
     layout: Layout = Layout()
 
+    def estimate(self) -> Estimate:
+        """The layout priced under the request's profile, as its engine runs it."""
+        return evaluate_on(self.job(), self.layout, self.profile, self.assumptions, self.engine)
+
 
 SEARCH_EXAMPLE: dict[str, Any] = {
     key: value for key, value in PLATE_EXAMPLE.items() if key != "layout"
@@ -163,3 +175,25 @@ class SearchRequest(PlanRequest):
         description="Work out what binds the optimum and what each choice buys (optimize); "
         "false answers the layout alone, cheaper, for scripts and schedulers.",
     )
+
+    def run(
+        self,
+        search: Callable[..., Any],
+        time_limit_s: float,
+        workers: int = 1,
+        stop: StopSignal | None = None,
+    ) -> Any:
+        """What `search` (optimizer.optimize or optimizer.pareto) finds for the request under
+        its engine's rules, within `time_limit_s`, on `workers` CP-SAT workers."""
+        options = {"explain": self.explain} if search is optimize else {}
+        return search(
+            self.job(),
+            self.search,
+            self.profile,
+            self.assumptions,
+            time_limit_s,
+            workers=workers,
+            stop=stop,
+            engine=self.engine,
+            **options,
+        )

@@ -7,6 +7,8 @@ stated so that a user can change them, not figures from a paper.
 
 from __future__ import annotations
 
+from typing import Annotated
+
 from pydantic import BaseModel, Field
 
 from models.strict import SPEC_CONFIG, JsonInt
@@ -23,6 +25,10 @@ MIN_EFFICIENCY = 0.01
 
 def _fraction(default: float, description: str) -> float:
     return Field(default, ge=0, le=1, description=description)
+
+
+# Volumes of a stage's parameters a data-parallel sync sends (docs/cost-model.md, "Engines").
+Volumes = Annotated[float, Field(ge=0, le=100)]
 
 
 def _latency_s(default: float, description: str) -> float:
@@ -151,14 +157,35 @@ class CommunicationAssumptions(BaseModel):
             "distributed_data_parallel.py l.134 @d98e8a6)."
         ),
     )
-    gradient_reduce_bytes_per_value: float = Field(
-        2.0,
-        gt=0,
-        le=8,
+    gradient_volumes_per_step: list[Volumes] = Field(
+        [2.0, 2.0, 2.0],
+        min_length=3,
+        max_length=3,
         description=(
-            "Bytes per gradient value the data-parallel sync sends: 2 (bf16, DeepSpeed's "
-            "default and the generic engine's), 4 where the engine reduces in fp32 (Megatron-LM "
-            "with bf16 accumulates and reduces gradients in fp32)."
+            "Per ZeRO stage 0, 1, 2: the data-parallel traffic made once a step, in volumes of "
+            "the stage's parameters in bf16 sent around the data group's ring ((g-1)/g x 2 B a "
+            "parameter each). 2 = an all-reduce in bf16, or a reduce-scatter plus the updated "
+            "parameters' all-gather (the engine-agnostic default); an engine reducing in fp32 "
+            "counts its gradient passes twice. Set per engine (docs/cost-model.md, 'Engines')."
+        ),
+    )
+    gradient_volumes_per_micro_batch: list[Volumes] = Field(
+        [0.0, 0.0, 0.0],
+        min_length=3,
+        max_length=3,
+        description=(
+            "Per ZeRO stage 0, 1, 2: the data-parallel traffic made every micro-batch, in the "
+            "same volumes: engines that keep gradients sharded across gradient accumulation "
+            "reduce them each backward (DeepSpeed ZeRO-2, FSDP's gradient sharding). Exposed "
+            "beyond zero3_overlap_fraction of the micro-batch's compute, as ZeRO-3's gathers."
+        ),
+    )
+    per_micro_batch_sync_with_pp: bool = Field(
+        True,
+        description=(
+            "Whether the per-micro-batch traffic stays per micro-batch with pp > 1; false "
+            "where the engine's pipeline schedule defers the gradient sync to once a step "
+            "(torch.distributed.pipelining, torchtitan)."
         ),
     )
     tp_overlap_fraction: float = _fraction(
@@ -201,7 +228,8 @@ class CommunicationAssumptions(BaseModel):
     zero3_overlap_fraction: float = _fraction(
         0.5,
         "Share of a micro-batch's compute under which ZeRO-3's per-micro-batch parameter "
-        "all-gathers and gradient reduce-scatter can hide (prefetch). Fitted to the three "
+        "all-gathers and gradient reduce-scatter (and an engine's per-micro-batch gradient "
+        "sync at ZeRO 0-2) can hide (prefetch, bucketing during backward). Fitted to the three "
         "ZeRO-3 GPT-3 175B rows of Narayanan et al. SC21 Table 2 (docs/validation.md).",
     )
     pp_p2p_overlap_fraction: float = _fraction(

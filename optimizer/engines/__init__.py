@@ -7,6 +7,7 @@ Depends only on `models` and `optimizer.costmodel` (its grid).
     mask = valid_mask(engine, job, grid)          # rows of a LayoutGrid it can run
     problems = violations(engine, job, layout)    # sentences with the numbers
     artefact = export(engine, job, layout)        # or InvalidSpec listing the problems
+    priced = engine_assumptions(engine, assumptions)  # how it syncs gradients, as assumptions
 
 `EngineName` is a request's `engine` field (an enum in the published schema), defaulting to
 DEFAULT_EVALUATE_ENGINE for evaluate and DEFAULT_SEARCH_ENGINE for searches.
@@ -36,6 +37,7 @@ from .deepspeed import DEEPSPEED
 from .generic import GENERIC
 from .megatron import MEGATRON
 from .nemo import NEMO
+from .pricing import engine_assumptions
 from .rules import ensure_runnable, rule_masks, valid_mask, violations
 from .torchtitan import TORCHTITAN
 
@@ -84,6 +86,7 @@ __all__ = [
     "GradientSync",
     "Offers",
     "Overlap",
+    "engine_assumptions",
     "ensure_runnable",
     "export",
     "get_engine",

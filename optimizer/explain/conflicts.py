@@ -78,6 +78,9 @@ def conflict(
             ),
         )
     tables = build_tables(problem, assumptions, deadline=budget.deadline, stop=budget.stop)
+    alone = _broken_by_every_layout(tables)
+    if alone is not None:  # a rule no layout keeps is a minimal conflict by itself
+        return (Conflict(alone, _rule_words(problem, alone)),)
     layout_model = LayoutModel(tables)  # no objective: presolve would otherwise blame all
     layout_model.model.add_assumptions(list(layout_model.rules.values()))
     solver, status = _settled_solve(layout_model, budget)
@@ -87,6 +90,16 @@ def conflict(
     core = [by_index[i] for i in solver.sufficient_assumptions_for_infeasibility()]
     core = _minimal_core(layout_model, core, budget)
     return tuple(_conflict_item(problem, tables, name, core, assumptions, budget) for name in core)
+
+
+def _broken_by_every_layout(tables: Tables) -> str | None:
+    """An engine rule that every layout of the search breaks (e.g. a model the engine has
+    no config for), found on the table of whole layouts without a solve."""
+    for table in tables.tables:
+        for name, broken in table.breaks.items():
+            if broken.size and broken.all():
+                return name
+    return None
 
 
 def _conflict_item(

@@ -45,6 +45,8 @@ def _rule_words(problem: SearchProblem, name: str) -> str:
         return f"at most {problem.max_vpp} interleaved chunks (max_vpp)"
     if name == "node_size":
         return f"NVLink domains of {fast_link_domain(problem)} GPUs"
+    if name in problem.engine_rules:
+        return problem.engine_rules[name].description
     return name
 
 

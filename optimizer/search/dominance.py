@@ -17,10 +17,13 @@ def _ruled_knobs(problem: SearchProblem) -> list[str]:
 def without_dominated(problem: SearchProblem, table: Table, terms: tuple[Term, ...]) -> Table:
     """Drop each layout another beats on both memory and MFU (or equals on both and precedes
     in the tie-break order) with the same degrees and the same values of every ruled knob:
-    no cap on memory and no rule can then make it the answer, so the solver never needs it."""
+    no cap on memory and no rule can then make it the answer, so the solver never needs it.
+    Engine rules count as ruled knobs: only rows that break the same engine rules compete."""
     totals = term_totals(table, terms)
     memory, ln_mfu = totals["memory_bytes"], totals["ln_mfu"]
     group_keys = [table.degree_index] + [table.axis_index[k] for k in _ruled_knobs(problem)]
+    if table.breaks:  # rows breaking different engine rules are not interchangeable
+        group_keys.append(_break_pattern(table))
     rank_keys = [table.axis_index[axis] for axis in reversed(table.axes)]
     order = np.lexsort((*rank_keys, memory, -ln_mfu, *reversed(group_keys)))
     group = np.stack(group_keys, axis=1)[order]
@@ -33,10 +36,12 @@ def without_dominated(problem: SearchProblem, table: Table, terms: tuple[Term, .
         segment = memory[order[start:end]]
         least_before = np.minimum.accumulate(np.r_[np.iinfo(np.int64).max, segment[:-1]])
         keep[start:end] = segment < least_before
-    rows = np.sort(order[keep])
-    return Table(
-        table.axes,
-        table.degree_index[rows],
-        {axis: column[rows] for axis, column in table.axis_index.items()},
-        {name: column[rows] for name, column in table.values.items()},
-    )
+    return table.take(np.sort(order[keep]))
+
+
+def _break_pattern(table: Table) -> np.ndarray:
+    """Per row, which engine rules it breaks, as one integer (bit i: the i-th rule)."""
+    pattern = np.zeros(len(table.degree_index), dtype=np.int64)
+    for bit, broken in enumerate(table.breaks.values()):
+        pattern |= broken.astype(np.int64) << bit
+    return pattern

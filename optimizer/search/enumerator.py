@@ -84,6 +84,8 @@ def restriction_masks(problem: SearchProblem, space: PricedSpace) -> dict[str, n
         masks[f"fixed_{name}"] = getattr(grid, name) == value
     for knob, allowed in problem.allowed.items():
         masks[f"{knob}_allowed"] = np.isin(getattr(grid, knob), allowed)
+    for name, broken in problem.engine_breaks(grid).items():
+        masks[name] = ~broken
     return masks
 
 

@@ -51,6 +51,7 @@ class LayoutModel(Objectives):
         self.add_kv_heads()
         self.add_even_stages()
         self.add_min_interleaved_pp()
+        self.add_engine_rules()
         self.add_fixed_values()
         self.add_allowed_knobs()
         self.add_search_bounds()
@@ -142,7 +143,9 @@ class LayoutModel(Objectives):
         """Branch on the largest table's rows best first: most ln(MFU), least memory, then
         the tie-break order. With one table (each row a whole layout) the first row that
         fits is the optimum, and the bound that follows closes the proof."""
-        largest = int(np.argmax([len(table.degree_index) for table in self.tables.tables]))
+        # the largest table with terms (a table of engine rules alone has no order to give)
+        sizes = [len(t.degree_index) if t.values else -1 for t in self.tables.tables]
+        largest = int(np.argmax(sizes))
         table = self.tables.tables[largest]
         parts = term_totals(table, self.tables.terms)
         ranks = [table.axis_index[axis] for axis in reversed(table.axes)]
@@ -202,6 +205,19 @@ class LayoutModel(Objectives):
         for barred, vpp_is in zip(barred_by_vpp, self.knob_is["vpp"], strict=True):
             if barred.any():
                 self.model.add(self.degree_expr(1, barred) == 0).only_enforce_if([rule, vpp_is])
+
+    def add_engine_rules(self) -> None:
+        """Each rule of the request's engine ("Megatron-LM requires ..."): the rows of a table
+        of whole layouts that break it are barred while it holds."""
+        for name in self.problem.engine_rules:
+            for table, rows in zip(self.tables.tables, self.table_rows, strict=True):
+                if name not in table.breaks:
+                    continue
+                barred = [rows[r] for r in np.flatnonzero(table.breaks[name])]
+                if barred:  # a rule nothing breaks has nothing to relax or to blame
+                    literal = self._rule(name)
+                    self.model.add(cp_model.LinearExpr.sum(barred) == 0).only_enforce_if(literal)
+                break
 
     def add_fixed_values(self) -> None:
         """Degrees and knobs the user fixed."""

@@ -19,7 +19,8 @@ from models.errors import InvalidSpec
 from models.hardware import fits_one_domain
 from models.job import TrainingJob
 from models.layout import Recompute, Schedule
-from optimizer.costmodel import PLACEMENTS, recompute_code, schedule_code
+from optimizer.costmodel import PLACEMENTS, LayoutGrid, recompute_code, schedule_code
+from optimizer.engines import Engine, EngineRule, rule_masks
 from optimizer.search.space import SearchSpace
 
 # Rules the user may relax; the CP-SAT model and the enumerator name them alike.
@@ -27,6 +28,8 @@ MEMORY_LIMIT = "memory_limit"
 KV_HEADS = "kv_heads"
 EVEN_STAGES = "even_stages"
 MIN_INTERLEAVED_PP = "min_interleaved_pp"
+# An engine's rules are relaxable rules too, named after the engine's own rule.
+ENGINE_RULE_PREFIX = "engine_"
 
 
 @dataclass(frozen=True)
@@ -96,10 +99,24 @@ class SearchProblem:
     require_even_stages: bool = False
     min_interleaved_pp: int | None = None
     warnings: tuple[str, ...] = field(default=())
+    engine: Engine | None = None  # whose rules the layout must keep (None: no engine's)
 
     @property
     def gpus(self) -> int:
         return self.job.cluster.gpus
+
+    @property
+    def engine_rules(self) -> dict[str, EngineRule]:
+        """The engine's rules by their search names (`engine_<rule>`)."""
+        rules = () if self.engine is None else self.engine.rules
+        return {ENGINE_RULE_PREFIX + rule.name: rule for rule in rules}
+
+    def engine_breaks(self, grid: LayoutGrid) -> dict[str, np.ndarray]:
+        """Per engine rule, the rows of `grid` that break it."""
+        if self.engine is None:
+            return {}
+        masks = rule_masks(self.engine, self.job, grid)
+        return {ENGINE_RULE_PREFIX + name: ~mask for name, mask in masks.items()}
 
 
 def divisors(n: int) -> list[int]:
@@ -158,8 +175,11 @@ def _opened(name: str, requested: list[Any] | None, priced: tuple[Any, ...], war
     return kept or tuple(priced)
 
 
-def resolve_space(job: TrainingJob, space: SearchSpace, profile: str) -> SearchProblem:
-    """Apply the profile's priced knobs to the request and list the valid degree tuples."""
+def resolve_space(
+    job: TrainingJob, space: SearchSpace, profile: str, engine: Engine | None = None
+) -> SearchProblem:
+    """Apply the profile's priced knobs to the request and list the valid degree tuples;
+    `engine`'s rules join the request's as relaxable rules."""
     knobs, warnings = priced_knobs(profile), []
     cp_values = [1]
     if knobs.cp:
@@ -217,6 +237,7 @@ def resolve_space(job: TrainingJob, space: SearchSpace, profile: str) -> SearchP
         },
         max_vpp=max_vpp,
         warnings=tuple(warnings),
+        engine=engine if engine is not None and engine.rules else None,
     )
 
 

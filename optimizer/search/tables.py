@@ -290,6 +290,8 @@ def build_tables(
         table = _concatenated(axes, parts)
         # a tuple split between chunks was pruned in pieces: once more over the survivors
         tables.append(without_dominated(problem, table, terms) if prune else table)
+    if problem.engine is not None and not any(whole_layouts(axes) for axes in all_axes):
+        tables.append(rules_table(problem, classes, structure))
     scaled, unit = in_memory_units(tuple(tables), terms)
     return Tables(problem, classes, scaled, terms, unit)
 
@@ -328,18 +330,36 @@ def _priced_part(
         if term.kind == "memory_bytes" and term.name in scaled:
             scaled[term.name] = np.minimum(scaled[term.name], MAX_TERM)  # NaN stays NaN
     priced = np.all([np.abs(v) <= MAX_TERM for v in scaled.values()], axis=0)
-    values = {name: np.rint(v[priced]).astype(np.int64) for name, v in scaled.items()}
-    index = {axis: column[priced] for axis, column in index.items()}
-    part = Table(axes, k[priced], index, values)
+    values = {name: np.rint(v).astype(np.int64) for name, v in scaled.items()}
+    breaks = problem.engine_breaks(grid) if whole_layouts(axes) else {}
+    part = Table(axes, k, index, values, breaks).take(priced)
     return without_dominated(problem, part, terms) if prune and priced.any() else part
 
 
+def whole_layouts(axes: tuple[str, ...]) -> bool:
+    """Whether a table over `axes` has one row per layout (up to placement), so that an
+    engine's rules, which may read any knob, can be checked on its rows."""
+    return set(KNOBS) <= set(axes)
+
+
+def rules_table(problem: SearchProblem, classes: PlacementClasses, structure: bool) -> Table:
+    """For profiles whose terms split over smaller tables: one table of whole layouts
+    (every knob, no terms) that carries which rows break the engine's rules."""
+    grid, k, index = valid_rows(problem, classes, KNOBS, structure)
+    return Table(KNOBS, k, index, {}, problem.engine_breaks(grid))
+
+
 def _concatenated(axes: tuple[str, ...], parts: list[Table]) -> Table:
+    def joined(column: str) -> dict[str, np.ndarray]:
+        first = getattr(parts[0], column)
+        return {n: np.concatenate([getattr(part, column)[n] for part in parts]) for n in first}
+
     return Table(
         axes,
         np.concatenate([part.degree_index for part in parts]),
-        {a: np.concatenate([part.axis_index[a] for part in parts]) for a in parts[0].axis_index},
-        {n: np.concatenate([part.values[n] for part in parts]) for n in parts[0].values},
+        joined("axis_index"),
+        joined("values"),
+        joined("breaks"),
     )
 
 

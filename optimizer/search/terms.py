@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 import numpy as np
@@ -124,3 +124,15 @@ class Table:
     degree_index: np.ndarray  # (R,)
     axis_index: dict[str, np.ndarray]  # axis -> (R,) index into its values (class for placement)
     values: dict[str, np.ndarray]  # term name -> (R,) int64
+    # engine rule -> (R,) bool, the rows that break it: on a table whose rows are whole layouts
+    breaks: dict[str, np.ndarray] = field(default_factory=dict)
+
+    def take(self, rows: np.ndarray) -> Table:
+        """The table's `rows` (indices or a mask), every column alike."""
+        return Table(
+            self.axes,
+            self.degree_index[rows],
+            {axis: column[rows] for axis, column in self.axis_index.items()},
+            {name: column[rows] for name, column in self.values.items()},
+            {name: column[rows] for name, column in self.breaks.items()},
+        )

@@ -343,32 +343,55 @@ def busiest_stage_s(layers: mem.StageLayers, pp: Number, layer_s: Number, head_s
 
 def data_parallel_s(
     job: TrainingJob, a: CostAssumptions, k: Degrees, layers: mem.StageLayers
-) -> tuple[Number, Number]:
-    """(per step, per micro-batch) exposure-free seconds of gradient sync or ZeRO-3 traffic
-    for the first stage's parameters (the busiest in parameters: embedding plus layers)."""
+) -> tuple[Number, Number, Number]:
+    """(per step, per micro-batch gradient sync, per micro-batch ZeRO-3) exposure-free seconds
+    of data-parallel traffic for the first stage's parameters (the busiest in parameters:
+    embedding plus layers)."""
     model = job.model
     n_layers = np.maximum(layers.first, layers.middle)
     layer_params = mem.dense_params_per_layer_per_device(model, k.tp)
     dense = n_layers * layer_params + mem.embedding_params_per_device(model, k.tp, k.pp)
     experts = n_layers * mem.expert_params_per_layer_per_device(model, k.tp, k.ep)
     group = k.dp * k.cp
-    zero3 = k.zero >= 3
     groups = (dense, experts, group, group / k.ep)
+    per_step, per_micro_batch = gradient_volumes(a, k)
     # gradients go in buckets of Megatron-Core's size, max(40M, 1M x dp) parameters
     # (megatron/core/distributed/distributed_data_parallel.py l.134 @d98e8a6)
     bucket = np.minimum(np.maximum(a.dp_bucket_params, 1e6 * group), dense + experts)
-    grad_bytes = a.gradient_reduce_bytes_per_value
     buckets = np.ceil((dense + experts) / np.maximum(bucket, 1.0))
-    sync_s = tim.data_group_bytes(tim.GRAD_SYNC_PASSES, *groups, grad_bytes) / link_bytes_s(
-        job, a, k.data_group_span, bucket * grad_bytes
-    ) + buckets * latency_s(job, a, group, k.data_group_span, tim.GRAD_SYNC_PASSES)
+    bandwidth = link_bytes_s(job, a, k.data_group_span, bucket * mem.BF16_BYTES)
+
+    def synced_s(volumes: Number, collectives: int) -> Number:
+        latency = buckets * latency_s(job, a, group, k.data_group_span, collectives)
+        moved = tim.data_group_bytes(volumes, *groups) / bandwidth
+        return np.where(volumes > 0, moved + latency, 0.0)
+
     # ZeRO-3 gathers each layer's parameters before forward and backward, and scatters
     # its gradients after: one layer a message
     gather_message = layer_params * mem.BF16_BYTES
     zero3_s = tim.data_group_bytes(tim.ZERO3_PASSES_PER_MICRO_BATCH, *groups) / link_bytes_s(
         job, a, k.data_group_span, gather_message
     ) + n_layers * latency_s(job, a, group, k.data_group_span, tim.ZERO3_PASSES_PER_MICRO_BATCH)
-    return np.where(zero3, 0.0, sync_s), np.where(zero3, zero3_s, 0.0)
+    zero3 = k.zero >= 3
+    return (
+        synced_s(per_step, tim.GRAD_SYNC_PASSES),
+        synced_s(per_micro_batch, 1),
+        np.where(zero3, zero3_s, 0.0),
+    )
+
+
+def gradient_volumes(a: CostAssumptions, k: Degrees) -> tuple[Number, Number]:
+    """(per step, per micro-batch) volumes of the stage's bf16 parameters the ZeRO 0-2 sync
+    sends (none at ZeRO-3, priced apart); with pp and an engine that defers it, the
+    per-micro-batch share moves to the step."""
+    stage = np.clip(np.asarray(k.zero, dtype=np.int64), 0, 2)
+    per_step = np.asarray(a.gradient_volumes_per_step)[stage]
+    per_micro_batch = np.asarray(a.gradient_volumes_per_micro_batch)[stage]
+    if not a.per_micro_batch_sync_with_pp:
+        deferred = np.where(np.asarray(k.pp) > 1, per_micro_batch, 0.0)
+        per_step, per_micro_batch = per_step + deferred, per_micro_batch - deferred
+    zero3 = np.asarray(k.zero) >= 3
+    return np.where(zero3, 0.0, per_step), np.where(zero3, 0.0, per_micro_batch)
 
 
 def step_waterfall(
@@ -428,7 +451,7 @@ def breakdown(job: TrainingJob, a: CostAssumptions, k: Degrees) -> Breakdown:
         link_bytes_s(job, a, k.pp_span),
         a.pp_p2p_overlap_fraction,
     )
-    dp_step_s, zero3_mb_s = data_parallel_s(job, a, k, layers)
+    dp_step_s, dp_mb_s, zero3_mb_s = data_parallel_s(job, a, k, layers)
 
     def stage(*parts: str) -> Number:
         return busiest_stage_s(layers, k.pp, sum(times[p] for p in parts), times["head"])
@@ -437,12 +460,16 @@ def breakdown(job: TrainingJob, a: CostAssumptions, k: Degrees) -> Breakdown:
     balanced = m * (model.num_layers * per_layer + times["head"]) / k.pp
     busy = stage("matmul", "attention", "recompute", "tp_comm", "cp_comm", "moe_all_to_all")
     zero3_exposed = tim.exposed_s(zero3_mb_s, busy, a.zero3_overlap_fraction)
-    per_mb = busy + p2p + zero3_exposed
+    dp_mb_exposed = tim.exposed_s(dp_mb_s, busy, a.zero3_overlap_fraction)
+    per_mb = busy + p2p + zero3_exposed + dp_mb_exposed
     dp_exposed = tim.exposed_s(dp_step_s, per_mb, a.dp_overlap_microbatches)
     slots = m + warmup
     model_flops, hardware_flops = step_flops(job, k.recompute)
     times.update(
-        pp_p2p_per_micro_batch=p2p, zero3_per_micro_batch=zero3_exposed, dp_comm_exposed=dp_exposed
+        pp_p2p_per_micro_batch=p2p,
+        zero3_per_micro_batch=zero3_exposed,
+        dp_comm_per_micro_batch=dp_mb_exposed,
+        dp_comm_exposed=dp_exposed,
     )
     return Breakdown(
         micro_batches=m,

@@ -236,18 +236,12 @@ def pp_p2p_s(
 
 
 def data_group_bytes(
-    passes: int,
-    dense_params: Number,
-    expert_params: Number,
-    group: Number,
-    expert_group: Number,
-    bytes_per_value: float = BF16_BYTES,
+    passes: Number, dense_params: Number, expert_params: Number, group: Number, expert_group: Number
 ) -> Number:
-    """Bytes each rank sends in `passes` ring passes of (g-1)/g of its parameters (bf16 by
-    default), the dense ones over the data group (dp * cp), the experts' over theirs
-    (dp * cp / ep)."""
-    dense = passes * (group - 1) / group * bytes_per_value * dense_params
-    experts = passes * (expert_group - 1) / expert_group * bytes_per_value * expert_params
+    """Bytes each rank sends in `passes` ring passes of (g-1)/g of its bf16 parameters, the
+    dense ones over the data group (dp * cp), the experts' over theirs (dp * cp / ep)."""
+    dense = passes * (group - 1) / group * BF16_BYTES * dense_params
+    experts = passes * (expert_group - 1) / expert_group * BF16_BYTES * expert_params
     return dense + experts
 
 

@@ -1,0 +1,71 @@
+"""How an engine runs what it offers, as the cost model's assumptions: the data-parallel
+traffic of each ZeRO stage (when gradients cross the data group, in which precision, and
+whether the updated parameters are gathered), read off the engine's `EngineRuntime`.
+
+A request's own assumptions win: a field the request sets is left as it is. The `generic`
+engine's runtime gives the cost model's defaults, so it prices exactly as before engines.
+"""
+
+from __future__ import annotations
+
+from optimizer.costmodel import CostAssumptions
+
+from .base import Engine, GradientSync
+
+BF16_BYTES = 2
+# The ZeRO stages whose sync the assumptions describe; ZeRO-3 is priced apart (its gathers).
+SYNCED_STAGES = (0, 1, 2)
+
+
+def stage_volumes(sync: GradientSync, with_pp: bool) -> tuple[float, float]:
+    """(per step, per micro-batch) volumes of the stage's bf16 parameters one sync sends:
+    an all-reduce is two ring passes, a reduce-scatter one, each scaled by the reduce
+    precision against bf16; an all-gather of the parameters is one pass in bf16."""
+    pp = 2 if with_pp else 1
+    passes = 2 if sync.collective == "all-reduce" else 1
+    gradients = passes * sync.reduce_bytes_per_value / BF16_BYTES
+    gather = sync.param_gather_at(pp)
+    per_step = (gradients if sync.timing_at(pp) == "per_step" else 0.0) + (
+        1.0 if gather == "per_step" else 0.0
+    )
+    per_micro_batch = (gradients if sync.timing_at(pp) == "per_micro_batch" else 0.0) + (
+        1.0 if gather == "per_micro_batch" else 0.0
+    )
+    return per_step, per_micro_batch
+
+
+def engine_traffic(engine: Engine) -> dict[str, object]:
+    """The engine's data-parallel traffic as assumption values; a stage the engine does not
+    offer keeps the default (its rules bar it anyway)."""
+    defaults = CostAssumptions()
+    per_step = list(defaults.gradient_volumes_per_step)
+    per_micro_batch = list(defaults.gradient_volumes_per_micro_batch)
+    deferred: set[bool] = set()  # per stage that syncs every micro-batch: does pp defer it?
+    for stage in SYNCED_STAGES:
+        sync = engine.runtime.sync_for(stage)
+        if sync is None:
+            continue
+        alone = stage_volumes(sync, with_pp=False)
+        per_step[stage], per_micro_batch[stage] = alone
+        with_pp = stage_volumes(sync, with_pp=True)
+        moved = (alone[0] + alone[1], 0.0)
+        if with_pp not in (alone, moved):
+            raise ValueError(f"{engine.name} ZeRO-{stage}: pp changes more than the sync's timing")
+        if alone[1] > 0:
+            deferred.add(with_pp == moved)
+    if len(deferred) > 1:
+        raise ValueError(f"{engine.name}: pp defers some stages' per-micro-batch sync, not all")
+    return {
+        "gradient_volumes_per_step": per_step,
+        "gradient_volumes_per_micro_batch": per_micro_batch,
+        "per_micro_batch_sync_with_pp": not any(deferred),
+    }
+
+
+def engine_assumptions(engine: Engine, assumptions: CostAssumptions) -> CostAssumptions:
+    """`assumptions` with the engine's data-parallel traffic in every field they leave unset."""
+    traffic = engine_traffic(engine)
+    unset = {
+        name: value for name, value in traffic.items() if name not in assumptions.model_fields_set
+    }
+    return assumptions.model_copy(update=unset)
