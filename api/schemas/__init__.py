@@ -1,4 +1,5 @@
-"""The request and answer schemas HTTP, CLI and client share (requests.py, answers.py)."""
+"""The request and answer schemas HTTP, CLI and client share (requests.py, answers.py;
+studies.py: the scaling curve)."""
 
 from api.schemas.answers import (
     STATUS_DESCRIPTION,
@@ -33,9 +34,18 @@ from api.schemas.requests import (
     PlanRequest,
     SearchRequest,
 )
+from api.schemas.studies import (
+    SCALING_EXAMPLE,
+    GpuRange,
+    ScalingOut,
+    ScalingPointOut,
+    ScalingRequest,
+    scaling_out,
+)
 
 __all__ = [
     "PLATE_EXAMPLE",
+    "SCALING_EXAMPLE",
     "SEARCH_EXAMPLE",
     "STATUS_DESCRIPTION",
     "BindingOut",
@@ -45,6 +55,7 @@ __all__ = [
     "ErrorOut",
     "EstimateOut",
     "EvaluateRequest",
+    "GpuRange",
     "GpuRef",
     "HfConfigIn",
     "LayoutOut",
@@ -57,6 +68,9 @@ __all__ = [
     "PresetsOut",
     "ReadyOut",
     "RelaxationOut",
+    "ScalingOut",
+    "ScalingPointOut",
+    "ScalingRequest",
     "SearchRequest",
     "SolverOut",
     "Status",
@@ -64,4 +78,5 @@ __all__ = [
     "estimate_out",
     "optimize_out",
     "pareto_out",
+    "scaling_out",
 ]
