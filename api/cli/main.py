@@ -28,6 +28,7 @@ from api.cli.common import (
 )
 from api.cli.render import estimate_text
 from api.cli.search import register_search_commands
+from api.cli.study import register_study_commands
 from api.cli.validate import register_validate_command
 from api.errors import (
     EXIT_BAD_REQUEST,
@@ -100,6 +101,7 @@ def build_parser() -> argparse.ArgumentParser:
 _EXTRA_COMMANDS: tuple[Callable[[Any], None], ...] = (
     register_search_commands,
     register_validate_command,
+    register_study_commands,
 )
 
 

@@ -61,6 +61,7 @@ from optimizer.studies.spec import (
 )
 from optimizer.studies.writers import (
     FORMATS,
+    Mode,
     RowWriter,
     existing_rows,
     keys_of,
@@ -73,6 +74,7 @@ __all__ = [
     "FORMATS",
     "MAX_SCALING_POINTS",
     "MAX_SCENARIOS",
+    "Mode",
     "RESULT_COLUMNS",
     "TIMING_COLUMNS",
     "Compute",

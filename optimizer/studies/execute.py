@@ -18,7 +18,7 @@ from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager
 
 from optimizer.studies.rows import Row, RunSettings, error_row, run_scenario
-from optimizer.studies.spec import Scenario
+from optimizer.studies.spec import Scenario, StudyError
 
 DASK_PREFIX = "dask://"
 DASK_CONNECT_TIMEOUT_S = 10
@@ -129,7 +129,7 @@ def scheduler_address(executor: str) -> str | None:
         return "tcp://" + executor.removeprefix(DASK_PREFIX)
     if executor.startswith(("tcp://", "tls://", "inproc://")):
         return executor
-    raise ValueError(f"executor must be local or dask://HOST:PORT, got {executor!r}")
+    raise StudyError(f"executor must be local or dask://HOST:PORT, got {executor!r}", "executor")
 
 
 @contextmanager

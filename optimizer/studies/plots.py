@@ -108,11 +108,16 @@ def _figure(width_in: float, height_in: float) -> Any:
     return Figure(figsize=(width_in, height_in), dpi=DPI, layout="constrained")
 
 
-def _gpu_axis(axis: Any, label: bool = True) -> None:
+def _gpu_axis(axis: Any, series: dict[str, list[Row]]) -> None:
+    """A log axis of GPU counts, ticked at the study's own counts (64, not 2^6)."""
+    counts = sorted({int(row["gpus"]) for rows in series.values() for row in rows})
     axis.set_xscale("log", base=2)
-    axis.grid(True, which="both", alpha=0.3)
-    if label:
-        axis.set_xlabel("GPUs (log scale)")
+    axis.set_xticks(
+        counts, [f"{count:,}" for count in counts], rotation=45 if len(counts) > 8 else 0
+    )
+    axis.minorticks_off()
+    axis.grid(True, alpha=0.3)
+    axis.set_xlabel("GPUs (log scale)")
 
 
 def _scaling_figure(series: dict[str, list[Row]], footer: str) -> Any:
@@ -127,7 +132,7 @@ def _scaling_figure(series: dict[str, list[Row]], footer: str) -> Any:
     rate_axis.set_ylabel("tokens/s per GPU")
     rate_axis.set_title("Throughput per GPU")
     for axis in (mfu_axis, rate_axis):
-        _gpu_axis(axis)
+        _gpu_axis(axis, series)
         axis.set_ylim(bottom=0)
     mfu_axis.legend(fontsize="small")
     figure.suptitle("Best layout's MFU and throughput against GPU count")
@@ -143,7 +148,7 @@ def _days_figure(series: dict[str, list[Row]], footer: str) -> Any:
         axis.plot(
             [r["gpus"] for r in timed], [r["days_to_train"] for r in timed], marker="o", label=label
         )
-    _gpu_axis(axis)
+    _gpu_axis(axis, series)
     axis.set_yscale("log")
     axis.set_ylabel("days to train (log scale)")
     axis.legend(fontsize="small")
@@ -170,7 +175,8 @@ def _memory_figure(series: dict[str, list[Row]], footer: str) -> Any:
         _memory_panel(panel, label, series[label])
     for panel in list(panels.flat)[len(labels) :]:
         panel.set_visible(False)
-    panels.flat[0].legend(fontsize="x-small", loc="upper right")
+    handles, names = panels.flat[0].get_legend_handles_labels()
+    figure.legend(handles, names, loc="outside right upper", fontsize="small")
     shown = "" if len(series) <= MAX_PANELS else f" (first {MAX_PANELS} of {len(series)} series)"
     figure.suptitle(f"Memory per GPU by part at the best layout{shown}")
     figure.supxlabel("GPUs; " + footer, fontsize="small")

@@ -72,10 +72,11 @@ def scaling_curve(
     profile: str = "standard",
     assumptions: CostAssumptions | None = None,
     time_limit_s: float = 10.0,
+    workers: int = 1,
     explain: bool = False,
     stop: StopSignal | None = None,
 ) -> list[ScalingPoint]:
-    """The best layout at each count, one CP-SAT worker each, `time_limit_s` per count."""
+    """The best layout at each count, `time_limit_s` and `workers` CP-SAT workers each."""
     points = []
     for gpus in gpu_counts:
         cluster = job.cluster.model_copy(update={"gpus": gpus})
@@ -83,7 +84,9 @@ def scaling_curve(
         nodes = math.ceil(gpus / cluster.gpus_per_node)
         start = time.perf_counter()
         try:
-            result = optimize(at_count, space, profile, assumptions, time_limit_s, 1, explain, stop)
+            result = optimize(
+                at_count, space, profile, assumptions, time_limit_s, workers, explain, stop
+            )
         except InvalidSpec as error:
             points.append(ScalingPoint(gpus, nodes, None, error.message))
             continue
