@@ -35,6 +35,7 @@ from optimizer.studies import (
     Scenario,
     StudyError,
     StudySpec,
+    check_count,
     check_values,
     columns,
     dask_executor,
@@ -155,6 +156,7 @@ def run_study_command(args: argparse.Namespace) -> int:
         output_format(args.out)
         scheduler_address(_executor_name(args))
         spec = load_spec(args.spec)
+        check_count(spec)  # before the values: counting is free, checking is not
         check_values(spec, scenario_request)
         scenarios = expand(spec)
         mode: Mode = "resume" if args.resume else "overwrite" if args.force else "new"

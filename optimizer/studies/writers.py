@@ -137,7 +137,7 @@ class RowWriter:
             self._handle.flush()
 
     def _prepare(self, mode: Mode) -> None:
-        there = [p for p in (self.path, self.target) if p.exists()]
+        there = [p for p in dict.fromkeys((self.path, self.target)) if p.exists()]
         if mode == "new" and there:
             raise StudyError(
                 f"{there[0]} exists: pass --resume to go on with it, or --force to replace it",
