@@ -95,7 +95,7 @@ def test_yaml_reads_token_counts_as_numbers_and_json_works_too(
     ("spec", "words"),
     [
         ({"base": BASE, "grid": {"cluster.gpus": [8, 0]}}, "grid.cluster.gpus[1]: Input should be"),
-        ({"base": BASE, "grid": {"Cluster": [1]}}, "grid.Cluster"),
+        ({"base": BASE, "grid": {"Cluster": [1]}}, "grid: 'Cluster' is not a dotted field path"),
         ({"base": BASE, "compute": "guess"}, "compute"),
         (
             {"base": BASE, "grid": {"cluster.gpus": list(range(1, 401)), "model": ["x"] * 300}},

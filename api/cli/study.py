@@ -73,9 +73,16 @@ def _needed_modules(args: argparse.Namespace) -> list[str]:
 
 def missing_extra(args: argparse.Namespace) -> str | None:
     for name in _needed_modules(args):
-        if importlib.util.find_spec(name) is None:
+        if not _importable(name):
             return f"layoutopt study needs the studies extras ({name} is not installed): {INSTALL_HINT}"
     return None
+
+
+def _importable(name: str) -> bool:
+    try:
+        return importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):  # a finder that refuses it, or a half-installed package
+        return False
 
 
 def load_spec(path: Path) -> StudySpec:
