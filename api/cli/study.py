@@ -154,6 +154,9 @@ def _run(
 
 
 def run_study_command(args: argparse.Namespace) -> int:
+    args.spec = args.spec or args.spec_flag
+    if args.spec is None:
+        raise BadRequest("layoutopt study needs a spec: layoutopt study SPEC.yaml --out FILE")
     missing = missing_extra(args)
     if missing is not None:
         print(f"layoutopt: error: {missing}", file=sys.stderr)
@@ -332,7 +335,8 @@ def register_study_commands(commands: Any) -> None:
         description="Runs every scenario of a study spec (YAML or JSON: base, grid, scenarios, "
         "compute, train_tokens, gpu_hour_cost) and writes one row per scenario as it finishes.",
     )
-    study.add_argument("spec", type=Path, help="the study spec, .yaml/.yml or .json")
+    study.add_argument("spec", type=Path, nargs="?", help="the study spec, .yaml/.yml or .json")
+    study.add_argument("--spec", type=Path, dest="spec_flag", help="the same, as a flag")
     study.add_argument("--out", type=Path, required=True, help="results: .csv, .parquet or .jsonl")
     study.add_argument("--resume", action="store_true", help="skip the scenarios --out holds")
     study.add_argument("--force", action="store_true", help="replace an existing --out")
