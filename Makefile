@@ -32,6 +32,7 @@ lint: install
 bench: install
 	$(BIN)/python -m bench.solver
 	$(BIN)/python -m bench.load
+	$(BIN)/python -m bench.studies
 
 validate: install
 	$(BIN)/layoutopt validate --markdown docs/validation.md

@@ -8,7 +8,8 @@ Every failure, the server's 4xx/5xx or no answer at all, raises `LayoutoptError`
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import json
+from collections.abc import Iterator, Mapping
 from typing import Any, TypeVar
 
 import httpx
@@ -21,6 +22,8 @@ from api.schemas import (
     OptimizeOut,
     ParetoOut,
     PresetsOut,
+    ScalingOut,
+    ScalingRequest,
     SearchRequest,
 )
 
@@ -140,6 +143,25 @@ class Client:
     def pareto(self, request: SearchRequest | Mapping[str, Any]) -> ParetoOut:
         """The memory/MFU frontier (`POST /v1/pareto`)."""
         return self._call("POST", "/v1/pareto", ParetoOut, request)
+
+    def scaling(self, request: ScalingRequest | Mapping[str, Any]) -> ScalingOut:
+        """The best layout and throughput at each GPU count (`POST /v1/scaling`)."""
+        return self._call("POST", "/v1/scaling", ScalingOut, request)
+
+    def study(self, spec: Mapping[str, Any] | BaseModel) -> Iterator[dict[str, Any]]:
+        """Each scenario's row as the server finishes it (`POST /v1/studies`, NDJSON). The
+        request goes out when iteration starts; leaving the loop early closes the
+        connection, and the server stops the rest of the study."""
+        try:
+            with self._http.stream("POST", "/v1/studies", json=_body(spec)) as response:
+                if response.is_error:
+                    response.read()
+                    raise error_from(response)
+                for line in response.iter_lines():
+                    if line.strip():
+                        yield json.loads(line)
+        except httpx.HTTPError as error:
+            raise LayoutoptError(None, "unreachable", f"{type(error).__name__}: {error}") from error
 
     def presets(self) -> PresetsOut:
         """The model and GPU presets (`GET /v1/presets`)."""

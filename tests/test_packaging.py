@@ -1,5 +1,6 @@
-"""The package's extras: the CLI and the Python client run without the server's packages,
-`layoutopt serve` says what to install, and the README's two commands stay as they are."""
+"""The package's extras: the CLI and the Python client run without the server's and the
+studies' packages, `layoutopt serve` and `layoutopt study` say what to install, and the
+README's two commands stay as they are."""
 
 from __future__ import annotations
 
@@ -10,12 +11,13 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 SERVER_ONLY = ("fastapi", "uvicorn", "starlette", "pydantic_settings", "prometheus_client")
+STUDIES_ONLY = ("yaml", "pyarrow", "matplotlib", "distributed", "dask", "tqdm")
 # Runs the code with the server's packages made unimportable, as after `pip install layoutopt`.
 WITHOUT_SERVER = f"""
 import sys
 class Absent:
     def find_spec(self, name, path=None, target=None):
-        if name.split(".")[0] in {SERVER_ONLY!r} + ("fastapi_offline",):
+        if name.split(".")[0] in {SERVER_ONLY + STUDIES_ONLY!r} + ("fastapi_offline",):
             raise ModuleNotFoundError(f"No module named {{name!r}}", name=name)
 sys.meta_path.insert(0, Absent())
 """
@@ -34,8 +36,12 @@ def test_base_install_leaves_out_the_server_and_the_test_tools() -> None:
     base, extras = names(project["dependencies"]), project["optional-dependencies"]
     server = names(extras["server"])
     assert {"fastapi", "uvicorn", "pydantic-settings", "prometheus-client"} <= server
-    assert not base & (server | names(extras["test"]) - {"layoutopt"})
-    assert "layoutopt[server]" in extras["test"]  # the suite runs the real server
+    studies = names(extras["studies"])
+    assert {"pyyaml", "pyarrow", "matplotlib", "distributed", "tqdm"} <= studies
+    assert not base & (server | studies | names(extras["test"]) - {"layoutopt"})
+    # the suite runs the real server and the studies (`make test` installs both)
+    (own,) = [r for r in extras["test"] if r.startswith("layoutopt[")]
+    assert set(own.removeprefix("layoutopt[").rstrip("]").split(",")) >= {"server", "studies"}
 
 
 def run_without_server(code: str) -> subprocess.CompletedProcess[str]:
@@ -62,3 +68,15 @@ def test_serve_without_the_server_packages_says_what_to_install() -> None:
     done = run_without_server("from api.cli import main\nsys.exit(main(['serve']))")
     assert done.returncode == 1
     assert "pip install 'layoutopt[server]'" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_study_without_the_studies_packages_says_what_to_install(tmp_path: Path) -> None:
+    spec = tmp_path / "spec.json"
+    spec.write_text('{"base": {"model": "llama3-8b", "cluster": {"gpus": 8}}}')
+    out = tmp_path / "r.csv"
+    done = run_without_server(
+        f"from api.cli import main\nsys.exit(main(['study', {str(spec)!r}, '--out', {str(out)!r}]))"
+    )
+    assert done.returncode == 1, done.stderr
+    assert "pip install 'layoutopt[studies]'" in done.stderr and "Traceback" not in done.stderr
+    assert not out.exists()

@@ -29,6 +29,7 @@ from api.cli.common import (
 from api.cli.export import register_export_command
 from api.cli.render import estimate_text
 from api.cli.search import register_search_commands
+from api.cli.study import register_study_commands
 from api.cli.validate import register_validate_command
 from api.errors import (
     EXIT_BAD_REQUEST,
@@ -100,6 +101,7 @@ _EXTRA_COMMANDS: tuple[Callable[[Any], None], ...] = (
     register_search_commands,
     register_export_command,
     register_validate_command,
+    register_study_commands,
 )
 
 

@@ -32,6 +32,7 @@ from api.http.page import POOLED_PAGE_PATHS
 from api.http.page import router as page_router
 from api.http.routes import POOLED_PATHS, router
 from api.http.settings import Settings
+from api.http.studies import STUDY_POOLED_PATHS, install_studies
 from api.http.workers import Saturated, Solver
 from models.errors import InvalidSpec
 
@@ -94,6 +95,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.ready = True
     app.include_router(router)
     app.include_router(page_router)
+    install_studies(app)
     openapi.install(app)
     add_error_handlers(app)
     # Starlette runs the last added outermost: RequestContext, BodyReader, Admission,
@@ -107,7 +109,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.add_middleware(
         Admission,
         pool=app.state.solver.pool,
-        pooled_paths=POOLED_PATHS | POOLED_PAGE_PATHS,
+        pooled_paths=POOLED_PATHS | POOLED_PAGE_PATHS | STUDY_POOLED_PATHS,
         metrics=metrics,
     )
     app.add_middleware(

@@ -77,6 +77,13 @@ class Settings(BaseSettings):
         description="After the drain: the most running solves may take to finish; default "
         "solver_time_limit_s + 5.",
     )
+    max_study_scenarios: int = Field(
+        1000,
+        gt=0,
+        le=100_000,
+        description="Scenarios one POST /v1/studies may hold; more get 422 (run larger studies "
+        "with `layoutopt study`, which has no such bound but the spec's own).",
+    )
     log_level: Literal["critical", "error", "warning", "info", "debug"] = "info"
 
     @property

@@ -1,5 +1,6 @@
-"""The request and answer schemas HTTP, CLI and client share (requests.py, answers.py), and
-what the request's engine says of an answer's layout (exports.py)."""
+"""The request and answer schemas HTTP, CLI and client share (requests.py, answers.py),
+what the request's engine says of an answer's layout (exports.py) and the scaling curve
+(studies.py)."""
 
 from api.schemas.answers import (
     STATUS_DESCRIPTION,
@@ -42,9 +43,18 @@ from api.schemas.requests import (
     PlanRequest,
     SearchRequest,
 )
+from api.schemas.studies import (
+    SCALING_EXAMPLE,
+    GpuRange,
+    ScalingOut,
+    ScalingPointOut,
+    ScalingRequest,
+    scaling_out,
+)
 
 __all__ = [
     "PLATE_EXAMPLE",
+    "SCALING_EXAMPLE",
     "SEARCH_EXAMPLE",
     "STATUS_DESCRIPTION",
     "BindingOut",
@@ -55,6 +65,7 @@ __all__ = [
     "EstimateOut",
     "EvaluateRequest",
     "ExportOut",
+    "GpuRange",
     "GpuRef",
     "HfConfigIn",
     "LayoutOut",
@@ -67,6 +78,9 @@ __all__ = [
     "PresetsOut",
     "ReadyOut",
     "RelaxationOut",
+    "ScalingOut",
+    "ScalingPointOut",
+    "ScalingRequest",
     "SearchRequest",
     "SolverOut",
     "Status",
@@ -79,4 +93,5 @@ __all__ = [
     "optimize_out",
     "pareto_answer",
     "pareto_out",
+    "scaling_out",
 ]

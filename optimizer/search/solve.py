@@ -66,7 +66,10 @@ def new_solver(settings: SolveSettings, time_limit_s: float | None = None) -> cp
     - presolve off: it cost more than it saved, and with probing level 0 OR-Tools 9.15's
       presolve wrongly proved one frontier step infeasible (cf. google/or-tools#5274);
     - no root probing: it took 1.2 s of 1.7 s on profile standard's one-table model;
-    - fixed search over `add_search_order`'s rows, best first; the LP relaxation off.
+    - fixed search over `add_search_order`'s rows, best first; the LP relaxation off;
+    - Ctrl-C left to the process: CP-SAT's own SIGINT handler, once the solve ends, resets
+      the signal to its default action (not to the handler before it), so a study worker
+      that ignores SIGINT died of the next Ctrl-C; solves are stopped by `StopSignal`.
     """
     solver = cp_model.CpSolver()
     parameters = solver.parameters
@@ -76,6 +79,7 @@ def new_solver(settings: SolveSettings, time_limit_s: float | None = None) -> cp
     parameters.cp_model_probing_level = 0
     parameters.search_branching = cp_model.FIXED_SEARCH
     parameters.linearization_level = 0
+    parameters.catch_sigint_signal = False
     return solver
 
 

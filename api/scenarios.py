@@ -1,0 +1,31 @@
+"""One study scenario's request, parsed at the edge: the function the studies room is handed
+(`optimizer.studies.Parse`), so the room never imports the API's schema.
+
+Module-level on purpose: it travels by reference to worker processes and Dask workers.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import ValidationError
+
+from api.errors import detail_from_validation
+from api.schemas import EvaluateRequest, SearchRequest
+from models.errors import InvalidSpec
+from optimizer.studies import ScenarioError
+
+
+def scenario_request(compute: str, data: dict[str, Any]) -> EvaluateRequest | SearchRequest:
+    """The request a scenario computes (`evaluate` takes a layout, searches a `search`), or
+    `ScenarioError` naming the field, as the HTTP API would name it."""
+    model: type[EvaluateRequest | SearchRequest] = (
+        EvaluateRequest if compute == "evaluate" else SearchRequest
+    )
+    try:
+        return model.model_validate(data)
+    except ValidationError as error:
+        detail = detail_from_validation(error)
+        raise ScenarioError(detail.message, detail.field) from None
+    except InvalidSpec as error:
+        raise ScenarioError(error.message, error.field) from None
