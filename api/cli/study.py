@@ -263,6 +263,7 @@ def run_scaling(args: argparse.Namespace) -> int:
         request.time_limit_s or DEFAULT_TIME_LIMIT_S,
         workers=args.workers,
         explain=request.explain,
+        engine=request.engine,
     )
     answer = scaling_out(points, proved(points), time.perf_counter() - start)
     emit(answer, args.json, scaling_text)

@@ -207,6 +207,7 @@ def curve(request: ScalingRequest, time_limit_s: float, stop: StopSignal) -> Sca
         time_limit_s,
         explain=request.explain,
         stop=stop,
+        engine=request.engine,
     )
     return scaling_out(points, proved(points), time.perf_counter() - start)
 

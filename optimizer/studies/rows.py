@@ -16,10 +16,10 @@ from typing import Any, Literal
 
 from models.errors import InvalidSpec
 from models.job import TrainingJob
-from optimizer.costmodel import Estimate, evaluate
+from optimizer.costmodel import Estimate
 from optimizer.results import OptimizeResult, ParetoResult
 from optimizer.search import StopSignal
-from optimizer.searches import optimize, pareto
+from optimizer.searches import evaluate_on, optimize, pareto
 from optimizer.studies.spec import Compute, Parse, Scenario, ScenarioError, StudySpec
 
 Row = dict[str, Any]
@@ -45,7 +45,7 @@ ESTIMATE_COLUMNS = (
 )  # fmt: skip
 RESULT_COLUMNS = (
     "compute", "status", "error", "error_field",
-    *JOB_COLUMNS,
+    *JOB_COLUMNS, "engine",
     *ESTIMATE_COLUMNS,
     "binding", "binding_relaxed_mfu", "binding_buys_mfu", "binding_all",
     "bound", "gap", "frontier_points", "frontier", "warnings", "solver_wall_s", "wall_s",
@@ -92,7 +92,7 @@ def run_scenario(scenario: Scenario, settings: RunSettings, stop: StopSignal | N
     try:
         request = settings.parse(settings.compute, scenario.request)
         job = request.job()
-        row.update(job_fields(job))
+        row.update(job_fields(job), engine=getattr(request, "engine", None))
         row.update(_answer_fields(request, job, settings, stop))
     except (ScenarioError, InvalidSpec) as error:
         row.update(error=error.message, error_field=error.field)
@@ -145,17 +145,25 @@ def _answer_fields(
     request: Any, job: TrainingJob, settings: RunSettings, stop: StopSignal | None
 ) -> Row:
     costs = request.profile, request.assumptions
+    engine = getattr(request, "engine", None)  # priced and ruled as that engine runs
     if settings.compute == "evaluate":
-        estimate = evaluate(job, request.layout, *costs)
+        estimate = evaluate_on(job, request.layout, *costs, engine)
         return {"status": "evaluated", "warnings": _json(estimate.warnings)} | _estimate_fields(
             estimate, job, settings
         )
     limit_s = _time_limit_s(request, settings)
     if settings.compute == "pareto":
-        found = pareto(job, request.search, *costs, limit_s, workers=1, stop=stop)
+        found = pareto(job, request.search, *costs, limit_s, workers=1, stop=stop, engine=engine)
         return _pareto_fields(found, job, settings)
     result = optimize(
-        job, request.search, *costs, limit_s, workers=1, explain=request.explain, stop=stop
+        job,
+        request.search,
+        *costs,
+        limit_s,
+        workers=1,
+        explain=request.explain,
+        stop=stop,
+        engine=engine,
     )
     return _optimize_fields(result, job, settings)
 

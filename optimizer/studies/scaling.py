@@ -75,6 +75,7 @@ def scaling_curve(
     workers: int = 1,
     explain: bool = False,
     stop: StopSignal | None = None,
+    engine: str | None = None,
 ) -> list[ScalingPoint]:
     """The best layout at each count, `time_limit_s` and `workers` CP-SAT workers each."""
     points = []
@@ -85,7 +86,7 @@ def scaling_curve(
         start = time.perf_counter()
         try:
             result = optimize(
-                at_count, space, profile, assumptions, time_limit_s, workers, explain, stop
+                at_count, space, profile, assumptions, time_limit_s, workers, explain, stop, engine
             )
         except InvalidSpec as error:
             points.append(ScalingPoint(gpus, nodes, None, error.message))
