@@ -8,7 +8,7 @@ import pytest
 
 from api.cli import main
 from api.cli.validate import markdown
-from optimizer.validation.published import MEAN_ABS_ERROR_TARGET, published_runs, validate
+from optimizer.validation import MEAN_ABS_ERROR_TARGET, published_runs, validate
 
 REPO = Path(__file__).resolve().parents[1]
 
