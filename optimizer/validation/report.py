@@ -167,10 +167,13 @@ class ValidationReport:
         return any(row.rank is not None for row in self.rows)
 
     @property
+    def ranked_rows(self) -> tuple[Comparison, ...]:
+        """The rows placed in the optimiser's ranking: the priced ones."""
+        return tuple(row for row in self.rows if row.run.group == "priced") if self.ranked else ()
+
+    @property
     def top_rank_misses(self) -> tuple[str, ...]:
-        return tuple(
-            row.run.name for row in self.rows if self.ranked and (row.rank or 10**9) > TOP_RANKS
-        )
+        return tuple(row.run.name for row in self.ranked_rows if (row.rank or 10**9) > TOP_RANKS)
 
 
 def validate(
@@ -207,7 +210,8 @@ def compare(
     assumptions = run.assumptions.model_copy(update=overrides or {})
     estimate = evaluate(run.job, run.layout, profile, assumptions)
     comparison = Comparison(run, estimate)
-    if not with_ranks:
+    # An fp8 run or one with knobs the profile cannot express is no evidence for the ranking
+    if not with_ranks or run.group != "priced":
         return comparison
     ranked = ranked_degrees(replace(run, assumptions=assumptions), profile)
     if run.degrees not in ranked:
@@ -307,7 +311,7 @@ def report_table(report: ValidationReport) -> list[list[str]]:
                 f"{row.predicted_memory_gb:.1f} GB" if memory else "-",
                 f"{100 * row.memory_error:+.0f}%" if memory else "-",
                 "yes" if row.estimate.fits else f"no ({row.estimate.memory.total / 1e9:.0f} GB)",
-                "-" if row.rank is None and not report.ranked else _rank_text(row.rank),
+                _rank_text(row.rank) if row in report.ranked_rows else "-",
                 "-" if row.behind_best is None else f"{100 * row.behind_best:.1f}%",
             ]
         )
@@ -338,10 +342,9 @@ def summary_line(report: ValidationReport) -> str:
             f"{100 * memory:.1f}% of the reported"
         )
     if report.ranked:
-        inside = len(report.rows) - len(report.top_rank_misses)
-        line += (
-            f"; {inside} of {len(report.rows)} published layouts in the optimiser's top {TOP_RANKS}"
-        )
+        ranked = len(report.ranked_rows)
+        inside = ranked - len(report.top_rank_misses)
+        line += f"; {inside} of {ranked} published layouts in the optimiser's top {TOP_RANKS}"
     return line
 
 
