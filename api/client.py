@@ -22,6 +22,7 @@ from api.schemas import (
     PresetsOut,
     SearchRequest,
 )
+from api.schemas.calibration import CalibrateOut, CalibrateRequest
 
 Answer = TypeVar("Answer", bound=BaseModel)
 Body = BaseModel | Mapping[str, Any]
@@ -134,6 +135,11 @@ class Client:
     def pareto(self, request: SearchRequest | Mapping[str, Any]) -> ParetoOut:
         """The memory/MFU frontier (`POST /v1/pareto`)."""
         return self._call("POST", "/v1/pareto", ParetoOut, request)
+
+    def calibrate(self, request: CalibrateRequest | Mapping[str, Any]) -> CalibrateOut:
+        """Fitted assumptions, residuals and leave-one-out error for measured runs
+        (`POST /v1/calibrate`); `answer.assumptions` is any request's `assumptions`."""
+        return self._call("POST", "/v1/calibrate", CalibrateOut, request)
 
     def presets(self) -> PresetsOut:
         """The model and GPU presets (`GET /v1/presets`)."""

@@ -18,6 +18,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from api import __version__
+from api.cli.calibrate import register_calibrate_command
 from api.cli.common import (
     LAYOUT_FLAGS,
     BadRequest,
@@ -100,6 +101,7 @@ def build_parser() -> argparse.ArgumentParser:
 _EXTRA_COMMANDS: tuple[Callable[[Any], None], ...] = (
     register_search_commands,
     register_validate_command,
+    register_calibrate_command,
 )
 
 
