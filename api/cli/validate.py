@@ -10,11 +10,13 @@ cost model on N rows of each engine and reports the error on that engine's other
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 from typing import Any
 
-from api.errors import EXIT_OK
+from api.errors import EXIT_INTERNAL, EXIT_OK
 from optimizer import PROFILES
+from optimizer.calibration import CalibrationUnavailable
 from optimizer.validation import (
     BREAKDOWN_HEADER,
     BREAKDOWNS,
@@ -31,6 +33,19 @@ from optimizer.validation import (
     summary_line,
     validate,
 )
+from optimizer.validation.calibrated import (
+    CALIBRATION_HEADER,
+    EngineCalibration,
+    calibrate_engines,
+    calibration_table,
+    held_out_summary,
+)
+
+# `make validate` writes docs/validation.md with the calibration on this many rows per engine.
+DOCS_CALIBRATE_N = 3
+# The issue's figure: calibrated on 3 runs of one engine, that engine's other rows within 2
+# points mean.
+CALIBRATED_TARGET = 0.02
 
 MARKDOWN_PREAMBLE = """# Validation: profile `standard` against published runs
 
@@ -63,7 +78,7 @@ all-reduce overlap, Llama 3's exposed context-parallel all-gather).
 MFU is still taken against the bf16 peak (the FP8 peak is twice it on H100 and B200). Rows whose
 run used something else the profile cannot express (torch.compile, CPU offload, a different
 optimiser, token dropping) are kept and marked `[excluded]` with the reason; none is dropped
-silently.
+silently. Each breakdown below counts them in its last column.
 
 `rank` places the published (tp, pp, cp, dp) among every degree tuple the optimiser can
 choose, each at its best layout, ranked by the same profile (the exhaustive enumerator,
@@ -113,6 +128,64 @@ MARKDOWN_MISSES = """
   rest of that sweep: larger micro-batches ran faster than its bubble term allows (it has
   one matmul efficiency for every shape), and pp 2-4 with dp 12-24 ran slower than it
   predicts. We report this rather than fit it.
+
+## Known misses of the newer rows (issue 15)
+
+Figures as measured when the rows were added; the table above is current.
+
+- **Small experts on Blackwell.** GPT-OSS 120B (128 experts 2,880 wide, top 4) on 64 B200 or
+  GB200 is over-predicted by 14-27 points (measured 14-29% MFU); on H100 by 10-18. The profile
+  has one matmul efficiency for every shape, and these expert GEMMs are small. (It also prices
+  GPT-OSS's 128-token sliding window, on every other layer, as full attention, which errs the
+  other way.)
+- **Expert parallelism across racks.** DeepSeek-V3 and Qwen3-235B on 256 GB200 are
+  under-predicted by about 23 points: with the preset's 72-GPU NVLink domain, expert groups of 32
+  and 64 consecutive ranks straddle racks and their all-to-all is priced on the network. How many
+  GPUs of each rack the jobs held is not printed; with 64 (nvlink_domain 64) the same rows are
+  predicted at about 44% and 42% against 35% and 33% measured.
+- **Expert all-to-all on two H100 nodes.** Qwen3-30B-A3B with EP 16 on 16 H100 runs at 30% MFU
+  with the overlap off and 35% with it on; the profile prices both at 15%: the inter-node
+  all-to-all (HybridEP) costs less than the profile charges, even with nothing hidden.
+- **FSDP (ZeRO-3) over the network.** torchtitan's FSDP rows on 64 A100 are under-predicted by
+  12-27 points, AutoModel's Llama 3 70B (CP 2 x FSDP 32 over 8 nodes) by 26, its DeepSeek-V3 rows
+  by 8-9: the per-micro-batch gathers and reduce-scatters are hidden under compute more than
+  `zero3_overlap_fraction` (0.5, fitted on 2021 rows) allows. torchtitan's A100 page does not
+  describe its network; the preset's 200 Gb/s per GPU is taken.
+- **Grand Teton H100s.** torchtitan's 8B FSDP rows on Meta's 500 W H100s are over-predicted by
+  15-27 points: the profile divides by the SXM peak as the source does, which its own footnote
+  says these parts do not reach (torchtitan prints 33-39% MFU for them).
+- **Tensor-parallel overlap.** NeMo's Llama 3.1 405B recipe (TP 8 x PP 9 x CP 2) overlaps its
+  tensor-parallel collectives (ub_tp_comm_overlap) and pipeline sends; the profile hides none of
+  either by default, and under-predicts these rows by 6.5-7.7 points (70B, TP 4: about 3).
+- **FP8.** Megatron-Bridge's and NeMo's FP8 rows are under-predicted by 24 points on average
+  (up to 40): the profile prices bf16 matmuls, and their MFU is taken against the bf16 peak.
+  torchtitan's Float8 rows also ran torch.compile (and AsyncTP at 405B): they are excluded, not
+  just set apart, and their memory is off by 19-53% (compile and Float8 buffers, and torchtitan's
+  reserved rather than allocated memory).
+- **Memory.** torchtitan's readings (the caching allocator's peak reserved memory) exceed the
+  profile's worst stage by 14-18% on its bf16 rows; Qwen3-30B's rank-0 peak allocated is 9% below
+  the profile's. 11 published layouts are priced over their GPU's memory though they ran.
+- **Calibration.** Calibrated on the first 3 rows of each engine, the other rows do worse than with
+  the defaults for four engines of five, and no engine's held-out rows come within the issue's 2
+  points mean. The fits end on their bounds (a kernel efficiency of 0.95, an attention efficiency
+  of 0.1): three rows of one engine differ in model, GPU and scale, and the named efficiencies
+  cannot stand in for what the profile misses above (kernel shapes, FSDP overlap, rack
+  placement), so they bend to the three rows and mispredict the rest.
+
+## Published rows not added
+
+- GB300 and B300 rows (Megatron-Bridge): no sourced GB300 or B300 figures for a GPU preset.
+- Kimi K2 (Megatron-Bridge, AutoModel): its configuration was not read from a source; its
+  Megatron-Bridge run also used the Muon optimiser.
+- Qwen3-235B on 256 H100 (Megatron-Bridge, FP8: TP 2, PP 8, EP 32): Megatron-Core carves the 32
+  experts' ranks from tp x dp (expert tensor parallelism 1); the layout carves ep from dp x cp only.
+- DeepSeek-V3's own pre-training (2,048 H800): only a whole-run average (GPU-hours over tokens,
+  restarts included) is printed, in FP8 with MTP and DualPipe, on H800s (no preset).
+- NeMo's long-sequence Llama 2 7B table: no global batch printed, FP8.
+- ml-engineering's H200 ZeRO-3 rows: CPU offload of the optimizer, which the profile cannot price.
+- LoRA and token-dropping rows, Nemotron's hybrid Mamba models: not expressible as the spec stands.
+- torchtitan's torch.compile variants of the FSDP rows: compile is not priced (the bf16
+  non-compiled rows are in).
 """
 
 
@@ -182,14 +255,92 @@ def text_report(report: ValidationReport) -> str:
     return "\n".join(lines)
 
 
+CALIBRATION_VIEWS = (
+    ("by engine, the first rows in the data file's order", "first", False),
+    ("by engine, rows spread evenly over the data file's order", "spread", False),
+    ("by engine and GPU type, the first rows (groups with more rows than that)", "first", True),
+)
+
+
+def calibration_views(n: int, profile: str) -> list[tuple[str, tuple[EngineCalibration, ...]]]:
+    return [
+        (title, calibrate_engines(n, profile, selection, by_gpu))
+        for title, selection, by_gpu in CALIBRATION_VIEWS
+    ]
+
+
+def _calibration_verdict(results: tuple[EngineCalibration, ...]) -> str:
+    count, before, after = held_out_summary(results)
+    if after is None or before is None:
+        return "no group had rows left to check"
+    met = [r.engine for r in results if (r.mean_abs_error_after or 1) <= CALIBRATED_TARGET]
+    return (
+        f"{count} held-out rows: mean absolute error {100 * before:.2f} points with the "
+        f"defaults, {100 * after:.2f} calibrated; within the issue's "
+        f"{100 * CALIBRATED_TARGET:.0f}-point mean: {', '.join(met) if met else 'no group'}"
+    )
+
+
+CALIBRATION_PREAMBLE = """## Calibrated on {n} rows per engine
+
+`layoutopt validate --calibrate {n}` calibrates the cost model (`optimizer/calibration`, as
+`layoutopt calibrate` does for a user's own runs) on {n} priced rows of each engine and prices
+that engine's other priced rows with the fitted assumptions laid over their own: the error a
+user with {n} measured runs of one engine would see on its other layouts. The issue's figure
+is within {target:.0f} points mean on the held-out rows. The fit frees at most one assumption
+per run, in a fixed order, and pins what the rows cannot tell apart (its `pinned` reasons are
+in `layoutopt calibrate`'s output); nothing is tuned to the held-out rows.
+"""
+
+
+def calibration_markdown(views: list[tuple[str, tuple[EngineCalibration, ...]]], n: int) -> str:
+    lines = [CALIBRATION_PREAMBLE.format(n=n, target=100 * CALIBRATED_TARGET)]
+    for title, results in views:
+        lines += [f"### {title[0].upper()}{title[1:]}", "", f"{_calibration_verdict(results)}.", ""]
+        lines += _markdown_table(CALIBRATION_HEADER, calibration_table(results))
+        lines.append("")
+    return "\n".join(lines)
+
+
+def calibration_text(views: list[tuple[str, tuple[EngineCalibration, ...]]]) -> str:
+    lines = []
+    for title, results in views:
+        lines += [
+            "",
+            f"calibrated {title}:",
+            text_table(CALIBRATION_HEADER, calibration_table(results)),
+        ]
+        lines.append(_calibration_verdict(results))
+    return "\n".join(lines)
+
+
 def run_validate(args: argparse.Namespace) -> int:
     report = validate(args.profile)
     print(text_report(report))
+    extra = []
+    if args.calibrate:
+        try:
+            views = calibration_views(args.calibrate, args.profile)
+        except CalibrationUnavailable as missing:
+            print(f"layoutopt: error: {missing}", file=sys.stderr)
+            return EXIT_INTERNAL
+        print(calibration_text(views))
+        extra.append(calibration_markdown(views, args.calibrate))
     if args.markdown is not None:
         args.markdown.parent.mkdir(parents=True, exist_ok=True)
-        args.markdown.write_text(markdown(report))
+        args.markdown.write_text(markdown(report, extra))
         print(f"wrote {args.markdown}")
     return EXIT_OK
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a count: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"N must be at least 1, got {value}")
+    return value
 
 
 def register_validate_command(commands: Any) -> None:
@@ -203,4 +354,10 @@ def register_validate_command(commands: Any) -> None:
         help=f"cost-model profile: {', '.join(PROFILES)} (default {VALIDATION_PROFILE})",
     )
     cmd.add_argument("--markdown", type=Path, help="also write the report as Markdown here")
+    cmd.add_argument(
+        "--calibrate",
+        type=_positive,
+        metavar="N",
+        help="also calibrate on N rows of each engine and report the error on its other rows",
+    )
     cmd.set_defaults(run=run_validate)
