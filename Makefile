@@ -35,7 +35,7 @@ bench: install
 	$(BIN)/python -m bench.studies
 
 validate: install
-	$(BIN)/layoutopt validate --markdown docs/validation.md
+	$(BIN)/layoutopt validate --calibrate 3 --markdown docs/validation.md
 
 # The engines' own parsers (torchtitan, DeepSpeed: torch on the CPU; Megatron-LM: a checkout
 # at MEGATRON_LM_PATH) check the exports; too heavy for `make test`, whose suite skips them.

@@ -26,6 +26,7 @@ from api.schemas import (
     ScalingRequest,
     SearchRequest,
 )
+from api.schemas.calibration import CalibrateOut, CalibrateRequest
 
 Answer = TypeVar("Answer", bound=BaseModel)
 Body = BaseModel | Mapping[str, Any]
@@ -162,6 +163,11 @@ class Client:
                         yield json.loads(line)
         except httpx.HTTPError as error:
             raise LayoutoptError(None, "unreachable", f"{type(error).__name__}: {error}") from error
+
+    def calibrate(self, request: CalibrateRequest | Mapping[str, Any]) -> CalibrateOut:
+        """Fitted assumptions, residuals and leave-one-out error for measured runs
+        (`POST /v1/calibrate`); `answer.assumptions` is any request's `assumptions`."""
+        return self._call("POST", "/v1/calibrate", CalibrateOut, request)
 
     def presets(self) -> PresetsOut:
         """The model and GPU presets (`GET /v1/presets`)."""

@@ -114,6 +114,11 @@ def body_too_slow(timeout_s: float) -> ErrorDetail:
     )
 
 
+def not_installed(message: str) -> ErrorDetail:
+    """A feature whose optional packages the installation lacks (an extra)."""
+    return ErrorDetail(code="not_installed", message=message)
+
+
 def saturated(message: str) -> ErrorDetail:
     return ErrorDetail(code="saturated", message=message)
 

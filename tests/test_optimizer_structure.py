@@ -36,13 +36,13 @@ from tests.helpers import plate_job
 from tests.test_optimizer_properties import jobs, spaces
 
 
-def unfiltered_degrees(gpus: int) -> np.ndarray:
-    """Every (tp, pp, cp, dp) with product = gpus and cp in {1, 3} (3 never divides the
+def unfiltered_degrees(gpus: int, cps: tuple[int, ...] = (1, 3)) -> np.ndarray:
+    """Every (tp, pp, cp, dp) with product = gpus and cp in `cps` (3 never divides the
     8,192-token sequence), plus each with dp doubled and halved: the wrong product."""
     rows = []
     for tp in divisors(gpus):
         for pp in divisors(gpus // tp):
-            for cp in (1, 3):
+            for cp in cps:
                 if (gpus // (tp * pp)) % cp == 0:
                     dp = gpus // (tp * pp * cp)
                     rows += [(tp, pp, cp, dp), (tp, pp, cp, 2 * dp)]
@@ -59,10 +59,14 @@ def is_valid(layout: Layout, job) -> bool:
 
 
 def solve_unfiltered(
-    job, space: SearchSpace, without: frozenset[str] = frozenset(), profile: str = "workshop"
+    job,
+    space: SearchSpace,
+    without: frozenset[str] = frozenset(),
+    profile: str = "workshop",
+    cps: tuple[int, ...] = (1, 3),
 ):
     problem = resolve_space(job, space, profile)
-    wide = replace(problem, degrees=unfiltered_degrees(job.cluster.gpus))
+    wide = replace(problem, degrees=unfiltered_degrees(job.cluster.gpus, cps))
     tables = build_tables(wide, CostAssumptions(), structure=False)
     return solve_best(LayoutModel(tables, without), SolveSettings()), problem
 
@@ -107,7 +111,8 @@ def test_unfiltered_candidates_match_enumerator_under_standard() -> None:
     # knob in one table; two micro-batch sizes make the batch rule bite per size
     job = plate_job(48, "llama3-8b", global_batch=96)
     space = SearchSpace(micro_batches=[1, 2], memory_limit_gb=24)
-    found, problem = solve_unfiltered(job, space, profile="standard")
+    # every cp the enumerator may take (1, 2, 4, 8 divide 8,192 and 48 GPUs' degrees), and 3
+    found, problem = solve_unfiltered(job, space, profile="standard", cps=(1, 2, 3, 4, 8))
     expected = enumerator.best_layout(problem, CostAssumptions())
     assert found.proved and expected is not None and is_valid(found.layout, job)
     assert found.layout == expected

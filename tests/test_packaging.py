@@ -80,3 +80,31 @@ def test_study_without_the_studies_packages_says_what_to_install(tmp_path: Path)
     assert done.returncode == 1, done.stderr
     assert "pip install 'layoutopt[studies]'" in done.stderr and "Traceback" not in done.stderr
     assert not out.exists()
+
+
+def test_calibration_is_an_extra_the_test_extra_includes() -> None:
+    project = pyproject()["project"]
+    extras = project["optional-dependencies"]
+    assert "scipy" in names(extras["calibration"])
+    assert "scipy" not in names(project["dependencies"])  # the base install stays light
+    (self_extra,) = [spec for spec in extras["test"] if spec.startswith("layoutopt[")]
+    assert "calibration" in self_extra.removeprefix("layoutopt[").rstrip("]").split(",")
+
+
+def test_calibrate_without_scipy_says_what_to_install(tmp_path: Path) -> None:
+    runs = tmp_path / "runs.jsonl"
+    runs.write_text(
+        '{"request": {"model": "llama3-8b", "cluster": {"gpus": 8}}, "measured": {"mfu": 0.4}}\n'
+    )
+    code = (
+        "class NoScipy:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name.split('.')[0] == 'scipy':\n"
+        "            raise ModuleNotFoundError(f'No module named {name!r}', name=name)\n"
+        "sys.meta_path.insert(0, NoScipy())\n"
+        "from api.cli import main\n"
+        f"sys.exit(main(['calibrate', {str(runs)!r}]))"
+    )
+    done = run_without_server(code)
+    assert done.returncode == 1
+    assert "pip install 'layoutopt[calibration]'" in done.stderr and "Traceback" not in done.stderr

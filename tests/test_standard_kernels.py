@@ -11,7 +11,11 @@ from models.presets import gpu_preset
 from optimizer.costmodel import CostAssumptions, domains_spanned, evaluate
 from optimizer.costmodel.standard import collectives as coll
 from optimizer.costmodel.standard import kernels as kern
-from optimizer.costmodel.standard.breakdown import kernel_efficiency
+from optimizer.costmodel.standard.breakdown import (
+    all_to_all_bytes_s,
+    kernel_efficiency,
+    link_bytes_s,
+)
 from tests.helpers import plate_job
 
 
@@ -93,3 +97,31 @@ def test_message_size_what_if_slows_tensor_parallel_collectives_by_their_share()
     bandwidth_off = off.times_s["tp_comm"] - latency_s
     bandwidth_on = on.times_s["tp_comm"] - latency_s
     assert bandwidth_on == pytest.approx(bandwidth_off * 482.26 / 436.15)
+
+
+def test_a_group_spread_over_whole_nodes_uses_every_nic() -> None:
+    # 16 H100 on two nodes: a tp 1 data-parallel group of 16 has 8 ranks in each node, so
+    # its ring's channels run over 8 NICs: 8 x 50 x 0.74 = 296 GB/s a rank, below NVLink's
+    # 400; one rank a node (tp 8) keeps its one NIC's 37 GB/s; switched off, 37 for both
+    job = plate_job(16, "llama3-8b", global_batch=16)
+    on, off = CostAssumptions(), CostAssumptions(network_rails_per_domain=False)
+    assert link_bytes_s(job, on, 16, ranks=16) == pytest.approx(8 * 37e9)
+    assert link_bytes_s(job, on, 16, ranks=2) == pytest.approx(37e9)
+    assert link_bytes_s(job, off, 16, ranks=16) == pytest.approx(37e9)
+    # inside one node: NVLink whatever the rank count
+    assert link_bytes_s(job, on, 8, ranks=8) == pytest.approx(400e9)
+    # an all-to-all over those 16: the 8 local shares go over NVLink meanwhile, so the NIC
+    # carries half the bytes: 37 / (8 / 16) = 74 GB/s
+    assert all_to_all_bytes_s(job, on, 16, 16, 1e9) == pytest.approx(74e9)
+
+
+def test_ring_attention_sends_at_one_nics_pace() -> None:
+    # cp 16 at tp 1 over two nodes: an all-gather spreads over 8 NICs, ring attention's
+    # point-to-point steps cross at one NIC's pace: 8 times the bandwidth part
+    job = plate_job(16, "llama3-8b", global_batch=16, seq_len=32768)
+    layout = Layout(tp=1, cp=16, zero=1)
+    quiet = {"cp_overlap_fraction": 0.0, "collective_base_latency_s": 0.0}
+    quiet |= {"nvlink_step_latency_s": 0.0, "network_step_latency_s": 0.0}
+    gathered = evaluate(job, layout, "standard", CostAssumptions(**quiet))
+    ring = evaluate(job, layout, "standard", CostAssumptions(cp_exchange="p2p", **quiet))
+    assert ring.times_s["cp_comm"] == pytest.approx(8 * gathered.times_s["cp_comm"])

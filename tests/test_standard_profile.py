@@ -228,15 +228,17 @@ def test_tensor_parallelism_across_an_nvl72_domain_is_nvlink() -> None:
     nvlink, tray = standard(job(64), layout), standard(job(4), layout)
     assert not any("beyond a node" in w for w in nvlink.warnings)
     assert any("beyond a node" in w for w in tray.warnings)
-    # 4 collectives * 2*15/16 * 8192 * 16384 * 2 B at 800 GB/s against 37 GB/s (50 x 0.74),
+    # 4 collectives * 2*15/16 * 8192 * 16384 * 2 B at 800 GB/s against the network's: 4 of the
+    # group's ranks on each tray, so its ring spreads over their 4 NICs, 4 x 50 x 0.74 GB/s;
     # plus the ring latency of 8 sequence-parallel collectives of 15 steps each: NVLink
     # 8 * (8.4 + 15 * 3.4) us = 475.2 us; over 4 trays 3 steps cross the network,
     # 8 * (8.4 + 12 * 3.4 + 3 * 14.0) us = 729.6 us
     payload = 4 * 2 * 15 / 16 * 8192 * 16384 * 2
     assert nvlink.times_s["tp_comm"] == pytest.approx(payload / 800e9 + 475.2e-6)
-    assert tray.times_s["tp_comm"] == pytest.approx(payload / 37e9 + 729.6e-6)
+    assert tray.times_s["tp_comm"] == pytest.approx(payload / (4 * 37e9) + 729.6e-6)
     # 72-GPU domains hold 16-GPU groups only up to rank 63: the straddling ones set the pace,
-    # the network's bandwidth with one step of 15 between the two racks:
+    # one NIC's bandwidth (the worst rack may hold few of the group) with one step of 15
+    # between the two racks:
     # 8 * (8.4 + 14 * 3.4 + 14.0) us = 560 us
     straddling = standard(job(72), layout)
     assert straddling.times_s["tp_comm"] == pytest.approx(payload / 37e9 + 560e-6)

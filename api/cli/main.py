@@ -18,6 +18,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from api import __version__
+from api.cli.calibrate import register_calibrate_command
 from api.cli.common import (
     LAYOUT_FLAGS,
     BadRequest,
@@ -102,6 +103,7 @@ _EXTRA_COMMANDS: tuple[Callable[[Any], None], ...] = (
     register_export_command,
     register_validate_command,
     register_study_commands,
+    register_calibrate_command,
 )
 
 

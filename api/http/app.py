@@ -19,6 +19,8 @@ from starlette.exceptions import HTTPException
 
 from api import __version__, errors
 from api.http import openapi
+from api.http.calibrate import POOLED_CALIBRATE_PATHS
+from api.http.calibrate import router as calibrate_router
 from api.http.metrics import Metrics
 from api.http.middleware import (
     Admission,
@@ -35,6 +37,7 @@ from api.http.settings import Settings
 from api.http.studies import STUDY_POOLED_PATHS, install_studies
 from api.http.workers import Saturated, Solver
 from models.errors import InvalidSpec
+from optimizer.calibration import CalibrationUnavailable
 
 
 def add_error_handlers(app: FastAPI) -> None:
@@ -49,6 +52,10 @@ def add_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(InvalidSpec)
     async def _invalid_spec(_: Request, error: InvalidSpec) -> JSONResponse:
         return error_response(errors.detail_from_domain(error), 422)
+
+    @app.exception_handler(CalibrationUnavailable)
+    async def _not_installed(_: Request, error: CalibrationUnavailable) -> JSONResponse:
+        return error_response(errors.not_installed(str(error)), 501)
 
     @app.exception_handler(Saturated)
     async def _saturated(_: Request, error: Saturated) -> JSONResponse:
@@ -94,6 +101,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.solver = Solver(settings, metrics)
     app.state.ready = True
     app.include_router(router)
+    app.include_router(calibrate_router)
     app.include_router(page_router)
     install_studies(app)
     openapi.install(app)
@@ -109,7 +117,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.add_middleware(
         Admission,
         pool=app.state.solver.pool,
-        pooled_paths=POOLED_PATHS | POOLED_PAGE_PATHS | STUDY_POOLED_PATHS,
+        pooled_paths=POOLED_PATHS | POOLED_CALIBRATE_PATHS | POOLED_PAGE_PATHS | STUDY_POOLED_PATHS,
         metrics=metrics,
     )
     app.add_middleware(

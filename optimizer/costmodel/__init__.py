@@ -28,6 +28,7 @@ from optimizer.costmodel.profiles import (
     profile_named,
     require_finite,
 )
+from optimizer.costmodel.standard.breakdown import kernel_efficiency
 from optimizer.costmodel.standard.collectives import domains_spanned
 
 __all__ = [
@@ -40,6 +41,7 @@ __all__ = [
     "CostAssumptions",
     "Estimate",
     "domains_spanned",
+    "kernel_efficiency",
     "GridPrices",
     "LayoutGrid",
     "MemoryBytes",

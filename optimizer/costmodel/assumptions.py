@@ -7,7 +7,7 @@ stated so that a user can change them, not figures from a paper.
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, Field
 
@@ -147,6 +147,15 @@ class CommunicationAssumptions(BaseModel):
             "overstate what back-to-back collectives in a training step lose; a what-if."
         ),
     )
+    network_rails_per_domain: bool = Field(
+        True,
+        description=(
+            "A group with k ranks in each NVLink domain reaches k NICs' bandwidth across the "
+            "network (NCCL spreads a ring's channels over the GPUs' own NICs, one rail each), "
+            "up to NVLink's: a tp 1 data-parallel group uses all 8 NICs of a node, a tp 8 one "
+            "its rank's one (docs/cost-model.md, 'Links'). False: one NIC's share always."
+        ),
+    )
     dp_bucket_params: float = Field(
         40e6,
         ge=1,
@@ -191,6 +200,15 @@ class CommunicationAssumptions(BaseModel):
     tp_overlap_fraction: float = _fraction(
         0.0, "Share of tensor-parallel collectives hidden under matmuls (Megatron default: none)."
     )
+    cp_exchange: Literal["all_gather", "p2p"] = Field(
+        "all_gather",
+        description=(
+            "How the context-parallel group exchanges K and V: 'all_gather' (Llama 3's, an "
+            "NCCL collective: a group with k ranks in each NVLink domain uses their k NICs) or "
+            "'p2p' (ring attention, Megatron-Core's default: each step sends one chunk to the "
+            "next rank, so a step across domains runs at one NIC's pace). Same bytes either way."
+        ),
+    )
     cp_overlap_fraction: float = _fraction(
         0.0,
         "Share of the attention compute under which the context-parallel K/V exchange hides. "
@@ -231,6 +249,16 @@ class CommunicationAssumptions(BaseModel):
         "all-gathers and gradient reduce-scatter (and an engine's per-micro-batch gradient "
         "sync at ZeRO 0-2) can hide (prefetch, bucketing during backward). Fitted to the three "
         "ZeRO-3 GPT-3 175B rows of Narayanan et al. SC21 Table 2 (docs/validation.md).",
+    )
+    zero3_gather_unit: Literal["layer", "module"] = Field(
+        "layer",
+        description=(
+            "What one ZeRO-3 all-gather (and gradient reduce-scatter) covers, which sets how "
+            "many collectives pay their latency: 'layer', one per transformer layer (FSDP "
+            "wrapping each block, as torchtitan and Megatron-FSDP do), or 'module', one per "
+            "parameterised submodule (DeepSpeed's ZeRO-3 fetches module by module: the two "
+            "norms, the four attention projections and each MLP matrix)."
+        ),
     )
     pp_p2p_overlap_fraction: float = _fraction(
         0.0, "Share of pipeline point-to-point sends hidden under compute (conservative: none)."

@@ -103,6 +103,13 @@ class GradientSync:
     param_gather: Gather  # all-gather of (updated or sharded) parameters, without pp
     param_gather_with_pp: Gather
     source: str
+    # with fp16 training, where the engine reduces in another precision than under bf16
+    fp16_reduce_bytes_per_value: int | None = None
+
+    def reduce_bytes_for(self, precision: str) -> int:
+        if precision == "fp16" and self.fp16_reduce_bytes_per_value is not None:
+            return self.fp16_reduce_bytes_per_value
+        return self.reduce_bytes_per_value
 
     def timing_at(self, pp: int) -> Timing:
         return self.timing_with_pp if pp > 1 else self.timing
@@ -120,6 +127,7 @@ def sync(
     source: str,
     timing_with_pp: Timing | None = None,
     param_gather_with_pp: Gather | None = None,
+    fp16_reduce_bytes_per_value: int | None = None,
 ) -> GradientSync:
     """A GradientSync whose pipeline-parallel behaviour is the same unless given."""
     return GradientSync(
@@ -131,6 +139,7 @@ def sync(
         param_gather=param_gather,
         param_gather_with_pp=param_gather if param_gather_with_pp is None else param_gather_with_pp,
         source=source,
+        fp16_reduce_bytes_per_value=fp16_reduce_bytes_per_value,
     )
 
 
@@ -146,12 +155,30 @@ class Overlap:
 
 
 @dataclass(frozen=True)
+class CpExchange:
+    """How the engine's context parallelism moves K and V: an all-gather before attention,
+    or ring attention's point-to-point steps, which it may overlap with attention."""
+
+    kind: Literal["all_gather", "p2p"]
+    overlaps_attention: bool
+    source: str
+
+
+# The cost model's default: Llama 3's exposed all-gather (arXiv 2407.21783 section 3.3.2).
+ALL_GATHER_CP = CpExchange("all_gather", False, "Llama 3 (arXiv 2407.21783), section 3.3.2")
+
+
+@dataclass(frozen=True)
 class EngineRuntime:
     """How the engine runs what it offers where that changes the price (read by the cost
-    model later): gradient synchronisation per ZeRO stage and the overlaps."""
+    model through optimizer.engines.pricing): gradient synchronisation per ZeRO stage, the
+    overlaps, and the context-parallel exchange."""
 
     gradient_sync: tuple[GradientSync, ...]
     overlaps: tuple[Overlap, ...]
+    cp_exchange: CpExchange = ALL_GATHER_CP
+    # what one ZeRO-3 all-gather covers: a layer (FSDP's per-block wrapping) or a submodule
+    zero3_gather_unit: Literal["layer", "module"] = "layer"
 
     def sync_for(self, zero: int) -> GradientSync | None:
         """The stage's synchronisation; None for a stage the engine does not offer."""

@@ -140,6 +140,10 @@ _BF16_COMM = (
 )
 
 RUNTIME = EngineRuntime(
+    # ZeRO-3 fetches each submodule's parameters as it runs, one all_gather_coalesced per
+    # submodule (deepspeedai/DeepSpeed@edaa72212 deepspeed/runtime/zero/
+    # partitioned_param_coordinator.py:310-315, 582-609)
+    zero3_gather_unit="module",
     gradient_sync=(
         sync(
             0,

@@ -22,6 +22,7 @@ from optimizer.costmodel import LayoutGrid
 
 from . import stages
 from .base import (
+    CpExchange,
     EngineRule,
     EngineRuntime,
     GradientSync,
@@ -252,9 +253,12 @@ def _megatron_fsdp_without_pp(label: str) -> EngineRule:
 
 _FP32_GRADS = (
     "fp32 reduce: --bf16 switches on accumulate_allreduce_grads_in_fp32 unless "
-    f"--grad-reduce-in-bf16 ({MLM} megatron/training/arguments.py:1204-1217); "
+    f"--grad-reduce-in-bf16 ({MLM} megatron/training/arguments.py:1204-1217); with --fp16 "
+    "the flag stays at its default, off, so fp16 gradients are reduced (l.1195-1203); "
     f"buffer dtype {CORE}/distributed/param_and_grad_buffer.py:924"
 )
+# the flag is bf16's alone: fp16 training reduces in fp16
+FP16_REDUCE_BYTES = 2
 _ONCE_PER_STEP = (
     f"micro-batches 0..n-2 run under no_sync ({CORE}/pipeline_parallel/schedules.py:814-839; "
     "1F1B and interleaved: disable_grad_sync/enable_grad_sync, L1127-1134, L2253-2260); "
@@ -274,6 +278,7 @@ def gradient_sync() -> tuple[GradientSync, ...]:
             4,
             "none",
             f"{_ONCE_PER_STEP}; all-reduce {collective}; {_FP32_GRADS}",
+            fp16_reduce_bytes_per_value=FP16_REDUCE_BYTES,
         ),
         sync(
             1,
@@ -283,6 +288,7 @@ def gradient_sync() -> tuple[GradientSync, ...]:
             "per_step",
             f"{_ONCE_PER_STEP}; reduce-scatter {collective}; updated params all-gathered after "
             f"the step ({MLM} docs/user-guide/features/dist_optimizer.md:39-48); {_FP32_GRADS}",
+            fp16_reduce_bytes_per_value=FP16_REDUCE_BYTES,
         ),
         sync(
             2,
@@ -306,5 +312,18 @@ def gradient_sync() -> tuple[GradientSync, ...]:
     )
 
 
+# --cp-comm-type defaults to p2p (megatron/training/arguments.py:3221): ring attention, whose
+# "P2P is async and can be overlapped with attention compute", unlike all_gather
+# (megatron/core/transformer/transformer_config.py:1030-1040)
+RING_ATTENTION = CpExchange(
+    "p2p",
+    overlaps_attention=True,
+    source=f"{MLM} megatron/training/arguments.py:3221; {CORE}/transformer/"
+    "transformer_config.py:1030-1040",
+)
+
+
 def runtime(overlaps: tuple[Overlap, ...]) -> EngineRuntime:
-    return EngineRuntime(gradient_sync=gradient_sync(), overlaps=overlaps)
+    return EngineRuntime(
+        gradient_sync=gradient_sync(), overlaps=overlaps, cp_exchange=RING_ATTENTION
+    )

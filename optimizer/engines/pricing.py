@@ -17,13 +17,15 @@ BF16_BYTES = 2
 SYNCED_STAGES = (0, 1, 2)
 
 
-def stage_volumes(sync: GradientSync, with_pp: bool) -> tuple[float, float]:
+def stage_volumes(
+    sync: GradientSync, with_pp: bool, precision: str = "bf16"
+) -> tuple[float, float]:
     """(per step, per micro-batch) volumes of the stage's bf16 parameters one sync sends:
     an all-reduce is two ring passes, a reduce-scatter one, each scaled by the reduce
     precision against bf16; an all-gather of the parameters is one pass in bf16."""
     pp = 2 if with_pp else 1
     passes = 2 if sync.collective == "all-reduce" else 1
-    gradients = passes * sync.reduce_bytes_per_value / BF16_BYTES
+    gradients = passes * sync.reduce_bytes_for(precision) / BF16_BYTES
     gather = sync.param_gather_at(pp)
     per_step = (gradients if sync.timing_at(pp) == "per_step" else 0.0) + (
         1.0 if gather == "per_step" else 0.0
@@ -34,9 +36,10 @@ def stage_volumes(sync: GradientSync, with_pp: bool) -> tuple[float, float]:
     return per_step, per_micro_batch
 
 
-def engine_traffic(engine: Engine) -> dict[str, object]:
-    """The engine's data-parallel traffic as assumption values; a stage the engine does not
-    offer keeps the default (its rules bar it anyway)."""
+def engine_traffic(engine: Engine, precision: str = "bf16") -> dict[str, object]:
+    """The engine's data-parallel traffic as assumption values for training in `precision`
+    (bf16, or fp16 where the engine reduces differently); a stage the engine does not offer
+    keeps the default (its rules bar it anyway)."""
     defaults = CostAssumptions()
     per_step = list(defaults.gradient_volumes_per_step)
     per_micro_batch = list(defaults.gradient_volumes_per_micro_batch)
@@ -45,9 +48,9 @@ def engine_traffic(engine: Engine) -> dict[str, object]:
         sync = engine.runtime.sync_for(stage)
         if sync is None:
             continue
-        alone = stage_volumes(sync, with_pp=False)
+        alone = stage_volumes(sync, with_pp=False, precision=precision)
         per_step[stage], per_micro_batch[stage] = alone
-        with_pp = stage_volumes(sync, with_pp=True)
+        with_pp = stage_volumes(sync, with_pp=True, precision=precision)
         moved = (alone[0] + alone[1], 0.0)
         if with_pp not in (alone, moved):
             raise ValueError(f"{engine.name} ZeRO-{stage}: pp changes more than the sync's timing")
@@ -59,12 +62,28 @@ def engine_traffic(engine: Engine) -> dict[str, object]:
         "gradient_volumes_per_step": per_step,
         "gradient_volumes_per_micro_batch": per_micro_batch,
         "per_micro_batch_sync_with_pp": not any(deferred),
+    } | cp_traffic(engine)
+
+
+def cp_traffic(engine: Engine) -> dict[str, object]:
+    """The engine's context-parallel exchange (ring attention that overlaps its steps with
+    attention hides under all of it: each step's chunk arrives while the previous one's
+    attention runs) and what one ZeRO-3 gather covers."""
+    exchange = engine.runtime.cp_exchange
+    values: dict[str, object] = {
+        "cp_exchange": exchange.kind,
+        "zero3_gather_unit": engine.runtime.zero3_gather_unit,
     }
+    if exchange.overlaps_attention:
+        values["cp_overlap_fraction"] = 1.0
+    return values
 
 
-def engine_assumptions(engine: Engine, assumptions: CostAssumptions) -> CostAssumptions:
+def engine_assumptions(
+    engine: Engine, assumptions: CostAssumptions, precision: str = "bf16"
+) -> CostAssumptions:
     """`assumptions` with the engine's data-parallel traffic in every field they leave unset."""
-    traffic = engine_traffic(engine)
+    traffic = engine_traffic(engine, precision)
     unset = {
         name: value for name, value in traffic.items() if name not in assumptions.model_fields_set
     }

@@ -1,17 +1,33 @@
-"""Validation: the cost model and the search against published training runs (published.py).
+"""Validation: the cost model and the search against published training runs: the rows as
+data (published.py), their comparison, summary and breakdowns (report.py), and the cost model
+calibrated on a few rows of each engine and checked on the rest (calibrated.py).
 
 Other rooms import from this module only.
 """
 
 from optimizer.validation.published import (
+    METRICS,
+    PRECISIONS,
+    PRICED_PRECISIONS,
+    PublishedRun,
+    hf_config_sources,
+    published_runs,
+)
+from optimizer.validation.report import (
+    BREAKDOWN_HEADER,
+    BREAKDOWNS,
+    MAX_ABS_ERROR_TARGET,
     MEAN_ABS_ERROR_TARGET,
     TABLE_HEADER,
     TOP_RANKS,
     VALIDATION_PROFILE,
     Comparison,
-    PublishedRun,
+    Figures,
     ValidationReport,
-    published_runs,
+    breakdown_table,
+    compare,
+    excluded_rows,
+    group_line,
     ranked_degrees,
     report_table,
     summary_line,
@@ -19,13 +35,25 @@ from optimizer.validation.published import (
 )
 
 __all__ = [
+    "BREAKDOWNS",
+    "BREAKDOWN_HEADER",
+    "MAX_ABS_ERROR_TARGET",
     "MEAN_ABS_ERROR_TARGET",
+    "METRICS",
+    "PRECISIONS",
+    "PRICED_PRECISIONS",
     "TABLE_HEADER",
     "TOP_RANKS",
     "VALIDATION_PROFILE",
     "Comparison",
+    "Figures",
     "PublishedRun",
     "ValidationReport",
+    "breakdown_table",
+    "compare",
+    "excluded_rows",
+    "group_line",
+    "hf_config_sources",
     "published_runs",
     "ranked_degrees",
     "report_table",

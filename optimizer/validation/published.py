@@ -1,33 +1,44 @@
-"""Check a profile against published training runs: predicted vs reported utilisation.
+"""Published training runs as data: each row's job, layout, engine, precision and what its
+source reports, read from `models/presets/published_runs.json`.
 
-The runs and their citations are data (`models/presets/published_runs.json`); each row
-names the metric its source reports (model or hardware FLOPs utilisation), and the profile's
-figure of the same kind is compared with it. No per-row calibration: a row may only set an
-assumption its source states (e.g. "no overlap of the gradient all-reduce").
+A row reports a utilisation (`mfu` or `hfu`), a throughput (`tokens_per_s_per_gpu`), a step
+time (`step_time_s`) or model FLOP/s per GPU (`model_tflops_per_gpu`), as its source prints
+it; a peak memory beside or instead of it (`peak_memory_gb`, or `peak_memory_gib` when the
+source reads GiB). No per-row calibration: a row may only set an assumption its source states
+(e.g. "no overlap of the gradient all-reduce").
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
 from typing import Any
 
-import numpy as np
-
+from models.errors import InvalidSpec
 from models.hardware import ClusterSpec, GpuSpec
+from models.hf_config import from_hf_config, looks_like_hf_config
 from models.job import TrainingJob
 from models.layout import Layout
 from models.presets import gpu_preset, model_preset
 from models.training import TrainingSpec
 from models.transformer import TransformerSpec
-from optimizer.costmodel import CostAssumptions, Estimate, evaluate
-from optimizer.search import SearchSpace, enumerator, resolve_space
+from optimizer.costmodel import CostAssumptions
+from optimizer.engines import ENGINES
+from optimizer.search import SearchSpace
 
-VALIDATION_PROFILE = "standard"
-# The target of issue 6: mean absolute error at most 3 utilisation points.
-MEAN_ABS_ERROR_TARGET = 0.03
+# What a row's `reported.metric` may be: utilisations are fractions of the bf16 dense peak.
+UTILISATION_METRICS = ("mfu", "hfu")
+THROUGHPUT_METRICS = ("tokens_per_s_per_gpu", "step_time_s", "model_tflops_per_gpu")
+METRICS = UTILISATION_METRICS + THROUGHPUT_METRICS
+# Precisions a row may name; the profile prices bf16 matmuls only (an fp8 row is reported
+# beside the others, not in their mean, until the cost model prices fp8).
+PRECISIONS = ("bf16", "fp16", "fp8")
+# fp16 and bf16 matmuls share a peak on every preset GPU; an engine may reduce them apart
+PRICED_PRECISIONS = frozenset({"bf16", "fp16"})
+GIB = 2**30 / 1e9  # GB per GiB
 
 
 @dataclass(frozen=True)
@@ -36,74 +47,59 @@ class PublishedRun:
     source: str
     job: TrainingJob
     layout: Layout
-    metric: str  # "mfu" or "hfu"
-    reported: float
+    metric: str | None  # one of METRICS; None for a row that reports memory only
+    reported: float | None  # in the metric's unit, as printed (fractions for mfu and hfu)
     assumptions: CostAssumptions
     notes: str
     search: SearchSpace  # the engine's constraints at the time, for the ranking check
+    engine: str = "generic"  # the engine it ran on (optimizer.engines names)
+    precision: str = "bf16"
+    reported_memory_gb: float | None = None  # the source's peak per GPU, in GB of 1e9 bytes
+    memory_note: str = ""  # what the memory figure is (allocated, reserved, GiB as printed)
+    excluded_from_mean: str | None = None  # why the row is kept but not averaged
+    also: Mapping[str, float] = field(default_factory=dict)  # other figures the source prints
 
     @property
     def degrees(self) -> tuple[int, int, int, int]:
         tp, pp, cp = self.layout.tp, self.layout.pp, self.layout.cp
         return tp, pp, cp, self.job.cluster.gpus // (tp * pp * cp)
 
-
-@dataclass(frozen=True)
-class Comparison:
-    run: PublishedRun
-    estimate: Estimate
-    rank: int | None = None  # of the published degrees among the search's, 1 = best
-    degrees_best_mfu: float | None = None  # the published degrees at their best knobs
-    optimum_mfu: float | None = None  # the search's best layout under the run's constraints
+    @property
+    def group(self) -> str:
+        """`priced` (in the headline means), `fp8` (reported on its own) or `excluded`."""
+        if self.excluded_from_mean:
+            return "excluded"
+        return "priced" if self.precision in PRICED_PRECISIONS else "fp8"
 
     @property
-    def behind_best(self) -> float | None:
-        """How far the published degrees' best layout falls short of the optimum's MFU."""
-        if self.degrees_best_mfu is None or self.optimum_mfu is None:
-            return None
-        return 1 - self.degrees_best_mfu / self.optimum_mfu
+    def exclusion(self) -> str | None:
+        """Why the row is not in the headline means, in words (None when it is)."""
+        if self.excluded_from_mean:
+            return self.excluded_from_mean
+        if self.precision not in PRICED_PRECISIONS:
+            return f"{self.precision}: the profile prices bf16 matmuls only"
+        return None
 
     @property
-    def predicted(self) -> float:
-        if self.run.metric == "hfu" and self.estimate.hardware_flops_utilization is not None:
-            return self.estimate.hardware_flops_utilization
-        return self.estimate.mfu
-
-    @property
-    def error(self) -> float:
-        return self.predicted - self.run.reported
+    def source_label(self) -> str:
+        """The source's short name: its text up to the first comma or parenthesis."""
+        cut = min((i for i in (self.source.find(","), self.source.find(" (")) if i > 0), default=0)
+        return self.source[:cut].strip() if cut else self.source.strip()
 
 
-@dataclass(frozen=True)
-class ValidationReport:
-    profile: str
-    rows: tuple[Comparison, ...]
-
-    @property
-    def mean_abs_error(self) -> float:
-        return sum(abs(row.error) for row in self.rows) / len(self.rows)
-
-    @property
-    def max_abs_error(self) -> float:
-        return max(abs(row.error) for row in self.rows)
-
-    @property
-    def meets_target(self) -> bool:
-        return self.mean_abs_error <= MEAN_ABS_ERROR_TARGET
-
-    @property
-    def ranked(self) -> bool:
-        return any(row.rank is not None for row in self.rows)
-
-    @property
-    def top_rank_misses(self) -> tuple[str, ...]:
-        return tuple(
-            row.run.name for row in self.rows if self.ranked and (row.rank or 10**9) > TOP_RANKS
-        )
-
-
-def _model(entry: str | dict[str, Any]) -> TransformerSpec:
-    return model_preset(entry) if isinstance(entry, str) else TransformerSpec.model_validate(entry)
+def _model(entry: str | dict[str, Any], hf_configs: Mapping[str, Any]) -> TransformerSpec:
+    """A preset name, a full spec, a Hugging Face config.json object, or a reference to one
+    of the data file's `hf_configs` ({"hf_config": name})."""
+    if isinstance(entry, str):
+        return model_preset(entry)
+    if set(entry) == {"hf_config"}:
+        name = entry["hf_config"]
+        if name not in hf_configs:
+            raise InvalidSpec(f"hf_config {name!r} is not in the data file's hf_configs", "model")
+        return from_hf_config(hf_configs[name]["config"])
+    if looks_like_hf_config(entry):
+        return from_hf_config(entry)
+    return TransformerSpec.model_validate(entry)
 
 
 def _gpu(entry: str | dict[str, Any]) -> GpuSpec:
@@ -111,7 +107,66 @@ def _gpu(entry: str | dict[str, Any]) -> GpuSpec:
     return gpu_preset(entry) if isinstance(entry, str) else GpuSpec.model_validate(entry)
 
 
-def _run(entry: dict[str, Any]) -> PublishedRun:
+def _memory_gb(reported: Mapping[str, Any]) -> float | None:
+    if "peak_memory_gb" in reported and "peak_memory_gib" in reported:
+        raise InvalidSpec("give peak_memory_gb or peak_memory_gib, not both", "reported")
+    if "peak_memory_gib" in reported:
+        return float(reported["peak_memory_gib"]) * GIB
+    if "peak_memory_gb" in reported:
+        return float(reported["peak_memory_gb"])
+    return None
+
+
+REPORTED_KEYS = frozenset(
+    {"metric", "value", "peak_memory_gb", "peak_memory_gib", "memory_note", "also"}
+)
+ROW_KEYS = frozenset(
+    {
+        "name",
+        "source",
+        "engine",
+        "engine_notes",
+        "precision",
+        "model",
+        "gpu",
+        "gpus",
+        "gpus_per_node",
+        "nvlink_domain",
+        "training",
+        "layout",
+        "reported",
+        "notes",
+        "assumptions",
+        "search",
+        "search_notes",
+        "excluded_from_mean",
+    }
+)
+
+
+def _run(entry: dict[str, Any], hf_configs: Mapping[str, Any]) -> PublishedRun:
+    name = entry.get("name", "?")
+    unknown_keys = set(entry) - ROW_KEYS
+    if unknown_keys:
+        raise InvalidSpec(f"{name}: unknown keys {sorted(unknown_keys)}")
+    reported = entry["reported"]
+    unknown = set(reported) - REPORTED_KEYS
+    if unknown:
+        raise InvalidSpec(f"{name}: unknown reported keys {sorted(unknown)}", "reported")
+    metric = reported.get("metric")
+    if metric is not None and metric not in METRICS:
+        raise InvalidSpec(f"{name}: metric {metric!r} is none of {METRICS}", "reported.metric")
+    if (metric is None) != ("value" not in reported):
+        raise InvalidSpec(f"{name}: a metric needs a value and a value a metric", "reported")
+    memory_gb = _memory_gb(reported)
+    if metric is None and memory_gb is None:
+        raise InvalidSpec(f"{name}: reports neither a figure nor a peak memory", "reported")
+    engine = entry["engine"]
+    if engine not in ENGINES:
+        raise InvalidSpec(f"{name}: unknown engine {engine!r}; known: {', '.join(ENGINES)}")
+    precision = entry.get("precision", "bf16")
+    if precision not in PRECISIONS:
+        raise InvalidSpec(f"{name}: precision {precision!r} is none of {PRECISIONS}")
     cluster = ClusterSpec(
         gpus=entry["gpus"],
         gpu=_gpu(entry["gpu"]),
@@ -119,150 +174,42 @@ def _run(entry: dict[str, Any]) -> PublishedRun:
         nvlink_domain=entry.get("nvlink_domain"),
     )
     job = TrainingJob(
-        model=_model(entry["model"]),
+        model=_model(entry["model"], hf_configs),
         cluster=cluster,
         training=TrainingSpec.model_validate(entry["training"]),
     )
     return PublishedRun(
-        name=entry["name"],
+        name=name,
         source=entry["source"],
         job=job,
         layout=Layout.model_validate(entry["layout"]),
-        metric=entry["reported"]["metric"],
-        reported=float(entry["reported"]["value"]),
+        metric=metric,
+        reported=None if metric is None else float(reported["value"]),
         assumptions=CostAssumptions.model_validate(entry.get("assumptions", {})),
         notes=entry.get("notes", ""),
         search=SearchSpace.model_validate(entry.get("search", {})),
+        engine=engine,
+        precision=precision,
+        reported_memory_gb=memory_gb,
+        memory_note=reported.get("memory_note", ""),
+        excluded_from_mean=entry.get("excluded_from_mean"),
+        also={key: float(value) for key, value in reported.get("also", {}).items()},
     )
+
+
+@cache
+def _data() -> dict[str, Any]:
+    text = resources.files("models").joinpath("presets/published_runs.json").read_text()
+    return dict(json.loads(text))
 
 
 @cache
 def published_runs() -> tuple[PublishedRun, ...]:
-    text = resources.files("models").joinpath("presets/published_runs.json").read_text()
-    return tuple(_run(entry) for entry in json.loads(text)["runs"])
+    data = _data()
+    hf_configs = data.get("hf_configs", {})
+    return tuple(_run(entry, hf_configs) for entry in data["runs"])
 
 
-# The target of issue 6 for the ranking: each published layout among the optimiser's best 5.
-TOP_RANKS = 5
-
-
-def validate(
-    profile: str = VALIDATION_PROFILE,
-    overrides: dict[str, Any] | None = None,
-    with_ranks: bool = True,
-) -> ValidationReport:
-    """Price every published layout; `overrides` changes assumptions for all rows alike.
-    With ranks, also place each published (tp, pp, cp, dp) in the optimiser's ranking."""
-    if overrides is None:
-        return _default_report(profile, with_ranks)
-    return _report(profile, overrides, with_ranks)
-
-
-@cache
-def _default_report(profile: str, with_ranks: bool) -> ValidationReport:
-    """Pure in its arguments (the data file is read once), so computed once per process."""
-    return _report(profile, None, with_ranks)
-
-
-def _report(profile: str, overrides: dict[str, Any] | None, with_ranks: bool) -> ValidationReport:
-    rows = []
-    for run in published_runs():
-        assumptions = run.assumptions.model_copy(update=overrides or {})
-        estimate = evaluate(run.job, run.layout, profile, assumptions)
-        comparison = Comparison(run, estimate)
-        if with_ranks:
-            run_for_rank = run if not overrides else _with_assumptions(run, assumptions)
-            ranked = ranked_degrees(run_for_rank, profile)
-            if run.degrees in ranked:
-                comparison = Comparison(
-                    run,
-                    estimate,
-                    rank=list(ranked).index(run.degrees) + 1,
-                    degrees_best_mfu=ranked[run.degrees],
-                    optimum_mfu=next(iter(ranked.values())),
-                )
-        rows.append(comparison)
-    return ValidationReport(profile, tuple(rows))
-
-
-def _with_assumptions(run: PublishedRun, assumptions: CostAssumptions) -> PublishedRun:
-    from dataclasses import replace
-
-    return replace(run, assumptions=assumptions)
-
-
-def _percent(value: float) -> str:
-    return f"{100 * value:.1f}%"
-
-
-def report_table(report: ValidationReport) -> list[list[str]]:
-    """Rows of the validation table: run, layout, metric, reported, predicted, error, fits."""
-    table = []
-    for row in report.rows:
-        x = row.estimate.layout
-        layout = f"tp{x.tp} pp{x.pp} cp{x.cp} dp{x.dp} v{x.vpp} b{x.micro_batch} z{x.zero} {x.recompute.value}"
-        table.append(
-            [
-                row.run.name,
-                layout,
-                row.run.metric.upper(),
-                _percent(row.run.reported),
-                _percent(row.predicted),
-                f"{100 * row.error:+.1f}",
-                "yes" if row.estimate.fits else f"no ({row.estimate.memory.total / 1e9:.0f} GB)",
-                "-" if row.rank is None and not report.ranked else _rank_text(row.rank),
-                "-" if row.behind_best is None else f"{100 * row.behind_best:.1f}%",
-            ]
-        )
-    return table
-
-
-TABLE_HEADER = [
-    "run",
-    "layout",
-    "metric",
-    "reported",
-    "predicted",
-    "error (points)",
-    "fits",
-    "rank",
-    "behind best",
-]
-
-
-def _rank_text(rank: int | None) -> str:
-    if rank is None:
-        return "not found"
-    return str(rank) if rank <= TOP_RANKS else f"{rank} (miss)"
-
-
-def summary_line(report: ValidationReport) -> str:
-    verdict = "meets" if report.meets_target else "MISSES"
-    line = (
-        f"profile {report.profile}: {len(report.rows)} runs, mean absolute error "
-        f"{100 * report.mean_abs_error:.2f} points, max {100 * report.max_abs_error:.2f} points "
-        f"({verdict} the {100 * MEAN_ABS_ERROR_TARGET:.0f}-point target)"
-    )
-    if report.ranked:
-        inside = len(report.rows) - len(report.top_rank_misses)
-        line += (
-            f"; {inside} of {len(report.rows)} published layouts in the optimiser's top {TOP_RANKS}"
-        )
-    return line
-
-
-def ranked_degrees(
-    run: PublishedRun, profile: str = VALIDATION_PROFILE
-) -> dict[tuple[int, ...], float]:
-    """Distinct (tp, pp, cp, dp) best first with the MFU of each one's best layout, under the
-    run's constraints: the exhaustive enumerator's ranking (MFU, then memory and tie-breaks)."""
-    problem = resolve_space(run.job, run.search, profile)
-    space = enumerator.price_space(problem, run.assumptions)
-    feasible = np.flatnonzero(enumerator.feasible(problem, space, frozenset()))
-    rows = enumerator.tie_break_order(space, feasible)
-    grid = space.grid
-    ranked: dict[tuple[int, ...], float] = {}
-    for row in rows:
-        degrees = tuple(int(getattr(grid, d)[row]) for d in ("tp", "pp", "cp", "dp"))
-        ranked.setdefault(degrees, float(space.mfu[row]))
-    return ranked
+def hf_config_sources() -> dict[str, str]:
+    """The data file's named Hugging Face configs and where each was read."""
+    return {name: entry["source"] for name, entry in _data().get("hf_configs", {}).items()}

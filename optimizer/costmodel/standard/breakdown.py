@@ -182,18 +182,50 @@ def stage_memory(job: TrainingJob, a: CostAssumptions, k: Degrees, m: Number) ->
 
 
 def link_bytes_s(
-    job: TrainingJob, a: CostAssumptions, span: Number, message_bytes: Number = None
+    job: TrainingJob,
+    a: CostAssumptions,
+    span: Number,
+    message_bytes: Number = None,
+    ranks: Number = 1,
 ) -> Number:
-    """NVLink when the group fits the NVLink domain, else the network at its efficiency;
-    for a collective of `message_bytes`, the share of that bandwidth its size reaches
-    (collectives.py)."""
+    """Per-rank bandwidth of a group of `ranks` spread over `span` consecutive ranks: NVLink
+    when the group fits the NVLink domain, else the network at its efficiency, times the
+    group's ranks in each domain (their NICs carry its ring's channels side by side, up to
+    NVLink's own pace); for a collective of `message_bytes`, the share of that bandwidth its
+    size reaches (collectives.py)."""
     gpu, domain = job.cluster.gpu, job.cluster.job_nvlink_domain
     inter = gpu.inter_node_bytes_s * a.inter_node_bandwidth_efficiency
+    if a.network_rails_per_domain:
+        inter = np.minimum(inter * rails_per_rank(ranks, span, domain), gpu.intra_node_bytes_s)
     bandwidth = tim.link_bytes_s(span, domain, gpu.intra_node_bytes_s, inter)
     if message_bytes is None or not a.collective_message_size:
         return bandwidth
     on_network = ~fits_one_domain(span, domain)
     return bandwidth * coll.bus_share(message_bytes, on_network)
+
+
+def rails_per_rank(ranks: Number, span: Number, domain: int) -> Number:
+    """NICs a group's ring spreads over, per rank's own: its ranks in each NVLink domain when
+    the groups align with the domains (span a multiple of the domain), else 1 (a straddling
+    group's worst domain may hold one of its ranks)."""
+    aligned = np.asarray(span) % domain == 0
+    per_domain = ranks / coll.domains_spanned(ranks, span, domain)
+    return np.where(aligned, np.maximum(per_domain, 1.0), 1.0)
+
+
+def all_to_all_bytes_s(
+    job: TrainingJob, a: CostAssumptions, ranks: Number, span: Number, message_bytes: Number
+) -> Number:
+    """Per-rank bandwidth of an all-to-all over `ranks` spread over `span` ranks: each rank
+    sends its share to every other; the shares for ranks in its own NVLink domain go over
+    NVLink at the same time as the rest cross its own NIC, so across domains the step runs at
+    one NIC's pace on the remote part alone, (ranks - local) / ranks of the bytes."""
+    domain = job.cluster.job_nvlink_domain
+    one_nic = link_bytes_s(job, a, span, message_bytes)
+    local = ranks / coll.domains_spanned(ranks, span, domain)
+    remote_share = np.maximum(ranks - local, 1.0) / np.maximum(ranks, 1.0)
+    across = np.minimum(one_nic / remote_share, job.cluster.gpu.intra_node_bytes_s)
+    return np.where(fits_one_domain(span, domain), one_nic, across)
 
 
 def latency_s(
@@ -216,17 +248,20 @@ def layer_times(job: TrainingJob, a: CostAssumptions, k: Degrees) -> dict[str, N
     """Seconds of one layer on one micro-batch on one device, by component."""
     model, s = job.model, job.training.seq_len
 
-    def link(span: Number, message_bytes: Number) -> Number:
-        return link_bytes_s(job, a, span, message_bytes)
+    def link(span: Number, message_bytes: Number, ranks: Number) -> Number:
+        return link_bytes_s(job, a, span, message_bytes, ranks)
 
     tokens = s * k.micro_batch / k.cp
+    moe_token_bytes = model.experts_per_token * model.hidden_size * mem.BF16_BYTES
     matmul = matmul_s(job, a, k, tokens)
     attention = attention_time_s(job, a, k, tokens)
     cp_bytes = tim.cp_exchange_bytes(
         k.cp, s * k.micro_batch, model.kv_width, model.num_kv_heads, k.tp, k.recompute
     )
     cp_message = cp_bytes / tim.cp_passes(k.recompute)
-    cp_s = cp_bytes / link(k.cp_span, cp_message) + latency_s(
+    # an all-gather's ring spreads over the group's NICs; ring attention's sends do not
+    cp_ranks = k.cp if a.cp_exchange == "all_gather" else 1
+    cp_s = cp_bytes / link(k.cp_span, cp_message, cp_ranks) + latency_s(
         job, a, k.cp, k.cp_span, tim.cp_passes(k.recompute)
     )
     tp_latency_s = latency_s(job, a, k.tp, k.tp_span, tim.tp_collectives(k.recompute))
@@ -245,7 +280,7 @@ def layer_times(job: TrainingJob, a: CostAssumptions, k: Degrees) -> dict[str, N
             k.tp,
             tokens,
             model.hidden_size,
-            link(k.tp_span, tokens * model.hidden_size * mem.BF16_BYTES),
+            link(k.tp_span, tokens * model.hidden_size * mem.BF16_BYTES, k.tp),
             k.recompute,
             a.tp_overlap_fraction,
             tp_latency_s,
@@ -257,7 +292,7 @@ def layer_times(job: TrainingJob, a: CostAssumptions, k: Degrees) -> dict[str, N
             k.tp,
             model.experts_per_token,
             model.hidden_size,
-            link(k.ep_span, tokens / k.tp * model.experts_per_token * model.hidden_size * 2),
+            all_to_all_bytes_s(job, a, k.ep, k.ep_span, tokens / k.tp * moe_token_bytes),
             model.num_moe_layers / model.num_layers,
             a2a_overlap,
         ),
@@ -359,7 +394,7 @@ def data_parallel_s(
     # (megatron/core/distributed/distributed_data_parallel.py l.134 @d98e8a6)
     bucket = np.minimum(np.maximum(a.dp_bucket_params, 1e6 * group), dense + experts)
     buckets = np.ceil((dense + experts) / np.maximum(bucket, 1.0))
-    bandwidth = link_bytes_s(job, a, k.data_group_span, bucket * mem.BF16_BYTES)
+    bandwidth = link_bytes_s(job, a, k.data_group_span, bucket * mem.BF16_BYTES, group)
 
     def synced_s(volumes: Number, collectives: int) -> Number:
         latency = buckets * latency_s(job, a, group, k.data_group_span, collectives)
@@ -369,15 +404,27 @@ def data_parallel_s(
     # ZeRO-3 gathers each layer's parameters before forward and backward, and scatters
     # its gradients after: one layer a message
     gather_message = layer_params * mem.BF16_BYTES
+    gathers = n_layers * zero3_gathers_per_layer(model, a)
     zero3_s = tim.data_group_bytes(tim.ZERO3_PASSES_PER_MICRO_BATCH, *groups) / link_bytes_s(
-        job, a, k.data_group_span, gather_message
-    ) + n_layers * latency_s(job, a, group, k.data_group_span, tim.ZERO3_PASSES_PER_MICRO_BATCH)
+        job, a, k.data_group_span, gather_message / gathers * n_layers, group
+    ) + gathers * latency_s(job, a, group, k.data_group_span, tim.ZERO3_PASSES_PER_MICRO_BATCH)
     zero3 = k.zero >= 3
     return (
         synced_s(per_step, tim.GRAD_SYNC_PASSES),
         synced_s(per_micro_batch, 1),
         np.where(zero3, zero3_s, 0.0),
     )
+
+
+# Parameterised submodules of a layer besides its MLP matrices: two norms, Q, K, V, output.
+NORMS_AND_ATTENTION_MODULES = 6
+
+
+def zero3_gathers_per_layer(model: Any, a: CostAssumptions) -> int:
+    """ZeRO-3 collectives per layer and pass: one, or one per parameterised submodule."""
+    if a.zero3_gather_unit == "layer":
+        return 1
+    return NORMS_AND_ATTENTION_MODULES + model.mlp_matrices
 
 
 def gradient_volumes(a: CostAssumptions, k: Degrees) -> tuple[Number, Number]:

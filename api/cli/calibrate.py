@@ -1,0 +1,142 @@
+"""`layoutopt calibrate RUNS.jsonl --out FILE.json`: fit the cost model's assumptions to
+measured runs.
+
+Each line of RUNS.jsonl is one run, `{"request": ..., "measured": ...}` (api/schemas/
+calibration.py). `--out` receives the fitted assumptions, a JSON object any request takes as
+its `assumptions` as it stands (without `--out` it goes to standard output); the fit's
+residuals, what was pinned and why, and the leave-one-out error go to standard error. `--json`
+prints the whole answer of `POST /v1/calibrate` instead.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from api.cli.common import STDIN, BadRequest
+from api.errors import EXIT_INTERNAL, EXIT_OK, detail_from_validation
+from api.schemas.calibration import CalibrateOut, CalibrateRequest, calibrate_out
+from optimizer.calibration import CalibrationUnavailable, calibrate
+
+
+def read_runs(path: Path) -> list[Any]:
+    """The JSON objects of a JSONL file (blank lines skipped), each error naming its line."""
+    where = "standard input" if path == STDIN else str(path)
+    try:
+        text = sys.stdin.read() if path == STDIN else path.read_text(encoding="utf-8")
+    except OSError as error:
+        raise BadRequest(f"cannot read {where}: {error.strerror}") from None
+    except UnicodeDecodeError as error:
+        raise BadRequest(f"{where} is not UTF-8 text (byte {error.start})") from None
+    runs = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            runs.append(json.loads(line))
+        except (json.JSONDecodeError, RecursionError, ValueError) as error:
+            raise BadRequest(f"{where} line {number} is not a JSON object: {error}") from None
+    if not runs:
+        raise BadRequest(f"{where} holds no runs (one JSON object a line)")
+    return runs
+
+
+def build_request(runs: list[Any], leave_one_out: bool) -> CalibrateRequest:
+    for number, run in enumerate(runs, start=1):
+        if not isinstance(run, dict):
+            raise BadRequest(f"run {number} must be a JSON object, got {type(run).__name__}")
+    try:
+        return CalibrateRequest.model_validate({"runs": runs, "leave_one_out": leave_one_out})
+    except ValidationError as error:
+        raise BadRequest(detail_from_validation(error).message) from None
+
+
+def report_text(answer: CalibrateOut) -> str:
+    fit = answer.fit
+    lines = [f"calibration of profile {fit.profile} on {len(fit.runs)} run(s):"]
+    for p in fit.parameters:
+        if p.status == "fitted":
+            bound = f", at its {p.at_bound} bound" if p.at_bound else ""
+            lines.append(f"  fitted {p.name} = {p.value:g} (default {p.default}{bound}; {p.what})")
+    for p in fit.parameters:
+        if p.status == "pinned":
+            lines.append(f"  pinned {p.name} at {p.value}: {p.reason}")
+    lines.append(
+        f"  RMS log error of step times: {fit.rms_log_error_before:.4f} with the defaults, "
+        f"{fit.rms_log_error:.4f} fitted"
+    )
+    for run in fit.runs:
+        memory = ""
+        if run.memory_error is not None:
+            memory = (
+                f"; memory {run.predicted_memory_gb} GB predicted, {run.peak_memory_gb} GB "
+                f"measured ({100 * run.memory_error:+.1f}%)"
+            )
+        lines.append(
+            f"  {run.name} ({run.engine}): step {run.measured_step_time_s:.4g} s measured, "
+            f"{run.predicted_step_time_s_before:.4g} s by the defaults, "
+            f"{run.predicted_step_time_s:.4g} s fitted (log error {run.log_error:+.4f}); MFU "
+            f"{100 * run.measured_mfu:.1f}% measured, {100 * run.predicted_mfu:.1f}% fitted"
+            f"{memory}"
+        )
+    loo = fit.leave_one_out
+    if loo is None:
+        lines.append(f"  leave-one-out: {fit.leave_one_out_note}")
+    else:
+        lines.append(
+            f"  leave-one-out: RMS log error {loo.rms_log_error:.4f}, mean absolute MFU error "
+            f"{100 * loo.mean_abs_mfu_error:.2f} points"
+        )
+        for left in loo.runs:
+            lines.append(
+                f"    {left.name}: {left.predicted_step_time_s:.4g} s predicted by the others "
+                f"(log error {left.log_error:+.4f}, MFU {100 * left.mfu_error:+.2f} points)"
+            )
+    return "\n".join(lines)
+
+
+def run_calibrate(args: argparse.Namespace) -> int:
+    request = build_request(read_runs(args.runs), not args.no_loo)
+    try:
+        result = calibrate(request.measured_runs(), leave_one_out=request.leave_one_out)
+    except CalibrationUnavailable as missing:
+        print(f"layoutopt: error: {missing}", file=sys.stderr)
+        return EXIT_INTERNAL
+    answer = calibrate_out(result)
+    assumptions = json.dumps(answer.assumptions, indent=2)
+    if args.out is not None:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(assumptions + "\n")
+    if args.json:
+        print(json.dumps(answer.model_dump(mode="json"), indent=2))
+        return EXIT_OK
+    if args.out is None:
+        print(assumptions)
+    print(report_text(answer), file=sys.stderr)
+    if args.out is not None:
+        print(f"wrote {args.out}", file=sys.stderr)
+    return EXIT_OK
+
+
+def register_calibrate_command(commands: Any) -> None:
+    cmd = commands.add_parser(
+        "calibrate",
+        help="fit the cost model's assumptions to measured runs (RUNS.jsonl)",
+        description="Fit efficiencies and overlaps to measured runs; write them as an "
+        "`assumptions` object any request takes.",
+    )
+    cmd.add_argument(
+        "runs",
+        type=Path,
+        help='JSONL, one run a line: {"request": ..., "measured": {"step_time_s": ...}} '
+        "(or tokens_per_s_per_gpu, mfu; optionally peak_memory_gb); - for standard input",
+    )
+    cmd.add_argument("--out", type=Path, help="write the fitted assumptions (JSON) here")
+    cmd.add_argument("--no-loo", action="store_true", help="skip the leave-one-out refits")
+    cmd.add_argument("--json", action="store_true", help="print the whole answer as JSON")
+    cmd.set_defaults(run=run_calibrate)

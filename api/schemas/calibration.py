@@ -1,0 +1,288 @@
+"""Calibration's request and answer (`POST /v1/calibrate`, `layoutopt calibrate`): measured
+runs in, fitted assumptions out, with the fit's residuals and leave-one-out error beside them.
+
+Each run is `{"request": <an evaluate request with its layout and engine>, "measured":
+{"step_time_s" | "tokens_per_s_per_gpu" | "mfu" | "hfu": ..., "peak_memory_gb": ...}}`, one
+line of RUNS.jsonl. The answer's `assumptions` is an `assumptions` object any request takes as
+it stands (the file `layoutopt calibrate --out` writes); nothing refers to a calibration file
+by name.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from api.schemas.answers import FRACTION_DECIMALS
+from api.schemas.requests import PLATE_EXAMPLE, EvaluateRequest
+from models.strict import REQUEST_CONFIG
+from optimizer import ProfileName
+from optimizer.calibration import MAX_RUNS, MEASURES, Calibration, MeasuredRun, measured_run
+from optimizer.engines import ENGINES
+
+EngineName = Literal[tuple(ENGINES)]  # type: ignore[valid-type]
+# Bounds that keep every measurement's step time finite (a step time of 1e-300 s is a typo).
+StepTime = Annotated[float, Field(ge=1e-6, le=1e9)]
+Throughput = Annotated[float, Field(ge=1e-6, le=1e12)]
+
+
+class CalibrationRunRequest(EvaluateRequest):
+    """An evaluate request as a measured run gives it: with the engine it ran on. Calibration
+    prices under profile `standard` unless the request names another."""
+
+    engine: EngineName = Field(  # type: ignore[valid-type]
+        "generic", description="The engine the run used (carried with the run and reported)."
+    )
+    profile: ProfileName = Field("standard", description="Cost-model profile of the fit.")
+
+
+class MeasuredIn(BaseModel):
+    """What was measured: exactly one of a step time, a throughput or a utilisation, and
+    optionally the peak memory per GPU."""
+
+    model_config = REQUEST_CONFIG
+
+    step_time_s: StepTime | None = Field(None, description="Seconds per optimiser step.")
+    tokens_per_s_per_gpu: Throughput | None = Field(None, description="Tokens per second per GPU.")
+    mfu: float | None = Field(
+        None, ge=1e-6, le=1, description="Model FLOPs utilisation, by the profile's FLOP count."
+    )
+    hfu: float | None = Field(
+        None, ge=1e-6, le=1, description="Hardware FLOPs utilisation (recomputation counted)."
+    )
+    peak_memory_gb: float | None = Field(
+        None, gt=0, le=100_000, description="Peak memory per GPU, GB (compared, not fitted)."
+    )
+
+    @model_validator(mode="after")
+    def _exactly_one_measure(self) -> MeasuredIn:
+        given = [name for name in MEASURES if getattr(self, name) is not None]
+        if len(given) != 1:
+            raise ValueError(
+                f"measured needs exactly one of {', '.join(MEASURES)}; got "
+                + (", ".join(given) if given else "none")
+            )
+        return self
+
+    @property
+    def measure(self) -> tuple[str, float]:
+        name = next(name for name in MEASURES if getattr(self, name) is not None)
+        return name, float(getattr(self, name))
+
+
+class CalibrationRunIn(BaseModel):
+    model_config = REQUEST_CONFIG
+
+    request: CalibrationRunRequest
+    measured: MeasuredIn
+    name: str | None = Field(None, max_length=200, description="A label for the report.")
+
+    def to_domain(self, index: int) -> MeasuredRun:
+        request = self.request
+        measure, value = self.measured.measure
+        return measured_run(
+            name=self.name or f"run {index + 1}",
+            job=request.job(),
+            layout=request.layout,
+            profile=request.profile,
+            assumptions=request.assumptions,
+            engine=request.engine,
+            measure=measure,
+            value=value,
+            peak_memory_gb=self.measured.peak_memory_gb,
+        )
+
+
+CALIBRATE_EXAMPLE: dict[str, Any] = {
+    "runs": [
+        {
+            "name": "8 nodes",
+            "request": {
+                **PLATE_EXAMPLE,
+                "cluster": {"gpus": 64},
+                "model": "llama3-8b",
+                "training": {"global_batch": 128, "seq_len": 8192},
+                "layout": {"tp": 1, "pp": 1, "cp": 2, "zero": 1},
+                "profile": "standard",
+                "engine": "nemo",
+            },  # fmt: skip
+            "measured": {"step_time_s": 13.08},
+        }
+    ]
+}
+
+
+class CalibrateRequest(BaseModel):
+    """Measured runs, one to MAX_RUNS, to fit the cost model's assumptions to."""
+
+    model_config = REQUEST_CONFIG | ConfigDict(json_schema_extra={"examples": [CALIBRATE_EXAMPLE]})
+
+    runs: list[CalibrationRunIn] = Field(min_length=1, max_length=MAX_RUNS)
+    leave_one_out: bool = Field(
+        True, description="Also predict each run from the fit of the others."
+    )
+
+    @model_validator(mode="after")
+    def _one_profile(self) -> CalibrateRequest:
+        profiles = sorted({run.request.profile for run in self.runs})
+        if len(profiles) > 1:
+            raise ValueError(
+                f"every run must name the same profile (the fit is of one cost model): got {profiles}"
+            )
+        return self
+
+    def measured_runs(self) -> list[MeasuredRun]:
+        return [run.to_domain(i) for i, run in enumerate(self.runs)]
+
+
+# --- the answer ----------------------------------------------------------------------------
+
+
+def _r(value: float | None, digits: int = FRACTION_DECIMALS) -> float | None:
+    return None if value is None else round(value, digits)
+
+
+class ParameterOut(BaseModel):
+    name: str
+    status: Literal["fitted", "pinned"]
+    value: float | None  # the fitted value, or the default it stays at
+    default: float | None
+    lower: float
+    upper: float
+    what: str
+    reason: str | None = None  # why pinned
+    at_bound: Literal["lower", "upper"] | None = Field(
+        None,
+        description="A fitted value on a bound its default is not on: the runs ask for more "
+        "than the bounds allow, a sign the cost model misses something they have.",
+    )
+
+
+class RunFitOut(BaseModel):
+    name: str
+    engine: str
+    measured: str  # which measurement
+    measured_value: float
+    measured_step_time_s: float
+    measured_mfu: float
+    predicted_step_time_s_before: float
+    predicted_step_time_s: float
+    predicted_mfu: float
+    log_error_before: float
+    log_error: float
+    peak_memory_gb: float | None = None
+    predicted_memory_gb: float | None = None
+    memory_error: float | None = None
+
+
+class LeftOutOut(BaseModel):
+    name: str
+    predicted_step_time_s: float
+    predicted_mfu: float
+    log_error: float
+    mfu_error: float
+    fitted: list[str]
+
+
+class LeaveOneOutOut(BaseModel):
+    runs: list[LeftOutOut]
+    rms_log_error: float
+    mean_abs_mfu_error: float
+
+
+class FitOut(BaseModel):
+    profile: str
+    parameters: list[ParameterOut]
+    runs: list[RunFitOut]
+    rms_log_error_before: float
+    rms_log_error: float
+    leave_one_out: LeaveOneOutOut | None
+    leave_one_out_note: str | None = None
+    optimizer: dict[str, Any]
+    notes: list[str]
+
+
+class CalibrateOut(BaseModel):
+    """`assumptions`: what any request's `assumptions` may be, as it stands; `fit`: how well
+    it fits and predicts the runs, and what was pinned and why."""
+
+    assumptions: dict[str, Any]
+    fit: FitOut
+
+
+NOTES = [
+    "Step times are fitted by least squares of their logarithms (the RMS log error), within "
+    "each assumption's bounds, pulled lightly towards the defaults.",
+    "Peak memory is compared, not fitted: no fitted assumption changes memory.",
+    "The assumptions hold for the profile they were fitted under; use them with it.",
+]
+
+
+def calibrate_out(result: Calibration) -> CalibrateOut:
+    parameters = [
+        ParameterOut(
+            name=p.name,
+            status="fitted" if p.fitted else "pinned",
+            value=_r(p.value if p.value is not None else p.default),
+            default=_r(p.default),
+            lower=p.lower,
+            upper=p.upper,
+            what=p.what,
+            reason=p.pinned,
+            at_bound=p.at_bound,  # type: ignore[arg-type]
+        )
+        for p in result.parameters
+    ]
+    runs = [
+        RunFitOut(
+            name=r.run.name,
+            engine=r.run.engine,
+            measured=r.run.measure,
+            measured_value=r.run.value,
+            measured_step_time_s=round(r.run.step_time_s, 6),
+            measured_mfu=round(r.run.measured_mfu, FRACTION_DECIMALS),
+            predicted_step_time_s_before=round(r.predicted_before_s, 6),
+            predicted_step_time_s=round(r.predicted_s, 6),
+            predicted_mfu=round(r.predicted_mfu, FRACTION_DECIMALS),
+            log_error_before=round(r.log_error_before, FRACTION_DECIMALS),
+            log_error=round(r.log_error, FRACTION_DECIMALS),
+            peak_memory_gb=r.run.peak_memory_gb,
+            predicted_memory_gb=None
+            if r.run.peak_memory_gb is None
+            else round(r.predicted_memory_gb, 2),
+            memory_error=_r(r.memory_error),
+        )
+        for r in result.runs
+    ]
+    loo = None
+    if result.leave_one_out is not None:
+        loo = LeaveOneOutOut(
+            runs=[
+                LeftOutOut(
+                    name=r.run.name,
+                    predicted_step_time_s=round(r.predicted_s, 6),
+                    predicted_mfu=round(r.predicted_mfu, FRACTION_DECIMALS),
+                    log_error=round(r.log_error, FRACTION_DECIMALS),
+                    mfu_error=round(r.mfu_error, FRACTION_DECIMALS),
+                    fitted=list(r.fitted),
+                )
+                for r in result.leave_one_out
+            ],
+            rms_log_error=round(result.loo_rms_log_error or 0.0, FRACTION_DECIMALS),
+            mean_abs_mfu_error=round(result.loo_mean_abs_mfu_error or 0.0, FRACTION_DECIMALS),
+        )
+    return CalibrateOut(
+        assumptions=result.assumptions(),
+        fit=FitOut(
+            profile=result.runs[0].run.profile,
+            parameters=parameters,
+            runs=runs,
+            rms_log_error_before=round(result.rms_log_error_before, FRACTION_DECIMALS),
+            rms_log_error=round(result.rms_log_error, FRACTION_DECIMALS),
+            leave_one_out=loo,
+            leave_one_out_note=result.leave_one_out_note,
+            optimizer=result.optimizer,
+            notes=NOTES,
+        ),
+    )

@@ -1,0 +1,45 @@
+"""Calibration: the cost model's named efficiencies and overlaps fitted to a user's measured
+runs (one to a few dozen), with what the runs cannot identify pinned and said, the fit's
+residuals, and each run predicted by the fit of the others (leave-one-out).
+
+    runs = [measured_run("a", job, layout, "standard", CostAssumptions(), "megatron",
+                         "step_time_s", 12.9)]
+    result = calibrate(runs)
+    result.assumptions()      # an `assumptions` object any request takes as it stands
+
+Needs scipy (the `calibration` extra), imported when a fit runs. Other rooms import from this
+module only.
+"""
+
+from optimizer.calibration.fit import (
+    MAX_RUNS,
+    REGULARISATION,
+    Calibration,
+    CalibrationStopped,
+    CalibrationUnavailable,
+    LeftOut,
+    ParameterFit,
+    RunFit,
+    calibrate,
+    choose,
+)
+from optimizer.calibration.parameters import PARAMETERS, Parameter
+from optimizer.calibration.runs import MEASURES, MeasuredRun, measured_run
+
+__all__ = [
+    "MAX_RUNS",
+    "MEASURES",
+    "PARAMETERS",
+    "REGULARISATION",
+    "Calibration",
+    "CalibrationStopped",
+    "CalibrationUnavailable",
+    "LeftOut",
+    "MeasuredRun",
+    "Parameter",
+    "ParameterFit",
+    "RunFit",
+    "calibrate",
+    "choose",
+    "measured_run",
+]

@@ -1,0 +1,393 @@
+"""Fit the cost model's named assumptions to measured runs, as Pollux/AdaptDL fits its
+throughput model (adaptdl/goodput.py): minimise the RMS log error of step times with
+scipy.optimize, within bounds, lightly regularised towards the defaults, and pin what the
+runs cannot identify.
+
+Which assumptions are fitted is decided before the fit, from the runs alone:
+
+1. an assumption a run's request sets is a fact of that run: pinned;
+2. one no run's step time depends on (over its whole range) is pinned: nothing measures it;
+3. one whose knob the runs do not vary (a dp overlap from runs at one dp) is pinned;
+4. n runs fit at most n assumptions, freed in PARAMETERS' order;
+5. one whose effect on the runs is (nearly) a combination of those already freed is pinned:
+   the runs cannot tell them apart.
+
+Leave-one-out: each run is predicted by the fit of the others (the same rules on n-1 runs),
+the error of a prediction rather than of a fit.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from optimizer.calibration.parameters import PARAMETERS, Parameter, default_value
+from optimizer.calibration.runs import MeasuredRun
+from optimizer.costmodel import CostAssumptions
+
+# Weight of the pull towards the defaults, per parameter, in units of squared log error for a
+# move across the whole bounded range: a parameter the runs barely see stays near its default,
+# one they measure moves freely (a 1% step-time error costs 1e-4).
+REGULARISATION = 1e-4
+# An assumption moving a run's step time by less than this (log) over its range is not seen.
+MIN_EFFECT = 1e-3
+# A freed assumption's effect must keep this share of its norm off the span of those already
+# freed, else the runs cannot tell it from them.
+MIN_INDEPENDENCE = 0.15
+MAX_RUNS = 32
+# Step-time evaluations one fit may spend, per freed parameter.
+MAX_EVALUATIONS_PER_PARAMETER = 100
+
+
+class CalibrationUnavailable(Exception):
+    """scipy, which the fit needs, is not installed (the `calibration` extra)."""
+
+
+class CalibrationStopped(Exception):
+    """The caller asked the fit to stop (a client that went away)."""
+
+
+@dataclass(frozen=True)
+class ParameterFit:
+    name: str
+    default: float | None
+    lower: float
+    upper: float
+    what: str
+    value: float | None = None  # fitted; None when pinned
+    pinned: str | None = None  # why, when pinned
+
+    @property
+    def fitted(self) -> bool:
+        return self.pinned is None
+
+    @property
+    def at_bound(self) -> str | None:
+        """'lower' or 'upper' when the fit ended on a bound: the runs ask for more than the
+        bounds allow, a sign that the cost model misses something they have."""
+        if self.value is None:
+            return None
+        tolerance = 1e-3 * (self.upper - self.lower)
+        if self.value <= self.lower + tolerance:
+            return (
+                "lower" if self.default is None or self.default > self.lower + tolerance else None
+            )
+        if self.value >= self.upper - tolerance:
+            return (
+                "upper" if self.default is None or self.default < self.upper - tolerance else None
+            )
+        return None
+
+
+@dataclass(frozen=True)
+class RunFit:
+    run: MeasuredRun
+    predicted_before_s: float  # under the runs' own assumptions (the defaults)
+    predicted_s: float  # under the fitted ones
+    predicted_mfu: float
+    predicted_memory_gb: float
+
+    @property
+    def log_error_before(self) -> float:
+        return math.log(self.predicted_before_s / self.run.step_time_s)
+
+    @property
+    def log_error(self) -> float:
+        return math.log(self.predicted_s / self.run.step_time_s)
+
+    @property
+    def mfu_error(self) -> float:
+        return self.predicted_mfu - self.run.measured_mfu
+
+    @property
+    def memory_error(self) -> float | None:
+        if self.run.peak_memory_gb is None:
+            return None
+        return self.predicted_memory_gb / self.run.peak_memory_gb - 1
+
+
+@dataclass(frozen=True)
+class LeftOut:
+    """One run predicted by the fit of the others."""
+
+    run: MeasuredRun
+    predicted_s: float
+    predicted_mfu: float
+    fitted: tuple[str, ...]  # what that fit freed
+
+    @property
+    def log_error(self) -> float:
+        return math.log(self.predicted_s / self.run.step_time_s)
+
+    @property
+    def mfu_error(self) -> float:
+        return self.predicted_mfu - self.run.measured_mfu
+
+
+@dataclass(frozen=True)
+class Calibration:
+    parameters: tuple[ParameterFit, ...]
+    runs: tuple[RunFit, ...]
+    leave_one_out: tuple[LeftOut, ...] | None  # None with a single run, or out of time
+    optimizer: dict[str, Any] = field(default_factory=dict)
+    leave_one_out_note: str | None = None  # why there is none
+
+    @property
+    def fitted(self) -> dict[str, float]:
+        return {p.name: p.value for p in self.parameters if p.value is not None}
+
+    @property
+    def pinned(self) -> dict[str, str]:
+        return {p.name: p.pinned for p in self.parameters if p.pinned is not None}
+
+    @property
+    def rms_log_error_before(self) -> float:
+        return _rms([r.log_error_before for r in self.runs])
+
+    @property
+    def rms_log_error(self) -> float:
+        return _rms([r.log_error for r in self.runs])
+
+    @property
+    def loo_rms_log_error(self) -> float | None:
+        if self.leave_one_out is None:
+            return None
+        return _rms([r.log_error for r in self.leave_one_out])
+
+    @property
+    def loo_mean_abs_mfu_error(self) -> float | None:
+        if self.leave_one_out is None:
+            return None
+        return sum(abs(r.mfu_error) for r in self.leave_one_out) / len(self.leave_one_out)
+
+    def assumptions(self) -> dict[str, Any]:
+        """The output file: an `assumptions` object any request can take as it stands. The
+        fitted values, plus what every run's request states alike (facts of those runs)."""
+        common = _common_stated(list(r.run for r in self.runs))
+        out = {**common, **{name: round(value, 4) for name, value in self.fitted.items()}}
+        CostAssumptions.model_validate(out)  # valid as it stands
+        return out
+
+
+def _rms(values: list[float]) -> float:
+    return math.sqrt(sum(v * v for v in values) / len(values)) if values else 0.0
+
+
+def _common_stated(runs: list[MeasuredRun]) -> dict[str, Any]:
+    if not runs:
+        return {}
+    stated = set.intersection(*(set(r.stated) for r in runs))
+    common = {}
+    for name in sorted(stated):
+        values = {repr(getattr(r.assumptions, name)) for r in runs}
+        if len(values) == 1:
+            common[name] = getattr(runs[0].assumptions, name)
+    return common
+
+
+def _scipy_optimize() -> Any:
+    try:
+        from scipy import optimize
+    except ModuleNotFoundError as missing:
+        raise CalibrationUnavailable(
+            f"calibration needs scipy ({missing.name} is not installed): "
+            "pip install 'layoutopt[calibration]'"
+        ) from None
+    return optimize
+
+
+def _log_steps(runs: list[MeasuredRun], values: dict[str, float]) -> np.ndarray:
+    return np.array([math.log(run.estimate(values).step_time_s) for run in runs])
+
+
+def choose(
+    runs: list[MeasuredRun], candidates: tuple[Parameter, ...] = PARAMETERS
+) -> tuple[list[Parameter], dict[str, float | None], dict[str, str]]:
+    """(freed parameters, every candidate's default, why each other one is pinned)."""
+    freed: list[Parameter] = []
+    columns: list[np.ndarray] = []
+    defaults: dict[str, float | None] = {}
+    pinned: dict[str, str] = {}
+    for p in candidates:
+        defaults[p.name] = default = default_value(p, runs)
+        if p.name not in CostAssumptions.model_fields:
+            pinned[p.name] = "not an assumption of this cost model"
+            continue
+        stating = [r.name for r in runs if p.name in r.stated]
+        if stating:
+            pinned[p.name] = f"stated by the request of {', '.join(stating)}: a fact, not fitted"
+            continue
+        if default is None:
+            pinned[p.name] = (
+                "the runs' GPUs give it different defaults: one value cannot stand for them"
+            )
+            continue
+        effect = _log_steps(runs, {p.name: p.upper}) - _log_steps(runs, {p.name: p.lower})
+        seen = np.abs(effect) >= MIN_EFFECT
+        if not seen.any():
+            pinned[p.name] = f"no run's step time depends on it ({p.absent})"
+            continue
+        if p.varies is not None:
+            label, knob = p.varies
+            values = {knob(run) for run, s in zip(runs, seen, strict=True) if s}
+            if len(values) < 2:
+                (value,) = values
+                pinned[p.name] = (
+                    f"the runs that depend on it do not vary {label} (all {value}): "
+                    f"it cannot be told from the kernel efficiency"
+                )
+                continue
+        if len(freed) >= len(runs):
+            pinned[p.name] = (
+                f"{len(runs)} run{'s' if len(runs) > 1 else ''} fit at most {len(runs)} "
+                f"assumption{'s' if len(runs) > 1 else ''}, freed in order "
+                f"({', '.join(f.name for f in freed)})"
+            )
+            continue
+        if columns:
+            basis = np.column_stack(columns)
+            coef, *_ = np.linalg.lstsq(basis, effect, rcond=None)
+            residual = effect - basis @ coef
+            if np.linalg.norm(residual) < MIN_INDEPENDENCE * np.linalg.norm(effect):
+                closest = max(
+                    range(len(columns)),
+                    key=lambda i: (
+                        abs(float(columns[i] @ effect)) / float(np.linalg.norm(columns[i]))
+                    ),
+                )
+                pinned[p.name] = (
+                    f"its effect on these runs is nearly that of {freed[closest].name}: "
+                    "the runs cannot tell them apart"
+                )
+                continue
+        freed.append(p)
+        columns.append(effect)
+    return freed, defaults, pinned
+
+
+def _fit(
+    runs: list[MeasuredRun],
+    freed: list[Parameter],
+    defaults: dict[str, float | None],
+    regularisation: float,
+    stop: Callable[[], bool] | None,
+) -> tuple[dict[str, float], dict[str, Any]]:
+    """The freed parameters' values minimising mean squared log error plus the pull."""
+    if not freed:
+        return {}, {"success": True, "message": "nothing to fit", "evaluations": 0}
+    optimize = _scipy_optimize()
+    measured = np.array([math.log(r.step_time_s) for r in runs])
+    span = np.array([p.upper - p.lower for p in freed])
+    lower = np.array([p.lower for p in freed])
+    start = np.array(
+        [(float(defaults[p.name] or p.lower) - p.lower) / (p.upper - p.lower) for p in freed]
+    )
+    start = np.clip(start, 0.0, 1.0)
+    evaluations = 0
+
+    def values_at(z: np.ndarray) -> dict[str, float]:
+        theta = lower + np.clip(z, 0.0, 1.0) * span
+        return {p.name: float(t) for p, t in zip(freed, theta, strict=True)}
+
+    def residuals(z: np.ndarray) -> np.ndarray:
+        nonlocal evaluations
+        if stop is not None and stop():
+            raise CalibrationStopped()
+        evaluations += 1
+        errors = (_log_steps(runs, values_at(z)) - measured) / math.sqrt(len(runs))
+        pull = math.sqrt(regularisation) * (np.clip(z, 0, 1) - start)
+        return np.concatenate([errors, pull])
+
+    # least squares of [errors / sqrt(n), sqrt(reg) * pull]: mean squared log error plus the
+    # pull; trust-region reflective keeps every parameter within its bounds
+    best = optimize.least_squares(
+        residuals,
+        start,
+        bounds=(0.0, 1.0),
+        method="trf",
+        diff_step=1e-3,
+        xtol=1e-6,
+        ftol=1e-10,
+        max_nfev=MAX_EVALUATIONS_PER_PARAMETER * len(freed),
+    )
+    return values_at(best.x), {
+        "success": bool(best.success),
+        "method": "scipy.optimize.least_squares (trf, bounded)",
+        "message": str(best.message),
+        "evaluations": evaluations,
+        "objective": float(2 * best.cost),
+    }
+
+
+def calibrate(
+    runs: list[MeasuredRun],
+    candidates: tuple[Parameter, ...] = PARAMETERS,
+    regularisation: float = REGULARISATION,
+    leave_one_out: bool = True,
+    stop: Callable[[], bool] | None = None,
+    deadline: Callable[[], bool] | None = None,
+) -> Calibration:
+    """Fit the identifiable candidates to the runs; with `leave_one_out`, also predict each
+    run from the fit of the others, unless `deadline()` says the time is up first (the fit
+    itself always finishes: its evaluations are bounded)."""
+    if not runs:
+        raise ValueError("calibration needs at least one measured run")
+    if len(runs) > MAX_RUNS:
+        raise ValueError(f"at most {MAX_RUNS} runs, got {len(runs)}")
+    freed, defaults, pinned = choose(runs, candidates)
+    values, info = _fit(runs, freed, defaults, regularisation, stop)
+    parameters = tuple(
+        ParameterFit(
+            name=p.name,
+            default=defaults[p.name],
+            lower=p.lower,
+            upper=p.upper,
+            what=p.what,
+            value=values.get(p.name),
+            pinned=pinned.get(p.name),
+        )
+        for p in candidates
+    )
+    fits = tuple(
+        RunFit(
+            run=run,
+            predicted_before_s=run.estimate().step_time_s,
+            predicted_s=(est := run.estimate(values)).step_time_s,
+            predicted_mfu=est.mfu,
+            predicted_memory_gb=est.memory.total / 1e9,
+        )
+        for run in runs
+    )
+    left_out, note = None, None
+    if not leave_one_out:
+        note = "not asked for"
+    elif len(runs) == 1:
+        note = "one run: nothing is left to predict it from"
+    else:
+        done = []
+        for i in range(len(runs)):
+            if deadline is not None and deadline():
+                note = f"out of time after {i} of {len(runs)} refits: ask with fewer runs"
+                break
+            done.append(_left_out(runs, i, candidates, regularisation, stop))
+        else:
+            left_out = tuple(done)
+    return Calibration(parameters, fits, left_out, info, note)
+
+
+def _left_out(
+    runs: list[MeasuredRun],
+    index: int,
+    candidates: tuple[Parameter, ...],
+    regularisation: float,
+    stop: Callable[[], bool] | None,
+) -> LeftOut:
+    others = runs[:index] + runs[index + 1 :]
+    freed, defaults, _ = choose(others, candidates)
+    values, _ = _fit(others, freed, defaults, regularisation, stop)
+    est = runs[index].estimate(values)
+    return LeftOut(runs[index], est.step_time_s, est.mfu, tuple(values))

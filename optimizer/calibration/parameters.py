@@ -1,0 +1,114 @@
+"""The assumptions calibration may fit: a small set of efficiencies and overlaps, in the order
+they are freed, each with the bounds the fit keeps it in and what a set of runs must vary to
+tell it apart.
+
+The order is that of how much of a step each one prices, in general: the matmul kernels first
+(every run depends on them), then attention, the network, and the overlaps of each kind of
+traffic. With n runs at most n of them are fitted (the rest keep their defaults): one run
+fits the kernel efficiency alone.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from optimizer.calibration.runs import MeasuredRun
+from optimizer.costmodel import kernel_efficiency
+
+# Fused attention efficiency when neither the request nor the GPU preset names one: the
+# profile's own default (optimizer/costmodel/standard/breakdown.py, FlashAttention-2 on H100).
+DEFAULT_ATTENTION_EFFICIENCY = 0.35
+
+
+@dataclass(frozen=True)
+class Parameter:
+    name: str  # a CostAssumptions field
+    lower: float
+    upper: float
+    what: str  # in words, for the report
+    # the runs must differ in this (label, value per run) for the parameter to be told apart
+    # from the others: e.g. a dp overlap cannot be fitted from runs at one dp
+    varies: tuple[str, Callable[[MeasuredRun], object]] | None = None
+    # why a run may not depend on it at all, for the report
+    absent: str = ""
+
+
+PARAMETERS: tuple[Parameter, ...] = (
+    Parameter(
+        "kernel_efficiency",
+        0.2,
+        0.95,
+        "share of peak the matmul kernels reach",
+        absent="no run's step time depends on the matmul kernels",
+    ),
+    Parameter(
+        "attention_kernel_efficiency",
+        0.1,
+        0.9,
+        "share of peak fused attention reaches",
+        absent="no run uses fused attention",
+    ),
+    Parameter(
+        "inter_node_bandwidth_efficiency",
+        0.2,
+        1.0,
+        "share of the NIC line rate collectives reach across nodes",
+        absent="no run's collectives leave an NVLink domain",
+    ),
+    Parameter(
+        "tp_overlap_fraction",
+        0.0,
+        0.95,
+        "share of tensor-parallel collectives hidden under matmuls",
+        varies=("tp", lambda run: run.layout.tp),
+        absent="no run has tp > 1",
+    ),
+    Parameter(
+        "dp_overlap_microbatches",
+        0.0,
+        8.0,
+        "micro-batch steps the gradient reduce and parameter gather hide under",
+        varies=("dp", lambda run: run.job.cluster.gpus // run.layout.model_parallel_size),
+        absent="no run's data-parallel traffic is exposed",
+    ),
+    Parameter(
+        "zero3_overlap_fraction",
+        0.0,
+        1.0,
+        "share of a micro-batch's compute ZeRO-3's gathers hide under",
+        absent="no run uses ZeRO-3",
+    ),
+    Parameter(
+        "cp_overlap_fraction",
+        0.0,
+        1.0,
+        "share of attention the context-parallel K/V exchange hides under",
+        varies=("cp", lambda run: run.layout.cp),
+        absent="no run has cp > 1",
+    ),
+    Parameter(
+        "moe_all_to_all_overlap_fraction",
+        0.0,
+        1.0,
+        "share of the expert all-to-all hidden under compute (1F1B schedules)",
+        varies=("ep", lambda run: run.layout.ep),
+        absent="no run has ep > 1",
+    ),
+)
+
+
+def default_value(parameter: Parameter, runs: list[MeasuredRun]) -> float | None:
+    """The value the parameter has in the runs when not fitted; None when the runs disagree
+    (an attention efficiency taken from GPU presets that differ)."""
+    values = {default_for_run(parameter, run) for run in runs}
+    return values.pop() if len(values) == 1 else None
+
+
+def default_for_run(parameter: Parameter, run: MeasuredRun) -> float:
+    value = getattr(run.assumptions, parameter.name)
+    if value is None and parameter.name == "attention_kernel_efficiency":
+        return run.job.cluster.gpu.attention_efficiency or DEFAULT_ATTENTION_EFFICIENCY
+    if value is None and parameter.name == "kernel_efficiency":
+        return kernel_efficiency(run.job, run.assumptions)  # the plate's, by the GPU's ceiling
+    return float(value)

@@ -1,0 +1,445 @@
+"""Check a profile against published training runs: predicted vs reported utilisation and
+peak memory, each row under its own engine, with the summary and its breakdowns.
+
+Every row's reported figure becomes a utilisation on the profile's own scale before it is
+compared: an MFU or HFU as printed; a throughput or step time through the profile's model
+FLOPs of that very job (so the comparison is free of the source's FLOP convention); model
+FLOP/s per GPU over the GPU's bf16 dense peak (the source's FLOP count, stated per row).
+Memory compares the profile's worst stage with the source's peak per GPU.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, replace
+from functools import cache
+from typing import Any
+
+import numpy as np
+
+from optimizer.costmodel import Estimate, evaluate
+from optimizer.engines import engine_assumptions, get_engine
+from optimizer.search import enumerator, resolve_space
+from optimizer.validation.published import PublishedRun, published_runs
+
+VALIDATION_PROFILE = "standard"
+# The targets: issue 6's mean absolute error of at most 3 utilisation points, and issue 15's
+# at most 8 points on any row.
+MEAN_ABS_ERROR_TARGET = 0.03
+MAX_ABS_ERROR_TARGET = 0.08
+# The target of issue 6 for the ranking: each published layout among the optimiser's best 5.
+TOP_RANKS = 5
+
+
+@dataclass(frozen=True)
+class Comparison:
+    run: PublishedRun
+    estimate: Estimate
+    rank: int | None = None  # of the published degrees among the search's, 1 = best
+    degrees_best_mfu: float | None = None  # the published degrees at their best knobs
+    optimum_mfu: float | None = None  # the search's best layout under the run's constraints
+
+    @property
+    def behind_best(self) -> float | None:
+        """How far the published degrees' best layout falls short of the optimum's MFU."""
+        if self.degrees_best_mfu is None or self.optimum_mfu is None:
+            return None
+        return 1 - self.degrees_best_mfu / self.optimum_mfu
+
+    @property
+    def compares_utilisation(self) -> bool:
+        return self.run.metric is not None
+
+    @property
+    def kind(self) -> str:
+        """HFU for rows that report hardware FLOPs, else MFU."""
+        return "hfu" if self.run.metric == "hfu" else "mfu"
+
+    @property
+    def predicted(self) -> float:
+        if self.kind == "hfu" and self.estimate.hardware_flops_utilization is not None:
+            return self.estimate.hardware_flops_utilization
+        return self.estimate.mfu
+
+    @property
+    def reported(self) -> float:
+        """The reported figure as a utilisation of the kind `predicted` is."""
+        run, est = self.run, self.estimate
+        if run.reported is None:
+            raise ValueError(f"{run.name} reports no utilisation or throughput")
+        if run.metric in ("mfu", "hfu"):
+            return run.reported
+        if run.metric == "tokens_per_s_per_gpu":
+            return est.mfu * run.reported / est.tokens_per_s_per_gpu
+        if run.metric == "step_time_s":
+            return est.mfu * est.step_time_s / run.reported
+        return run.reported / run.job.cluster.gpu.peak_tflops  # model_tflops_per_gpu
+
+    @property
+    def error(self) -> float:
+        return self.predicted - self.reported
+
+    @property
+    def compares_memory(self) -> bool:
+        return self.run.reported_memory_gb is not None
+
+    @property
+    def predicted_memory_gb(self) -> float:
+        return self.estimate.memory.total / 1e9
+
+    @property
+    def memory_error(self) -> float:
+        """Relative: predicted worst-stage memory over the reported peak, minus one."""
+        if self.run.reported_memory_gb is None:
+            raise ValueError(f"{self.run.name} reports no peak memory")
+        return self.predicted_memory_gb / self.run.reported_memory_gb - 1
+
+
+def _mean(values: list[float]) -> float | None:
+    return sum(values) / len(values) if values else None
+
+
+@dataclass(frozen=True)
+class Figures:
+    """The errors of a set of rows: utilisation (points) and memory (relative)."""
+
+    rows: tuple[Comparison, ...]
+
+    @property
+    def utilisation(self) -> tuple[Comparison, ...]:
+        return tuple(row for row in self.rows if row.compares_utilisation)
+
+    @property
+    def memory(self) -> tuple[Comparison, ...]:
+        return tuple(row for row in self.rows if row.compares_memory)
+
+    @property
+    def mean_abs_error(self) -> float | None:
+        return _mean([abs(row.error) for row in self.utilisation])
+
+    @property
+    def max_abs_error(self) -> float | None:
+        return max((abs(row.error) for row in self.utilisation), default=None)
+
+    @property
+    def memory_mean_abs_error(self) -> float | None:
+        return _mean([abs(row.memory_error) for row in self.memory])
+
+    @property
+    def memory_max_abs_error(self) -> float | None:
+        return max((abs(row.memory_error) for row in self.memory), default=None)
+
+
+@dataclass(frozen=True)
+class ValidationReport:
+    profile: str
+    rows: tuple[Comparison, ...]
+
+    def group(self, name: str) -> Figures:
+        return Figures(tuple(row for row in self.rows if row.run.group == name))
+
+    @property
+    def headline(self) -> Figures:
+        """The rows the means are over: bf16 rows with no knob the profile cannot price."""
+        return self.group("priced")
+
+    @property
+    def mean_abs_error(self) -> float:
+        return self.headline.mean_abs_error or 0.0
+
+    @property
+    def max_abs_error(self) -> float:
+        return self.headline.max_abs_error or 0.0
+
+    @property
+    def memory_mean_abs_error(self) -> float | None:
+        return self.headline.memory_mean_abs_error
+
+    @property
+    def meets_target(self) -> bool:
+        return self.mean_abs_error <= MEAN_ABS_ERROR_TARGET
+
+    @property
+    def meets_max_target(self) -> bool:
+        return self.max_abs_error <= MAX_ABS_ERROR_TARGET
+
+    @property
+    def ranked(self) -> bool:
+        return any(row.rank is not None for row in self.rows)
+
+    @property
+    def ranked_rows(self) -> tuple[Comparison, ...]:
+        """The rows placed in the optimiser's ranking: the priced ones."""
+        return tuple(row for row in self.rows if row.run.group == "priced") if self.ranked else ()
+
+    @property
+    def top_rank_misses(self) -> tuple[str, ...]:
+        return tuple(row.run.name for row in self.ranked_rows if (row.rank or 10**9) > TOP_RANKS)
+
+
+def validate(
+    profile: str = VALIDATION_PROFILE,
+    overrides: dict[str, Any] | None = None,
+    with_ranks: bool = True,
+) -> ValidationReport:
+    """Price every published layout; `overrides` changes assumptions for all rows alike.
+    With ranks, also place each published (tp, pp, cp, dp) in the optimiser's ranking."""
+    if overrides is None:
+        return _default_report(profile, with_ranks)
+    return _report(profile, overrides, with_ranks)
+
+
+@cache
+def _default_report(profile: str, with_ranks: bool) -> ValidationReport:
+    """Pure in its arguments (the data file is read once), so computed once per process."""
+    return _report(profile, None, with_ranks)
+
+
+def _report(profile: str, overrides: dict[str, Any] | None, with_ranks: bool) -> ValidationReport:
+    return ValidationReport(
+        profile, tuple(compare(run, profile, overrides, with_ranks) for run in published_runs())
+    )
+
+
+def compare(
+    run: PublishedRun,
+    profile: str = VALIDATION_PROFILE,
+    overrides: dict[str, Any] | None = None,
+    with_ranks: bool = False,
+) -> Comparison:
+    """One row priced under `overrides` laid over its own assumptions (None: as it stands),
+    as its engine runs it (optimizer.engines: its gradient sync)."""
+    assumptions = engine_assumptions(
+        get_engine(run.engine), run.assumptions.model_copy(update=overrides or {}), run.precision
+    )
+    estimate = evaluate(run.job, run.layout, profile, assumptions)
+    comparison = Comparison(run, estimate)
+    # An fp8 run or one with knobs the profile cannot express is no evidence for the ranking
+    if not with_ranks or run.group != "priced":
+        return comparison
+    ranked = ranked_degrees(replace(run, assumptions=assumptions), profile)
+    if run.degrees not in ranked:
+        return comparison
+    return Comparison(
+        run,
+        estimate,
+        rank=list(ranked).index(run.degrees) + 1,
+        degrees_best_mfu=ranked[run.degrees],
+        optimum_mfu=next(iter(ranked.values())),
+    )
+
+
+def ranked_degrees(
+    run: PublishedRun, profile: str = VALIDATION_PROFILE
+) -> dict[tuple[int, ...], float]:
+    """Distinct (tp, pp, cp, dp) best first with the MFU of each one's best layout, under the
+    run's constraints: the exhaustive enumerator's ranking (MFU, then memory and tie-breaks)."""
+    problem = resolve_space(run.job, run.search, profile)
+    space = enumerator.price_space(problem, run.assumptions)
+    feasible = np.flatnonzero(enumerator.feasible(problem, space, frozenset()))
+    rows = enumerator.tie_break_order(space, feasible)
+    grid = space.grid
+    ranked: dict[tuple[int, ...], float] = {}
+    for row in rows:
+        degrees = tuple(int(getattr(grid, d)[row]) for d in ("tp", "pp", "cp", "dp"))
+        ranked.setdefault(degrees, float(space.mfu[row]))
+    return ranked
+
+
+# --- tables ------------------------------------------------------------------------------
+
+
+def _percent(value: float) -> str:
+    return f"{100 * value:.1f}%"
+
+
+def _points(value: float | None) -> str:
+    return "-" if value is None else f"{100 * value:.2f}"
+
+
+def layout_text(row: Comparison) -> str:
+    x = row.estimate.layout
+    text = f"tp{x.tp} pp{x.pp} cp{x.cp} dp{x.dp} v{x.vpp} b{x.micro_batch} z{x.zero} {x.recompute.value}"
+    if x.ep > 1:
+        text += f" ep{x.ep}"
+    if x.schedule.value != "1f1b":
+        text += f" {x.schedule.value}"
+    return text
+
+
+METRIC_LABELS = {
+    "mfu": "MFU",
+    "hfu": "HFU",
+    "tokens_per_s_per_gpu": "MFU (tokens/s)",
+    "step_time_s": "MFU (step time)",
+    "model_tflops_per_gpu": "MFU (TFLOP/s)",
+}
+
+TABLE_HEADER = [
+    "run",
+    "engine",
+    "precision",
+    "layout",
+    "metric",
+    "reported",
+    "predicted",
+    "error (points)",
+    "memory reported",
+    "memory predicted",
+    "memory error",
+    "fits",
+    "rank",
+    "behind best",
+]
+
+
+def report_table(report: ValidationReport) -> list[list[str]]:
+    """Rows of the validation table, one per published run."""
+    table = []
+    for row in report.rows:
+        run = row.run
+        utilisation = row.compares_utilisation
+        memory = row.compares_memory
+        name = run.name if run.group == "priced" else f"{run.name} [{run.group}]"
+        table.append(
+            [
+                name,
+                run.engine,
+                run.precision,
+                layout_text(row),
+                METRIC_LABELS[run.metric] if run.metric else "memory",
+                _percent(row.reported) if utilisation else "-",
+                _percent(row.predicted) if utilisation else "-",
+                f"{100 * row.error:+.1f}" if utilisation else "-",
+                f"{run.reported_memory_gb:.1f} GB" if memory else "-",
+                f"{row.predicted_memory_gb:.1f} GB" if memory else "-",
+                f"{100 * row.memory_error:+.0f}%" if memory else "-",
+                "yes" if row.estimate.fits else f"no ({row.estimate.memory.total / 1e9:.0f} GB)",
+                _rank_text(row.rank) if row in report.ranked_rows else "-",
+                "-" if row.behind_best is None else f"{100 * row.behind_best:.1f}%",
+            ]
+        )
+    return table
+
+
+def _rank_text(rank: int | None) -> str:
+    if rank is None:
+        return "not found"
+    return str(rank) if rank <= TOP_RANKS else f"{rank} (miss)"
+
+
+def summary_line(report: ValidationReport) -> str:
+    head = report.headline
+    verdict = "meets" if report.meets_target else "MISSES"
+    max_verdict = "meets" if report.meets_max_target else "MISSES"
+    memory = head.memory_mean_abs_error
+    line = (
+        f"profile {report.profile}: {len(head.rows)} priced runs ({len(head.utilisation)} with "
+        f"a utilisation), mean absolute error {100 * report.mean_abs_error:.2f} points "
+        f"({verdict} the {100 * MEAN_ABS_ERROR_TARGET:.0f}-point target), max "
+        f"{100 * report.max_abs_error:.2f} points ({max_verdict} the "
+        f"{100 * MAX_ABS_ERROR_TARGET:.0f}-point target)"
+    )
+    if memory is not None:
+        line += (
+            f"; peak memory over {len(head.memory)} runs: mean absolute error "
+            f"{100 * memory:.1f}% of the reported"
+        )
+    if report.ranked:
+        ranked = len(report.ranked_rows)
+        inside = ranked - len(report.top_rank_misses)
+        line += f"; {inside} of {ranked} published layouts in the optimiser's top {TOP_RANKS}"
+    return line
+
+
+def group_line(report: ValidationReport, group: str) -> str:
+    """The fp8 or excluded rows' own figures, beside (not in) the headline means."""
+    figures = report.group(group)
+    if not figures.rows:
+        return f"{group}: no runs"
+    parts = [f"{len(figures.rows)} runs"]
+    if figures.utilisation:
+        parts.append(
+            f"{len(figures.utilisation)} with a utilisation: mean absolute error "
+            f"{_points(figures.mean_abs_error)} points, max {_points(figures.max_abs_error)}"
+        )
+    if figures.memory:
+        parts.append(
+            f"{len(figures.memory)} with a peak memory: mean absolute error "
+            f"{100 * (figures.memory_mean_abs_error or 0):.1f}%"
+        )
+    return f"{group}: " + "; ".join(parts)
+
+
+# --- breakdowns --------------------------------------------------------------------------
+
+
+def size_bucket(run: PublishedRun) -> str:
+    billions = run.job.model.total_params / 1e9
+    for bound, label in ((10, "under 10B"), (100, "10-100B"), (500, "100-500B")):
+        if billions < bound:
+            return label
+    return "500B and over"
+
+
+def gpu_count_bucket(run: PublishedRun) -> str:
+    gpus = run.job.cluster.gpus
+    for bound, label in ((64, "8-64"), (512, "65-512"), (4096, "513-4,096")):
+        if gpus <= bound:
+            return label
+    return "over 4,096"
+
+
+BREAKDOWNS: dict[str, Callable[[PublishedRun], str]] = {
+    "model size (total parameters)": size_bucket,
+    "GPU count": gpu_count_bucket,
+    "GPU type": lambda run: run.job.cluster.gpu.name,
+    "engine": lambda run: run.engine,
+    "source": lambda run: run.source_label,
+}
+
+BREAKDOWN_HEADER = [
+    "group",
+    "priced runs",
+    "with utilisation",
+    "mean abs error (points)",
+    "max (points)",
+    "with memory",
+    "memory mean abs error",
+    "fp8 / excluded",
+]
+
+
+def breakdown_table(
+    report: ValidationReport, key: Callable[[PublishedRun], str]
+) -> list[list[str]]:
+    """One line per group of rows: the headline figures over that group's priced rows."""
+    groups: dict[str, list[Comparison]] = {}
+    for row in report.rows:
+        groups.setdefault(key(row.run), []).append(row)
+    table = []
+    for name, rows in groups.items():
+        priced = Figures(tuple(r for r in rows if r.run.group == "priced"))
+        memory = priced.memory_mean_abs_error
+        others = sum(r.run.group != "priced" for r in rows)
+        table.append(
+            [
+                name,
+                str(len(priced.rows)),
+                str(len(priced.utilisation)),
+                _points(priced.mean_abs_error),
+                _points(priced.max_abs_error),
+                str(len(priced.memory)),
+                "-" if memory is None else f"{100 * memory:.1f}%",
+                str(others),
+            ]
+        )
+    return table
+
+
+def excluded_rows(report: ValidationReport) -> Iterable[tuple[str, str]]:
+    """(name, why) of every row kept out of the headline means."""
+    for row in report.rows:
+        reason = row.run.exclusion
+        if reason is not None:
+            yield row.run.name, reason

@@ -1,0 +1,360 @@
+"""Calibration: known assumptions recovered from synthetic runs, what the runs cannot identify
+pinned and said, leave-one-out worked by hand, and the CLI and HTTP round trips."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+from api.cli import main
+from api.client import Client
+from api.http.app import create_app
+from api.http.settings import Settings
+from api.schemas import EvaluateRequest
+from models.layout import Layout
+from optimizer.calibration import MeasuredRun, calibrate, choose, measured_run
+from optimizer.costmodel import CostAssumptions, evaluate
+from optimizer.validation import published_runs
+from optimizer.validation.calibrated import calibrate_engines, measured, spread
+from tests.helpers import plate_job
+
+TRUTH = {
+    "kernel_efficiency": 0.5,
+    "attention_kernel_efficiency": 0.45,
+    "inter_node_bandwidth_efficiency": 0.6,
+    "tp_overlap_fraction": 0.4,
+}
+# (gpus, model, layout, seq_len): runs that differ in tp, in sequence length (attention's
+# share) and in how much traffic crosses nodes, and over how many of a node's NICs
+SHAPES = [
+    (64, "llama3-8b", {"tp": 1}, 8192),
+    (64, "llama3-8b", {"tp": 2}, 8192),
+    (64, "llama3-8b", {"tp": 4}, 8192),
+    (64, "llama3-8b", {"tp": 8}, 8192),
+    (64, "llama3-8b", {"tp": 1, "cp": 2}, 32768),
+    (256, "llama3-70b", {"tp": 8, "pp": 4, "vpp": 5}, 8192),
+    (128, "llama3-70b", {"tp": 8, "pp": 2}, 4096),
+    # one rank a node: the context-parallel all-gather crosses each node's one NIC, exposed
+    (64, "llama3-8b", {"tp": 8, "cp": 8}, 32768),
+]
+
+
+def synthetic(truth: dict[str, float], shapes=SHAPES, measure: str = "step_time_s") -> list:
+    """Runs 'measured' as the cost model prices them under `truth`."""
+    runs = []
+    for i, (gpus, model, degrees, seq) in enumerate(shapes):
+        job = plate_job(gpus, model, global_batch=min(2 * gpus, 256), seq_len=seq)
+        layout = Layout(**degrees, zero=1, recompute="selective")
+        est = evaluate(job, layout, "standard", CostAssumptions(**truth))
+        value = {"step_time_s": est.step_time_s, "mfu": est.mfu}[measure]
+        runs.append(
+            measured_run(
+                f"run {i}", job, layout, "standard", CostAssumptions(), "generic", measure, value
+            )
+        )
+    return runs
+
+
+@pytest.fixture(scope="module")
+def recovered():
+    return calibrate(synthetic(TRUTH), leave_one_out=False)
+
+
+@pytest.mark.parametrize(("name", "tolerance"), [(k, 0.02) for k in TRUTH])
+def test_calibration_recovers_known_assumptions(recovered, name: str, tolerance: float) -> None:
+    # the regulariser pulls towards the defaults, lightly: within 0.02 of the truth
+    assert recovered.fitted[name] == pytest.approx(TRUTH[name], abs=tolerance)
+
+
+def test_the_recovered_fit_reproduces_the_runs(recovered) -> None:
+    assert recovered.rms_log_error_before > 0.05  # the defaults miss the synthetic truth
+    assert recovered.rms_log_error < 0.002
+    # what nothing measures stays at its default and says why
+    assert "no run uses ZeRO-3" in recovered.pinned["zero3_overlap_fraction"]
+    assert "no run has ep > 1" in recovered.pinned["moe_all_to_all_overlap_fraction"]
+    # cp varies now, but its exposed exchange moves the step as the network's efficiency does
+    assert "cannot tell them apart" in recovered.pinned["cp_overlap_fraction"]
+
+
+def test_an_mfu_measurement_is_the_same_step_time() -> None:
+    by_time = synthetic(TRUTH, SHAPES[:3])
+    by_mfu = synthetic(TRUTH, SHAPES[:3], measure="mfu")
+    for a, b in zip(by_time, by_mfu, strict=True):
+        assert b.step_time_s == pytest.approx(a.step_time_s, rel=1e-9)
+
+
+@pytest.mark.parametrize("profile", ["standard", "workshop"])
+def test_mfu_times_step_time_does_not_move_with_the_assumptions(profile: str) -> None:
+    # what lets an MFU stand for a step time: model FLOPs are the job's, not an assumption's
+    job, layout = plate_job(64, "llama3-8b"), Layout(tp=2, zero=1)
+    products = {
+        round(e.mfu * e.step_time_s, 9)
+        for e in (
+            evaluate(job, layout, profile, CostAssumptions(kernel_efficiency=k)) for k in (0.3, 0.7)
+        )
+    }
+    assert len(products) == 1
+
+
+def test_one_run_fits_the_kernel_efficiency_alone() -> None:
+    (run,) = synthetic(TRUTH, SHAPES[1:2])
+    result = calibrate([run])
+    assert list(result.fitted) == ["kernel_efficiency"]
+    assert result.rms_log_error < 1e-3  # one equation, one unknown
+    assert "1 run fit at most 1" in result.pinned["attention_kernel_efficiency"]
+    assert result.leave_one_out is None and result.leave_one_out_note
+
+
+def test_runs_at_one_dp_leave_the_dp_overlap_at_its_default() -> None:
+    # three runs at dp 8 (tp 1, 2, 4 on 8, 16, 32 GPUs): nothing tells the dp overlap apart
+    shapes = [(8 * tp, "llama3-8b", {"tp": tp}, 8192) for tp in (1, 2, 4)]
+    runs = synthetic({**TRUTH, "dp_overlap_microbatches": 0.0}, shapes)
+    freed, _, pinned = choose(runs)
+    assert "dp_overlap_microbatches" not in [p.name for p in freed]
+    reason = pinned["dp_overlap_microbatches"]
+    assert "do not vary dp (all 8)" in reason or "at most 3" in reason
+    result = calibrate(runs, leave_one_out=False)
+    assert "dp_overlap_microbatches" not in result.assumptions()
+
+
+def test_assumptions_a_request_states_are_facts_not_fitted() -> None:
+    runs = synthetic(TRUTH, SHAPES[:3])
+    stated = CostAssumptions(tp_overlap_fraction=0.4, sequence_parallel=False)
+    runs = [
+        measured_run(r.name, r.job, r.layout, r.profile, stated, r.engine, "step_time_s", r.value)
+        for r in runs
+    ]
+    result = calibrate(runs, leave_one_out=False)
+    assert "stated by the request" in result.pinned["tp_overlap_fraction"]
+    out = result.assumptions()
+    # what every run states comes along; the file is a valid `assumptions` as it stands
+    assert out["sequence_parallel"] is False and out["tp_overlap_fraction"] == 0.4
+    request = EvaluateRequest.model_validate(
+        {"model": "llama3-8b", "cluster": {"gpus": 8}, "assumptions": out}
+    )
+    assert request.assumptions.kernel_efficiency == out["kernel_efficiency"]
+
+
+def test_leave_one_out_by_hand() -> None:
+    # three measurements of one and the same run: the fit can only move the kernel
+    # efficiency, and a fit of two measurements predicts their geometric mean, so each run
+    # left out is predicted at the geometric mean of the other two
+    job, layout = plate_job(16, "llama3-8b", global_batch=64), Layout(tp=2, zero=1)
+    base = evaluate(job, layout, "standard").step_time_s
+    times = [0.95 * base, 1.0 * base, 1.08 * base]
+    runs: list[MeasuredRun] = [
+        measured_run(
+            f"r{i}", job, layout, "standard", CostAssumptions(), "megatron", "step_time_s", t
+        )
+        for i, t in enumerate(times)
+    ]
+    result = calibrate(runs)
+    assert list(result.fitted) == ["kernel_efficiency"]
+    assert result.leave_one_out is not None
+    by_hand = []
+    for i, left in enumerate(result.leave_one_out):
+        a, b = (t for j, t in enumerate(times) if j != i)
+        assert left.predicted_s == pytest.approx(math.sqrt(a * b), rel=1e-3)
+        assert left.fitted == ("kernel_efficiency",)
+        by_hand.append(math.log(math.sqrt(a * b) / times[i]))
+    rms = math.sqrt(sum(e * e for e in by_hand) / 3)
+    assert result.loo_rms_log_error == pytest.approx(rms, rel=1e-2)
+    # and the fit of all three sits at the geometric mean of all three
+    mean = math.exp(sum(math.log(t) for t in times) / 3)
+    assert all(r.predicted_s == pytest.approx(mean, rel=1e-3) for r in result.runs)
+
+
+def test_published_rows_read_as_measured_runs() -> None:
+    for run in published_runs():
+        if run.metric is None or run.group != "priced":
+            continue
+        m = measured(run)
+        est = evaluate(run.job, run.layout, "standard", run.assumptions)
+        # the row's reported utilisation, as an MFU, is the measured run's
+        if run.metric in ("mfu", "tokens_per_s_per_gpu", "step_time_s"):
+            from optimizer.validation import compare
+
+            assert m.measured_mfu == pytest.approx(compare(run).reported, rel=1e-9), run.name
+        assert m.step_time_s > 0 and est.step_time_s > 0
+
+
+def test_validate_calibrates_each_engine_and_checks_the_rest() -> None:
+    results = calibrate_engines(3, by_gpu=False)
+    engines = {r.engine for r in results}
+    assert {"megatron", "nemo", "torchtitan", "deepspeed", "generic"} <= engines
+    for r in results:
+        if r.calibration is None:
+            continue
+        assert len(r.calibration_rows) == 3
+        assert not {run.name for run in r.calibration_rows} & {
+            row.run.name for row in r.held_out_after
+        }
+        assert len(r.held_out_before) == len(r.held_out_after) > 0
+        assert all(row.run.engine == r.engine for row in r.held_out_after)
+    assert spread(list(range(21)), 3) == [0, 10, 20]  # type: ignore[arg-type]
+
+
+# --- the CLI -------------------------------------------------------------------------------
+
+
+def runs_jsonl(tmp_path: Path) -> Path:
+    lines = []
+    for i, run in enumerate(synthetic(TRUTH, SHAPES[:3])):
+        request = {
+            "model": "llama3-8b",
+            "cluster": {"gpus": run.job.cluster.gpus, "gpu": "h100-sxm"},
+            "training": {"global_batch": run.job.training.global_batch, "seq_len": 8192},
+            "layout": run.layout.model_dump(mode="json", exclude={"dp"}),
+            "engine": "megatron",
+        }
+        measured_ = {"step_time_s": run.step_time_s}
+        if i == 0:
+            measured_["peak_memory_gb"] = 60.0
+        lines.append(
+            json.dumps({"name": f"tp {run.layout.tp}", "request": request, "measured": measured_})
+        )
+    path = tmp_path / "runs.jsonl"
+    path.write_text("\n".join(lines) + "\n\n")
+    return path
+
+
+def test_cli_round_trip(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "calibrated.json"
+    assert main(["calibrate", str(runs_jsonl(tmp_path)), "--out", str(out)]) == 0
+    captured = capsys.readouterr()
+    assumptions = json.loads(out.read_text())
+    assert CostAssumptions.model_validate(assumptions).kernel_efficiency == pytest.approx(
+        0.5, abs=0.05
+    )
+    assert "leave-one-out" in captured.err and "pinned" in captured.err
+    assert "memory" in captured.err  # the run with a peak memory is compared
+    # the file is any request's `assumptions`: evaluate takes it as it stands
+    spec = tmp_path / "spec.json"
+    spec.write_text(
+        json.dumps(
+            {
+                "model": "llama3-8b",
+                "cluster": {"gpus": 8},
+                "profile": "standard",
+                "assumptions": assumptions,
+            }
+        )
+    )
+    assert main(["evaluate", "--spec", str(spec), "--json"]) == 0
+    capsys.readouterr()
+
+
+def test_cli_json_prints_the_http_answer(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["calibrate", str(runs_jsonl(tmp_path)), "--json", "--no-loo"]) == 0
+    answer = json.loads(capsys.readouterr().out)
+    assert set(answer) == {"assumptions", "fit"}
+    assert answer["fit"]["leave_one_out"] is None
+    assert answer["fit"]["leave_one_out_note"] == "not asked for"
+    statuses = {p["name"]: p["status"] for p in answer["fit"]["parameters"]}
+    assert statuses["kernel_efficiency"] == "fitted"
+
+
+@pytest.mark.parametrize(
+    ("line", "message"),
+    [
+        ("not json", "line 1 is not a JSON object"),
+        (
+            json.dumps({"request": {"model": "llama3-8b", "cluster": {"gpus": 8}}, "measured": {}}),
+            "exactly one of",
+        ),
+        (
+            json.dumps(
+                {
+                    "request": {"model": "llama3-8b", "cluster": {"gpus": 8}},
+                    "measured": {"mfu": 0.4, "step_time_s": 3},
+                }
+            ),
+            "exactly one of",
+        ),
+        (
+            json.dumps(
+                {
+                    "request": {"model": "llama3-8b", "cluster": {"gpus": 8}, "engine": "jax"},
+                    "measured": {"mfu": 0.4},
+                }
+            ),
+            "engine",
+        ),
+    ],
+)
+def test_cli_refuses_a_bad_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], line: str, message: str
+) -> None:
+    path = tmp_path / "runs.jsonl"
+    path.write_text(line + "\n")
+    assert main(["calibrate", str(path)]) == 2
+    assert message in capsys.readouterr().err
+
+
+# --- HTTP and the client -------------------------------------------------------------------
+
+
+def http_body(tmp_path: Path) -> dict[str, Any]:
+    return {
+        "runs": [json.loads(line) for line in runs_jsonl(tmp_path).read_text().split("\n") if line]
+    }
+
+
+def test_http_round_trip(api: TestClient, tmp_path: Path) -> None:
+    answer = api.post("/v1/calibrate", json=http_body(tmp_path))
+    assert answer.status_code == 200, answer.text
+    body = answer.json()
+    CostAssumptions.model_validate(body["assumptions"])
+    fit = body["fit"]
+    assert len(fit["runs"]) == 3 and fit["rms_log_error"] < fit["rms_log_error_before"]
+    assert len(fit["leave_one_out"]["runs"]) == 3
+    assert fit["runs"][0]["memory_error"] is not None
+    # the answer's assumptions priced through /v1/evaluate
+    evaluate_body = {
+        "model": "llama3-8b",
+        "cluster": {"gpus": 8},
+        "profile": "standard",
+        "assumptions": body["assumptions"],
+    }
+    assert api.post("/v1/evaluate", json=evaluate_body).status_code == 200
+
+
+def test_http_refuses_bad_bodies(api: TestClient) -> None:
+    assert api.post("/v1/calibrate", json={"runs": []}).status_code == 422
+    two_profiles = {
+        "runs": [
+            {
+                "request": {"model": "llama3-8b", "cluster": {"gpus": 8}, "profile": p},
+                "measured": {"mfu": 0.4},
+            }
+            for p in ("standard", "workshop")
+        ]
+    }
+    answer = api.post("/v1/calibrate", json=two_profiles)
+    assert answer.status_code == 422 and "same profile" in answer.json()["error"]["message"]
+
+
+def test_calibrate_is_pooled_like_the_searches(tmp_path: Path) -> None:
+    # no worker and no queue: the pooled route is refused before its body is parsed
+    app = create_app(Settings(workers=1, queue_depth=0))
+    with TestClient(app) as api:
+        slot = app.state.solver.pool.reserve()  # the only slot taken
+        try:
+            answer = api.post("/v1/calibrate", json=http_body(tmp_path))
+            assert answer.status_code == 503 and "Retry-After" in answer.headers
+        finally:
+            slot.release()
+
+
+def test_client_calibrate(api: TestClient, tmp_path: Path) -> None:
+    client = Client("http://testserver", transport=api._transport)
+    answer = client.calibrate(http_body(tmp_path))
+    assert answer.assumptions["kernel_efficiency"] == pytest.approx(0.5, abs=0.05)
+    assert answer.fit.leave_one_out is not None
