@@ -7,6 +7,7 @@ import random
 from dataclasses import replace
 
 from models.presets import gpu_preset, model_preset
+from optimizer.planning.options import OptionTable
 from optimizer.planning import (
     Curves,
     Deadline,
@@ -117,3 +118,17 @@ def check_plan(problem: PlanProblem, result: PlanResult) -> None:
             assert 0 <= node < pool.nodes and node not in pool.unavailable
             assert (pool.name, node) not in seen
             seen.add((pool.name, node))
+
+
+def choice_of(problem: PlanProblem, table: OptionTable, result: PlanResult) -> tuple[int, ...]:
+    """The option index each job of `result` runs in."""
+    choice = []
+    for j, planned in enumerate(result.jobs):
+        pools = [p.name for p in problem.pools]
+        for o, option in enumerate(table.options[j]):
+            pool = None if option.pool is None else pools[option.pool]
+            same = (pool, option.gpus) == (planned.pool, planned.gpus)
+            if same and option.stays == (planned.change == "stays"):
+                choice.append(o)
+                break
+    return tuple(choice)

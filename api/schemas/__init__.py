@@ -22,6 +22,7 @@ from api.schemas.answers import (
     optimize_out,
     pareto_out,
 )
+from api.schemas.plan import PLAN_EXAMPLE, PlanOut, PlanRequestIn, plan_out
 from api.schemas.requests import (
     PLATE_EXAMPLE,
     SEARCH_EXAMPLE,
@@ -35,6 +36,7 @@ from api.schemas.requests import (
 )
 
 __all__ = [
+    "PLAN_EXAMPLE",
     "PLATE_EXAMPLE",
     "SEARCH_EXAMPLE",
     "STATUS_DESCRIPTION",
@@ -53,7 +55,9 @@ __all__ = [
     "ModelRef",
     "OptimizeOut",
     "ParetoOut",
+    "PlanOut",
     "PlanRequest",
+    "PlanRequestIn",
     "PresetsOut",
     "ReadyOut",
     "RelaxationOut",
@@ -64,4 +68,5 @@ __all__ = [
     "estimate_out",
     "optimize_out",
     "pareto_out",
+    "plan_out",
 ]

@@ -3,8 +3,8 @@ each checked against the rules and packed onto the cells every way there is, wri
 without the CP-SAT model so that the two can disagree.
 
 It returns the best objective (the same integers the solver maximises) and, at that
-objective, the fewest racks spanned. Exponential: for small instances only (3 jobs, 16
-nodes).
+objective, the fewest racks spanned; and, for any one choice of options, the fewest racks
+it can span. Exponential: for small instances only (3 jobs, 16 nodes).
 """
 
 from __future__ import annotations
@@ -176,3 +176,10 @@ def _packed_racks(
             return None
         total += racks + held[1]
     return total
+
+
+def fewest_racks_for(
+    problem: PlanProblem, table: OptionTable, choice: tuple[int, ...]
+) -> int | None:
+    """The fewest racks this choice of options can span, None if it cannot be packed."""
+    return _packed_racks(problem, table, choice, problem.cells(), {})

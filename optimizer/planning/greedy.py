@@ -163,16 +163,13 @@ def _stayers_nodes(
     return free, nodes_in
 
 
-def greedy_plan(
-    problem: PlanProblem, table: OptionTable, cells: tuple[Cell, ...]
+def pack(
+    problem: PlanProblem, table: OptionTable, cells: tuple[Cell, ...], choice: list[int]
 ) -> Assignment | None:
-    """The greedy plan with its node counts per cell, or None when it breaks a rule."""
-    choice = greedy_choice(problem, table)
-    if choice is None:
-        return None
-    if not problem.assign_nodes:
-        ok = all(o or not job.must_run for o, job in zip(choice, problem.jobs, strict=True))
-        return Assignment(tuple(choice)) if ok else None
+    """Node counts per cell for these options: stayers on their own nodes, the rest largest
+    first over the racks with most free nodes. A job that does not fit is dropped to
+    nothing (None if it must run)."""
+    choice = list(choice)
     free, nodes_in = _stayers_nodes(problem, table, cells, choice)
     for j in sorted(range(len(choice)), key=lambda j: (-table.options[j][choice[j]].nodes, j)):
         option = table.options[j][choice[j]]
@@ -190,3 +187,16 @@ def greedy_plan(
             nodes_in[j, c] = count
             free[c] = free[c][count:]
     return Assignment(tuple(choice), nodes_in)
+
+
+def greedy_plan(
+    problem: PlanProblem, table: OptionTable, cells: tuple[Cell, ...]
+) -> Assignment | None:
+    """The greedy plan with its node counts per cell, or None when it breaks a rule."""
+    choice = greedy_choice(problem, table)
+    if choice is None:
+        return None
+    if not problem.assign_nodes:
+        ok = all(o or not job.must_run for o, job in zip(choice, problem.jobs, strict=True))
+        return Assignment(tuple(choice)) if ok else None
+    return pack(problem, table, cells, choice)

@@ -14,6 +14,8 @@ solve): must_run, keeps_nodes, capacity, unavailable, nvlink_domains.
 
 from __future__ import annotations
 
+import itertools
+
 from ortools.sat.python import cp_model
 
 from optimizer.planning.cluster import Cell
@@ -21,6 +23,8 @@ from optimizer.planning.options import OptionTable
 from optimizer.planning.problem import PlanProblem
 
 Literal = cp_model.IntVar
+# Symmetry keys stay below this, so that CP-SAT's LP sees them exactly (doubles: 2^53).
+SYMMETRY_KEY_LIMIT = 2**50
 
 
 class PlanModel:
@@ -46,6 +50,8 @@ class PlanModel:
             self.add_stays_keep_their_nodes()
             self.add_nvlink_domains()
             self.add_racks_spanned()
+            self.add_least_racks()
+            self.add_identical_racks_in_order()
 
     # --- data ----------------------------------------------------------------------------
 
@@ -229,6 +235,79 @@ class PlanModel:
             self.model.add(rack <= sum(domains))
             self.rack_used[key] = rack
 
+    def add_least_racks(self) -> None:
+        """A job of n nodes spans at least ceil(n / the pool's largest rack) racks (implied;
+        stated so that the LP bound on the topology term is tight)."""
+        for j in range(len(self.problem.jobs)):
+            for p in self.pools_of(j):
+                racks: dict[int, int] = {}
+                for cell in self.cells:
+                    if cell.pool == p:
+                        racks[cell.rack] = racks.get(cell.rack, 0) + len(cell.node_ids)
+                room = max(racks.values(), default=1)
+                spanned = [u for (jj, pp, _), u in self.rack_used.items() if (jj, pp) == (j, p)]
+                least = sum(
+                    -(-option.nodes // room) * self.choose[j][o]
+                    for o, option in enumerate(self.table.options[j])
+                    if option.pool == p
+                )
+                self.model.add(sum(spanned) >= least)
+
+    def identical_racks(self) -> list[list[int]]:
+        """Runs of interchangeable cells: racks of one pool (NVLink domains one node) with
+        the same available nodes and no node any job could stay on."""
+        held = {
+            (self.problem.pool_index(job.running.pool), node)
+            for job in self.problem.jobs
+            if job.running is not None
+            for node in job.running.nodes
+        }
+        classes: dict[tuple[int, int, int], list[int]] = {}
+        for c, cell in enumerate(self.cells):
+            if cell.domain or any((cell.pool, n) in held for n in cell.node_ids):
+                continue
+            classes.setdefault((cell.pool, len(cell.node_ids), cell.capacity), []).append(c)
+        return [cells for cells in classes.values() if len(cells) > 1]
+
+    def load_key(self, c: int) -> cp_model.LinearExpr:
+        """Cell c's counts as one number ordered as the vector (job 0's, job 1's, ...), for as
+        many leading jobs as int64 holds exactly."""
+        base = len(self.cells[c].node_ids) + 1
+        key: list[cp_model.LinearExpr] = []
+        weight = 1
+        for j in reversed(range(len(self.problem.jobs))):
+            if weight * base > SYMMETRY_KEY_LIMIT:
+                key.clear()  # keep only the leading jobs: drop what was built so far
+                weight = 1
+            if (j, c) in self.nodes_in:
+                key.append(weight * self.nodes_in[j, c])
+            weight *= base
+        return sum(key)  # type: ignore[return-value]
+
+    def add_identical_racks_in_order(self) -> None:
+        """Interchangeable racks hold non-increasing loads (their count vectors in
+        lexicographic order): any plan can be so permuted without changing its objective
+        or topology, so this only cuts the copies the solver would otherwise search."""
+        for run in self.identical_racks():
+            for first, second in itertools.pairwise(run):
+                self.model.add(self.load_key(first) >= self.load_key(second))
+
+    def in_rack_order(self, nodes_in: dict[tuple[int, int], int]) -> dict[tuple[int, int], int]:
+        """The same counts with each run of interchangeable racks sorted as
+        `add_identical_racks_in_order` wants them (for hints)."""
+        jobs = range(len(self.problem.jobs))
+        moved = dict(nodes_in)
+        for run in self.identical_racks():
+            columns = sorted(
+                (tuple(nodes_in.get((j, c), 0) for j in jobs) for c in run), reverse=True
+            )
+            for c, column in zip(run, columns, strict=True):
+                for j in jobs:
+                    moved.pop((j, c), None)
+                    if column[j]:
+                        moved[j, c] = column[j]
+        return moved
+
     # --- objective terms ------------------------------------------------------------------
 
     def value(self) -> cp_model.LinearExpr:
@@ -267,23 +346,30 @@ class PlanModel:
             rank[o] = position
         return rank
 
-    def tie_break(self) -> tuple[cp_model.LinearExpr, int]:
-        """Minimised once the objective and the topology are fixed, so that one plan comes
-        back whatever the worker count: earlier jobs take their preferred options
-        (`preference`) and lower cells, with weights (rank + 1) * (jobs - j) that make any
-        swap between two jobs strictly better one way. Returns it and its largest value."""
+    def option_tie_break(self) -> tuple[cp_model.LinearExpr, int]:
+        """Minimised below the objective, so that one plan comes back whatever the worker
+        count: earlier jobs take their preferred options (`preference`), with weights
+        rank * (jobs - j) that make any swap between two jobs strictly better one way.
+        Returns it and its largest value."""
         jobs = len(self.problem.jobs)
         ranks = [self.preference(j) for j in range(jobs)]
-        options = sum(
+        term = sum(
             ranks[j][o] * (jobs - j) * self.choose[j][o]
             for j in range(jobs)
             for o in range(len(self.choose[j]))
             if ranks[j][o]
         )
-        most_options = sum(len(c) * (jobs - j) for j, c in enumerate(self.choose))
-        cells = sum((c + 1) * (jobs - j) * count for (j, c), count in self.nodes_in.items())
-        most_cells = sum(
-            (c + 1) * (jobs - j) * len(self.cells[c].node_ids) for (j, c) in self.nodes_in
-        )
-        term: cp_model.LinearExpr = options * (most_cells + 1) + cells  # type: ignore[assignment]
-        return term, most_options * (most_cells + 1) + most_cells
+        most = sum((len(c) - 1) * (jobs - j) for j, c in enumerate(self.choose))
+        return term, most  # type: ignore[return-value]
+
+    def cell_tie_break(self) -> tuple[cp_model.LinearExpr, int]:
+        """Minimised below the topology: earlier jobs on lower cells (lower node ids), with
+        weights (cell + 1) * (jobs - j). Returns it and its largest value."""
+        jobs = len(self.problem.jobs)
+        term = sum((c + 1) * (jobs - j) * count for (j, c), count in self.nodes_in.items())
+        most = sum((c + 1) * (jobs - j) * len(self.cells[c].node_ids) for (j, c) in self.nodes_in)
+        return term, most  # type: ignore[return-value]
+
+    def fix_options(self, choice: tuple[int, ...]) -> None:
+        for j, o in enumerate(choice):
+            self.model.add(self.choose[j][o] == 1)

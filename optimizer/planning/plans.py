@@ -15,8 +15,6 @@ from dataclasses import replace
 from optimizer.planning import conflicts as conflicting
 from optimizer.planning import explain as explaining
 from optimizer.planning.curves import Curves, build_curves
-from optimizer.planning.greedy import greedy_plan
-from optimizer.planning.model import PlanModel
 from optimizer.planning.options import (
     MET_LEVELS,
     THROUGHPUT_LEVELS,
@@ -26,7 +24,7 @@ from optimizer.planning.options import (
 )
 from optimizer.planning.placement import lay_out, name_nodes
 from optimizer.planning.problem import PlanProblem, PlanSettings, check_problem, check_size
-from optimizer.planning.results import JobPlan, PlanResult, PlanStats
+from optimizer.planning.results import JobPlan, LeftOut, PlanResult, PlanStats
 from optimizer.planning.solve import Solved, solve_plan
 from optimizer.search import CutShort
 
@@ -51,12 +49,10 @@ def plan(
     if curves is None:
         curves = build_curves(problem, settings, start + CURVE_SHARE * settings.time_limit_s)
     table = option_table(problem, curves)
-    cells = problem.cells() if problem.assign_nodes else ()
     solve_start = time.perf_counter()
-    model = PlanModel(problem, table)
-    solved = solve_plan(model, settings, deadline, greedy_plan(problem, table, cells))
+    solved = solve_plan(problem, table, settings, deadline)
     solve_wall_s = time.perf_counter() - solve_start
-    result = _answer(problem, table, curves, solved, model, settings)
+    result = _answer(problem, table, curves, solved, settings)
     explain_start = time.perf_counter()
     result = _explained(problem, table, solved, settings, deadline, result)
     stats = replace(
@@ -111,13 +107,12 @@ def _change(problem: PlanProblem, table: OptionTable, j: int, o: int) -> str:
     return "moves" if same_size else "resizes"
 
 
-def _job_plans(
-    problem: PlanProblem, table: OptionTable, solved: Solved, model: PlanModel
-) -> tuple[JobPlan, ...]:
+def _job_plans(problem: PlanProblem, table: OptionTable, solved: Solved) -> tuple[JobPlan, ...]:
     assignment = solved.assignment
     if assignment is None:
         return ()
-    named = name_nodes(problem, table, model.cells, assignment)
+    cells = problem.cells() if problem.assign_nodes else ()
+    named = name_nodes(problem, table, cells, assignment)
     plans = []
     for j, o in enumerate(assignment.choice):
         job, option = problem.jobs[j], table.options[j][o]
@@ -185,7 +180,6 @@ def _answer(
     table: OptionTable,
     curves: Curves,
     solved: Solved,
-    model: PlanModel,
     settings: PlanSettings,
 ) -> PlanResult:
     value, bound, gap, terms = _objective(problem, table, solved)
@@ -224,8 +218,8 @@ def _answer(
         curves.optimize_calls,
         curves.cache_hits,
         table.count,
-        len(model.model.proto.variables),
-        len(model.model.proto.constraints),
+        solved.variables,
+        solved.constraints,
         solved.branches,
         solved.from_greedy,
     )
@@ -236,9 +230,12 @@ def _answer(
         bound,
         gap,
         terms,
-        _job_plans(problem, table, solved, model),
+        _job_plans(problem, table, solved),
         stats,
-        left_out=curves.left_out,
+        left_out=tuple(
+            LeftOut(problem.jobs[p.job].name, problem.pools[p.pool].name, p.gpus, p.status, p.note)
+            for p in curves.left_out
+        ),
         warnings=tuple(warnings),
         racks_spanned=solved.racks,
         value_units=solved.value,

@@ -7,7 +7,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from optimizer.costmodel import Estimate
-from optimizer.planning.curves import CurvePoint
 from optimizer.planning.placement import Placement
 from optimizer.results import Conflict, Status
 
@@ -59,6 +58,17 @@ class NodeValue:
 
 
 @dataclass(frozen=True)
+class LeftOut:
+    """A configuration not in the plan: its search found no layout, or was not run."""
+
+    job: str
+    pool: str
+    gpus: int
+    status: str
+    note: str
+
+
+@dataclass(frozen=True)
 class PlanStats:
     wall_s: float
     curve_wall_s: float
@@ -92,7 +102,7 @@ class PlanResult:
     shortfalls: tuple[Shortfall, ...] = ()
     node_values: tuple[NodeValue, ...] = ()
     conflict: tuple[Conflict, ...] = ()
-    left_out: tuple[CurvePoint, ...] = ()
+    left_out: tuple[LeftOut, ...] = ()
     warnings: tuple[str, ...] = ()
     explanations_complete: bool = False
     racks_spanned: int | None = None  # the topology term: racks each job spans, summed

@@ -1,34 +1,42 @@
-"""Solving the plan model in two stages, within the caller's deadline.
+"""Solving a plan within the caller's deadline: first the options, then the nodes.
 
-1. Maximise the objective, then (below one unit of it) the topology term: value * K -
-   racks spanned, K = most racks + 1, so no rack is ever bought with throughput.
-2. With both fixed at what stage 1 proved, minimise the tie-break (model.py), so the plan
-   is one and the same whatever the number of CP-SAT workers.
+Lexicographically: the scheduler's objective; then the option tie-break (earlier jobs first,
+model.py); then the topology (racks spanned, fewer first); then the node tie-break (lower
+node ids for earlier jobs). Each level is folded below the one above it in one integer
+objective where int64 and the LP's doubles hold it exactly (SOLVE_RANGE), so one plan comes
+back whatever the number of workers once every solve is proved.
 
-Each solve starts from a hint (the greedy plan, or stage 1's), gets a fixed seed and the
-caller's worker count, and stops at the deadline or the stop signal with what it has. The
-status says what was proved of the objective (stage 1's value); whether the topology and
-the tie-break were proved too is reported beside it.
+Where every pool's NVLink domain is one node, any node counts within a pool's capacity pack
+into its racks: the objective does not depend on the racks, and the plan is solved in two
+parts: (1) options on the counts-only model, (2) nodes with the options fixed. Otherwise
+(multi-node NVLink domains, whose packing can fail) (1) is the joint model, objective with
+topology below it, and (2) the node tie-break at that topology.
+
+Each solve starts from a hint (the greedy plan, or the options packed greedily), gets a
+fixed seed and the caller's worker count, and stops at the deadline or the stop signal with
+what it has. The status says what was proved of the objective; whether the topology and
+the tie-breaks were proved is reported beside it.
 """
 
 from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ortools.sat.python import cp_model
 
-from optimizer.planning.greedy import Assignment
+from optimizer.planning.greedy import Assignment, greedy_plan, pack
 from optimizer.planning.model import PlanModel
-from optimizer.planning.problem import PlanSettings
+from optimizer.planning.options import OptionTable
+from optimizer.planning.problem import PlanProblem, PlanSettings
 from optimizer.results import Status
 
-# Of the time left when stage 1 starts, what it may take; stage 2 gets the rest.
-STAGE_ONE_SHARE = 0.8
-# Kept back for the read-back and the answer after the last solve.
-READ_BACK_S = 0.015
+# Of the time left, what the first part may take; the second gets the rest.
+FIRST_SHARE = 0.6
+READ_BACK_S = 0.015  # kept back for the read-back and the answer
 MIN_SOLVE_S = 0.005
+SOLVE_RANGE = 2**52  # a folded objective's span stays below this (the LP sees it exactly)
 
 
 @dataclass(frozen=True)
@@ -43,6 +51,8 @@ class Solved:
     solves: int = 0
     branches: int = 0
     from_greedy: bool = False
+    variables: int = 0
+    constraints: int = 0
 
 
 def new_solver(settings: PlanSettings, time_limit_s: float) -> cp_model.CpSolver:
@@ -70,8 +80,9 @@ def add_hint(plan: PlanModel, assignment: Assignment) -> None:
     for j, choices in enumerate(plan.choose):
         for o, literal in enumerate(choices):
             plan.model.add_hint(literal, o == assignment.choice[j])
+    nodes_in = plan.in_rack_order(assignment.nodes_in)
     for key, count in plan.nodes_in.items():
-        nodes = assignment.nodes_in.get(key, 0)
+        nodes = nodes_in.get(key, 0)
         plan.model.add_hint(count, nodes)
         plan.model.add_hint(plan.uses[key], nodes > 0)
 
@@ -98,83 +109,213 @@ def racks_of(plan: PlanModel, assignment: Assignment) -> int:
     return len(spanned)
 
 
-def solve_plan(
-    plan: PlanModel, settings: PlanSettings, deadline: float, hint: Assignment | None
-) -> Solved:
-    """Stage 1, then (when stage 1 proved its optimum) stage 2; see the module's note."""
-    scale = plan.most_racks + 1
-    plan.model.maximize(plan.value() * scale - plan.racks_spanned())
-    if hint is not None:
-        add_hint(plan, hint)
-    left_s = deadline - time.perf_counter() - READ_BACK_S
-    solver = new_solver(settings, left_s * STAGE_ONE_SHARE)
-    solver.parameters.relative_gap_limit = settings.gap_limit
-    status = run(solver, plan, settings)
-    if status == cp_model.INFEASIBLE:
-        return Solved("infeasible", None, solves=1, branches=solver.num_branches)
-    bound = _value_bound(solver, scale)
-    if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
-        if hint is None:
-            return Solved("unknown", None, bound=bound, solves=1, branches=solver.num_branches)
-        value = value_of(plan, hint)
-        proved = bound is not None and value >= bound
-        return Solved(
-            "optimal" if proved else "feasible",
-            hint,
-            value,
-            bound,
-            racks_of(plan, hint),
-            solves=1,
-            branches=solver.num_branches,
-            from_greedy=True,
-        )
-    found = read_assignment(plan, solver)
-    value, racks = value_of(plan, found), racks_of(plan, found)
-    optimal = status == cp_model.OPTIMAL and settings.gap_limit == 0
-    proved_value = optimal or (bound is not None and value >= bound)
-    first = Solved(
-        "optimal" if proved_value else "feasible",
-        found,
-        value,
-        value if optimal else bound,
-        racks,
-        topology_proved=optimal,
-        solves=1,
-        branches=solver.num_branches,
+def _left(deadline: float) -> float:
+    return deadline - time.perf_counter() - READ_BACK_S
+
+
+def _fold(
+    levels: list[tuple[cp_model.LinearExpr, int, int]],
+) -> tuple[cp_model.LinearExpr, list[int]]:
+    """levels: (expression, largest absolute value, sign: +1 maximised, -1 minimised),
+    highest first. The top one and as many below it as SOLVE_RANGE allows, folded into one
+    maximised expression; returns it and each folded level's multiplier."""
+    count, span = 1, levels[0][1] + 1
+    while count < len(levels) and span * (levels[count][1] + 1) <= SOLVE_RANGE:
+        span *= levels[count][1] + 1
+        count += 1
+    multipliers: list[int] = []
+    multiplier = 1
+    for _, most, _ in reversed(levels[:count]):
+        multipliers.insert(0, multiplier)
+        multiplier *= most + 1
+    expression = sum(
+        sign * m * term for (term, _, sign), m in zip(levels[:count], multipliers, strict=True)
     )
-    if not optimal:
-        return first
-    return _tie_break(plan, settings, deadline, first)
+    return expression, multipliers  # type: ignore[return-value]
 
 
-def _value_bound(solver: cp_model.CpSolver, scale: int) -> int | None:
-    """The objective's bound from stage 1's: value * K - racks <= Z, racks <= K - 1."""
+def _value_range(plan: PlanModel) -> int:
+    return sum(max(abs(v) for v in values) for values in plan.table.values)
+
+
+def _bound_of(solver: cp_model.CpSolver, multiplier: int) -> int | None:
+    """The top level's bound from the folded one's: the levels below add at most
+    multiplier - 1 and subtract at most as much."""
     bound = solver.best_objective_bound
     if not math.isfinite(bound):
         return None
-    return (math.floor(bound) + scale - 1) // scale
+    return (math.floor(bound) + multiplier - 1) // multiplier
 
 
-def _tie_break(plan: PlanModel, settings: PlanSettings, deadline: float, first: Solved) -> Solved:
-    assert first.assignment is not None and first.value is not None and first.racks is not None
-    tie, _ = plan.tie_break()
-    plan.model.add(plan.value() == first.value)
-    plan.model.add(plan.racks_spanned() == first.racks)
-    plan.model.minimize(tie)
-    add_hint(plan, first.assignment)
-    solver = new_solver(settings, deadline - time.perf_counter() - READ_BACK_S)
+def solve_plan(
+    problem: PlanProblem, table: OptionTable, settings: PlanSettings, deadline: float
+) -> Solved:
+    cells = problem.cells() if problem.assign_nodes else ()
+    greedy = greedy_plan(problem, table, cells)
+    decomposable = all(pool.domain_nodes == 1 for pool in problem.pools)
+    if problem.assign_nodes and not decomposable:
+        return _joint(problem, table, settings, deadline, greedy)
+    counts_only = PlanModel(replace(problem, assign_nodes=False), table)
+    hint = None if greedy is None else Assignment(greedy.choice)
+    first = _options(counts_only, settings, deadline, hint)
+    if not problem.assign_nodes or first.assignment is None:
+        return first
+    placed = pack(problem, table, cells, list(first.assignment.choice))
+    return _nodes(PlanModel(problem, table), settings, deadline, first, placed)
+
+
+def _options(
+    plan: PlanModel, settings: PlanSettings, deadline: float, hint: Assignment | None
+) -> Solved:
+    """Part 1 on the counts-only model: the objective, then the option tie-break."""
+    tie, most_tie = plan.option_tie_break()
+    objective, multipliers = _fold([(plan.value(), _value_range(plan), 1), (tie, most_tie, -1)])
+    plan.model.maximize(objective)
+    if hint is not None:
+        add_hint(plan, hint)
+    solver = new_solver(settings, _left(deadline) * FIRST_SHARE)
+    solver.parameters.relative_gap_limit = settings.gap_limit
     status = run(solver, plan, settings)
-    branches = first.branches + solver.num_branches
-    if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
-        return Solved(**{**vars(first), "solves": 2, "branches": branches})
-    return Solved(
-        first.status,
-        read_assignment(plan, solver),
-        first.value,
-        first.bound,
-        first.racks,
-        first.topology_proved,
-        tie_break_proved=status == cp_model.OPTIMAL,
-        solves=2,
-        branches=branches,
+    sizes = (len(plan.model.proto.variables), len(plan.model.proto.constraints))
+    return _settled(
+        plan, solver, status, multipliers[0], hint, len(multipliers) > 1, settings, sizes
     )
+
+
+def _settled(
+    plan: PlanModel,
+    solver: cp_model.CpSolver,
+    status: cp_model.CpSolverStatus,
+    multiplier: int,
+    hint: Assignment | None,
+    folded: bool,
+    settings: PlanSettings,
+    sizes: tuple[int, int],
+) -> Solved:
+    """What one first-part solve proved: status, assignment, value and bound."""
+    if status == cp_model.INFEASIBLE:
+        return Solved(
+            "infeasible",
+            None,
+            solves=1,
+            branches=solver.num_branches,
+            variables=sizes[0],
+            constraints=sizes[1],
+        )
+    bound = _bound_of(solver, multiplier)
+    found = (
+        hint
+        if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE)
+        else read_assignment(plan, solver)
+    )
+    if found is None:
+        return Solved(
+            "unknown",
+            None,
+            bound=bound,
+            solves=1,
+            branches=solver.num_branches,
+            variables=sizes[0],
+            constraints=sizes[1],
+        )
+    value = value_of(plan, found)
+    optimal = status == cp_model.OPTIMAL and settings.gap_limit == 0
+    proved = optimal or (bound is not None and value >= bound)
+    return Solved(
+        "optimal" if proved else "feasible",
+        found,
+        value,
+        value if proved else bound,
+        racks_of(plan, found) if plan.cells else None,
+        topology_proved=optimal and bool(plan.cells),
+        tie_break_proved=optimal and folded,
+        solves=1,
+        branches=solver.num_branches,
+        from_greedy=status not in (cp_model.OPTIMAL, cp_model.FEASIBLE),
+        variables=sizes[0],
+        constraints=sizes[1],
+    )
+
+
+def _nodes(
+    plan: PlanModel,
+    settings: PlanSettings,
+    deadline: float,
+    first: Solved,
+    placed: Assignment | None,
+) -> Solved:
+    """Part 2 with the options fixed: fewest racks spanned, then the node tie-break."""
+    assert first.assignment is not None
+    plan.fix_options(first.assignment.choice)
+    tie, most_tie = plan.cell_tie_break()
+    objective, multipliers = _fold(
+        [(plan.racks_spanned(), plan.most_racks, -1), (tie, most_tie, -1)]
+    )
+    plan.model.maximize(objective)
+    if placed is not None:
+        add_hint(plan, placed)
+    solver = new_solver(settings, _left(deadline))
+    status = run(solver, plan, settings)
+    solves, branches = first.solves + 1, first.branches + solver.num_branches
+    sizes = (
+        first.variables + len(plan.model.proto.variables),
+        first.constraints + len(plan.model.proto.constraints),
+    )
+    if status in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+        found = read_assignment(plan, solver)
+    elif placed is not None:
+        found = placed
+    else:  # neither a packing nor time: the options alone cannot be answered with nodes
+        return replace(
+            first,
+            status="unknown",
+            assignment=None,
+            solves=solves,
+            branches=branches,
+            variables=sizes[0],
+            constraints=sizes[1],
+        )
+    optimal = status == cp_model.OPTIMAL
+    return replace(
+        first,
+        assignment=found,
+        racks=racks_of(plan, found),
+        topology_proved=optimal,
+        tie_break_proved=first.tie_break_proved and optimal and len(multipliers) > 1,
+        solves=solves,
+        branches=branches,
+        variables=sizes[0],
+        constraints=sizes[1],
+    )
+
+
+def _joint(
+    problem: PlanProblem,
+    table: OptionTable,
+    settings: PlanSettings,
+    deadline: float,
+    greedy: Assignment | None,
+) -> Solved:
+    """Part 1 on the joint model (NVLink domains spanning nodes): the objective, the option
+    tie-break and the topology; part 2, at that, the node tie-break."""
+    plan = PlanModel(problem, table)
+    tie, most_tie = plan.option_tie_break()
+    levels = [
+        (plan.value(), 0, 1),
+        (tie, most_tie, -1),
+        (plan.racks_spanned(), plan.most_racks, -1),
+    ]
+    objective, multipliers = _fold(levels)
+    plan.model.maximize(objective)
+    if greedy is not None:
+        add_hint(plan, greedy)
+    solver = new_solver(settings, _left(deadline) * FIRST_SHARE)
+    solver.parameters.relative_gap_limit = settings.gap_limit
+    status = run(solver, plan, settings)
+    sizes = (len(plan.model.proto.variables), len(plan.model.proto.constraints))
+    first = _settled(
+        plan, solver, status, multipliers[0], greedy, len(multipliers) == 3, settings, sizes
+    )
+    if first.assignment is None or not (first.topology_proved and first.tie_break_proved):
+        return replace(first, tie_break_proved=False)
+    return _nodes(PlanModel(problem, table), settings, deadline, first, first.assignment)

@@ -1,0 +1,498 @@
+"""The plan request and answer (`POST /v1/plan`, `layoutopt plan`, `Client.plan`): a
+cluster snapshot and a list of jobs in; each job's pool, GPUs, nodes, layout and throughput,
+with the plan's status, objective, bound, gap and explanations, out."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any, Literal
+
+from pydantic import AwareDatetime, BaseModel, Field, model_validator
+
+from api.schemas.answers import STATUS_DESCRIPTION, EstimateOut, Status, estimate_out
+from api.schemas.requests import GpuRef, ModelRef
+from models.errors import InvalidSpec
+from models.layout import Dimension
+from models.strict import REQUEST_CONFIG, JsonInt
+from models.training import TrainingSpec
+from optimizer import Conflict, CostAssumptions, ProfileName, SearchSpace, StopSignal
+from optimizer.planning import (
+    DEFAULT_FAIRNESS_P,
+    Deadline,
+    JobRequest,
+    PlanJob,
+    PlanProblem,
+    PlanResult,
+    PlanSettings,
+    Pool,
+    Running,
+)
+
+PLAN_EXAMPLE: dict[str, Any] = {
+    "cluster": {
+        "pools": [
+            {
+                "name": "h100",
+                "gpu": "h100-sxm",
+                "nodes": 32,
+                "gpus_per_node": 8,
+                "nodes_per_rack": 8,
+                "unavailable_nodes": [31],
+            },
+            {"name": "b200", "gpu": "b200", "nodes": 16, "gpus_per_node": 8, "nodes_per_rack": 8},
+        ]
+    },
+    "jobs": [
+        {
+            "name": "pretrain-70b",
+            "request": {"model": "llama3-70b", "training": {"global_batch": 512, "seq_len": 8192}},
+            "weight": 2.0,
+            "min_gpus": 64,
+            "node_counts": [8, 16],
+            "running": {"pool": "h100", "nodes": [0, 1, 2, 3, 4, 5, 6, 7]},
+            "restart_minutes": 15,
+        },
+        {
+            "name": "finetune-8b",
+            "request": {"model": "llama3-8b", "training": {"global_batch": 256, "seq_len": 8192}},
+            "node_counts": [2, 4, 8],
+        },
+        {
+            "name": "eval-7b",
+            "request": {"model": "mistral-7b", "training": {"global_batch": 128, "seq_len": 4096}},
+            "node_counts": [1, 2],
+            "preemptible": False,
+        },
+    ],
+    "objective": "throughput",
+    "time_limit_s": 10,
+}
+
+MAX_POOLS = 16
+MAX_JOBS = 500
+MAX_NODES = 100_000
+Name = Field(min_length=1, max_length=100)
+
+
+class PoolIn(BaseModel):
+    """Nodes of one GPU type."""
+
+    model_config = REQUEST_CONFIG
+
+    name: str = Name
+    gpu: GpuRef
+    nodes: JsonInt = Field(gt=0, le=MAX_NODES)
+    gpus_per_node: JsonInt = Field(8, gt=0, le=1024)
+    nvlink_domain: JsonInt | None = Field(
+        None,
+        gt=0,
+        le=100_000,
+        description="GPUs sharing NVLink (GB200 NVL72: 72 with 4 per node); default one node.",
+    )
+    nodes_per_rack: JsonInt | None = Field(
+        None,
+        gt=0,
+        le=MAX_NODES,
+        description="Nodes per rack or rail group; default the whole pool.",
+    )
+    unavailable_nodes: list[JsonInt] = Field(
+        default_factory=list, max_length=MAX_NODES, description="Busy or failed node ids (0-based)."
+    )
+
+    def to_domain(self) -> Pool:
+        return Pool(
+            self.name,
+            self.gpu,
+            self.nodes,
+            self.gpus_per_node,
+            self.nvlink_domain,
+            self.nodes_per_rack,
+            frozenset(self.unavailable_nodes),
+        )
+
+
+class PlanClusterIn(BaseModel):
+    model_config = REQUEST_CONFIG
+
+    pools: list[PoolIn] = Field(min_length=1, max_length=MAX_POOLS)
+
+
+class RunningIn(BaseModel):
+    """Where a running job runs now."""
+
+    model_config = REQUEST_CONFIG
+
+    pool: str = Name
+    nodes: list[JsonInt] = Field(min_length=1, max_length=MAX_NODES)
+
+
+class DeadlineIn(BaseModel):
+    """`tokens` still to train, within `hours` from the plan's `now` or by the date `by`."""
+
+    model_config = REQUEST_CONFIG
+
+    tokens: float = Field(gt=0, le=1e18)
+    hours: float | None = Field(None, gt=0, le=1e6)
+    by: AwareDatetime | None = Field(
+        None, strict=False, description="ISO 8601 date; needs the plan's `now`."
+    )
+
+    @model_validator(mode="after")
+    def _one_of(self) -> DeadlineIn:
+        if (self.hours is None) == (self.by is None):
+            raise ValueError("a deadline gives exactly one of hours and by")
+        return self
+
+
+class JobRequestIn(BaseModel):
+    """What the job trains: the request every route takes, less the cluster (the plan
+    chooses it)."""
+
+    model_config = REQUEST_CONFIG
+
+    model: ModelRef
+    training: TrainingSpec = TrainingSpec()
+    profile: ProfileName = Field(
+        "standard", description="Cost-model profile; searches default to standard."
+    )
+    assumptions: CostAssumptions = CostAssumptions()
+    search: SearchSpace = SearchSpace()
+    engine: str | None = Field(
+        None,
+        max_length=50,
+        description="Passed through to the answer; priced alike until engines land.",
+    )
+
+
+class JobIn(BaseModel):
+    model_config = REQUEST_CONFIG
+
+    name: str = Name
+    request: JobRequestIn
+    weight: float = Field(1.0, gt=0, le=1000, description="Its share of the objective.")
+    min_gpus: JsonInt = Field(1, gt=0, le=10_000_000)
+    max_gpus: JsonInt | None = Field(None, gt=0, le=10_000_000)
+    node_counts: list[JsonInt] | None = Field(
+        None,
+        min_length=1,
+        max_length=64,
+        description="Node counts to price; default powers of two.",
+    )
+    movable: bool = Field(True, description="A running job may change nodes; false pins it.")
+    resizable: bool = Field(True, description="A running job may change its GPU count.")
+    preemptible: bool = Field(True, description="May be given nothing.")
+    running: RunningIn | None = None
+    restart_minutes: float = Field(
+        10.0, ge=0, le=100_000, description="Training lost when moved or resized."
+    )
+    deadline: DeadlineIn | None = None
+
+
+class PlanRequestIn(BaseModel):
+    """A cluster snapshot, the jobs, and the objective a scheduler chose."""
+
+    model_config = REQUEST_CONFIG
+
+    cluster: PlanClusterIn
+    jobs: list[JobIn] = Field(max_length=MAX_JOBS)
+    objective: Literal["throughput", "fairness", "deadlines"] = "throughput"
+    fairness_p: float = Field(
+        DEFAULT_FAIRNESS_P, ge=-10, lt=0, description="The p-norm's exponent (Sia: -0.5)."
+    )
+    horizon_minutes: float = Field(
+        60.0, gt=0, le=1e6, description="How long the plan holds: restart costs spread over it."
+    )
+    now: AwareDatetime | None = Field(
+        None, strict=False, description="The plan's now, for deadlines given by date."
+    )
+    assign_nodes: bool = Field(
+        True, description="false: pools and GPU counts only (Sia's problem)."
+    )
+    time_limit_s: float | None = Field(
+        None, gt=0, le=600, description="Whole call; default the server's."
+    )
+    gap_limit: float = Field(
+        0.0, ge=0, le=1, description="Stop at this relative gap; 0 proves optimality."
+    )
+    explain: bool = Field(True, description="Who got less and why, what one more node buys.")
+
+    def to_problem(self) -> PlanProblem:
+        jobs = tuple(self._job(i, job) for i, job in enumerate(self.jobs))
+        pools = tuple(pool.to_domain() for pool in self.cluster.pools)
+        return PlanProblem(
+            pools, jobs, self.objective, self.fairness_p, self.horizon_minutes, self.assign_nodes
+        )
+
+    def settings(
+        self, time_limit_s: float, workers: int = 1, stop: StopSignal | None = None
+    ) -> PlanSettings:
+        return PlanSettings(
+            time_limit_s, workers, 0, self.gap_limit, self.explain, stop=stop or StopSignal()
+        )
+
+    def _job(self, i: int, job: JobIn) -> PlanJob:
+        request = JobRequest(
+            job.request.model,
+            job.request.training,
+            job.request.profile,
+            job.request.assumptions,
+            job.request.search,
+            job.request.engine,
+        )
+        running = (
+            None if job.running is None else Running(job.running.pool, tuple(job.running.nodes))
+        )
+        return PlanJob(
+            job.name,
+            request,
+            job.weight,
+            job.min_gpus,
+            job.max_gpus,
+            None if job.node_counts is None else tuple(sorted(set(job.node_counts))),
+            job.movable,
+            job.resizable,
+            job.preemptible,
+            running,
+            job.restart_minutes,
+            self._deadline(i, job.deadline),
+        )
+
+    def _deadline(self, i: int, deadline: DeadlineIn | None) -> Deadline | None:
+        if deadline is None:
+            return None
+        if deadline.hours is not None:
+            return Deadline(deadline.tokens, deadline.hours)
+        if self.now is None or deadline.by is None:
+            raise InvalidSpec(
+                "a deadline given by date needs the plan's `now`: the plan never reads the "
+                "clock, so that the same request always gives the same plan",
+                f"jobs.{i}.deadline.by",
+            )
+        hours = (deadline.by - self.now).total_seconds() / 3600
+        if hours <= 0:
+            raise InvalidSpec(
+                f"jobs.{i}: its deadline {deadline.by} is not after now", f"jobs.{i}.deadline.by"
+            )
+        return Deadline(deadline.tokens, hours)
+
+
+# --- the answer ------------------------------------------------------------------------------
+
+
+class RackOut(BaseModel):
+    rack: int
+    nodes: list[int]
+
+
+class PlacementOut(BaseModel):
+    """How the job's layout sits on its nodes: ranks fill nodes in rack order, dimensions
+    innermost first, so only the outer dimensions' groups reach other racks."""
+
+    rank_order: list[Dimension] = Field(description="Dimensions from the innermost outward.")
+    racks: list[RackOut]
+    racks_spanned: int
+    min_racks: int = Field(description="The fewest racks its node count could span.")
+    crossing_racks: list[Dimension] = Field(description="Dimensions with a group spanning racks.")
+    traffic_gb_per_step: dict[str, float] = Field(
+        description="GB each GPU sends per step over pipeline (pp) and data (dp) parallelism."
+    )
+    note: str
+
+
+class JobPlanOut(BaseModel):
+    name: str
+    pool: str | None = Field(description="Null: given nothing this plan.")
+    gpu: str | None
+    gpus: int
+    nodes: list[int] = Field(description="Node ids of its pool; empty without node assignment.")
+    best: EstimateOut | None = Field(description="Its layout, priced by the cost model.")
+    tokens_per_s: float
+    horizon_tokens_per_s: float = Field(
+        description="Averaged over the horizon: a restart's minutes taken off."
+    )
+    normalised_throughput: float = Field(
+        description="Over its best throughput alone on the cluster."
+    )
+    memory_gb: float | None = Field(description="Per device, the layout's total.")
+    placement: PlacementOut | None
+    change: Literal["starts", "stays", "moves", "resizes", "stops", "waits"]
+    meets_deadline: bool | None = None
+    engine: str | None = None
+    export: dict[str, Any] | None = Field(
+        None, description="The engine's config; null until engine exporters land."
+    )
+
+
+class ReasonOut(BaseModel):
+    code: str = Field(description="capacity, objective, restart_cost, rule or no_configuration.")
+    message: str
+
+
+class ShortfallOut(BaseModel):
+    """A job given less throughput than its best configuration alone on the cluster."""
+
+    job: str
+    asked_gpus: int
+    asked_pool: str | None
+    asked_tokens_per_s: float
+    got_gpus: int
+    got_pool: str | None
+    got_tokens_per_s: float
+    reasons: list[ReasonOut]
+
+
+class NodeValueOut(BaseModel):
+    pool: str
+    objective_gain: float | None = Field(
+        description="In the objective's units; fairness: how much the sum w*x^p falls."
+    )
+    description: str
+
+
+class ExplanationsOut(BaseModel):
+    jobs: list[ShortfallOut] = Field(description="Who got less than its best alone, and why.")
+    pools: list[NodeValueOut] = Field(description="What one more node of each pool would buy.")
+    complete: bool = Field(description="Every explanation was worked out within the time limit.")
+
+
+class LeftOutOut(BaseModel):
+    """A configuration not in the plan: its search found no layout (or was not run)."""
+
+    job: str
+    pool: str
+    gpus: int
+    status: str
+    note: str
+
+
+class PlanSolverOut(BaseModel):
+    wall_s: float
+    curve_wall_s: float = Field(
+        description="Pricing the scaling curves (cached points cost nothing)."
+    )
+    solve_wall_s: float
+    explain_wall_s: float
+    proved_optimal: bool
+    topology_proved: bool = Field(
+        description="The racks spanned are proved fewest for the chosen options."
+    )
+    tie_break_proved: bool = Field(
+        description="The plan is the one its tie-break picks, whatever the workers."
+    )
+    solves: int
+    workers: int
+    seed: int
+    optimize_calls: int
+    curve_cache_hits: int
+    configurations: int
+    variables: int
+    constraints: int
+    branches: int
+    from_greedy: bool
+
+
+class PlanOut(BaseModel):
+    status: Status = Field(description=STATUS_DESCRIPTION)
+    objective: str
+    objective_value: float | None = Field(
+        description="throughput: weighted tokens/s; fairness: the sum of w*x^p (minimised); deadlines: met weight."
+    )
+    bound: float | None = Field(description="The best any plan could reach, as far as proved.")
+    gap: float | None = Field(
+        description="Relative gap between the plan and the bound (0 when optimal)."
+    )
+    objective_terms: dict[str, float]
+    racks_spanned: int | None
+    jobs: list[JobPlanOut]
+    explanations: ExplanationsOut | None
+    conflict: list[Conflict] = Field(
+        description="When infeasible: a minimal set of rules that clash."
+    )
+    left_out: list[LeftOutOut]
+    warnings: list[str]
+    solver: PlanSolverOut
+    plan_digest: str = Field(
+        description="sha256 of the plan (status, objective, jobs): equal plans, equal digests."
+    )
+
+
+def _rounded(value: float | None, digits: int = 4) -> float | None:
+    return None if value is None else round(value, digits)
+
+
+def _job_out(job: Any) -> JobPlanOut:
+    placement = None
+    if job.placement is not None:
+        p = job.placement
+        placement = PlacementOut(
+            rank_order=list(p.rank_order),
+            racks=[RackOut(rack=r, nodes=list(ids)) for r, ids in p.racks],
+            racks_spanned=len(p.racks),
+            min_racks=p.min_racks,
+            crossing_racks=list(p.crossing),
+            traffic_gb_per_step=p.traffic_gb_per_step,
+            note=p.note,
+        )
+    best = None if job.estimate is None else estimate_out(job.estimate)
+    return JobPlanOut(
+        name=job.name,
+        pool=job.pool,
+        gpu=job.gpu,
+        gpus=job.gpus,
+        nodes=list(job.nodes),
+        best=best,
+        tokens_per_s=round(job.tokens_per_s, 2),
+        horizon_tokens_per_s=round(job.horizon_tokens_per_s, 2),
+        normalised_throughput=round(job.share, 4),
+        memory_gb=None if best is None else best.memory_gb.total,
+        placement=placement,
+        change=job.change,
+        meets_deadline=job.meets_deadline,
+        engine=job.engine,
+    )
+
+
+def plan_out(result: PlanResult) -> PlanOut:
+    jobs = [_job_out(job) for job in result.jobs]
+    explanations = None
+    if result.shortfalls or result.node_values:
+        explanations = ExplanationsOut(
+            jobs=[
+                ShortfallOut(**{**vars(s), "reasons": [ReasonOut(**vars(r)) for r in s.reasons]})
+                for s in result.shortfalls
+            ],
+            pools=[
+                NodeValueOut(
+                    pool=v.pool,
+                    objective_gain=_rounded(v.objective_gain),
+                    description=v.description,
+                )
+                for v in result.node_values
+            ],
+            complete=result.explanations_complete,
+        )
+    head = {
+        "status": result.status,
+        "objective": result.objective,
+        "objective_value": _rounded(result.objective_value),
+        "bound": _rounded(result.bound),
+        "gap": _rounded(result.gap, 6),
+        "objective_terms": {k: round(v, 4) for k, v in result.terms.items()},
+        "racks_spanned": result.racks_spanned,
+    }
+    digest = hashlib.sha256(
+        json.dumps(
+            {**head, "jobs": [j.model_dump(mode="json") for j in jobs]}, sort_keys=True
+        ).encode()
+    ).hexdigest()
+    return PlanOut(
+        **head,
+        jobs=jobs,
+        explanations=explanations,
+        conflict=list(result.conflict),
+        left_out=[LeftOutOut(**vars(point)) for point in result.left_out],
+        warnings=list(result.warnings),
+        solver=PlanSolverOut(**vars(result.stats)),
+        plan_digest=digest,
+    )
