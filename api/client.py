@@ -19,6 +19,8 @@ from api.schemas import (
     EvaluateRequest,
     OptimizeOut,
     ParetoOut,
+    PlanOut,
+    PlanRequestIn,
     PresetsOut,
     SearchRequest,
 )
@@ -134,6 +136,10 @@ class Client:
     def pareto(self, request: SearchRequest | Mapping[str, Any]) -> ParetoOut:
         """The memory/MFU frontier (`POST /v1/pareto`)."""
         return self._call("POST", "/v1/pareto", ParetoOut, request)
+
+    def plan(self, request: PlanRequestIn | Mapping[str, Any]) -> PlanOut:
+        """Many jobs on one cluster: each job's pool, GPUs, nodes and layout (`POST /v1/plan`)."""
+        return self._call("POST", "/v1/plan", PlanOut, request)
 
     def presets(self) -> PresetsOut:
         """The model and GPU presets (`GET /v1/presets`)."""

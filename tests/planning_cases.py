@@ -132,3 +132,59 @@ def choice_of(problem: PlanProblem, table: OptionTable, result: PlanResult) -> t
                 choice.append(o)
                 break
     return tuple(choice)
+
+
+def twin_instance(seed: int, objective: str = "throughput") -> tuple[PlanProblem, Curves]:
+    """Three identical waiting jobs (same request, weight and curve) on two pools of
+    identical racks: every plan has copies, which only the tie-break tells apart."""
+    rng = random.Random(seed)
+    pools = (
+        Pool("h100", gpu_preset("h100-sxm"), 16, 8, None, 4),
+        Pool("b200", gpu_preset("b200"), 8, 8, None, 4),
+    )
+    jobs = tuple(PlanJob(f"twin{k}", REQUEST, node_counts=(1, 2, 4, 8)) for k in range(3))
+    problem = PlanProblem(pools, jobs, objective)  # type: ignore[arg-type]
+    table = {}
+    for pool, speed in zip(pools, (1.0, rng.uniform(1.5, 2.5)), strict=True):
+        for n in (1, 2, 4, 8):
+            for job in jobs:
+                table[job.name, pool.name, n] = 1000 * speed * n**0.9
+    return problem, given_curves(problem, table)
+
+
+def large_instance(jobs: int = 8, nodes: int = 1024, seed: int = 1) -> tuple[PlanProblem, Curves]:
+    """Two pools of `nodes` nodes (16,384 GPUs at 1,024 each), racks of 16, three nodes
+    down; three jobs running; synthetic concave curves at every power-of-two count."""
+    rng = random.Random(seed)
+    pools = (
+        Pool(
+            "h100",
+            gpu_preset("h100-sxm"),
+            nodes,
+            8,
+            None,
+            16,
+            frozenset({5, nodes // 13, nodes // 3}),
+        ),
+        Pool("b200", gpu_preset("b200"), nodes, 8, None, 16),
+    )
+    planned = []
+    for k in range(jobs):
+        running = None
+        if k < 3:  # at 1,024 nodes: 32 nodes each from 100, 164, 228
+            first, size = nodes * 100 // 1024 + k * nodes // 16, nodes // 32
+            running = Running("h100", tuple(range(first, first + size)))
+        weight = rng.choice((1.0, 2.0))
+        planned.append(
+            PlanJob(f"job{k}", REQUEST, weight, 8 * rng.choice((1, 4, 16)), running=running)
+        )
+    problem = PlanProblem(pools, tuple(planned))
+    table = {}
+    for job in planned:
+        alpha = rng.uniform(0.7, 0.95)
+        for pool, speed in zip(pools, (1.0, 2.2), strict=True):
+            for n in range(1, nodes + 1):
+                table[job.name, pool.name, n] = (
+                    1000 * speed * rng.uniform(0.9, 1.1) * (8 * n) ** alpha
+                )
+    return problem, given_curves(problem, table)

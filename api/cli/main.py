@@ -26,6 +26,7 @@ from api.cli.common import (
     emit,
     request_data,
 )
+from api.cli.plan import register_plan_command
 from api.cli.render import estimate_text
 from api.cli.search import register_search_commands
 from api.cli.validate import register_validate_command
@@ -100,6 +101,7 @@ def build_parser() -> argparse.ArgumentParser:
 _EXTRA_COMMANDS: tuple[Callable[[Any], None], ...] = (
     register_search_commands,
     register_validate_command,
+    register_plan_command,
 )
 
 

@@ -30,6 +30,8 @@ from optimizer.search import CutShort
 
 # Of the time limit, what pricing the scaling curves may take when the cache lacks them.
 CURVE_SHARE = 0.6
+# Of the time limit, what is kept for the explanations (they also get what the solve leaves).
+EXPLAIN_SHARE = 0.2
 NO_EXPORTER = (
     "export is null: no engine exporter exists on this branch yet (the engines room will "
     "write each engine's own config from the layout)"
@@ -50,7 +52,8 @@ def plan(
         curves = build_curves(problem, settings, start + CURVE_SHARE * settings.time_limit_s)
     table = option_table(problem, curves)
     solve_start = time.perf_counter()
-    solved = solve_plan(problem, table, settings, deadline)
+    reserve_s = EXPLAIN_SHARE * settings.time_limit_s if settings.explain else 0.0
+    solved = solve_plan(problem, table, settings, deadline - reserve_s)
     solve_wall_s = time.perf_counter() - solve_start
     result = _answer(problem, table, curves, solved, settings)
     explain_start = time.perf_counter()
@@ -73,7 +76,7 @@ def _explained(
     deadline: float,
     result: PlanResult,
 ) -> PlanResult:
-    if solved.status == "infeasible":
+    if result.status == "infeasible":
         try:
             conflict = conflicting.plan_conflict(problem, table, settings, deadline)
             return replace(result, conflict=conflict, explanations_complete=True)
@@ -192,6 +195,8 @@ def _answer(
         )
         if status == "optimal":
             status, bound, gap = "feasible", None, None
+        if status == "infeasible":  # proved over the priced configurations only
+            status = "unknown"
     if solved.from_greedy:
         warnings.append("the solver found no plan in time: this is the greedy plan")
     if status in ("optimal", "feasible") and not solved.tie_break_proved:
