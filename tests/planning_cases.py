@@ -7,7 +7,6 @@ import random
 from dataclasses import replace
 
 from models.presets import gpu_preset, model_preset
-from optimizer.planning.options import OptionTable
 from optimizer.planning import (
     Curves,
     Deadline,
@@ -19,6 +18,7 @@ from optimizer.planning import (
     Running,
     given_curves,
 )
+from optimizer.planning.options import OptionTable
 
 REQUEST = JobRequest(model=model_preset("llama3-8b"), profile="workshop")
 
