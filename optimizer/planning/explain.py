@@ -23,39 +23,63 @@ from optimizer.planning.solve import add_hint, new_solver, read_assignment, run,
 
 # The most one explanation's re-solve may take, however much time is left.
 MAX_EXPLAIN_SOLVE_S = 1.0
+BUILD_S_PER_OPTION = 4e-5  # the counts-only model's build, per option (measured)
+SOLVE_MARGIN_S = 0.005  # CP-SAT returns this much after its time limit, at most (measured)
 
 
 class OutOfTime(Exception):
     pass
 
 
-def _best_value(
-    problem: PlanProblem,
-    table: OptionTable,
-    settings: PlanSettings,
-    deadline: float,
-    hint: Assignment,
-    forced: list[int] | None = None,
-    j: int = 0,
-) -> tuple[int, Assignment] | None:
-    """The counts-only optimum (proved), with job j held to the `forced` options; None when
-    none is feasible; OutOfTime when no proof came in time."""
-    left_s = min(deadline - time.perf_counter(), MAX_EXPLAIN_SOLVE_S)
-    if left_s < 0.01 or settings.stop.stopped:
-        raise OutOfTime()
-    plan = PlanModel(replace(problem, assign_nodes=False), table)
-    if forced is not None:
-        plan.model.add(sum(plan.choose[j][o] for o in forced) == 1)
-    plan.model.maximize(plan.value())
-    add_hint(plan, Assignment(hint.choice))
-    solver = new_solver(replace(settings, gap_limit=0.0), left_s)
-    status = run(solver, plan, settings)
-    if status == cp_model.INFEASIBLE:
-        return None
-    if status != cp_model.OPTIMAL:
-        raise OutOfTime()
-    found = read_assignment(plan, solver)
-    return value_of(plan, found), found
+class WhatIf:
+    """One counts-only model for every explanation, each question an assumption: job j
+    given a better configuration (`more[j]`), or pool p one node larger (`grow[p]`: the
+    model is built on every pool one node larger, its real capacity enforced unless
+    grown). Built once: rebuilding it per question cost more than the solves."""
+
+    def __init__(
+        self, problem: PlanProblem, table: OptionTable, deadline: float, hint: Assignment
+    ) -> None:
+        if table.count * BUILD_S_PER_OPTION > deadline - time.perf_counter():
+            raise OutOfTime()
+        grown = tuple(replace(p, nodes=p.nodes + 1) for p in problem.pools)
+        self.problem = problem
+        self.plan = PlanModel(replace(problem, pools=grown, assign_nodes=False), table)
+        model = self.plan.model
+        self.grow = [model.new_bool_var(f"one_more_node_of_{p.name}") for p in problem.pools]
+        for p, pool in enumerate(problem.pools):
+            used = sum(self.plan.nodes_chosen(j, p) for j in range(len(problem.jobs)))
+            model.add(used <= pool.available_nodes).only_enforce_if(~self.grow[p])
+        self.more: dict[int, cp_model.IntVar] = {}
+        for j, job in enumerate(problem.jobs):
+            self.more[j] = model.new_bool_var(f"{job.name}_gets_more")
+        model.maximize(self.plan.value())
+        add_hint(self.plan, Assignment(hint.choice))
+
+    def ask_more(self, j: int, better: list[int]) -> None:
+        self.plan.model.add(sum(self.plan.choose[j][o] for o in better) >= 1).only_enforce_if(
+            self.more[j]
+        )
+
+    def best(
+        self, settings: PlanSettings, deadline: float, assume: list[cp_model.IntVar]
+    ) -> tuple[int, Assignment] | None:
+        """The optimum (proved) under the assumptions; None when none is feasible;
+        OutOfTime when no proof came in time."""
+        model = self.plan.model
+        model.clear_assumptions()
+        model.add_assumptions(assume + [~g for g in self.grow if g not in assume])
+        left_s = min(deadline - time.perf_counter() - SOLVE_MARGIN_S, MAX_EXPLAIN_SOLVE_S)
+        if left_s < 0.01 or settings.stop.stopped:
+            raise OutOfTime()
+        solver = new_solver(replace(settings, gap_limit=0.0), left_s)
+        status = run(solver, self.plan, settings)
+        if status == cp_model.INFEASIBLE:
+            return None
+        if status != cp_model.OPTIMAL:
+            raise OutOfTime()
+        found = read_assignment(self.plan, solver)
+        return value_of(self.plan, found), found
 
 
 def _best_alone(table: OptionTable, j: int) -> int:
@@ -130,17 +154,35 @@ def _shortfall(
     )
 
 
-def shortfalls(
+def explain_plan(
     problem: PlanProblem,
     table: OptionTable,
     plan: Assignment,
     settings: PlanSettings,
     deadline: float,
+) -> tuple[tuple[Shortfall, ...], tuple[NodeValue, ...], bool]:
+    """Who got less than its best alone and why; what one more node of each pool would buy;
+    and whether every trade-off was worked out in time."""
+    try:
+        what_if = WhatIf(problem, table, deadline, plan)
+        base = what_if.best(settings, deadline, [])
+    except OutOfTime:
+        what_if, base = None, None
+    values, values_done = _node_values(problem, table, plan, settings, deadline, what_if, base)
+    short, short_done = _shortfalls(problem, table, plan, settings, deadline, what_if, base)
+    return short, values, values_done and short_done and what_if is not None
+
+
+def _shortfalls(
+    problem: PlanProblem,
+    table: OptionTable,
+    plan: Assignment,
+    settings: PlanSettings,
+    deadline: float,
+    what_if: WhatIf | None,
+    base: tuple[int, Assignment] | None,
 ) -> tuple[tuple[Shortfall, ...], bool]:
-    """Each job given less throughput than its best alone, with reasons; and whether every
-    trade-off was worked out in time."""
     found, complete = [], True
-    base: tuple[int, Assignment] | None = None
     scale = objective_scale(problem, table)
     for j, options in enumerate(table.options):
         best, chosen = _best_alone(table, j), options[plan.choice[j]]
@@ -158,10 +200,11 @@ def shortfalls(
         ]
         if reasons[0].code in ("capacity", "objective") and better:
             try:
-                base = base or _best_value(problem, table, settings, deadline, plan)
-                forced = _best_value(problem, table, settings, deadline, plan, better, j)
-                if base is not None:
-                    reasons.append(_trade_off(problem, scale, base[0], forced))
+                if what_if is None or base is None:
+                    raise OutOfTime()
+                what_if.ask_more(j, better)
+                forced = what_if.best(settings, deadline, [what_if.more[j]])
+                reasons.append(_trade_off(problem, scale, base[0], forced))
             except OutOfTime:
                 complete = False
         found.append(_shortfall(problem, table, j, best, plan.choice[j], reasons))
@@ -192,36 +235,32 @@ def _trade_off(
     )
 
 
-def node_values(
+def _node_values(
     problem: PlanProblem,
     table: OptionTable,
     plan: Assignment,
     settings: PlanSettings,
     deadline: float,
+    what_if: WhatIf | None,
+    base: tuple[int, Assignment] | None,
 ) -> tuple[tuple[NodeValue, ...], bool]:
     """For each pool, the objective one more node of it would buy (counts only)."""
-    scale = objective_scale(problem, table)
-    try:
-        base = _best_value(problem, table, settings, deadline, plan)
-    except OutOfTime:
+    if what_if is None or base is None:
         return tuple(
             NodeValue(p.name, None, "not worked out in time") for p in problem.pools
         ), False
-    if base is None:
-        return (), True
+    scale = objective_scale(problem, table)
     values, complete = [], True
     for p, pool in enumerate(problem.pools):
-        grown = problem.pools[:p] + (replace(pool, nodes=pool.nodes + 1),) + problem.pools[p + 1 :]
         try:
-            more = _best_value(replace(problem, pools=grown), table, settings, deadline, plan)
+            more = what_if.best(settings, deadline, [what_if.grow[p]])
         except OutOfTime:
             values.append(NodeValue(pool.name, None, "not worked out in time"))
             complete = False
             continue
         gain = 0.0 if more is None else (more[0] - base[0]) / abs(scale)
-        values.append(
-            NodeValue(pool.name, gain, _gain_words(problem, table, base[1], more, pool.name, gain))
-        )
+        words = _gain_words(problem, table, base[1], more, pool.name, gain)
+        values.append(NodeValue(pool.name, gain, words))
     return tuple(values), complete
 
 

@@ -105,16 +105,19 @@ def greedy_choice(problem: PlanProblem, table: OptionTable) -> list[int] | None:
         if current != (rate, j, o):
             heapq.heappush(heap, current)
             continue
-        old = table.options[j][choice[j]]
+        old, new = table.options[j][choice[j]], table.options[j][o]
         if old.pool is not None:
             free[old.pool] += old.nodes
         choice[j] = o
-        new = table.options[j][o]
         if new.pool is not None:
             free[new.pool] -= new.nodes
-        again = (_best_change(problem, table, choice, free, k) for k in range(len(choice)))
-        heap = [m for m in again if m]  # capacity moved: every job's best change may differ
-        heapq.heapify(heap)
+        if old.pool is not None and old.pool != new.pool:
+            # nodes were freed: any job's best change may now be another one
+            again = (_best_change(problem, table, choice, free, k) for k in range(len(choice)))
+            heap = [m for m in again if m]
+            heapq.heapify(heap)
+        elif (m := _best_change(problem, table, choice, free, j)) is not None:
+            heapq.heappush(heap, m)  # the others' entries are checked when they come up
     return choice
 
 

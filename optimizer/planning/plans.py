@@ -32,6 +32,8 @@ from optimizer.search import CutShort
 CURVE_SHARE = 0.6
 # Of the time limit, what is kept for the explanations (they also get what the solve leaves).
 EXPLAIN_SHARE = 0.2
+# Kept back from the solve for the answer: naming nodes and re-pricing each layout on them.
+ANSWER_S, ANSWER_S_PER_JOB = 0.01, 0.002
 NO_EXPORTER = (
     "export is null: no engine exporter exists on this branch yet (the engines room will "
     "write each engine's own config from the layout)"
@@ -52,7 +54,9 @@ def plan(
         curves = build_curves(problem, settings, start + CURVE_SHARE * settings.time_limit_s)
     table = option_table(problem, curves)
     solve_start = time.perf_counter()
-    reserve_s = EXPLAIN_SHARE * settings.time_limit_s if settings.explain else 0.0
+    reserve_s = ANSWER_S + ANSWER_S_PER_JOB * len(problem.jobs)
+    if settings.explain:
+        reserve_s += EXPLAIN_SHARE * settings.time_limit_s
     solved = solve_plan(problem, table, settings, deadline - reserve_s)
     solve_wall_s = time.perf_counter() - solve_start
     result = _answer(problem, table, curves, solved, settings)
@@ -85,11 +89,9 @@ def _explained(
             return replace(result, warnings=(*result.warnings, cut))
     if not settings.explain or solved.assignment is None:
         return result
-    short, short_done = explaining.shortfalls(problem, table, solved.assignment, settings, deadline)
-    values, values_done = explaining.node_values(
+    short, values, done = explaining.explain_plan(
         problem, table, solved.assignment, settings, deadline
     )
-    done = short_done and values_done
     warnings = result.warnings
     if not done:
         warnings += ("the time limit ran out before every explanation was worked out",)
@@ -197,6 +199,7 @@ def _answer(
             status, bound, gap = "feasible", None, None
         if status == "infeasible":  # proved over the priced configurations only
             status = "unknown"
+    warnings += solved.notes
     if solved.from_greedy:
         warnings.append("the solver found no plan in time: this is the greedy plan")
     if status in ("optimal", "feasible") and not solved.tie_break_proved:

@@ -19,7 +19,7 @@ DEFAULT_FAIRNESS_P = -0.5
 
 # The model's size, counted before anything is built: a request beyond these is refused.
 MAX_OPTIONS = 50_000  # jobs x configurations (pool, nodes, stays or restarts)
-MAX_CELL_VARIABLES = 250_000  # jobs x cells (racks or NVLink domains) they may use
+MAX_CELL_VARIABLES = 100_000  # jobs x cells (racks or NVLink domains) they may use
 MAX_CURVE_POINTS = 20_000  # (job, pool, node count) the scaling curves price
 
 

@@ -26,6 +26,7 @@ from dataclasses import dataclass, replace
 
 from ortools.sat.python import cp_model
 
+from optimizer.planning.cluster import Cell
 from optimizer.planning.greedy import Assignment, greedy_plan, pack
 from optimizer.planning.model import PlanModel
 from optimizer.planning.options import OptionTable
@@ -34,9 +35,13 @@ from optimizer.results import Status
 
 # Of the time left, what the first part may take; the second gets the rest.
 FIRST_SHARE = 0.6
-READ_BACK_S = 0.015  # kept back for the read-back and the answer
+READ_BACK_S = 0.01  # kept back for CP-SAT's overshoot and the read-back
 MIN_SOLVE_S = 0.005
 SOLVE_RANGE = 2**52  # a folded objective's span stays below this (the LP sees it exactly)
+# Building the node model costs about this per node-count variable (measured: 1.0 s for
+# 25,600 on the reference machine); a model that would take more than half the time left
+# is not built, and the greedy packing stands.
+BUILD_S_PER_VARIABLE = 5e-5
 
 
 @dataclass(frozen=True)
@@ -53,6 +58,7 @@ class Solved:
     from_greedy: bool = False
     variables: int = 0
     constraints: int = 0
+    notes: tuple[str, ...] = ()
 
 
 def new_solver(settings: PlanSettings, time_limit_s: float) -> cp_model.CpSolver:
@@ -100,16 +106,13 @@ def value_of(plan: PlanModel, assignment: Assignment) -> int:
     return sum(plan.table.values[j][o] for j, o in enumerate(assignment.choice))
 
 
-def racks_of(plan: PlanModel, assignment: Assignment) -> int:
-    spanned = {
-        (j, plan.cells[c].pool, plan.cells[c].rack)
-        for (j, c), n in assignment.nodes_in.items()
-        if n
-    }
+def racks_of(cells: tuple[Cell, ...], assignment: Assignment) -> int:
+    spanned = {(j, cells[c].pool, cells[c].rack) for (j, c), n in assignment.nodes_in.items() if n}
     return len(spanned)
 
 
 def _left(deadline: float) -> float:
+    """What a solve may take: the time left, less CP-SAT's overshoot and the read-back."""
     return deadline - time.perf_counter() - READ_BACK_S
 
 
@@ -160,8 +163,31 @@ def solve_plan(
     first = _options(counts_only, settings, deadline, hint)
     if not problem.assign_nodes or first.assignment is None:
         return first
-    placed = pack(problem, table, cells, list(first.assignment.choice))
-    return _nodes(PlanModel(problem, table), settings, deadline, first, placed)
+    choice = first.assignment.choice
+    placed = pack(problem, table, cells, list(choice))
+    chosen_cells = sum(
+        sum(c.pool == table.options[j][o].pool for c in cells) for j, o in enumerate(choice)
+    )
+    if chosen_cells * BUILD_S_PER_VARIABLE > _left(deadline) / 2 and placed is not None:
+        note = (
+            f"the node model ({chosen_cells:,} node-count variables) would take longer to "
+            "build than the time left allows: nodes are packed greedily (topology not proved)"
+        )
+        racks = racks_of(cells, placed)
+        return replace(first, assignment=placed, racks=racks, tie_break_proved=False, notes=(note,))
+    return _nodes(problem, table, settings, deadline, first, placed)
+
+
+def _restricted(table: OptionTable, choice: tuple[int, ...]) -> OptionTable:
+    """Each job's options cut to nothing and its choice (index 1): the node model then has
+    node counts only in the pool each job was given."""
+    keep = [(0,) if o == 0 else (0, o) for o in choice]
+    return OptionTable(
+        tuple(tuple(opts[o] for o in k) for opts, k in zip(table.options, keep, strict=True)),
+        tuple(tuple(vals[o] for o in k) for vals, k in zip(table.values, keep, strict=True)),
+        tuple(tuple(sc[o] for o in k) for sc, k in zip(table.scores, keep, strict=True)),
+        table.alone_tokens_per_s,
+    )
 
 
 def _options(
@@ -226,7 +252,7 @@ def _settled(
         found,
         value,
         value if proved else bound,
-        racks_of(plan, found) if plan.cells else None,
+        racks_of(plan.cells, found) if plan.cells else None,
         topology_proved=optimal and bool(plan.cells),
         tie_break_proved=optimal and folded,
         solves=1,
@@ -238,7 +264,8 @@ def _settled(
 
 
 def _nodes(
-    plan: PlanModel,
+    problem: PlanProblem,
+    table: OptionTable,
     settings: PlanSettings,
     deadline: float,
     first: Solved,
@@ -246,14 +273,16 @@ def _nodes(
 ) -> Solved:
     """Part 2 with the options fixed: fewest racks spanned, then the node tie-break."""
     assert first.assignment is not None
-    plan.fix_options(first.assignment.choice)
+    choice = first.assignment.choice
+    plan = PlanModel(problem, _restricted(table, choice))
+    plan.fix_options(tuple(int(o > 0) for o in choice))
     tie, most_tie = plan.cell_tie_break()
     objective, multipliers = _fold(
         [(plan.racks_spanned(), plan.most_racks, -1), (tie, most_tie, -1)]
     )
     plan.model.maximize(objective)
     if placed is not None:
-        add_hint(plan, placed)
+        add_hint(plan, Assignment(tuple(int(o > 0) for o in placed.choice), placed.nodes_in))
     solver = new_solver(settings, _left(deadline))
     status = run(solver, plan, settings)
     solves, branches = first.solves + 1, first.branches + solver.num_branches
@@ -262,7 +291,7 @@ def _nodes(
         first.constraints + len(plan.model.proto.constraints),
     )
     if status in (cp_model.OPTIMAL, cp_model.FEASIBLE):
-        found = read_assignment(plan, solver)
+        found = Assignment(choice, read_assignment(plan, solver).nodes_in)
     elif placed is not None:
         found = placed
     else:  # neither a packing nor time: the options alone cannot be answered with nodes
@@ -279,7 +308,7 @@ def _nodes(
     return replace(
         first,
         assignment=found,
-        racks=racks_of(plan, found),
+        racks=racks_of(plan.cells, found),
         topology_proved=optimal,
         tie_break_proved=first.tie_break_proved and optimal and len(multipliers) > 1,
         solves=solves,
@@ -318,4 +347,4 @@ def _joint(
     )
     if first.assignment is None or not (first.topology_proved and first.tie_break_proved):
         return replace(first, tie_break_proved=False)
-    return _nodes(PlanModel(problem, table), settings, deadline, first, first.assignment)
+    return _nodes(problem, table, settings, deadline, first, first.assignment)
