@@ -265,14 +265,16 @@ class PlanRequestIn(BaseModel):
             return Deadline(deadline.tokens, deadline.hours)
         if self.now is None or deadline.by is None:
             raise InvalidSpec(
-                "a deadline given by date needs the plan's `now`: the plan never reads the "
+                f"job {self.jobs[i].name!r}: a deadline given by date needs the plan's `now`: "
+                "the plan never reads the "
                 "clock, so that the same request always gives the same plan",
-                f"jobs.{i}.deadline.by",
+                "jobs.deadline.by",
             )
         hours = (deadline.by - self.now).total_seconds() / 3600
         if hours <= 0:
             raise InvalidSpec(
-                f"jobs.{i}: its deadline {deadline.by} is not after now", f"jobs.{i}.deadline.by"
+                f"job {self.jobs[i].name!r}: its deadline {deadline.by} is not after now",
+                "jobs.deadline.by",
             )
         return Deadline(deadline.tokens, hours)
 

@@ -80,11 +80,12 @@ def check_problem(problem: PlanProblem) -> None:
         raise InvalidSpec("the cluster has no pools", "cluster.pools")
     _unique([p.name for p in problem.pools], "pool", "cluster.pools")
     _unique([j.name for j in problem.jobs], "job", "jobs")
-    for i, pool in enumerate(problem.pools):
-        check_pool(pool, f"cluster.pools.{i}")
+    # `field` names the request field; the message names the pool or job (as for any list)
+    for pool in problem.pools:
+        check_pool(pool, "cluster.pools")
     held: dict[tuple[str, int], str] = {}
-    for i, job in enumerate(problem.jobs):
-        _check_job(problem, job, f"jobs.{i}", held)
+    for job in problem.jobs:
+        _check_job(problem, job, "jobs", held)
     if not -10 <= problem.fairness_p < 0:
         raise InvalidSpec(
             f"fairness_p({problem.fairness_p:g}) must be negative (Sia's -0.5), at least -10",
