@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Any, Literal
+from datetime import datetime
+from typing import Annotated, Any, Literal
 
-from pydantic import AwareDatetime, BaseModel, Field, model_validator
+from pydantic import AwareDatetime, BaseModel, BeforeValidator, Field, Strict, model_validator
 
 from api.schemas.answers import STATUS_DESCRIPTION, EstimateOut, Status, estimate_out
 from api.schemas.requests import GpuRef, ModelRef
@@ -68,6 +69,19 @@ PLAN_EXAMPLE: dict[str, Any] = {
     "objective": "throughput",
     "time_limit_s": 10,
 }
+
+
+def _date_text(value: Any) -> Any:
+    """A date is ISO 8601 text, as the schema publishes: not a number of seconds."""
+    if not isinstance(value, str | datetime):
+        raise ValueError(
+            "a date is an ISO 8601 string with its time zone, e.g. 2026-05-01T00:00:00Z"
+        )
+    return value
+
+
+# An ISO 8601 date with its time zone; strings convert (JSON has no dates), numbers do not.
+IsoDate = Annotated[AwareDatetime, Strict(False), BeforeValidator(_date_text)]
 
 MAX_POOLS = 16
 MAX_JOBS = 500
@@ -134,9 +148,7 @@ class DeadlineIn(BaseModel):
 
     tokens: float = Field(gt=0, le=1e18)
     hours: float | None = Field(None, gt=0, le=1e6)
-    by: AwareDatetime | None = Field(
-        None, strict=False, description="ISO 8601 date; needs the plan's `now`."
-    )
+    by: IsoDate | None = Field(None, description="ISO 8601 date; needs the plan's `now`.")
 
     @model_validator(mode="after")
     def _one_of(self) -> DeadlineIn:
@@ -203,9 +215,7 @@ class PlanRequestIn(BaseModel):
     horizon_minutes: float = Field(
         60.0, gt=0, le=1e6, description="How long the plan holds: restart costs spread over it."
     )
-    now: AwareDatetime | None = Field(
-        None, strict=False, description="The plan's now, for deadlines given by date."
-    )
+    now: IsoDate | None = Field(None, description="The plan's now, for deadlines given by date.")
     assign_nodes: bool = Field(
         True, description="false: pools and GPU counts only (Sia's problem)."
     )
@@ -392,6 +402,9 @@ class PlanSolverOut(BaseModel):
     constraints: int
     branches: int
     from_greedy: bool
+    objective_solve_s: float = Field(
+        description="The solve that settled the objective (its proof)."
+    )
 
 
 class PlanOut(BaseModel):

@@ -230,6 +230,7 @@ def _answer(
         solved.constraints,
         solved.branches,
         solved.from_greedy,
+        solved.objective_s,
     )
     return PlanResult(
         status,

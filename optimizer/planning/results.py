@@ -87,6 +87,7 @@ class PlanStats:
     constraints: int
     branches: int = 0
     from_greedy: bool = False
+    objective_solve_s: float = 0.0  # the solve that settled the objective (its proof, if any)
 
 
 @dataclass(frozen=True)
