@@ -10,17 +10,12 @@ which the report records; scaling curves (optimize calls) are timed apart from t
 from __future__ import annotations
 
 import argparse
-import os
-import platform
-import re
 import statistics
 import time
-from pathlib import Path
 from typing import Any
 
-import ortools
-
 from bench.plan_instances import eight_jobs, hundred_jobs
+from bench.report import machine_line, write_section
 from bench.sia import mip_on_values, sia_plan
 from models.errors import InvalidSpec
 from optimizer.costmodel import evaluate
@@ -30,7 +25,6 @@ from optimizer.planning.greedy import greedy_plan
 from optimizer.planning.options import OptionTable, option_table
 from tests.planning_cases import choice_of, random_instance
 
-REPORT = Path(__file__).resolve().parent.parent / "docs" / "performance.md"
 SECTION = "## Planning"
 TIME_LIMIT_S = 10.0
 
@@ -91,6 +85,16 @@ def realised(
     weights = sum(job.weight for job in problem.jobs)
     p_mean = 0.0 if nothing else (powered / weights) ** (1 / problem.fairness_p)
     return {"weighted": weighted, "p_mean": p_mean, "nothing": nothing}
+
+
+def least_racks(problem: PlanProblem, table: OptionTable, choice: tuple[int, ...]) -> int:
+    """The fewest racks the chosen node counts could span, job by job."""
+    total = 0
+    for j, o in enumerate(choice):
+        option = table.options[j][o]
+        if option.pool is not None:
+            total += -(-option.nodes // problem.pools[option.pool].rack_nodes)
+    return total
 
 
 def sequential_racks(problem: PlanProblem, table: OptionTable, choice: tuple[int, ...]) -> int:
@@ -158,13 +162,21 @@ def compare(
     greedy = greedy_plan(problem, table, problem.cells() if problem.assign_nodes else ())
     greedy_s = time.perf_counter() - start
     if greedy is not None:
-        racks = _greedy_racks(problem, greedy) if problem.assign_nodes else None
+        racks = (
+            _greedy_racks(problem, greedy) - least_racks(problem, table, greedy.choice)
+            if problem.assign_nodes
+            else None
+        )
         rows.append(
             ("greedy", _row("feasible", realised(problem, table, greedy.choice), racks, greedy_s))
         )
     mip = mip_on_values(problem, table, 60.0)
     if mip.choice:
-        racks = sequential_racks(problem, table, mip.choice) if problem.assign_nodes else None
+        racks = (
+            sequential_racks(problem, table, mip.choice) - least_racks(problem, table, mip.choice)
+            if problem.assign_nodes
+            else None
+        )
         rows.append(
             (
                 "CBC, same objective",
@@ -180,7 +192,11 @@ def compare(
     fixed = fixed_layout_throughput(problem, table)
     sia = sia_plan(problem, table, fixed, 60.0)
     if sia.choice:
-        racks = sequential_racks(problem, table, sia.choice) if problem.assign_nodes else None
+        racks = (
+            sequential_racks(problem, table, sia.choice) - least_racks(problem, table, sia.choice)
+            if problem.assign_nodes
+            else None
+        )
         note = "fixed layouts, its own normalisation, sequential placement"
         rows.append(
             (
@@ -247,11 +263,9 @@ def oracle_rows(seeds: range) -> list[str]:
 
 
 def report(args: argparse.Namespace) -> list[str]:
-    load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
     lines = [
-        f"Measured {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} on {os.cpu_count()} cores "
-        f"(load average {load}), Python {platform.python_version()}, OR-Tools {ortools.__version__}, "
-        "one CP-SAT worker, time limit 10 s. Rerun: `.venv/bin/python -m bench.plan`.",
+        f"{machine_line()}, one CP-SAT worker, time limit 10 s. Rerun: "
+        "`.venv/bin/python -m bench.plan`.",
         "",
     ]
     lines += oracle_rows(range(args.seeds))
@@ -291,15 +305,6 @@ def _with(problem: PlanProblem, objective: str) -> PlanProblem:
     return replace(problem, objective=objective)  # type: ignore[arg-type]
 
 
-def write_section(lines: list[str]) -> None:
-    text = REPORT.read_text()
-    pattern = re.compile(rf"^{re.escape(SECTION)}\n.*?(?=^## |\Z)", re.S | re.M)
-    if not pattern.search(text):
-        raise SystemExit(f"{REPORT} has no '{SECTION}' section to fill")
-    body = "\n".join(lines)
-    REPORT.write_text(pattern.sub(lambda _: f"{SECTION}\n\n{body}\n\n", text, count=1))
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--no-write", action="store_true", help="print, leave the docs alone")
@@ -308,7 +313,7 @@ def main() -> None:
     lines = report(args)
     print("\n".join(lines))
     if not args.no_write:
-        write_section(lines)
+        write_section(SECTION, lines)
 
 
 if __name__ == "__main__":

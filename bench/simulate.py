@@ -24,6 +24,7 @@ from typing import Any
 
 from api.client import Client
 from api.schemas import PlanOut, PlanRequestIn, plan_out
+from bench.report import machine_line, write_section
 from optimizer.planning import plan
 
 POOLS = [
@@ -39,6 +40,7 @@ TEMPLATES = [
 ]
 RESTART_MINUTES = 5.0
 GPUS_PER_NODE = 8
+SECTION = "## Scheduler simulation"
 
 
 @dataclass
@@ -258,6 +260,7 @@ def main() -> None:
     parser.add_argument("--objective", default="fairness", choices=("throughput", "fairness"))
     parser.add_argument("--time-limit-s", type=float, default=5.0, help="each plan's")
     parser.add_argument("--url", help="a running `layoutopt serve` (default: in process)")
+    parser.add_argument("--write", action="store_true", help="into docs/performance.md")
     args = parser.parse_args()
     start = time.perf_counter()
     speeds = fcfs_speeds()
@@ -266,21 +269,37 @@ def main() -> None:
     planner = Planner(args.url, args.objective, args.time_limit_s)
     rows = [summary("FCFS, fixed size and layout", run_fcfs(fresh(jobs), speeds))]
     rows.append(summary(f"planner ({args.objective})", run_planner(fresh(jobs), planner)))
-    walls = planner.walls
-    print(
-        f"{args.jobs} jobs, seed {args.seed}, {sum(p['nodes'] for p in POOLS) * GPUS_PER_NODE} GPUs "
-        f"({', '.join(p['name'] for p in POOLS)}); {len(walls)} plans, median "
-        f"{statistics.median(walls):.2f} s, max {max(walls):.2f} s; {time.perf_counter() - start:.0f} s in all"
+    lines = _report(args, rows, planner.walls, time.perf_counter() - start)
+    print("\n".join(lines))
+    if args.write:
+        write_section(SECTION, lines)
+
+
+def _report(
+    args: argparse.Namespace, rows: list[dict[str, Any]], walls: list[float], wall_s: float
+) -> list[str]:
+    gpus = sum(p["nodes"] for p in POOLS) * GPUS_PER_NODE
+    where = "in process" if args.url is None else f"over HTTP ({args.url})"
+    command = (
+        f"`.venv/bin/python -m bench.simulate --jobs {args.jobs} --seed {args.seed} "
+        f"--objective {args.objective}`"
     )
+    lines = [
+        f"{machine_line()}. Rerun: {command}.",
+        "",
+        f"{args.jobs} jobs (seed {args.seed}) arriving on {gpus} GPUs "
+        f"({', '.join(p['name'] for p in POOLS)}, racks of 8 nodes); planner {where}, objective "
+        f"{args.objective}, {args.time_limit_s:g} s limit, restart {RESTART_MINUTES:g} min: "
+        f"{len(walls)} plans, median {statistics.median(walls):.2f} s, max {max(walls):.2f} s; "
+        f"{wall_s:.0f} s in all (scaling curves included).",
+        "",
+    ]
     keys = list(rows[0])
-    print("| " + " | ".join(keys) + " |")
-    print("|" + " --- |" * len(keys))
+    lines += ["| " + " | ".join(keys) + " |", "|" + " --- |" * len(keys)]
     for row in rows:
-        print(
-            "| "
-            + " | ".join(f"{v:.2f}" if isinstance(v, float) else str(v) for v in row.values())
-            + " |"
-        )
+        cells = (f"{v:.2f}" if isinstance(v, float) else str(v) for v in row.values())
+        lines.append("| " + " | ".join(cells) + " |")
+    return lines
 
 
 if __name__ == "__main__":

@@ -1,4 +1,5 @@
-"""The request and answer schemas HTTP, CLI and client share (requests.py, answers.py)."""
+"""The request and answer schemas HTTP, CLI and client share (requests.py, answers.py; the
+plan's in plan_requests.py, plan_answers.py)."""
 
 from api.schemas.answers import (
     STATUS_DESCRIPTION,
@@ -22,7 +23,8 @@ from api.schemas.answers import (
     optimize_out,
     pareto_out,
 )
-from api.schemas.plan import PLAN_EXAMPLE, PlanOut, PlanRequestIn, plan_out
+from api.schemas.plan_answers import PlanOut, plan_out
+from api.schemas.plan_requests import PLAN_EXAMPLE, PlanRequestIn
 from api.schemas.requests import (
     PLATE_EXAMPLE,
     SEARCH_EXAMPLE,
