@@ -21,6 +21,7 @@ from optimizer.planning import (
 from optimizer.planning.options import OptionTable
 
 REQUEST = JobRequest(model=model_preset("llama3-8b"), profile="workshop")
+REQUEST_GPU = gpu_preset("h100-sxm")
 
 
 def _pools(rng: random.Random) -> tuple[Pool, ...]:

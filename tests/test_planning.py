@@ -28,6 +28,7 @@ from optimizer.planning.greedy import greedy_plan
 from optimizer.planning.options import option_table
 from tests.planning_cases import (
     REQUEST,
+    REQUEST_GPU,
     check_plan,
     choice_of,
     large_instance,
@@ -87,9 +88,6 @@ def two_musts(min_gpus: int) -> PlanProblem:
         for name in ("a", "b")
     )
     return PlanProblem((pool,), jobs)
-
-
-REQUEST_GPU = random_instance(0)[0].pools[0].gpu
 
 
 def test_two_non_preemptible_jobs_whose_minimums_exceed_a_pool_conflict() -> None:

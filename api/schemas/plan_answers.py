@@ -80,6 +80,10 @@ class ShortfallOut(BaseModel):
 
 class NodeValueOut(BaseModel):
     pool: str
+    nodes_for_gain: int | None = Field(
+        None, description="The fewest more nodes (1, 2, 4, ...) of the pool that buy anything."
+    )
+    gain_at_that: float | None = None
     objective_gain: float | None = Field(
         description="In the objective's units; fairness: how much the sum w*x^p falls."
     )
@@ -206,6 +210,8 @@ def plan_out(result: PlanResult) -> PlanOut:
                     pool=v.pool,
                     objective_gain=_rounded(v.objective_gain),
                     description=v.description,
+                    nodes_for_gain=v.nodes_for_gain,
+                    gain_at_that=_rounded(v.gain_at_that),
                 )
                 for v in result.node_values
             ],

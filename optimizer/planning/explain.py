@@ -31,25 +31,41 @@ class OutOfTime(Exception):
     pass
 
 
+def growth_steps(pool_nodes: int) -> list[int]:
+    """The additions asked about: 1 node, then doubling up to the pool's own size."""
+    steps, k = [], 1
+    while k <= max(pool_nodes, 1):
+        steps.append(k)
+        k *= 2
+    return steps
+
+
 class WhatIf:
     """One counts-only model for every explanation, each question an assumption: job j
-    given a better configuration (`more[j]`), or pool p one node larger (`grow[p]`: the
-    model is built on every pool one node larger, its real capacity enforced unless
-    grown). Built once: rebuilding it per question cost more than the solves."""
+    given a better configuration (`more[j]`), or pool p k nodes larger (`grow[p][k]`: the
+    model is built on every pool twice its size, its real capacity enforced unless grown).
+    Built once: rebuilding it per question cost more than the solves."""
 
     def __init__(
         self, problem: PlanProblem, table: OptionTable, deadline: float, hint: Assignment
     ) -> None:
         if table.count * BUILD_S_PER_OPTION > deadline - time.perf_counter():
             raise OutOfTime()
-        grown = tuple(replace(p, nodes=p.nodes + 1) for p in problem.pools)
+        grown = tuple(replace(p, nodes=2 * p.nodes) for p in problem.pools)
         self.problem = problem
         self.plan = PlanModel(replace(problem, pools=grown, assign_nodes=False), table)
         model = self.plan.model
-        self.grow = [model.new_bool_var(f"one_more_node_of_{p.name}") for p in problem.pools]
+        self.grow: list[dict[int, cp_model.IntVar]] = []
         for p, pool in enumerate(problem.pools):
             used = sum(self.plan.nodes_chosen(j, p) for j in range(len(problem.jobs)))
-            model.add(used <= pool.available_nodes).only_enforce_if(~self.grow[p])
+            steps = {
+                k: model.new_bool_var(f"{k}_more_nodes_of_{pool.name}")
+                for k in growth_steps(pool.nodes)
+            }
+            for k, literal in steps.items():
+                model.add(used <= pool.available_nodes + k).only_enforce_if(literal)
+            model.add(used <= pool.available_nodes).only_enforce_if([~g for g in steps.values()])
+            self.grow.append(steps)
         self.more: dict[int, cp_model.IntVar] = {}
         for j, job in enumerate(problem.jobs):
             self.more[j] = model.new_bool_var(f"{job.name}_gets_more")
@@ -68,7 +84,8 @@ class WhatIf:
         OutOfTime when no proof came in time."""
         model = self.plan.model
         model.clear_assumptions()
-        model.add_assumptions(assume + [~g for g in self.grow if g not in assume])
+        others = [g for steps in self.grow for g in steps.values() if g not in assume]
+        model.add_assumptions(assume + [~g for g in others])
         left_s = min(deadline - time.perf_counter() - SOLVE_MARGIN_S, MAX_EXPLAIN_SOLVE_S)
         if left_s < 0.01 or settings.stop.stopped:
             raise OutOfTime()
@@ -244,7 +261,8 @@ def _node_values(
     what_if: WhatIf | None,
     base: tuple[int, Assignment] | None,
 ) -> tuple[tuple[NodeValue, ...], bool]:
-    """For each pool, the objective one more node of it would buy (counts only)."""
+    """For each pool, what one more node would buy; when nothing, the fewest more nodes
+    (doubling) that would buy anything (counts only, the configurations priced)."""
     if what_if is None or base is None:
         return tuple(
             NodeValue(p.name, None, "not worked out in time") for p in problem.pools
@@ -252,35 +270,55 @@ def _node_values(
     scale = objective_scale(problem, table)
     values, complete = [], True
     for p, pool in enumerate(problem.pools):
+        found: list[tuple[int, float, tuple[int, Assignment] | None]] = []
         try:
-            more = what_if.best(settings, deadline, [what_if.grow[p]])
+            for k, literal in what_if.grow[p].items():
+                more = what_if.best(settings, deadline, [literal])
+                gain = 0.0 if more is None else (more[0] - base[0]) / abs(scale)
+                found.append((k, gain, more))
+                if gain > 0:
+                    break
         except OutOfTime:
-            values.append(NodeValue(pool.name, None, "not worked out in time"))
             complete = False
+        if not found:
+            values.append(NodeValue(pool.name, None, "not worked out in time"))
             continue
-        gain = 0.0 if more is None else (more[0] - base[0]) / abs(scale)
-        words = _gain_words(problem, table, base[1], more, pool.name, gain)
-        values.append(NodeValue(pool.name, gain, words))
+        words = _gain_words(problem, table, base[1], found, pool.name)
+        values.append(NodeValue(pool.name, found[0][1], words, *_first_gain(found)))
     return tuple(values), complete
+
+
+def _first_gain(
+    found: list[tuple[int, float, tuple[int, Assignment] | None]],
+) -> tuple[int | None, float | None]:
+    k, gain, _ = found[-1]
+    return (k, gain) if gain > 0 else (None, None)
 
 
 def _gain_words(
     problem: PlanProblem,
     table: OptionTable,
     before: Assignment,
-    after: tuple[int, Assignment] | None,
+    found: list[tuple[int, float, tuple[int, Assignment] | None]],
     pool: str,
-    gain: float,
 ) -> str:
+    k, gain, after = found[-1]
+    units = {
+        "throughput": "weighted tokens/s",
+        "fairness": "off the fairness sum",
+        "deadlines": "met weight",
+    }[problem.objective]
     if after is None or gain <= 0:
-        return f"one more node of {pool!r} buys nothing: no job's better configuration fits in it"
+        return f"more nodes of {pool!r}, up to {k}, buy nothing: no job's better configuration fits in them"
     moved = [
-        f"{problem.jobs[j].name} {_config(problem, table, j, o)} -> "
-        f"{_config(problem, table, j, after[1].choice[j])}"
+        f"{problem.jobs[j].name} {_config(problem, table, j, o)} -> {_config(problem, table, j, after[1].choice[j])}"
         for j, o in enumerate(before.choice)
         if after[1].choice[j] != o
     ]
-    return f"one more node of {pool!r} would buy {gain:.4g} ({'; '.join(moved[:4])})"
+    what = f"would buy {gain:.4g} {units} ({'; '.join(moved[:4])})"
+    if k == 1:
+        return f"one more node of {pool!r} {what}"
+    return f"one more node of {pool!r} buys nothing; {k} more nodes {what}"
 
 
 def _config(problem: PlanProblem, table: OptionTable, j: int, o: int) -> str:

@@ -328,15 +328,15 @@ class PlanModel:
         return len(self.rack_used)
 
     def preference(self, j: int) -> list[int]:
-        """Job j's options ranked for the tie-break: most throughput first, staying before
-        restarting, then pools in order and fewer nodes; nothing last."""
+        """Job j's options ranked for the tie-break: staying where it runs (no restart),
+        then most throughput, then pools in order and fewer nodes; nothing last."""
         options = self.table.options[j]
         order = sorted(
             range(len(options)),
             key=lambda o: (
                 options[o].point is None,
-                -options[o].tokens_per_s,
                 not options[o].stays,
+                -options[o].tokens_per_s,
                 options[o].pool or 0,
                 options[o].nodes,
             ),

@@ -125,6 +125,11 @@ def _reordered(
     if swapped is None:
         return estimate, f"{order[-1]} outermost (the search's order)"
     outer, inner = order[3], order[2]
+    if 1 in (estimate.layout.degree(outer), estimate.layout.degree(inner)):
+        return (
+            estimate,
+            f"{outer} outermost (pp {estimate.layout.pp}, dp {estimate.layout.data_parallel_size})",
+        )
     said = f"{inner} sends {traffic[inner]:g} GB per GPU per step, {outer} {traffic[outer]:g} GB"
     if traffic[inner] >= traffic[outer]:
         return estimate, f"{outer} outermost, on the rack uplinks: {said}"

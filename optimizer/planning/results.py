@@ -53,8 +53,10 @@ class NodeValue:
     """What one more node of a pool would buy, in the objective's units."""
 
     pool: str
-    objective_gain: float | None  # None: not worked out in time
+    objective_gain: float | None  # one more node's; None: not worked out in time
     description: str
+    nodes_for_gain: int | None = None  # the fewest more nodes (1, 2, 4, ...) that buy anything
+    gain_at_that: float | None = None
 
 
 @dataclass(frozen=True)
