@@ -31,6 +31,10 @@ class OutOfTime(Exception):
     pass
 
 
+def _amount(value: float) -> str:
+    return f"{value:,.0f}" if abs(value) >= 100 else f"{value:.4g}"
+
+
 def growth_steps(pool_nodes: int) -> list[int]:
     """The additions asked about: 1 node, then doubling up to the pool's own size."""
     steps, k = [], 1
@@ -247,7 +251,7 @@ def _trade_off(
     }[problem.objective]
     return Reason(
         "objective",
-        f"{problem.objective}: more throughput for it would cost the plan {cost:.4g} {units} "
+        f"{problem.objective}: more throughput for it would cost the plan {_amount(cost)} {units} "
         "(the best plan that gives it any better configuration, counts only)",
     )
 
@@ -315,7 +319,7 @@ def _gain_words(
         for j, o in enumerate(before.choice)
         if after[1].choice[j] != o
     ]
-    what = f"would buy {gain:.4g} {units} ({'; '.join(moved[:4])})"
+    what = f"would buy {_amount(gain)} {units} ({'; '.join(moved[:4])})"
     if k == 1:
         return f"one more node of {pool!r} {what}"
     return f"one more node of {pool!r} buys nothing; {k} more nodes {what}"
