@@ -32,6 +32,8 @@ lint: install
 bench: install
 	$(BIN)/python -m bench.solver
 	$(BIN)/python -m bench.load
+	$(BIN)/python -m bench.plan
+	$(BIN)/python -m bench.simulate --write
 
 validate: install
 	$(BIN)/layoutopt validate --markdown docs/validation.md

@@ -30,6 +30,9 @@ class PlacementOut(BaseModel):
     racks_spanned: int
     min_racks: int = Field(description="The fewest racks its node count could span.")
     crossing_racks: list[Dimension] = Field(description="Dimensions with a group spanning racks.")
+    inside_nvlink: list[Dimension] = Field(
+        description="Dimensions whose groups sit inside one NVLink domain (tp first)."
+    )
     traffic_gb_per_step: dict[str, float] = Field(
         description="GB each GPU sends per step over pipeline (pp) and data (dp) parallelism."
     )
@@ -174,6 +177,7 @@ def _job_out(job: Any) -> JobPlanOut:
             racks_spanned=len(p.racks),
             min_racks=p.min_racks,
             crossing_racks=list(p.crossing),
+            inside_nvlink=list(p.inside_nvlink),
             traffic_gb_per_step=p.traffic_gb_per_step,
             note=p.note,
         )

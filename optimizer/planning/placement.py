@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from models.hardware import fits_one_domain
 from models.layout import Dimension
 from optimizer.costmodel import Estimate, evaluate
 from optimizer.planning.cluster import Cell, Pool
@@ -37,6 +38,7 @@ class Placement:
     racks: tuple[tuple[int, tuple[int, ...]], ...]  # (rack, node ids) in rank order
     min_racks: int  # the fewest racks its node count could span
     crossing: tuple[Dimension, ...]  # dimensions with a group spanning racks
+    inside_nvlink: tuple[Dimension, ...]  # dimensions whose groups sit inside an NVLink domain
     traffic_gb_per_step: dict[str, float]  # bytes each GPU sends per step, by dimension
     note: str
 
@@ -159,11 +161,18 @@ def lay_out(
         crossing = _crossing(estimate, order, racks)
     else:
         note = "within one rack"
+    domain = min(pool.domain_gpus, len(nodes) * pool.gpus_per_node)
+    inside = tuple(
+        d
+        for d in order
+        if d in estimate.layout.placement and fits_one_domain(estimate.layout.group_span(d), domain)
+    )
     placement = Placement(
         order,
         tuple((r, tuple(ids)) for r, ids in sorted(by_rack.items())),
         -(-len(nodes) // pool.rack_nodes),
         crossing,
+        inside,
         traffic_gb_per_step(problem.jobs[j], estimate),
         note,
     )
