@@ -26,6 +26,7 @@ from optimizer.planning.placement import lay_out, name_nodes
 from optimizer.planning.problem import PlanProblem, PlanSettings, check_problem, check_size
 from optimizer.planning.results import JobPlan, LeftOut, PlanResult, PlanStats
 from optimizer.planning.solve import Solved, solve_plan
+from optimizer.results import Status
 from optimizer.search import CutShort
 
 # Of the time limit, what pricing the scaling curves may take when the cache lacks them.
@@ -180,15 +181,13 @@ def _objective(
     return value, bound, gap, terms
 
 
-def _answer(
-    problem: PlanProblem,
-    table: OptionTable,
-    curves: Curves,
-    solved: Solved,
-    settings: PlanSettings,
-) -> PlanResult:
-    value, bound, gap, terms = _objective(problem, table, solved)
-    status, warnings = solved.status, [NO_EXPORTER]
+def _claimed(
+    curves: Curves, solved: Solved, settings: PlanSettings
+) -> tuple[Status, bool, list[str]]:
+    """The status the answer may claim (never more than was proved over every
+    configuration), whether its bound stands, and the warnings that say why."""
+    status: Status = solved.status
+    bound_stands, warnings = True, [NO_EXPORTER]
     if not curves.complete:
         missing = sum(p.status in ("unknown", "not_priced") for p in curves.points)
         warnings.append(
@@ -196,7 +195,7 @@ def _answer(
             "the best over the others, so nothing beyond feasible is claimed"
         )
         if status == "optimal":
-            status, bound, gap = "feasible", None, None
+            status, bound_stands = "feasible", False
         if status == "infeasible":  # proved over the priced configurations only
             status = "unknown"
     warnings += solved.notes
@@ -212,6 +211,20 @@ def _answer(
             f"status unknown: the time limit ({settings.time_limit_s:g} s) ran out before a "
             "plan or a proof that none exists (infeasibility is NOT proved)"
         )
+    return status, bound_stands, warnings
+
+
+def _answer(
+    problem: PlanProblem,
+    table: OptionTable,
+    curves: Curves,
+    solved: Solved,
+    settings: PlanSettings,
+) -> PlanResult:
+    value, bound, gap, terms = _objective(problem, table, solved)
+    status, bound_stands, warnings = _claimed(curves, solved, settings)
+    if not bound_stands:
+        bound, gap = None, None
     stats = PlanStats(
         0.0,
         0.0,
@@ -232,6 +245,10 @@ def _answer(
         solved.from_greedy,
         solved.objective_s,
     )
+    left_out = tuple(
+        LeftOut(problem.jobs[p.job].name, problem.pools[p.pool].name, p.gpus, p.status, p.note)
+        for p in curves.left_out
+    )
     return PlanResult(
         status,
         problem.objective,
@@ -241,10 +258,7 @@ def _answer(
         terms,
         _job_plans(problem, table, solved),
         stats,
-        left_out=tuple(
-            LeftOut(problem.jobs[p.job].name, problem.pools[p.pool].name, p.gpus, p.status, p.note)
-            for p in curves.left_out
-        ),
+        left_out=left_out,
         warnings=tuple(warnings),
         racks_spanned=solved.racks,
         value_units=solved.value,
