@@ -33,6 +33,8 @@ bench: install
 	$(BIN)/python -m bench.solver
 	$(BIN)/python -m bench.load
 	$(BIN)/python -m bench.studies
+	$(BIN)/python -m bench.plan
+	$(BIN)/python -m bench.simulate --write
 
 validate: install
 	$(BIN)/layoutopt validate --calibrate 3 --markdown docs/validation.md

@@ -21,6 +21,8 @@ from api.schemas import (
     ExportOut,
     OptimizeOut,
     ParetoOut,
+    PlanOut,
+    PlanRequestIn,
     PresetsOut,
     ScalingOut,
     ScalingRequest,
@@ -168,6 +170,10 @@ class Client:
         """Fitted assumptions, residuals and leave-one-out error for measured runs
         (`POST /v1/calibrate`); `answer.assumptions` is any request's `assumptions`."""
         return self._call("POST", "/v1/calibrate", CalibrateOut, request)
+
+    def plan(self, request: PlanRequestIn | Mapping[str, Any]) -> PlanOut:
+        """Many jobs on one cluster: each job's pool, GPUs, nodes and layout (`POST /v1/plan`)."""
+        return self._call("POST", "/v1/plan", PlanOut, request)
 
     def presets(self) -> PresetsOut:
         """The model and GPU presets (`GET /v1/presets`)."""

@@ -24,6 +24,9 @@ config = SchemathesisConfig.from_dict(
             # each valid calibrate body is one least-squares fit per run and one more: its
             # boundaries (32 runs) are costly to walk, and its parsing is evaluate's
             {"include-path-regex": "^/v1/calibrate$", "phases": {"coverage": {"enabled": False}}},
+            # a plan prices each job's scaling curve: ~230 coverage requests would take
+            # minutes; it gets the examples and fuzzing phases
+            {"include-path-regex": "^/v1/plan$", "phases": {"coverage": {"enabled": False}}},
         ]
     }
 )

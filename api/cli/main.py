@@ -28,6 +28,7 @@ from api.cli.common import (
     request_data,
 )
 from api.cli.export import register_export_command
+from api.cli.plan import register_plan_command
 from api.cli.render import estimate_text
 from api.cli.search import register_search_commands
 from api.cli.study import register_study_commands
@@ -104,6 +105,7 @@ _EXTRA_COMMANDS: tuple[Callable[[Any], None], ...] = (
     register_validate_command,
     register_study_commands,
     register_calibrate_command,
+    register_plan_command,
 )
 
 

@@ -32,6 +32,8 @@ from api.http.middleware import (
 )
 from api.http.page import POOLED_PAGE_PATHS
 from api.http.page import router as page_router
+from api.http.plan import POOLED_PLAN_PATHS
+from api.http.plan import router as plan_router
 from api.http.routes import POOLED_PATHS, router
 from api.http.settings import Settings
 from api.http.studies import STUDY_POOLED_PATHS, install_studies
@@ -104,6 +106,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(calibrate_router)
     app.include_router(page_router)
     install_studies(app)
+    app.include_router(plan_router)
     openapi.install(app)
     add_error_handlers(app)
     # Starlette runs the last added outermost: RequestContext, BodyReader, Admission,
@@ -117,7 +120,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.add_middleware(
         Admission,
         pool=app.state.solver.pool,
-        pooled_paths=POOLED_PATHS | POOLED_CALIBRATE_PATHS | POOLED_PAGE_PATHS | STUDY_POOLED_PATHS,
+        pooled_paths=POOLED_PATHS
+        | POOLED_CALIBRATE_PATHS
+        | POOLED_PAGE_PATHS
+        | STUDY_POOLED_PATHS
+        | POOLED_PLAN_PATHS,
         metrics=metrics,
     )
     app.add_middleware(

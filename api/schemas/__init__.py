@@ -1,6 +1,6 @@
 """The request and answer schemas HTTP, CLI and client share (requests.py, answers.py),
-what the request's engine says of an answer's layout (exports.py) and the scaling curve
-(studies.py)."""
+what the request's engine says of an answer's layout (exports.py), the scaling curve
+(studies.py) and the cluster plan (plan_requests.py, plan_answers.py)."""
 
 from api.schemas.answers import (
     STATUS_DESCRIPTION,
@@ -32,6 +32,8 @@ from api.schemas.exports import (
     optimize_answer,
     pareto_answer,
 )
+from api.schemas.plan_answers import PlanOut, plan_out
+from api.schemas.plan_requests import PLAN_EXAMPLE, PlanRequestIn
 from api.schemas.requests import (
     PLATE_EXAMPLE,
     SEARCH_EXAMPLE,
@@ -53,6 +55,7 @@ from api.schemas.studies import (
 )
 
 __all__ = [
+    "PLAN_EXAMPLE",
     "PLATE_EXAMPLE",
     "SCALING_EXAMPLE",
     "SEARCH_EXAMPLE",
@@ -74,7 +77,9 @@ __all__ = [
     "ModelRef",
     "OptimizeOut",
     "ParetoOut",
+    "PlanOut",
     "PlanRequest",
+    "PlanRequestIn",
     "PresetsOut",
     "ReadyOut",
     "RelaxationOut",
@@ -94,4 +99,5 @@ __all__ = [
     "pareto_answer",
     "pareto_out",
     "scaling_out",
+    "plan_out",
 ]

@@ -1,0 +1,128 @@
+"""The jobs a plan serves: what each trains (the request every route takes, less the
+cluster, which the plan chooses), what it may be given, and where it runs now."""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+
+from models.job import TrainingJob
+from models.training import TrainingSpec
+from models.transformer import TransformerSpec
+from optimizer.costmodel import CostAssumptions
+from optimizer.planning.cluster import Pool
+from optimizer.search import SearchSpace
+
+
+@dataclass(frozen=True)
+class JobRequest:
+    """The optimize request of one job without its cluster: the plan picks the cluster."""
+
+    model: TransformerSpec
+    training: TrainingSpec = TrainingSpec()
+    profile: str = "standard"
+    assumptions: CostAssumptions = field(default_factory=CostAssumptions)
+    space: SearchSpace = field(default_factory=SearchSpace)
+    # Passed through to the answer; engines are priced alike until the engines room lands.
+    engine: str | None = None
+
+    def on(self, pool: Pool, nodes: int) -> TrainingJob:
+        return TrainingJob(model=self.model, cluster=pool.cluster(nodes), training=self.training)
+
+    def key(self) -> str:
+        """Canonical text of everything that prices the job: the scaling curves' cache key."""
+        parts = {
+            "model": self.model.model_dump(mode="json"),
+            "training": self.training.model_dump(mode="json"),
+            "profile": self.profile,
+            "assumptions": self.assumptions.model_dump(mode="json"),
+            "search": self.space.model_dump(mode="json"),
+        }
+        return json.dumps(parts, sort_keys=True, separators=(",", ":"))
+
+
+@dataclass(frozen=True)
+class Running:
+    """Where a running job runs now: its pool and node ids."""
+
+    pool: str
+    nodes: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class Deadline:
+    """`tokens` still to train within `hours` from the plan's now."""
+
+    tokens: float
+    hours: float
+
+    @property
+    def seconds(self) -> float:
+        return self.hours * 3600.0
+
+
+@dataclass(frozen=True)
+class PlanJob:
+    name: str
+    request: JobRequest
+    weight: float = 1.0
+    min_gpus: int = 1
+    max_gpus: int | None = None
+    node_counts: tuple[int, ...] | None = None  # the counts to price; default powers of two
+    movable: bool = True  # may change nodes (a running job): false pins it where it is
+    resizable: bool = True  # may change its GPU count (a running job)
+    preemptible: bool = True  # may be given nothing
+    running: Running | None = None
+    restart_minutes: float = 10.0  # training lost when it moves or is resized
+    deadline: Deadline | None = None
+
+    @property
+    def pinned(self) -> bool:
+        """A running job that may not move keeps exactly its nodes."""
+        return self.running is not None and not self.movable
+
+    @property
+    def must_run(self) -> bool:
+        return not self.preemptible or self.pinned
+
+    @property
+    def restart_s(self) -> float:
+        return self.restart_minutes * 60.0
+
+    def node_range(self, pool: Pool) -> tuple[int, int]:
+        """The fewest and most whole nodes of `pool` within min_gpus and max_gpus."""
+        fewest = max(1, math.ceil(self.min_gpus / pool.gpus_per_node))
+        most = pool.nodes if self.max_gpus is None else self.max_gpus // pool.gpus_per_node
+        return fewest, min(most, pool.nodes)
+
+    def running_nodes_in(self, pool: Pool) -> int | None:
+        """Its current node count, if it runs in `pool`."""
+        if self.running is None or self.running.pool != pool.name:
+            return None
+        return len(self.running.nodes)
+
+    def candidate_nodes(self, pool: Pool, running_gpus: int | None) -> tuple[int, ...]:
+        """The node counts of `pool` its scaling curve is priced at: the request's
+        `node_counts`, or powers of two, plus its fewest (and most, when max_gpus is given),
+        plus what it runs on now. A pinned job keeps its nodes; a running job (of
+        `running_gpus`) that may not be resized keeps its GPU count."""
+        current = self.running_nodes_in(pool)
+        if self.pinned:
+            return () if current is None else (current,)
+        if running_gpus is not None and not self.resizable:
+            same, rest = divmod(running_gpus, pool.gpus_per_node)
+            return (same,) if rest == 0 and 0 < same <= pool.nodes else ()
+        fewest, most = self.node_range(pool)
+        if fewest > most:
+            return ()
+        if self.node_counts is not None:
+            counts = {n for n in self.node_counts if fewest <= n <= most}
+        else:
+            counts = {1 << k for k in range(most.bit_length()) if fewest <= 1 << k <= most}
+            counts.add(fewest)
+            if self.max_gpus is not None:
+                counts.add(most)
+        if current is not None:
+            counts.add(current)
+        return tuple(sorted(n for n in counts if 0 < n <= pool.nodes))

@@ -1,0 +1,169 @@
+"""Each job's configurations and what each is worth under the scheduler's objective.
+
+A job's options are a finite list: nothing, or one usable point of its scaling curve (a
+pool and a node count), run where it runs now (`stays`: no restart) or started afresh
+(`restarts` for a running job). Every objective is a sum of one term per job, so the
+p-norm and the deadline test, nonlinear in throughput, are exact as a table over that list
+(the piecewise encoding over a finite domain): the solver only adds table entries.
+
+The terms, per job of weight w at T tokens/s, over a horizon of H seconds:
+- throughput: w * T * (H - restart_s) / H when it restarts, w * T when it stays;
+- fairness (minimised): w * x^p, x = T_eff / T_alone, T_alone the job's best throughput
+  alone on the cluster, p = -0.5 by default; nothing costs Sia's lambda_n (1.1) times its
+  smallest configuration's term (sia-simulator's `__solve_mip_rescaled`: no allocation is a
+  penalty, not a constraint);
+- deadlines: met weight first (T * (D - restart_s) >= tokens still to train), then the
+  throughput term as a tie-break below one unit of met weight.
+Each becomes an integer, `value`, maximised: PRIMARY_LEVELS spans the largest possible
+sum, so the table resolves 1e-9 of it (deadlines: 1e-4 of the total weight, then 1e-6 of
+the throughput).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from optimizer.planning.curves import CurvePoint, Curves
+from optimizer.planning.jobs import PlanJob
+from optimizer.planning.problem import PlanProblem
+
+PRIMARY_LEVELS = 1_000_000_000
+NO_ALLOCATION_PENALTY = 1.1  # Sia's lambda_n
+MET_LEVELS = 10_000  # deadlines: resolution of the met weight
+THROUGHPUT_LEVELS = 1_000_000  # deadlines: resolution of the throughput below it
+
+
+@dataclass(frozen=True)
+class Option:
+    job: int
+    point: CurvePoint | None = None  # None: nothing
+    stays: bool = False  # keeps exactly its current nodes
+    restarts: bool = False  # a running job moved or resized
+    on_unavailable: bool = False  # stays on a node now unavailable
+
+    @property
+    def pool(self) -> int | None:
+        return None if self.point is None else self.point.pool
+
+    @property
+    def nodes(self) -> int:
+        return 0 if self.point is None else self.point.nodes
+
+    @property
+    def gpus(self) -> int:
+        return 0 if self.point is None else self.point.gpus
+
+    @property
+    def tokens_per_s(self) -> float:
+        return 0.0 if self.point is None else self.point.tokens_per_s
+
+
+@dataclass(frozen=True)
+class Score:
+    """One job's term under the objective: the figures it is made of."""
+
+    tokens_per_s: float  # averaged over the horizon: a restart's lost minutes taken off
+    weighted: float  # w * that
+    share: float  # normalised throughput x, 0 for nothing
+    fairness: float  # w * x^p (or the no-allocation penalty)
+    meets_deadline: bool | None  # None: no deadline
+
+
+@dataclass(frozen=True)
+class OptionTable:
+    options: tuple[tuple[Option, ...], ...]  # per job; index 0 is "nothing"
+    values: tuple[tuple[int, ...], ...]  # the integer each option adds, maximised
+    scores: tuple[tuple[Score, ...], ...]
+    alone_tokens_per_s: tuple[float, ...]  # each job's best configuration alone
+
+    @property
+    def count(self) -> int:
+        return sum(len(o) for o in self.options)
+
+
+def job_options(problem: PlanProblem, curves: Curves, j: int) -> tuple[Option, ...]:
+    """Nothing, then each usable point by pool and node count, staying before restarting:
+    the order the tie-break prefers."""
+    job = problem.jobs[j]
+    options = [Option(j)]
+    where = problem.running_pool(job)
+    for point in sorted(curves.usable(j), key=lambda p: (p.pool, p.nodes)):
+        current = job.running is not None and point.pool == where
+        if current and job.running is not None and point.nodes == len(job.running.nodes):
+            down = problem.pools[point.pool].unavailable
+            failed = any(node in down for node in job.running.nodes)
+            options.append(Option(j, point, stays=True, on_unavailable=failed))
+        if job.running is not None and job.restart_s >= problem.horizon_s:
+            continue  # a restart would take the whole horizon: worth nothing, never chosen
+        options.append(Option(j, point, restarts=job.running is not None))
+    return tuple(options)
+
+
+def score(problem: PlanProblem, job: PlanJob, option: Option, alone: float, least: float) -> Score:
+    """The option's term in real units. `least`: the job's smallest normalised throughput."""
+    p = problem.fairness_p
+    deadline = None if job.deadline is None else False
+    if option.point is None:
+        penalty = NO_ALLOCATION_PENALTY * (least**p if least > 0 else 1.0)
+        return Score(0.0, 0.0, 0.0, job.weight * penalty, deadline)
+    lost_s = job.restart_s if option.restarts else 0.0
+    horizon_s = problem.horizon_s
+    kept = max(horizon_s - lost_s, 0.0) / horizon_s
+    tokens_per_s = option.tokens_per_s * kept
+    share = tokens_per_s / alone if alone > 0 else 0.0
+    fairness = job.weight * (share**p if share > 0 else NO_ALLOCATION_PENALTY * least**p)
+    if job.deadline is not None:
+        training_s = max(job.deadline.seconds - lost_s, 0.0)
+        deadline = option.tokens_per_s * training_s >= job.deadline.tokens
+    return Score(tokens_per_s, job.weight * tokens_per_s, share, fairness, deadline)
+
+
+def option_table(problem: PlanProblem, curves: Curves) -> OptionTable:
+    options = tuple(job_options(problem, curves, j) for j in range(len(problem.jobs)))
+    alone = tuple(max((o.tokens_per_s for o in opts), default=0.0) for opts in options)
+    scores = []
+    for j, opts in enumerate(options):
+        shares = [o.tokens_per_s / alone[j] for o in opts if o.point is not None]
+        least = min(shares, default=0.0)
+        scores.append(tuple(score(problem, problem.jobs[j], o, alone[j], least) for o in opts))
+    values = integer_values(problem, tuple(scores))
+    return OptionTable(options, values, tuple(scores), alone)
+
+
+def integer_values(
+    problem: PlanProblem, scores: tuple[tuple[Score, ...], ...]
+) -> tuple[tuple[int, ...], ...]:
+    """Each option's term as the integer the solver maximises (see the module's note)."""
+    if problem.objective == "fairness":
+        worst = sum(max(s.fairness for s in row) for row in scores) or 1.0
+        scale = PRIMARY_LEVELS / worst
+        return tuple(tuple(-round(s.fairness * scale) for s in row) for row in scores)
+    best = sum(max(s.weighted for s in row) for row in scores)
+    if problem.objective == "throughput":
+        scale = PRIMARY_LEVELS / best if best > 0 else 0.0
+        return tuple(tuple(round(s.weighted * scale) for s in row) for row in scores)
+    due = sum(job.weight for job in problem.jobs if job.deadline is not None) or 1.0
+    per_weight = MET_LEVELS / due
+    per_throughput = (THROUGHPUT_LEVELS - 1) / best if best > 0 else 0.0
+    return tuple(
+        tuple(
+            round(problem.jobs[j].weight * per_weight) * bool(s.meets_deadline) * THROUGHPUT_LEVELS
+            + math.floor(s.weighted * per_throughput)
+            for s in row
+        )
+        for j, row in enumerate(scores)
+    )
+
+
+def objective_scale(problem: PlanProblem, table: OptionTable) -> float:
+    """Integer units per objective unit (throughput: weighted tokens/s; fairness: the sum of
+    w * x^p, its sign flipped; deadlines: met weight)."""
+    if problem.objective == "fairness":
+        worst = sum(max(s.fairness for s in row) for row in table.scores) or 1.0
+        return -PRIMARY_LEVELS / worst
+    if problem.objective == "throughput":
+        best = sum(max(s.weighted for s in row) for row in table.scores)
+        return PRIMARY_LEVELS / best if best > 0 else 1.0
+    due = sum(job.weight for job in problem.jobs if job.deadline is not None) or 1.0
+    return MET_LEVELS * THROUGHPUT_LEVELS / due
