@@ -253,6 +253,19 @@ def test_pool_admits_workers_plus_queue_then_refuses() -> None:
     pool.submit(int).result(timeout=30)  # slots are free again
 
 
+def test_a_slot_reserved_before_the_drain_is_refused_when_its_work_comes() -> None:
+    # a request takes its slot before its body is parsed: when the drain falls between
+    # the two, its work must be refused like the queued work, not started
+    pool = SolverPool(workers=1, queue_depth=1, retry_after_s=1)
+    slot = pool.reserve()
+    pool.drain()
+    with pytest.raises(Saturated) as refused:
+        pool.submit(int, slot=slot)
+    assert refused.value.draining
+    slot.release()
+    assert pool.admitted == 0
+
+
 def test_identical_requests_are_served_from_the_cache(
     api: TestClient, plate_body: dict[str, Any]
 ) -> None:

@@ -87,12 +87,15 @@ def test_plan_over_http_prices_every_layout_with_the_cost_model(
         assert job.pool is not None and job.best is not None, job.name
         assert job.best == priced(small, job.name, job.pool, len(job.nodes), job.best)
         assert job.tokens_per_s == pytest.approx(job.best.tokens_per_s_per_gpu * job.gpus, rel=1e-4)
-        assert job.export is None and job.placement is not None
+        assert job.placement is not None
+        # each job's layout in its engine's input (searches default to Megatron-LM)
+        assert job.export is not None and job.export.engine == job.engine == "megatron"
+        assert f"--tensor-model-parallel-size {job.best.layout.tp}" in job.export.text
         assert not held & {(job.pool, n) for n in job.nodes}
         held |= {(job.pool, n) for n in job.nodes}
     assert ("h100", 7) not in held  # unavailable
     assert answer.explanations is not None and len(answer.explanations.pools) == 2
-    assert any("export is null" in w for w in answer.warnings)
+    assert not any("export is null" in w for w in answer.warnings)
 
 
 def test_the_same_request_gives_the_same_plan_digest(

@@ -147,6 +147,10 @@ class SolverPool:
         `Saturated` raised) and freed when the work ends; a given slot stays its owner's."""
         own = slot is None
         held = self.reserve() if slot is None else slot
+        if self.draining:  # reserved before the drain, not yet queued: refused like the queued
+            if own:
+                held.release()
+            raise self.saturated()
         context = contextvars.copy_context()  # the request's id, for the logs
         try:
             future = self._executor.submit(context.run, self._started, work, *args)
@@ -244,8 +248,8 @@ class Solver:
     ) -> tuple[Answer, float]:
         try:
             future = self.pool.submit(_timed, work, stop, slot=slot)
-        except Saturated:
-            self.metrics.rejections.labels("saturated").inc()
+        except Saturated as refused:
+            self.metrics.rejections.labels("draining" if refused.draining else "saturated").inc()
             raise
         answer = asyncio.wrap_future(future)
         gone: asyncio.Future[Any] = asyncio.ensure_future(_disconnected(receive))

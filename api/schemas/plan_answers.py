@@ -10,7 +10,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from api.schemas.answers import STATUS_DESCRIPTION, EstimateOut, Status, estimate_out
+from api.schemas.answers import STATUS_DESCRIPTION, EstimateOut, ExportOut, Status, estimate_out
+from api.schemas.exports import export_out
 from models.layout import Dimension
 from optimizer import Conflict
 from optimizer.planning import PlanResult
@@ -58,8 +59,10 @@ class JobPlanOut(BaseModel):
     change: Literal["starts", "stays", "moves", "resizes", "stops", "waits"]
     meets_deadline: bool | None = None
     engine: str | None = None
-    export: dict[str, Any] | None = Field(
-        None, description="The engine's config; null until engine exporters land."
+    export: ExportOut | None = Field(
+        None,
+        description="The layout in the engine's own input, on the job's GPUs; null "
+        "when the job is given nothing.",
     )
 
 
@@ -197,6 +200,7 @@ def _job_out(job: Any) -> JobPlanOut:
         change=job.change,
         meets_deadline=job.meets_deadline,
         engine=job.engine,
+        export=None if job.export is None else export_out(job.export),
     )
 
 

@@ -14,6 +14,7 @@ from models.errors import InvalidSpec
 from models.strict import REQUEST_CONFIG, JsonInt
 from models.training import TrainingSpec
 from optimizer import CostAssumptions, ProfileName, SearchSpace, StopSignal
+from optimizer.engines import DEFAULT_SEARCH_ENGINE, EngineName
 from optimizer.planning import (
     DEFAULT_FAIRNESS_P,
     Deadline,
@@ -165,10 +166,11 @@ class JobRequestIn(BaseModel):
     )
     assumptions: CostAssumptions = CostAssumptions()
     search: SearchSpace = SearchSpace()
-    engine: str | None = Field(
-        None,
-        max_length=50,
-        description="Passed through to the answer; priced alike until engines land.",
+    engine: EngineName = Field(
+        DEFAULT_SEARCH_ENGINE,
+        description="The training engine that runs the job: its rules bound every layout of "
+        "the job's scaling curve, its gradient sync prices them, and its artefact is the job's "
+        f"`export`. Defaults to {DEFAULT_SEARCH_ENGINE}, as the searches do.",
     )
 
 

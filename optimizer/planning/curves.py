@@ -117,6 +117,7 @@ def price_point(
             workers=1,
             explain=False,
             stop=settings.stop,
+            engine=request.engine,
         )
     except InvalidSpec as error:
         return "invalid", 0.0, None, error.message

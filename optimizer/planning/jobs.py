@@ -24,7 +24,8 @@ class JobRequest:
     profile: str = "standard"
     assumptions: CostAssumptions = field(default_factory=CostAssumptions)
     space: SearchSpace = field(default_factory=SearchSpace)
-    # Passed through to the answer; engines are priced alike until the engines room lands.
+    # The engine whose rules the layouts keep and whose gradient sync prices them (searches
+    # without one: no engine's rules); its artefact is each job's export.
     engine: str | None = None
 
     def on(self, pool: Pool, nodes: int) -> TrainingJob:
@@ -38,6 +39,7 @@ class JobRequest:
             "profile": self.profile,
             "assumptions": self.assumptions.model_dump(mode="json"),
             "search": self.space.model_dump(mode="json"),
+            "engine": self.engine,
         }
         return json.dumps(parts, sort_keys=True, separators=(",", ":"))
 

@@ -20,12 +20,13 @@ import numpy as np
 
 from models.hardware import fits_one_domain
 from models.layout import Dimension
-from optimizer.costmodel import Estimate, evaluate
+from optimizer.costmodel import Estimate
 from optimizer.planning.cluster import Cell, Pool
 from optimizer.planning.greedy import Assignment
 from optimizer.planning.jobs import PlanJob
 from optimizer.planning.options import OptionTable
 from optimizer.planning.problem import PlanProblem
+from optimizer.searches import evaluate_on
 
 BF16_BYTES = 2
 
@@ -137,7 +138,9 @@ def _reordered(
         return estimate, f"{outer} outermost, on the rack uplinks: {said}"
     request = job.request
     layout = estimate.layout.model_copy(update={"placement": swapped})
-    repriced = evaluate(request.on(pool, nodes), layout, request.profile, request.assumptions)
+    repriced = evaluate_on(
+        request.on(pool, nodes), layout, request.profile, request.assumptions, request.engine
+    )
     if repriced.tokens_per_s_per_gpu < estimate.tokens_per_s_per_gpu * (1 - 1e-9):
         return (
             estimate,

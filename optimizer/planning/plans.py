@@ -12,9 +12,13 @@ from __future__ import annotations
 import time
 from dataclasses import replace
 
+from optimizer.costmodel import Estimate
+from optimizer.engines import Artefact, export, get_engine
 from optimizer.planning import conflicts as conflicting
 from optimizer.planning import explain as explaining
+from optimizer.planning.cluster import Pool
 from optimizer.planning.curves import Curves, build_curves
+from optimizer.planning.jobs import JobRequest
 from optimizer.planning.options import (
     MET_LEVELS,
     THROUGHPUT_LEVELS,
@@ -35,10 +39,6 @@ CURVE_SHARE = 0.6
 EXPLAIN_SHARE = 0.2
 # Kept back from the solve for the answer: naming nodes and re-pricing each layout on them.
 ANSWER_S, ANSWER_S_PER_JOB = 0.01, 0.002
-NO_EXPORTER = (
-    "export is null: no engine exporter exists on this branch yet (the engines room will "
-    "write each engine's own config from the layout)"
-)
 
 
 def plan(
@@ -144,9 +144,21 @@ def _job_plans(problem: PlanProblem, table: OptionTable, solved: Solved) -> tupl
                 _change(problem, table, j, o),
                 score.meets_deadline,
                 job.request.engine,
+                _export(job.request, pool, option.gpus, estimate),
             )
         )
     return tuple(plans)
+
+
+def _export(
+    request: JobRequest, pool: Pool | None, gpus: int, estimate: Estimate | None
+) -> Artefact | None:
+    """The job's layout in its engine's input, on its pool at its GPU count (None without an
+    engine or a layout; the layout keeps the engine's rules, the search saw to that)."""
+    if request.engine is None or pool is None or estimate is None:
+        return None
+    job = request.on(pool, gpus // pool.gpus_per_node)
+    return export(get_engine(request.engine), job, estimate.layout)
 
 
 def _objective(
@@ -187,7 +199,7 @@ def _claimed(
     """The status the answer may claim (never more than was proved over every
     configuration), whether its bound stands, and the warnings that say why."""
     status: Status = solved.status
-    bound_stands, warnings = True, [NO_EXPORTER]
+    bound_stands, warnings = True, []
     if not curves.complete:
         missing = sum(p.status in ("unknown", "not_priced") for p in curves.points)
         warnings.append(

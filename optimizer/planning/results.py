@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from optimizer.costmodel import Estimate
+from optimizer.engines import Artefact
 from optimizer.planning.placement import Placement
 from optimizer.results import Conflict, Status
 
@@ -26,6 +27,7 @@ class JobPlan:
     change: str  # starts, stays, moves, resizes, stops, waits
     meets_deadline: bool | None = None
     engine: str | None = None
+    export: Artefact | None = None  # the engine's input for the layout on its nodes
 
 
 @dataclass(frozen=True)
