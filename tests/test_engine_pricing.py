@@ -3,6 +3,9 @@ checked by hand, and searches that obey each engine's rules."""
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -140,3 +143,34 @@ def test_relaxing_an_engine_rule_is_said_in_the_engines_words() -> None:
     words = {relaxation.name: relaxation.description for relaxation in result.relaxations}
     assert words["engine_schedule"].startswith("Megatron-LM runs only the pipeline schedules")
     assert "binds: without it the best is" in words["engine_schedule"]
+
+
+def _documented_traffic() -> dict[tuple[str, str], list[str]]:
+    """docs/cost-model.md's engine table: (engine, precision) -> its cells."""
+    text = (Path(__file__).parent.parent / "docs" / "cost-model.md").read_text()
+    section = text.split("### Engines:", 1)[1].split("###", 1)[0]
+    rows: dict[tuple[str, str], list[str]] = {}
+    for line in section.splitlines():
+        if not line.startswith("| `"):
+            continue
+        first, *cells = [cell.strip() for cell in line.strip("|").split("|")]
+        precision = "fp16" if "(fp16)" in first else "bf16"
+        for name in re.findall(r"`(\w+)`", first):
+            rows[(name, precision)] = cells
+    return rows
+
+
+def test_the_documented_engine_table_is_the_code() -> None:
+    rows = _documented_traffic()
+    assert {name for name, _ in rows} == set(ENGINES)
+    for (name, precision), cells in rows.items():
+        traffic = engine_traffic(get_engine(name), precision)
+        per_step, per_micro_batch, with_pp, exchange, unit = cells
+        assert [float(v) for v in per_step.split("/")] == traffic["gradient_volumes_per_step"]
+        assert [float(v) for v in per_micro_batch.split("/")] == traffic[
+            "gradient_volumes_per_micro_batch"
+        ]
+        assert (with_pp == "as without") == traffic["per_micro_batch_sync_with_pp"]
+        assert exchange.startswith(str(traffic["cp_exchange"]).replace("_", "-"))
+        assert ("hidden" in exchange) == (traffic.get("cp_overlap_fraction") == 1.0)
+        assert unit == traffic["zero3_gather_unit"]
