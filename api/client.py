@@ -16,6 +16,8 @@ import httpx
 from pydantic import BaseModel, ValidationError
 
 from api.schemas import (
+    CalibrateOut,
+    CalibrateRequest,
     EstimateOut,
     EvaluateRequest,
     ExportOut,
@@ -28,7 +30,6 @@ from api.schemas import (
     ScalingRequest,
     SearchRequest,
 )
-from api.schemas.calibration import CalibrateOut, CalibrateRequest
 
 Answer = TypeVar("Answer", bound=BaseModel)
 Body = BaseModel | Mapping[str, Any]

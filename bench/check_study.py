@@ -13,7 +13,7 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-from api.cli.study import load_spec
+from api.cli import load_spec
 from api.scenarios import scenario_request
 from optimizer.studies import check_values, existing_rows, expand
 

@@ -11,11 +11,8 @@ from models.presets import gpu_preset
 from optimizer.costmodel import CostAssumptions, domains_spanned, evaluate
 from optimizer.costmodel.standard import collectives as coll
 from optimizer.costmodel.standard import kernels as kern
-from optimizer.costmodel.standard.breakdown import (
-    all_to_all_bytes_s,
-    kernel_efficiency,
-    link_bytes_s,
-)
+from optimizer.costmodel.standard.compute import kernel_efficiency
+from optimizer.costmodel.standard.links import all_to_all_bytes_s, link_bytes_s
 from tests.helpers import plate_job
 
 

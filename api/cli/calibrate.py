@@ -20,7 +20,7 @@ from pydantic import ValidationError
 
 from api.cli.common import STDIN, BadRequest
 from api.errors import EXIT_INTERNAL, EXIT_OK, detail_from_validation
-from api.schemas.calibration import CalibrateOut, CalibrateRequest, calibrate_out
+from api.schemas import CalibrateOut, CalibrateRequest, calibrate_out
 from optimizer.calibration import CalibrationUnavailable, calibrate
 
 

@@ -176,3 +176,18 @@ def emit(answer: Any, as_json: bool, text: Callable[[Any], str]) -> None:
         print(json.dumps(answer.model_dump(mode="json"), indent=2))
     else:
         print(text(answer))
+
+
+def at_least_one(flag: str) -> Callable[[str], int]:
+    """An argparse type: a whole number of at least 1, refused in `flag`'s name otherwise."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{flag} takes a whole number, got {text!r}") from None
+        if value < 1:
+            raise argparse.ArgumentTypeError(f"{flag} must be at least 1, got {value}")
+        return value
+
+    return parse

@@ -21,7 +21,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from api.cli.common import BadRequest, add_job_flags, emit, read_json, request_data
+from api.cli.common import BadRequest, add_job_flags, at_least_one, emit, read_json, request_data
 from api.cli.search import _SEARCH_FLAGS, DEFAULT_TIME_LIMIT_S, add_search_flags
 from api.errors import EXIT_BAD_REQUEST, EXIT_INFEASIBLE, EXIT_INTERNAL, EXIT_OK, EXIT_UNKNOWN
 from api.scenarios import scenario_request
@@ -213,16 +213,6 @@ def _plot(args: argparse.Namespace) -> None:
         )
 
 
-def _workers(text: str) -> int:
-    try:
-        workers = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number of workers: {text!r}") from None
-    if workers < 1:
-        raise argparse.ArgumentTypeError(f"--workers must be at least 1, got {workers}")
-    return workers
-
-
 def _gpu_counts(text: str) -> list[int]:
     try:
         return [int(part) for part in text.split(",") if part.strip()]
@@ -347,7 +337,10 @@ def register_study_commands(commands: Any) -> None:
         help="local (default) or dask://HOST:PORT (default $DASK_SCHEDULER_ADDRESS if set)",
     )
     study.add_argument(
-        "--workers", type=_workers, default=usable_cores(), help="local processes (default: cores)"
+        "--workers",
+        type=at_least_one("--workers"),
+        default=usable_cores(),
+        help="local processes (default: cores)",
     )
     study.set_defaults(run=run_study_command)
 

@@ -14,31 +14,30 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from api.cli.common import at_least_one
 from api.errors import EXIT_INTERNAL, EXIT_OK
 from optimizer import PROFILES
 from optimizer.calibration import CalibrationUnavailable
 from optimizer.validation import (
     BREAKDOWN_HEADER,
     BREAKDOWNS,
+    CALIBRATION_HEADER,
     MAX_ABS_ERROR_TARGET,
     MEAN_ABS_ERROR_TARGET,
     TABLE_HEADER,
     VALIDATION_PROFILE,
+    EngineCalibration,
     ValidationReport,
     breakdown_table,
+    calibrate_engines,
+    calibration_table,
     excluded_rows,
     group_line,
+    held_out_summary,
     hf_config_sources,
     report_table,
     summary_line,
     validate,
-)
-from optimizer.validation.calibrated import (
-    CALIBRATION_HEADER,
-    EngineCalibration,
-    calibrate_engines,
-    calibration_table,
-    held_out_summary,
 )
 
 # `make validate` writes docs/validation.md with the calibration on this many rows per engine.
@@ -333,16 +332,6 @@ def run_validate(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a count: {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"N must be at least 1, got {value}")
-    return value
-
-
 def register_validate_command(commands: Any) -> None:
     cmd = commands.add_parser(
         "validate",
@@ -356,7 +345,7 @@ def register_validate_command(commands: Any) -> None:
     cmd.add_argument("--markdown", type=Path, help="also write the report as Markdown here")
     cmd.add_argument(
         "--calibrate",
-        type=_positive,
+        type=at_least_one("--calibrate"),
         metavar="N",
         help="also calibrate on N rows of each engine and report the error on its other rows",
     )

@@ -14,7 +14,7 @@ from typing import Annotated
 from fastapi import APIRouter, Body, Request
 
 from api.http.routes import ERROR_RESPONSES, SolverDep, slot_of
-from api.schemas.calibration import (
+from api.schemas import (
     CALIBRATE_EXAMPLE,
     CalibrateOut,
     CalibrateRequest,

@@ -1,6 +1,6 @@
 """The request and answer schemas HTTP, CLI and client share (requests.py, answers.py),
 what the request's engine says of an answer's layout (exports.py), the scaling curve
-(studies.py) and the cluster plan (plan_requests.py, plan_answers.py)."""
+(studies.py), calibration from measured runs (calibration.py) and the cluster plan (plan_requests.py, plan_answers.py)."""
 
 from api.schemas.answers import (
     STATUS_DESCRIPTION,
@@ -24,6 +24,12 @@ from api.schemas.answers import (
     estimate_out,
     optimize_out,
     pareto_out,
+)
+from api.schemas.calibration import (
+    CALIBRATE_EXAMPLE,
+    CalibrateOut,
+    CalibrateRequest,
+    calibrate_out,
 )
 from api.schemas.exports import (
     evaluate_answer,
@@ -55,6 +61,10 @@ from api.schemas.studies import (
 )
 
 __all__ = [
+    "CALIBRATE_EXAMPLE",
+    "CalibrateOut",
+    "CalibrateRequest",
+    "calibrate_out",
     "PLAN_EXAMPLE",
     "PLATE_EXAMPLE",
     "SCALING_EXAMPLE",

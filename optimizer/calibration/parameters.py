@@ -14,11 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from optimizer.calibration.runs import MeasuredRun
-from optimizer.costmodel import kernel_efficiency
-
-# Fused attention efficiency when neither the request nor the GPU preset names one: the
-# profile's own default (optimizer/costmodel/standard/breakdown.py, FlashAttention-2 on H100).
-DEFAULT_ATTENTION_EFFICIENCY = 0.35
+from optimizer.costmodel import attention_efficiency, kernel_efficiency
 
 
 @dataclass(frozen=True)
@@ -108,7 +104,7 @@ def default_value(parameter: Parameter, runs: list[MeasuredRun]) -> float | None
 def default_for_run(parameter: Parameter, run: MeasuredRun) -> float:
     value = getattr(run.assumptions, parameter.name)
     if value is None and parameter.name == "attention_kernel_efficiency":
-        return run.job.cluster.gpu.attention_efficiency or DEFAULT_ATTENTION_EFFICIENCY
+        return attention_efficiency(run.job, run.assumptions)  # the GPU preset's, else FA-2's
     if value is None and parameter.name == "kernel_efficiency":
         return kernel_efficiency(run.job, run.assumptions)  # the plate's, by the GPU's ceiling
     return float(value)

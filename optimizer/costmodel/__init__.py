@@ -28,8 +28,8 @@ from optimizer.costmodel.profiles import (
     profile_named,
     require_finite,
 )
-from optimizer.costmodel.standard.breakdown import kernel_efficiency
 from optimizer.costmodel.standard.collectives import domains_spanned
+from optimizer.costmodel.standard.compute import attention_efficiency, kernel_efficiency
 
 __all__ = [
     "DEFAULT_EVALUATE_PROFILE",
@@ -41,6 +41,7 @@ __all__ = [
     "CostAssumptions",
     "Estimate",
     "domains_spanned",
+    "attention_efficiency",
     "kernel_efficiency",
     "GridPrices",
     "LayoutGrid",

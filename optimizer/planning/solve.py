@@ -196,7 +196,20 @@ def _options(
 ) -> Solved:
     """Part 1 on the counts-only model: the objective, then the option tie-break."""
     tie, most_tie = plan.option_tie_break()
-    objective, multipliers = _fold([(plan.value(), _value_range(plan), 1), (tie, most_tie, -1)])
+    levels = [(plan.value(), _value_range(plan), 1), (tie, most_tie, -1)]
+    return _first_part(plan, levels, settings, deadline, hint)
+
+
+def _first_part(
+    plan: PlanModel,
+    levels: list[tuple[cp_model.LinearExpr, int, int]],
+    settings: PlanSettings,
+    deadline: float,
+    hint: Assignment | None,
+) -> Solved:
+    """One solve of the objective levels folded into one (the tie-breaks proved only when
+    every level folded), from `hint`, in the first part's share of the time left."""
+    objective, multipliers = _fold(levels)
     plan.model.maximize(objective)
     if hint is not None:
         add_hint(plan, hint)
@@ -205,9 +218,8 @@ def _options(
     solver.parameters.relative_gap_limit = settings.gap_limit
     status = run(solver, plan, settings)
     sizes = (len(plan.model.proto.variables), len(plan.model.proto.constraints))
-    first = _settled(
-        plan, solver, status, multipliers[0], hint, len(multipliers) > 1, settings, sizes
-    )
+    folded = len(multipliers) == len(levels)
+    first = _settled(plan, solver, status, multipliers[0], hint, folded, settings, sizes)
     return replace(first, objective_s=time.perf_counter() - start)
 
 
@@ -337,19 +349,7 @@ def _joint(
         (tie, most_tie, -1),
         (plan.racks_spanned(), plan.most_racks, -1),
     ]
-    objective, multipliers = _fold(levels)
-    plan.model.maximize(objective)
-    if greedy is not None:
-        add_hint(plan, greedy)
-    start = time.perf_counter()
-    solver = new_solver(settings, _left(deadline) * FIRST_SHARE)
-    solver.parameters.relative_gap_limit = settings.gap_limit
-    status = run(solver, plan, settings)
-    sizes = (len(plan.model.proto.variables), len(plan.model.proto.constraints))
-    first = _settled(
-        plan, solver, status, multipliers[0], greedy, len(multipliers) == 3, settings, sizes
-    )
-    first = replace(first, objective_s=time.perf_counter() - start)
+    first = _first_part(plan, levels, settings, deadline, greedy)
     if first.assignment is None or not (first.topology_proved and first.tie_break_proved):
         return replace(first, tie_break_proved=False)
     return _nodes(problem, table, settings, deadline, first, first.assignment)

@@ -1,10 +1,17 @@
 """Validation: the cost model and the search against published training runs: the rows as
-data (published.py), their comparison, summary and breakdowns (report.py), and the cost model
+data (published.py), their comparison and summary figures (report.py), the report as text (tables.py), and the cost model
 calibrated on a few rows of each engine and checked on the rest (calibrated.py).
 
 Other rooms import from this module only.
 """
 
+from optimizer.validation.calibrated import (
+    CALIBRATION_HEADER,
+    EngineCalibration,
+    calibrate_engines,
+    calibration_table,
+    held_out_summary,
+)
 from optimizer.validation.published import (
     METRICS,
     PRECISIONS,
@@ -14,27 +21,34 @@ from optimizer.validation.published import (
     published_runs,
 )
 from optimizer.validation.report import (
-    BREAKDOWN_HEADER,
-    BREAKDOWNS,
     MAX_ABS_ERROR_TARGET,
     MEAN_ABS_ERROR_TARGET,
-    TABLE_HEADER,
     TOP_RANKS,
     VALIDATION_PROFILE,
     Comparison,
     Figures,
     ValidationReport,
-    breakdown_table,
     compare,
+    ranked_degrees,
+    validate,
+)
+from optimizer.validation.tables import (
+    BREAKDOWN_HEADER,
+    BREAKDOWNS,
+    TABLE_HEADER,
+    breakdown_table,
     excluded_rows,
     group_line,
-    ranked_degrees,
     report_table,
     summary_line,
-    validate,
 )
 
 __all__ = [
+    "CALIBRATION_HEADER",
+    "EngineCalibration",
+    "calibrate_engines",
+    "calibration_table",
+    "held_out_summary",
     "BREAKDOWNS",
     "BREAKDOWN_HEADER",
     "MAX_ABS_ERROR_TARGET",

@@ -4,7 +4,8 @@ Adds to `workshop`: the worst pipeline stage's memory (embedding and head, uneve
 interleaving's in-flight penalty, schedules), context parallelism's K/V exchange, ZeRO-3's
 gathers, pipeline sends, selective recompute, mixture-of-experts all-to-alls, NVLink domains
 larger than a node, and MFU as model FLOPs (attention included) with hardware FLOPs beside.
-One function, `breakdown`, prices a single layout and a whole grid alike.
+One function, `breakdown`, prices a single layout and a whole grid alike, from the degrees
+(degrees.py), a layer's compute (compute.py) and the links its groups land on (links.py).
 """
 
 from __future__ import annotations
@@ -14,23 +15,18 @@ from typing import Any
 
 import numpy as np
 
-from models.errors import InvalidSpec
-from models.hardware import fits_one_domain
 from models.job import TrainingJob
 from optimizer.costmodel.assumptions import (
-    PLATE_GPU_MATMUL_EFFICIENCY,
-    PLATE_KERNEL_EFFICIENCY,
     CostAssumptions,
 )
-from optimizer.costmodel.standard import collectives as coll
-from optimizer.costmodel.standard import kernels as kern
 from optimizer.costmodel.standard import memory as mem
 from optimizer.costmodel.standard import times as tim
+from optimizer.costmodel.standard.compute import attention_time_s, kernel_efficiency, matmul_s
+from optimizer.costmodel.standard.degrees import Degrees
+from optimizer.costmodel.standard.links import all_to_all_bytes_s, latency_s, link_bytes_s
 
 Number = Any
 
-# Fused attention efficiency for GPUs whose preset names none: FlashAttention-2 on H100.
-DEFAULT_ATTENTION_EFFICIENCY = 0.35
 
 # The MFU waterfall: each step charges one more effect to the step time.
 MFU_STEP_NAMES = (
@@ -44,39 +40,6 @@ MFU_STEP_NAMES = (
     "after pipeline sends",
     "after data-parallel communication",
 )
-
-
-@dataclass(frozen=True)
-class Degrees:
-    """The knobs of one layout or of a grid (equally shaped arrays), spans included."""
-
-    tp: Number
-    pp: Number
-    cp: Number
-    dp: Number
-    vpp: Number
-    micro_batch: Number
-    zero: Number
-    recompute: Number  # grid.RECOMPUTE_CODES index
-    schedule: Number  # grid.SCHEDULE_CODES index
-    ep: Number
-    tp_span: Number
-    cp_span: Number
-    pp_span: Number
-    dp_span: Number
-
-    @property
-    def ep_span(self) -> Number:
-        """ep ranks are carved from cp first, then dp (Megatron-LM's expert groups)."""
-        inside_cp = self.cp_span / self.cp
-        inside_dp = self.dp_span / self.dp
-        wide = np.maximum(self.ep / self.cp * inside_dp, self.cp_span)
-        return np.where(self.ep <= self.cp, self.ep * inside_cp, wide)
-
-    @property
-    def data_group_span(self) -> Number:
-        """Gradients reduce over dp * cp: the group spans the wider of the two."""
-        return np.maximum(self.dp_span, self.cp_span)
 
 
 @dataclass(frozen=True)
@@ -181,69 +144,6 @@ def stage_memory(job: TrainingJob, a: CostAssumptions, k: Degrees, m: Number) ->
     return mem.worst_stage(first, last)
 
 
-def link_bytes_s(
-    job: TrainingJob,
-    a: CostAssumptions,
-    span: Number,
-    message_bytes: Number = None,
-    ranks: Number = 1,
-) -> Number:
-    """Per-rank bandwidth of a group of `ranks` spread over `span` consecutive ranks: NVLink
-    when the group fits the NVLink domain, else the network at its efficiency, times the
-    group's ranks in each domain (their NICs carry its ring's channels side by side, up to
-    NVLink's own pace); for a collective of `message_bytes`, the share of that bandwidth its
-    size reaches (collectives.py)."""
-    gpu, domain = job.cluster.gpu, job.cluster.job_nvlink_domain
-    inter = gpu.inter_node_bytes_s * a.inter_node_bandwidth_efficiency
-    if a.network_rails_per_domain:
-        inter = np.minimum(inter * rails_per_rank(ranks, span, domain), gpu.intra_node_bytes_s)
-    bandwidth = tim.link_bytes_s(span, domain, gpu.intra_node_bytes_s, inter)
-    if message_bytes is None or not a.collective_message_size:
-        return bandwidth
-    on_network = ~fits_one_domain(span, domain)
-    return bandwidth * coll.bus_share(message_bytes, on_network)
-
-
-def rails_per_rank(ranks: Number, span: Number, domain: int) -> Number:
-    """NICs a group's ring spreads over, per rank's own: its ranks in each NVLink domain when
-    the groups align with the domains (span a multiple of the domain), else 1 (a straddling
-    group's worst domain may hold one of its ranks)."""
-    aligned = np.asarray(span) % domain == 0
-    per_domain = ranks / coll.domains_spanned(ranks, span, domain)
-    return np.where(aligned, np.maximum(per_domain, 1.0), 1.0)
-
-
-def all_to_all_bytes_s(
-    job: TrainingJob, a: CostAssumptions, ranks: Number, span: Number, message_bytes: Number
-) -> Number:
-    """Per-rank bandwidth of an all-to-all over `ranks` spread over `span` ranks: each rank
-    sends its share to every other; the shares for ranks in its own NVLink domain go over
-    NVLink at the same time as the rest cross its own NIC, so across domains the step runs at
-    one NIC's pace on the remote part alone, (ranks - local) / ranks of the bytes."""
-    domain = job.cluster.job_nvlink_domain
-    one_nic = link_bytes_s(job, a, span, message_bytes)
-    local = ranks / coll.domains_spanned(ranks, span, domain)
-    remote_share = np.maximum(ranks - local, 1.0) / np.maximum(ranks, 1.0)
-    across = np.minimum(one_nic / remote_share, job.cluster.gpu.intra_node_bytes_s)
-    return np.where(fits_one_domain(span, domain), one_nic, across)
-
-
-def latency_s(
-    job: TrainingJob, a: CostAssumptions, group: Number, span: Number, collectives: Number
-) -> Number:
-    """Latency of `collectives` over the group, as NCCL's tuner prices it (ring or PAT)."""
-    domain = job.cluster.job_nvlink_domain
-    domains = coll.domains_spanned(group, span, domain)
-    return coll.collective_latency_s(
-        group,
-        domains,
-        collectives,
-        a.collective_base_latency_s,
-        a.nvlink_step_latency_s,
-        a.network_step_latency_s,
-    )
-
-
 def layer_times(job: TrainingJob, a: CostAssumptions, k: Degrees) -> dict[str, Number]:
     """Seconds of one layer on one micro-batch on one device, by component."""
     model, s = job.model, job.training.seq_len
@@ -297,75 +197,6 @@ def layer_times(job: TrainingJob, a: CostAssumptions, k: Degrees) -> dict[str, N
             a2a_overlap,
         ),
     }
-
-
-def kernel_efficiency(job: TrainingJob, a: CostAssumptions) -> float:
-    """The request's, else the plate's H100 figure scaled by this GPU's measured matmul
-    ceiling against H100's (a GPU without one keeps the plate's)."""
-    if a.kernel_efficiency is not None:
-        return a.kernel_efficiency
-    ceiling = job.cluster.gpu.matmul_efficiency or PLATE_GPU_MATMUL_EFFICIENCY
-    return min(PLATE_KERNEL_EFFICIENCY * ceiling / PLATE_GPU_MATMUL_EFFICIENCY, 1.0)
-
-
-def matmul_s(job: TrainingJob, a: CostAssumptions, k: Degrees, tokens: Number) -> Number:
-    """One layer's GEMMs at the kernel efficiency, less what their shapes lose to wave
-    quantisation on the GPU's SMs, plus the memory-bound elementwise work beside them
-    (kernels.py)."""
-    model, gpu = job.model, job.cluster.gpu
-    avg_params = model.active_layer_params / model.num_layers
-    efficiency: Number = kernel_efficiency(job, a)
-    if gpu.sm_count is not None and a.gemm_wave_quantization:
-        waves = kern.layer_gemm_efficiency(
-            model, tokens, k.tp, gpu.sm_count, a.gemm_tile_rows, a.gemm_tile_cols
-        )
-        efficiency = efficiency * waves
-    gemms = tim.matmul_s(6 * avg_params, tokens, k.tp, gpu.peak_flop_s, efficiency)
-    bandwidth = gpu.memory_bandwidth_bytes_s
-    if not a.elementwise_traffic or bandwidth is None:
-        return gemms
-    return gemms + kern.elementwise_s(model, tokens, k.tp, bandwidth, a.sequence_parallel)
-
-
-def attention_efficiency(job: TrainingJob, a: CostAssumptions) -> float:
-    if a.attention_kernel_efficiency is not None:
-        return a.attention_kernel_efficiency
-    return job.cluster.gpu.attention_efficiency or DEFAULT_ATTENTION_EFFICIENCY
-
-
-def attention_time_s(job: TrainingJob, a: CostAssumptions, k: Degrees, tokens: Number) -> Number:
-    """Fused: the causal share of the square at the attention kernels' efficiency. Unfused:
-    the whole square as batched matmuls, plus the scores streamed through HBM."""
-    model, gpu, s = job.model, job.cluster.gpu, job.training.seq_len
-    if a.fused_attention:
-        return tim.attention_s(
-            model.q_width,
-            s,
-            tokens,
-            k.tp,
-            gpu.peak_flop_s,
-            attention_efficiency(job, a),
-            a.causal_attention_work_fraction,
-        )
-    bandwidth = gpu.memory_bandwidth_bytes_s
-    if bandwidth is None:
-        raise InvalidSpec(
-            "fused_attention false streams the attention scores through HBM: the GPU needs "
-            "memory_bandwidth_gb_s",
-            "cluster.gpu.memory_bandwidth_gb_s",
-        )
-    gemms = tim.attention_s(
-        model.q_width, s, tokens, k.tp, gpu.peak_flop_s, kernel_efficiency(job, a), 1.0
-    )
-    return gemms + tim.unfused_scores_s(
-        model.num_attention_heads,
-        s,
-        tokens,
-        k.tp,
-        a.unfused_attention_bytes_per_score,
-        bandwidth,
-        k.recompute,
-    )
 
 
 def busiest_stage_s(layers: mem.StageLayers, pp: Number, layer_s: Number, head_s: Number) -> Number:

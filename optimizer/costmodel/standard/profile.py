@@ -14,7 +14,8 @@ from models.layout import Layout
 from optimizer.costmodel.assumptions import CostAssumptions
 from optimizer.costmodel.estimate import Estimate, MemoryBytes, MfuStep
 from optimizer.costmodel.grid import GridPrices, LayoutGrid
-from optimizer.costmodel.standard.breakdown import MFU_STEP_NAMES, Breakdown, Degrees, breakdown
+from optimizer.costmodel.standard.breakdown import MFU_STEP_NAMES, Breakdown, breakdown
+from optimizer.costmodel.standard.degrees import Degrees
 from optimizer.costmodel.warnings import engine_warnings
 
 

@@ -1,0 +1,81 @@
+"""How fast a group's traffic moves, per rank: the link its span lands on (NVLink inside a
+domain, else the network over as many NICs as the group has ranks in each domain), the
+all-to-all's remote share, and NCCL's latency for the group's collectives
+(docs/cost-model.md, "Links" and "Collective latency")."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from models.hardware import fits_one_domain
+from models.job import TrainingJob
+from optimizer.costmodel.assumptions import CostAssumptions
+from optimizer.costmodel.standard import collectives as coll
+from optimizer.costmodel.standard import times as tim
+
+Number = Any
+
+
+def link_bytes_s(
+    job: TrainingJob,
+    a: CostAssumptions,
+    span: Number,
+    message_bytes: Number = None,
+    ranks: Number = 1,
+) -> Number:
+    """Per-rank bandwidth of a group of `ranks` spread over `span` consecutive ranks: NVLink
+    when the group fits the NVLink domain, else the network at its efficiency, times the
+    group's ranks in each domain (their NICs carry its ring's channels side by side, up to
+    NVLink's own pace); for a collective of `message_bytes`, the share of that bandwidth its
+    size reaches (collectives.py)."""
+    gpu, domain = job.cluster.gpu, job.cluster.job_nvlink_domain
+    inter = gpu.inter_node_bytes_s * a.inter_node_bandwidth_efficiency
+    if a.network_rails_per_domain:
+        inter = np.minimum(inter * rails_per_rank(ranks, span, domain), gpu.intra_node_bytes_s)
+    bandwidth = tim.link_bytes_s(span, domain, gpu.intra_node_bytes_s, inter)
+    if message_bytes is None or not a.collective_message_size:
+        return bandwidth
+    on_network = ~fits_one_domain(span, domain)
+    return bandwidth * coll.bus_share(message_bytes, on_network)
+
+
+def rails_per_rank(ranks: Number, span: Number, domain: int) -> Number:
+    """NICs a group's ring spreads over, per rank's own: its ranks in each NVLink domain when
+    the groups align with the domains (span a multiple of the domain), else 1 (a straddling
+    group's worst domain may hold one of its ranks)."""
+    aligned = np.asarray(span) % domain == 0
+    per_domain = ranks / coll.domains_spanned(ranks, span, domain)
+    return np.where(aligned, np.maximum(per_domain, 1.0), 1.0)
+
+
+def all_to_all_bytes_s(
+    job: TrainingJob, a: CostAssumptions, ranks: Number, span: Number, message_bytes: Number
+) -> Number:
+    """Per-rank bandwidth of an all-to-all over `ranks` spread over `span` ranks: each rank
+    sends its share to every other; the shares for ranks in its own NVLink domain go over
+    NVLink at the same time as the rest cross its own NIC, so across domains the step runs at
+    one NIC's pace on the remote part alone, (ranks - local) / ranks of the bytes."""
+    domain = job.cluster.job_nvlink_domain
+    one_nic = link_bytes_s(job, a, span, message_bytes)
+    local = ranks / coll.domains_spanned(ranks, span, domain)
+    remote_share = np.maximum(ranks - local, 1.0) / np.maximum(ranks, 1.0)
+    across = np.minimum(one_nic / remote_share, job.cluster.gpu.intra_node_bytes_s)
+    return np.where(fits_one_domain(span, domain), one_nic, across)
+
+
+def latency_s(
+    job: TrainingJob, a: CostAssumptions, group: Number, span: Number, collectives: Number
+) -> Number:
+    """Latency of `collectives` over the group, as NCCL's tuner prices it (ring or PAT)."""
+    domain = job.cluster.job_nvlink_domain
+    domains = coll.domains_spanned(group, span, domain)
+    return coll.collective_latency_s(
+        group,
+        domains,
+        collectives,
+        a.collective_base_latency_s,
+        a.nvlink_step_latency_s,
+        a.network_step_latency_s,
+    )

@@ -1,0 +1,213 @@
+"""The validation report as text: the rows' table, the summary lines and the breakdowns by
+model size, GPU count, GPU type, engine and source (what `layoutopt validate` prints and
+docs/validation.md holds)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+
+from optimizer.validation.published import PublishedRun
+from optimizer.validation.report import (
+    MAX_ABS_ERROR_TARGET,
+    MEAN_ABS_ERROR_TARGET,
+    TOP_RANKS,
+    Comparison,
+    Figures,
+    ValidationReport,
+)
+
+
+def _percent(value: float) -> str:
+    return f"{100 * value:.1f}%"
+
+
+def _points(value: float | None) -> str:
+    return "-" if value is None else f"{100 * value:.2f}"
+
+
+def layout_text(row: Comparison) -> str:
+    x = row.estimate.layout
+    text = f"tp{x.tp} pp{x.pp} cp{x.cp} dp{x.dp} v{x.vpp} b{x.micro_batch} z{x.zero} {x.recompute.value}"
+    if x.ep > 1:
+        text += f" ep{x.ep}"
+    if x.schedule.value != "1f1b":
+        text += f" {x.schedule.value}"
+    return text
+
+
+METRIC_LABELS = {
+    "mfu": "MFU",
+    "hfu": "HFU",
+    "tokens_per_s_per_gpu": "MFU (tokens/s)",
+    "step_time_s": "MFU (step time)",
+    "model_tflops_per_gpu": "MFU (TFLOP/s)",
+}
+
+TABLE_HEADER = [
+    "run",
+    "engine",
+    "precision",
+    "layout",
+    "metric",
+    "reported",
+    "predicted",
+    "error (points)",
+    "memory reported",
+    "memory predicted",
+    "memory error",
+    "fits",
+    "rank",
+    "behind best",
+]
+
+
+def report_table(report: ValidationReport) -> list[list[str]]:
+    """Rows of the validation table, one per published run."""
+    table = []
+    for row in report.rows:
+        run = row.run
+        utilisation = row.compares_utilisation
+        memory = row.compares_memory
+        name = run.name if run.group == "priced" else f"{run.name} [{run.group}]"
+        table.append(
+            [
+                name,
+                run.engine,
+                run.precision,
+                layout_text(row),
+                METRIC_LABELS[run.metric] if run.metric else "memory",
+                _percent(row.reported) if utilisation else "-",
+                _percent(row.predicted) if utilisation else "-",
+                f"{100 * row.error:+.1f}" if utilisation else "-",
+                f"{run.reported_memory_gb:.1f} GB" if memory else "-",
+                f"{row.predicted_memory_gb:.1f} GB" if memory else "-",
+                f"{100 * row.memory_error:+.0f}%" if memory else "-",
+                "yes" if row.estimate.fits else f"no ({row.estimate.memory.total / 1e9:.0f} GB)",
+                _rank_text(row.rank) if row in report.ranked_rows else "-",
+                "-" if row.behind_best is None else f"{100 * row.behind_best:.1f}%",
+            ]
+        )
+    return table
+
+
+def _rank_text(rank: int | None) -> str:
+    if rank is None:
+        return "not found"
+    return str(rank) if rank <= TOP_RANKS else f"{rank} (miss)"
+
+
+def summary_line(report: ValidationReport) -> str:
+    head = report.headline
+    verdict = "meets" if report.meets_target else "MISSES"
+    max_verdict = "meets" if report.meets_max_target else "MISSES"
+    memory = head.memory_mean_abs_error
+    line = (
+        f"profile {report.profile}: {len(head.rows)} priced runs ({len(head.utilisation)} with "
+        f"a utilisation), mean absolute error {100 * report.mean_abs_error:.2f} points "
+        f"({verdict} the {100 * MEAN_ABS_ERROR_TARGET:.0f}-point target), max "
+        f"{100 * report.max_abs_error:.2f} points ({max_verdict} the "
+        f"{100 * MAX_ABS_ERROR_TARGET:.0f}-point target)"
+    )
+    if memory is not None:
+        line += (
+            f"; peak memory over {len(head.memory)} runs: mean absolute error "
+            f"{100 * memory:.1f}% of the reported"
+        )
+    if report.ranked:
+        ranked = len(report.ranked_rows)
+        inside = ranked - len(report.top_rank_misses)
+        line += f"; {inside} of {ranked} published layouts in the optimiser's top {TOP_RANKS}"
+    return line
+
+
+def group_line(report: ValidationReport, group: str) -> str:
+    """The fp8 or excluded rows' own figures, beside (not in) the headline means."""
+    figures = report.group(group)
+    if not figures.rows:
+        return f"{group}: no runs"
+    parts = [f"{len(figures.rows)} runs"]
+    if figures.utilisation:
+        parts.append(
+            f"{len(figures.utilisation)} with a utilisation: mean absolute error "
+            f"{_points(figures.mean_abs_error)} points, max {_points(figures.max_abs_error)}"
+        )
+    if figures.memory:
+        parts.append(
+            f"{len(figures.memory)} with a peak memory: mean absolute error "
+            f"{100 * (figures.memory_mean_abs_error or 0):.1f}%"
+        )
+    return f"{group}: " + "; ".join(parts)
+
+
+# --- breakdowns --------------------------------------------------------------------------
+
+
+def size_bucket(run: PublishedRun) -> str:
+    billions = run.job.model.total_params / 1e9
+    for bound, label in ((10, "under 10B"), (100, "10-100B"), (500, "100-500B")):
+        if billions < bound:
+            return label
+    return "500B and over"
+
+
+def gpu_count_bucket(run: PublishedRun) -> str:
+    gpus = run.job.cluster.gpus
+    for bound, label in ((64, "8-64"), (512, "65-512"), (4096, "513-4,096")):
+        if gpus <= bound:
+            return label
+    return "over 4,096"
+
+
+BREAKDOWNS: dict[str, Callable[[PublishedRun], str]] = {
+    "model size (total parameters)": size_bucket,
+    "GPU count": gpu_count_bucket,
+    "GPU type": lambda run: run.job.cluster.gpu.name,
+    "engine": lambda run: run.engine,
+    "source": lambda run: run.source_label,
+}
+
+BREAKDOWN_HEADER = [
+    "group",
+    "priced runs",
+    "with utilisation",
+    "mean abs error (points)",
+    "max (points)",
+    "with memory",
+    "memory mean abs error",
+    "fp8 / excluded",
+]
+
+
+def breakdown_table(
+    report: ValidationReport, key: Callable[[PublishedRun], str]
+) -> list[list[str]]:
+    """One line per group of rows: the headline figures over that group's priced rows."""
+    groups: dict[str, list[Comparison]] = {}
+    for row in report.rows:
+        groups.setdefault(key(row.run), []).append(row)
+    table = []
+    for name, rows in groups.items():
+        priced = Figures(tuple(r for r in rows if r.run.group == "priced"))
+        memory = priced.memory_mean_abs_error
+        others = sum(r.run.group != "priced" for r in rows)
+        table.append(
+            [
+                name,
+                str(len(priced.rows)),
+                str(len(priced.utilisation)),
+                _points(priced.mean_abs_error),
+                _points(priced.max_abs_error),
+                str(len(priced.memory)),
+                "-" if memory is None else f"{100 * memory:.1f}%",
+                str(others),
+            ]
+        )
+    return table
+
+
+def excluded_rows(report: ValidationReport) -> Iterable[tuple[str, str]]:
+    """(name, why) of every row kept out of the headline means."""
+    for row in report.rows:
+        reason = row.run.exclusion
+        if reason is not None:
+            yield row.run.name, reason
