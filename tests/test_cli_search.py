@@ -83,6 +83,11 @@ def test_infeasible_request_explains_the_conflict(capsys: pytest.CaptureFixture[
     assert status == 3  # proved infeasible: a script can branch on it
     assert "status   infeasible" in out and "proved infeasible" in out
     assert "no layout satisfies these rules together" in out and "GB > 80 GB" in out
+    # without explanations the conflict is not worked out, and the answer says so
+    args = ["optimize", "--model", "llama3-405b", "--gpus", "64", "--profile", "workshop"]
+    status, out, _ = run([*args, "--no-explain"], capsys)
+    assert status == 3 and "which rules conflict was not worked out" in out
+    assert "rules together" not in out
 
 
 @pytest.mark.parametrize(

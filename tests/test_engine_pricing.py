@@ -135,6 +135,10 @@ def test_an_engine_that_cannot_run_the_model_says_why() -> None:
     (conflict,) = result.conflict
     assert conflict.name == "engine_model_has_config"
     assert conflict.description.startswith("torchtitan picks the model by a named registry")
+    # and names the models it has configs for
+    assert conflict.description.endswith(
+        "mixtral-8x7b is none of llama3-405b, llama3-70b, llama3-8b"
+    )
 
 
 def test_relaxing_an_engine_rule_is_said_in_the_engines_words() -> None:

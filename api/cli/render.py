@@ -101,9 +101,11 @@ def optimize_text(answer: OptimizeOut) -> str:
     lines = [f"status   {answer.status}", solver_line(answer.solver, answer.status)]
     if answer.best is None:
         lines.append("")
-        if answer.solver.proved_optimal:
+        if answer.solver.proved_optimal and answer.conflict:
             lines.append("no layout satisfies these rules together:")
             lines += [f"  - {item.description}" for item in answer.conflict]
+        elif answer.solver.proved_optimal:  # conflicts are explanations: off, or out of time
+            lines.append("no layout satisfies the request; which rules conflict was not worked out")
         else:  # neither a layout nor a proof: claiming a conflict would be a guess
             lines.append("no layout found within the time limit, and none ruled out")
         lines += [f"warning: {warning}" for warning in answer.warnings]

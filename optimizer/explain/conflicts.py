@@ -80,7 +80,7 @@ def conflict(
     tables = build_tables(problem, assumptions, deadline=budget.deadline, stop=budget.stop)
     alone = _broken_by_every_layout(tables)
     if alone is not None:  # a rule no layout keeps is a minimal conflict by itself
-        return (Conflict(alone, _rule_words(problem, alone)),)
+        return (Conflict(alone, _every_layout_breaks(problem, alone)),)
     layout_model = LayoutModel(tables)  # no objective: presolve would otherwise blame all
     layout_model.model.add_assumptions(list(layout_model.rules.values()))
     solver, status = _settled_solve(layout_model, budget)
@@ -100,6 +100,17 @@ def _broken_by_every_layout(tables: Tables) -> str | None:
             if broken.size and broken.all():
                 return name
     return None
+
+
+def _every_layout_breaks(problem: SearchProblem, name: str) -> str:
+    """The rule in words, with what its first candidate breaks (for a rule about the model,
+    such as an engine's named configs, what every candidate breaks)."""
+    words = _rule_words(problem, name)
+    rule = problem.engine_rules.get(name)
+    if rule is None or not len(problem.degrees):
+        return words
+    tp, pp, cp, dp = (int(v) for v in problem.degrees[0])
+    return f"{words}: {rule.detail(problem.job, Layout(tp=tp, pp=pp, cp=cp, dp=dp))}"
 
 
 def _conflict_item(
