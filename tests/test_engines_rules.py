@@ -14,7 +14,7 @@ from models.job import TrainingJob
 from models.layout import Layout, Recompute, Schedule, resolve_layout
 from models.transformer import TransformerSpec
 from optimizer.costmodel import LayoutGrid
-from optimizer.engines import ENGINES, get_engine, stages, violations
+from optimizer.engines import ENGINES, export, get_engine, stages, violations
 from tests.helpers import plate_job
 
 
@@ -304,3 +304,15 @@ def test_torchtitan_stage_layers_hand_worked() -> None:
         True,
         False,
     ]
+
+
+def test_nemo_runs_qwen_through_its_recipe_and_names_it() -> None:
+    # Megatron-Bridge's qwen25_72b_pretrain_config loads Qwen/Qwen2.5-72B, the preset's shape
+    job = plate_job(gpus=1024, model="qwen2.5-72b")
+    layout = Layout(tp=8, pp=4)
+    nemo = get_engine("nemo")
+    assert violations(nemo, job, layout) == []
+    assert "--recipe qwen25_72b_pretrain_config" in export(nemo, job, layout).text
+    # a copy of the preset under another name is the same shape, so the same recipe
+    renamed = job.model.model_copy(update={"name": "my-qwen"})
+    assert violations(nemo, job.model_copy(update={"model": renamed}), layout) == []

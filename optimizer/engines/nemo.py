@@ -62,6 +62,9 @@ RECIPES = {
     "llama3_8b_pretrain_config": "llama3-8b",
     "llama3_70b_pretrain_config": "llama3-70b",
     "llama31_405b_pretrain_config": "llama3-405b",
+    # recipes/qwen/qwen2.py:95, alias of recipes/qwen/h100/qwen2.py:827-835, which loads
+    # Qwen/Qwen2.5-72B's config from Hugging Face
+    "qwen25_72b_pretrain_config": "qwen2.5-72b",
 }
 
 OVERLAPS = (
@@ -184,7 +187,8 @@ NEMO = Engine(
             "recipe (run_recipe.py --recipe)",
             RECIPES,
             f"{RUN_RECIPE}:15-28, 420; recipes listed in {BRIDGE} src/megatron/bridge/recipes/"
-            "llama/llama3.py (no Mixtral recipe in src/megatron/bridge/recipes at this commit)",
+            "llama/llama3.py and recipes/qwen/qwen2.py (no Mistral 7B or Mixtral recipe in "
+            "src/megatron/bridge/recipes at this commit)",
         ),
     ),
     runtime=mcore.runtime(OVERLAPS),
