@@ -49,6 +49,14 @@ _FAMILIES: dict[str, tuple[bool, bool]] = {
     "gemma3_text": (True, True),
     "deepseek_v2": (True, False),
     "deepseek_v3": (True, False),
+    # Kimi K2 ships DeepseekV3ForCausalLM under its own model_type (moonshotai/Kimi-K2-*
+    # config.json: architectures DeepseekV3ForCausalLM, auto_map configuration_deepseek),
+    # with DeepSeek-V3's keys: MLA, n_routed_experts, first_k_dense_replace
+    "kimi_k2": (True, False),
+    # GLM-4.5: gate/up/down experts and dense MLP, untied (transformers
+    # models/glm4_moe/configuration_glm4_moe.py, tie_word_embeddings=False), DeepSeek's MoE
+    # keys (n_routed_experts, n_shared_experts, first_k_dense_replace)
+    "glm4_moe": (True, False),
     # SwiGLU experts (mlp1 is gate and up together), untied (openai/gpt-oss@7b58334
     # gpt_oss/torch/model.py l.275-309, 364-378)
     "gpt_oss": (True, False),

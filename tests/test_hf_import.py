@@ -245,6 +245,41 @@ def test_layouts_not_modelled_are_refused_naming_their_keys(
         from_hf_config(config)
 
 
+# GLM-4.5 355B-A32B's keys as Megatron-Bridge@067f987 tests/unit_tests/models/glm/
+# test_glm45_bridge.py writes them (there under model_type "glm"; transformers' is glm4_moe).
+GLM45 = {"model_type": "glm4_moe", "num_hidden_layers": 92, "hidden_size": 5120,
+         "intermediate_size": 12288, "num_attention_heads": 96, "num_key_value_heads": 8,
+         "head_dim": 128, "vocab_size": 151552, "tie_word_embeddings": False,
+         "moe_intermediate_size": 1536, "n_routed_experts": 160, "n_shared_experts": 1,
+         "num_experts_per_tok": 8, "first_k_dense_replace": 3, "partial_rotary_factor": 0.5,
+         "routed_scaling_factor": 2.5, "use_qk_norm": True, "attention_bias": True}  # fmt: skip
+
+
+def test_glm45_counts_by_hand() -> None:
+    spec = from_hf_config(GLM45)
+    h, layers, vocab = 5120, 92, 151552
+    attention = h * 96 * 128 * 2 + h * 8 * 128 * 2  # q and o; k and v (GQA, head_dim 128)
+    dense_mlp = 3 * h * 12288
+    moe_mlp = (160 + 1) * 3 * h * 1536 + h * 160  # routed and shared experts, router
+    # the import counts matrices only (norms and biases are ~1e-5 of them): 352.8B against
+    # the model card's "355B", 0.6% more, which the norms do not explain (its MTP layer,
+    # ~4B, is not counted here)
+    assert spec.total_params == 2 * vocab * h + layers * attention + 3 * dense_mlp + 89 * moe_mlp
+    active = 2 * vocab * h + layers * attention + 3 * dense_mlp
+    active += 89 * ((8 + 1) * 3 * h * 1536 + h * 160)
+    assert spec.active_params == active  # 33.6B with the input embedding; published "32B"
+
+
+def test_kimi_k2_imports_as_the_deepseek_v3_it_is() -> None:
+    # Kimi K2: DeepSeek-V3's architecture at 384 experts and 64 heads (Kimi K2 report,
+    # arXiv 2507.20534, Table 2), under model_type kimi_k2
+    keys = {**ROWS["DeepSeek-V3"].config, "num_attention_heads": 64, "num_key_value_heads": 64,
+            "n_routed_experts": 384, "first_k_dense_replace": 1, "vocab_size": 163840}  # fmt: skip
+    kimi = from_hf_config({**keys, "model_type": "kimi_k2"})
+    assert kimi.model_dump(exclude={"name"}) == from_hf_config(keys).model_dump(exclude={"name"})
+    assert round(kimi.total_params / 1e12, 2) == 1.03  # "1T total"; 1.026T counted
+
+
 def test_every_import_says_what_it_counted() -> None:
     assert describe_import(from_hf_config(ROWS["Qwen3-30B-A3B"].config)) == (
         "imported qwen3_moe: 30.53B parameters, 3.35B active per token "
