@@ -121,7 +121,13 @@ def looks_like_hf_config(data: Mapping[str, Any]) -> bool:
 
 
 def from_hf_config(config: Mapping[str, Any]) -> TransformerSpec:
-    """Map a config.json's fields; keys the cost model does not use are ignored."""
+    """Map a config.json's fields; keys the cost model does not use are ignored. A
+    multimodal config (Gemma 3, Mistral Small 3.1, Qwen2.5-VL, ...) nests its language model
+    under `text_config`: that is imported, named so (its vision tower is not priced)."""
+    text = config.get("text_config")
+    if isinstance(text, Mapping) and "num_hidden_layers" not in config:
+        name = config.get("_name_or_path") or config.get("model_type") or "hf-config"
+        return from_hf_config({**text, "_name_or_path": f"{name} (text model only)"})
     missing = [key for key in _HF_KEYS if key not in config]
     if missing:
         message = f"config.json lacks {', '.join(missing)}"

@@ -280,6 +280,18 @@ def test_kimi_k2_imports_as_the_deepseek_v3_it_is() -> None:
     assert round(kimi.total_params / 1e12, 2) == 1.03  # "1T total"; 1.026T counted
 
 
+def test_a_multimodal_config_imports_its_text_model_and_says_so() -> None:
+    # Gemma 3 and Mistral Small 3.1 nest the language model under text_config (transformers
+    # Gemma3Config, Mistral3Config); the vision tower beside it is not priced
+    text = {"model_type": "gemma3_text", "num_hidden_layers": 62, "hidden_size": 5376,
+            "intermediate_size": 21504, "num_attention_heads": 32, "num_key_value_heads": 16,
+            "head_dim": 128, "vocab_size": 262208}  # fmt: skip
+    nested = from_hf_config({"model_type": "gemma3", "text_config": text, "vision_config": {}})
+    flat = from_hf_config(text)
+    assert nested.model_dump(exclude={"name"}) == flat.model_dump(exclude={"name"})
+    assert nested.name == "gemma3 (text model only)" and nested.tied_embeddings
+
+
 def test_every_import_says_what_it_counted() -> None:
     assert describe_import(from_hf_config(ROWS["Qwen3-30B-A3B"].config)) == (
         "imported qwen3_moe: 30.53B parameters, 3.35B active per token "
