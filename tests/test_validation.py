@@ -193,13 +193,13 @@ def test_gpu_specs_of_rows_carry_their_source() -> None:
 
 # --- the figures --------------------------------------------------------------------------
 
-# Measured (docs/validation.md): the priced rows' mean absolute error is 8.39 points and their
+# Measured (docs/validation.md): the priced rows' mean absolute error is 8.40 points and their
 # worst 35.31, against issue 15's targets of 3 and 8, which the profile does not meet. The
 # bounds are the measured figures plus half a point: a change that makes them worse fails
-# here. Of the 8.39, the six SC21 DeepSpeed ZeRO-3 rows carry 2.2: since a group's ring is
+# here. Of the 8.40, the six SC21 DeepSpeed ZeRO-3 rows carry 2.2: since a group's ring is
 # priced over all its ranks' NICs (NCCL's rails), they are over-predicted by 15-33 points,
 # while the other 57 rows went from 8.21 to 6.85 (docs/cost-model.md, "Known limits").
-MEAN_ABS_ERROR_BOUND = 0.0889
+MEAN_ABS_ERROR_BOUND = 0.0890
 MAX_ABS_ERROR_BOUND = 0.3581
 # peak memory over the priced rows: 13.6% mean absolute error, bound 14.6%
 MEMORY_MEAN_ERROR_BOUND = 0.146
@@ -264,11 +264,12 @@ def test_published_layouts_rank_in_the_top_five(report) -> None:
     assert misses == KNOWN_RANK_MISSES
     llama = [row.rank for row in report.rows if row.run.name.startswith("Llama 3")]
     assert all(rank is not None and rank <= 5 for rank in llama)
-    # the new rows' misses are reported (docs/validation.md), not pinned here: measured 42 of
-    # 63 in the top 5 (46 before a group's ring was priced over all its NICs); the bound is
-    # the measured count less one
+    # the new rows' misses are reported (docs/validation.md), not pinned here: measured 44 of
+    # 63 in the top 5 (46 before a group's ring was priced over all its NICs, 42 before the
+    # Megatron-Bridge benchmark rows reduced gradients in bf16 as their recipes do); the
+    # bound is the measured count less one
     ranked = report.ranked_rows
-    assert len(ranked) - len(report.top_rank_misses) >= 41
+    assert len(ranked) - len(report.top_rank_misses) >= 43
 
 
 def test_behind_best_is_the_shortfall_from_the_searched_optimum(report) -> None:
