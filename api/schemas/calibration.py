@@ -219,8 +219,8 @@ NOTES = [
 ]
 
 
-def calibrate_out(result: Calibration) -> CalibrateOut:
-    parameters = [
+def _parameters_out(result: Calibration) -> list[ParameterOut]:
+    return [
         ParameterOut(
             name=p.name,
             status="fitted" if p.fitted else "pinned",
@@ -234,7 +234,10 @@ def calibrate_out(result: Calibration) -> CalibrateOut:
         )
         for p in result.parameters
     ]
-    runs = [
+
+
+def _runs_out(result: Calibration) -> list[RunFitOut]:
+    return [
         RunFitOut(
             name=r.run.name,
             engine=r.run.engine,
@@ -255,32 +258,38 @@ def calibrate_out(result: Calibration) -> CalibrateOut:
         )
         for r in result.runs
     ]
-    loo = None
-    if result.leave_one_out is not None:
-        loo = LeaveOneOutOut(
-            runs=[
-                LeftOutOut(
-                    name=r.run.name,
-                    predicted_step_time_s=round(r.predicted_s, 6),
-                    predicted_mfu=round(r.predicted_mfu, FRACTION_DECIMALS),
-                    log_error=round(r.log_error, FRACTION_DECIMALS),
-                    mfu_error=round(r.mfu_error, FRACTION_DECIMALS),
-                    fitted=list(r.fitted),
-                )
-                for r in result.leave_one_out
-            ],
-            rms_log_error=round(result.loo_rms_log_error or 0.0, FRACTION_DECIMALS),
-            mean_abs_mfu_error=round(result.loo_mean_abs_mfu_error or 0.0, FRACTION_DECIMALS),
-        )
+
+
+def _leave_one_out(result: Calibration) -> LeaveOneOutOut | None:
+    if result.leave_one_out is None:
+        return None
+    return LeaveOneOutOut(
+        runs=[
+            LeftOutOut(
+                name=r.run.name,
+                predicted_step_time_s=round(r.predicted_s, 6),
+                predicted_mfu=round(r.predicted_mfu, FRACTION_DECIMALS),
+                log_error=round(r.log_error, FRACTION_DECIMALS),
+                mfu_error=round(r.mfu_error, FRACTION_DECIMALS),
+                fitted=list(r.fitted),
+            )
+            for r in result.leave_one_out
+        ],
+        rms_log_error=round(result.loo_rms_log_error or 0.0, FRACTION_DECIMALS),
+        mean_abs_mfu_error=round(result.loo_mean_abs_mfu_error or 0.0, FRACTION_DECIMALS),
+    )
+
+
+def calibrate_out(result: Calibration) -> CalibrateOut:
     return CalibrateOut(
         assumptions=result.assumptions(),
         fit=FitOut(
             profile=result.runs[0].run.profile,
-            parameters=parameters,
-            runs=runs,
+            parameters=_parameters_out(result),
+            runs=_runs_out(result),
             rms_log_error_before=round(result.rms_log_error_before, FRACTION_DECIMALS),
             rms_log_error=round(result.rms_log_error, FRACTION_DECIMALS),
-            leave_one_out=loo,
+            leave_one_out=_leave_one_out(result),
             leave_one_out_note=result.leave_one_out_note,
             optimizer=result.optimizer,
             notes=NOTES,
