@@ -13,6 +13,7 @@ from models.job import TrainingJob
 from models.layout import Layout
 from optimizer.costmodel import CostAssumptions, LayoutGrid, evaluate
 from optimizer.engines import ENGINES, engine_assumptions, export, get_engine, violations
+from optimizer.costmodel.standard.compute import every_second_matmul_share
 from optimizer.engines.pricing import engine_traffic
 from optimizer.search import SearchSpace
 from optimizer.searches import optimize
@@ -85,6 +86,37 @@ def test_sharded_gradients_pay_a_reduce_scatter_every_micro_batch() -> None:
     # m = 4 reduce-scatters a step
     extra_s = 4 * reduce_scatter_s + gather_s - once_s
     assert megatron.times_s["step"] - generic.times_s["step"] == pytest.approx(extra_s)
+
+
+def test_torchtitans_selective_checkpointing_replays_every_second_matmul() -> None:
+    # op-level SAC saves every op but every second mm of a layer's forward: for Llama 3 8B
+    # (h 4096; 8 KV heads of 128, so K and V 1024 wide each; f 14336) the order q, k, v, o,
+    # gate, up, down replays k, o and up
+    job = plate_job(16, "llama3-8b", global_batch=8, seq_len=8192)
+    h, kv, f = 4096, 1024, 14336
+    share = (h * kv + h * h + h * f) / (h * h + 2 * h * kv + h * h + 3 * h * f)
+    assert every_second_matmul_share(job.model) == pytest.approx(share)  # 0.365
+    layout = Layout(tp=8, pp=1, zero=1, recompute="selective")
+    costs = CostAssumptions()
+    megatron = evaluate(job, layout, "standard", engine_assumptions(get_engine("megatron"), costs))
+    titan = evaluate(job, layout, "standard", engine_assumptions(get_engine("torchtitan"), costs))
+    # the replayed forward of those matmuls: share x a third of the layer's matmul time
+    extra_s = share * megatron.times_s["matmul"] / 3
+    assert titan.times_s["recompute"] - megatron.times_s["recompute"] == pytest.approx(extra_s)
+    assert titan.times_s["matmul"] == megatron.times_s["matmul"]
+    # and they count as hardware FLOPs: 2 per parameter per token, the share of the layers'
+    # (hardware utilisation is hardware FLOPs over the step at the cluster's peak)
+    tokens = job.training.tokens_per_step
+    replayed = tokens * 2 * job.model.active_layer_params * share
+    peak = job.cluster.gpus * job.cluster.gpu.peak_flop_s
+    titan_flops, megatron_flops = (
+        e.hardware_flops_utilization * peak * e.times_s["step"] for e in (titan, megatron)
+    )
+    assert titan_flops - megatron_flops == pytest.approx(replayed)
+    # Korthikanti's selective (and no recompute at all) replays no matmul
+    none = Layout(tp=8, pp=1, zero=1, recompute="none")
+    assert evaluate(job, none, "standard", engine_assumptions(get_engine("torchtitan"), costs)
+                    ).times_s["recompute"] == 0  # fmt: skip
 
 
 def test_a_pipeline_that_defers_the_sync_pays_it_once_a_step() -> None:

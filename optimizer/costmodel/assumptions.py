@@ -289,6 +289,17 @@ class ScheduleAssumptions(BaseModel):
             "the 530B and 1T models, 4% for 22B)."
         ),
     )
+    selective_recompute_matmuls: Literal["none", "every_second"] = Field(
+        "none",
+        description=(
+            "Which matmuls selective recompute replays. 'none': Korthikanti et al. 2022's "
+            "selective recompute (Megatron-LM, NeMo, DeepSpeed) replays the attention core "
+            "and elementwise work only. 'every_second': op-level selective checkpointing "
+            "(torchtitan's activation_checkpoint:selective) saves every op's output but every "
+            "second matmul of a layer's forward, so that matmul's forward runs again in the "
+            "backward (docs/cost-model.md, 'Engines'); set by the torchtitan engine."
+        ),
+    )
     zero_bubble_weight_grad_fraction: float = _fraction(
         1 / 3,
         "The weight-gradient pass W as a share of a micro-batch's F+B+W time (Qi et al. 2024 "

@@ -179,6 +179,9 @@ class EngineRuntime:
     cp_exchange: CpExchange = ALL_GATHER_CP
     # what one ZeRO-3 all-gather covers: a layer (FSDP's per-block wrapping) or a submodule
     zero3_gather_unit: Literal["layer", "module"] = "layer"
+    # which matmuls the engine's selective recompute replays: none (Korthikanti's attention
+    # core) or every second one of a layer's forward (op-level selective checkpointing)
+    selective_recompute_matmuls: Literal["none", "every_second"] = "none"
 
     def sync_for(self, zero: int) -> GradientSync | None:
         """The stage's synchronisation; None for a stage the engine does not offer."""

@@ -68,11 +68,13 @@ def engine_traffic(engine: Engine, precision: str = "bf16") -> dict[str, object]
 def cp_traffic(engine: Engine) -> dict[str, object]:
     """The engine's context-parallel exchange (ring attention that overlaps its steps with
     attention hides under all of it: each step's chunk arrives while the previous one's
-    attention runs) and what one ZeRO-3 gather covers."""
+    attention runs), what one ZeRO-3 gather covers and which matmuls its selective
+    recompute replays."""
     exchange = engine.runtime.cp_exchange
     values: dict[str, object] = {
         "cp_exchange": exchange.kind,
         "zero3_gather_unit": engine.runtime.zero3_gather_unit,
+        "selective_recompute_matmuls": engine.runtime.selective_recompute_matmuls,
     }
     if exchange.overlaps_attention:
         values["cp_overlap_fraction"] = 1.0

@@ -257,6 +257,9 @@ RUNTIME = EngineRuntime(
             "UNVERIFIED: torch pipelining's send/recv overlap not read",
         ),
     ),
+    # activation_checkpoint:selective is op-level: every op's output saved but every second
+    # mm of a layer's forward ({TT}/distributed/activation_checkpoint.py:185-287)
+    selective_recompute_matmuls="every_second",
 )
 
 

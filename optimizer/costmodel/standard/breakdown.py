@@ -21,7 +21,12 @@ from optimizer.costmodel.assumptions import (
 )
 from optimizer.costmodel.standard import memory as mem
 from optimizer.costmodel.standard import times as tim
-from optimizer.costmodel.standard.compute import attention_time_s, kernel_efficiency, matmul_s
+from optimizer.costmodel.standard.compute import (
+    attention_time_s,
+    every_second_matmul_share,
+    kernel_efficiency,
+    matmul_s,
+)
 from optimizer.costmodel.standard.degrees import Degrees
 from optimizer.costmodel.standard.links import all_to_all_bytes_s, latency_s, link_bytes_s
 
@@ -175,7 +180,8 @@ def layer_times(job: TrainingJob, a: CostAssumptions, k: Degrees) -> dict[str, N
         "attention": attention,
         "recompute": tim.recompute_s(
             matmul + attention, k.recompute, a.selective_recompute_time_overhead
-        ),
+        )
+        + replayed_matmul_share(job, a, k.recompute) * matmul / 3,
         "tp_comm": tim.tp_comm_s(
             k.tp,
             tokens,
@@ -297,7 +303,16 @@ def step_waterfall(
     )
 
 
-def step_flops(job: TrainingJob, recompute: Number) -> tuple[Number, Number]:
+def replayed_matmul_share(job: TrainingJob, a: CostAssumptions, recompute: Number) -> Number:
+    """Share of the layers' forward matmuls selective recompute replays (0 unless the
+    engine's selective mode replays every second matmul)."""
+    if a.selective_recompute_matmuls == "none":
+        return 0.0
+    share = every_second_matmul_share(job.model)
+    return np.where(recompute == mem.RECOMPUTE_SELECTIVE, share, 0.0)
+
+
+def step_flops(job: TrainingJob, a: CostAssumptions, recompute: Number) -> tuple[Number, Number]:
     """(model, hardware) FLOPs of a whole step of the job."""
     model, s = job.model, job.training.seq_len
     tokens = job.training.tokens_per_step
@@ -305,7 +320,8 @@ def step_flops(job: TrainingJob, recompute: Number) -> tuple[Number, Number]:
     layers, q = model.active_layer_params, model.q_width
     model_flops = tokens * tim.model_flops_per_token(layers, head, model.num_layers, q, s)
     extra = tokens * tim.recompute_flops_per_token(layers, model.num_layers, q, s, recompute)
-    return model_flops, model_flops + extra
+    replayed = tokens * 2 * layers * replayed_matmul_share(job, a, recompute)
+    return model_flops, model_flops + extra + replayed
 
 
 def breakdown(job: TrainingJob, a: CostAssumptions, k: Degrees) -> Breakdown:
@@ -342,7 +358,7 @@ def breakdown(job: TrainingJob, a: CostAssumptions, k: Degrees) -> Breakdown:
     per_mb = busy + p2p + zero3_exposed + dp_mb_exposed
     dp_exposed = tim.exposed_s(dp_step_s, per_mb, a.dp_overlap_microbatches)
     slots = m + warmup
-    model_flops, hardware_flops = step_flops(job, k.recompute)
+    model_flops, hardware_flops = step_flops(job, a, k.recompute)
     times.update(
         pp_p2p_per_micro_batch=p2p,
         zero3_per_micro_batch=zero3_exposed,

@@ -9,6 +9,7 @@ from typing import Any
 
 from models.errors import InvalidSpec
 from models.job import TrainingJob
+from models.transformer import TransformerSpec
 from optimizer.costmodel.assumptions import (
     PLATE_GPU_MATMUL_EFFICIENCY,
     PLATE_KERNEL_EFFICIENCY,
@@ -91,3 +92,40 @@ def attention_time_s(job: TrainingJob, a: CostAssumptions, k: Degrees, tokens: N
         bandwidth,
         k.recompute,
     )
+
+
+def every_second_matmul_share(model: TransformerSpec) -> float:
+    """Share of a token's forward GEMM FLOPs in the matmuls that op-level selective
+    checkpointing recomputes: it saves every compute op's output except every second mm of
+    a layer's forward, counted afresh per layer (pytorch/torchtitan 0.3.0
+    torchtitan/distributed/activation_checkpoint.py l.185-287, "Save all compute/comm ops,
+    except every second mm/linear"). In execution order: Q, K, V (MLA: its latent
+    projections), the output, then the MLP's gate, up and down (fc1, fc2); an MoE layer's
+    router, then its experts, which run as grouped matmuls (not aten.mm: saved)."""
+    h = model.hidden_size
+    attention = _attention_matmuls(model)
+    mlp = [h * model.ffn_hidden_size] * model.mlp_matrices
+    dense = sum((attention + mlp)[1::2])
+    moe = sum((attention + [model.router_params])[1::2])
+    dense_layers = model.num_layers - model.num_moe_layers
+    recomputed = dense_layers * dense + model.num_moe_layers * moe
+    return recomputed / model.active_layer_params
+
+
+def _attention_matmuls(model: TransformerSpec) -> list[int]:
+    """A layer's attention matrices (parameters = forward FLOPs / 2 per token) in the order
+    its forward multiplies them."""
+    h, a, q = model.hidden_size, model.num_attention_heads, model.q_width
+    if model.kv_lora_rank is None:
+        return [h * q, h * model.kv_width // 2, h * model.kv_width // 2, q * h]
+    qk, v = model.qk_head_dim_size, model.v_head_dim_size
+    rope, rank = model.qk_rope_head_dim or 0, model.kv_lora_rank
+    queries = (
+        [h * a * qk]
+        if model.q_lora_rank is None
+        else [
+            h * model.q_lora_rank,
+            model.q_lora_rank * a * qk,
+        ]
+    )
+    return [*queries, h * (rank + rope), rank * a * (qk - rope + v), a * v * h]
