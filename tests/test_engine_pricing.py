@@ -12,8 +12,8 @@ import pytest
 from models.job import TrainingJob
 from models.layout import Layout
 from optimizer.costmodel import CostAssumptions, LayoutGrid, evaluate
-from optimizer.engines import ENGINES, engine_assumptions, export, get_engine, violations
 from optimizer.costmodel.standard.compute import every_second_matmul_share
+from optimizer.engines import ENGINES, engine_assumptions, export, get_engine, violations
 from optimizer.engines.pricing import engine_traffic
 from optimizer.search import SearchSpace
 from optimizer.searches import optimize
