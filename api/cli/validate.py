@@ -70,7 +70,7 @@ The runs, their citations and every figure a source does not print (with what we
 are in `models/presets/published_runs.json`; a row may set only an assumption its source states
 (unfused attention in 2021-22 Megatron-LM, no sequence parallelism before 2022, no gradient
 all-reduce overlap, Llama 3's exposed context-parallel all-gather, the bf16 gradients of
-Megatron-Bridge's benchmark recipes).
+Megatron-Bridge's benchmark recipes and NeMo 24.09's).
 
 **Which rows the means are over.** Rows at bf16 with no knob the cost model cannot express are
 *priced*: the headline means are over them. Rows trained in FP8 are reported on their own
