@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from models.errors import InvalidSpec
+from models.hf_config import from_hf_config
 from models.job import TrainingJob
 from models.layout import Layout, Recompute, Schedule, resolve_layout
 from models.transformer import TransformerSpec
@@ -316,3 +317,21 @@ def test_nemo_runs_qwen_through_its_recipe_and_names_it() -> None:
     # a copy of the preset under another name is the same shape, so the same recipe
     renamed = job.model.model_copy(update={"name": "my-qwen"})
     assert violations(nemo, job.model_copy(update={"model": renamed}), layout) == []
+
+
+def test_a_config_json_that_writes_head_dim_is_still_the_engines_config() -> None:
+    # a Llama 3.1 8B config.json saved by a recent transformers (LlamaConfig has head_dim)
+    # writes head_dim 128 (= 4096 / 32), which the preset leaves out: the same model, so
+    # torchtitan's llama3_8b and Bridge's recipe train it
+    config = {"model_type": "llama", "num_hidden_layers": 32, "hidden_size": 4096,
+              "intermediate_size": 14336, "num_attention_heads": 32, "num_key_value_heads": 8,
+              "head_dim": 128, "vocab_size": 128256, "tie_word_embeddings": False}  # fmt: skip
+    job = plate_job(gpus=64, model="llama3-8b")
+    imported = job.model_copy(update={"model": from_hf_config(config)})
+    layout = Layout(tp=8, pp=1, zero=2)
+    for name in ("torchtitan", "nemo"):
+        assert violations(get_engine(name), imported, layout) == []
+    # a head_dim that differs is another model
+    other = from_hf_config({**config, "head_dim": 64})
+    other_job = job.model_copy(update={"model": other})
+    assert any("none of" in v for v in violations(get_engine("torchtitan"), other_job, layout))

@@ -19,7 +19,9 @@ from .base import EngineRule
 
 
 def shape(model: TransformerSpec) -> dict[str, object]:
-    return model.model_dump(exclude={"name"})
+    """What the model is, whatever its name and however it is spelt: a head_dim left out is
+    hidden / heads (a Hugging Face config.json writes it; the presets leave it out)."""
+    return model.model_dump(exclude={"name"}) | {"head_dim": model.head_dim_size}
 
 
 def config_for(model: TransformerSpec, configs: Mapping[str, str]) -> str | None:
