@@ -9,6 +9,7 @@ from typing import Any
 
 from models.errors import UnknownPreset
 from models.hardware import GpuSpec
+from models.hf_config import from_hf_config
 from models.transformer import TransformerSpec
 
 
@@ -46,3 +47,23 @@ def model_presets() -> dict[str, dict[str, Any]]:
 
 def gpu_presets() -> dict[str, dict[str, Any]]:
     return dict(_catalogue("gpus"))
+
+
+@cache
+def _published_hf_configs() -> dict[str, Any]:
+    text = resources.files("models").joinpath("presets/published_runs.json").read_text()
+    return dict(json.loads(text)["hf_configs"])
+
+
+@cache
+def reference_model(name: str) -> TransformerSpec:
+    """A model preset, or one of the published Hugging Face configs kept beside the
+    published runs (`presets/published_runs.json`, `hf_configs`: gpt-oss-120b, deepseek-v3,
+    ...), imported as any config.json is."""
+    if name.strip().lower() in _catalogue("models"):
+        return model_preset(name)
+    configs = _published_hf_configs()
+    if name not in configs:
+        known = ", ".join(sorted([*_catalogue("models"), *configs]))
+        raise UnknownPreset(f"unknown model {name!r}; known: {known}")
+    return from_hf_config(configs[name]["config"])

@@ -13,6 +13,7 @@ from models.errors import InvalidSpec
 from models.hf_config import from_hf_config
 from models.job import TrainingJob
 from models.layout import Layout, Recompute, Schedule, resolve_layout
+from models.presets import reference_model
 from models.transformer import TransformerSpec
 from optimizer.costmodel import LayoutGrid
 from optimizer.engines import ENGINES, export, get_engine, stages, violations
@@ -335,3 +336,23 @@ def test_a_config_json_that_writes_head_dim_is_still_the_engines_config() -> Non
     other = from_hf_config({**config, "head_dim": 64})
     other_job = job.model_copy(update={"model": other})
     assert any("none of" in v for v in violations(get_engine("torchtitan"), other_job, layout))
+
+
+@pytest.mark.parametrize(
+    ("published", "recipe"),
+    [
+        ("gpt-oss-120b", "gpt_oss_120b_pretrain_config"),
+        ("qwen3-30b-a3b", "qwen3_30b_a3b_pretrain_config"),
+        ("deepseek-v3", "deepseek_v3_pretrain_config"),
+    ],
+)
+def test_nemo_runs_published_hf_configs_through_the_recipes_that_load_them(
+    published: str, recipe: str
+) -> None:
+    # each recipe loads the model with AutoBridge.from_hf_pretrained from the Hub: the same
+    # config.json, imported, is that recipe's model (a user pasting it gets the recipe)
+    model = reference_model(published)
+    job = plate_job(gpus=256, model="llama3-8b").model_copy(update={"model": model})
+    layout = Layout(tp=1, pp=4, ep=8, zero=1)
+    assert not [v for v in violations(get_engine("nemo"), job, layout) if "recipe" in v]
+    assert f"--recipe {recipe}" in export(get_engine("nemo"), job, layout).text

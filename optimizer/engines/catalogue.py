@@ -11,7 +11,7 @@ import numpy as np
 
 from models.job import TrainingJob
 from models.layout import Layout
-from models.presets import model_preset
+from models.presets import reference_model
 from models.transformer import TransformerSpec
 from optimizer.costmodel import LayoutGrid
 
@@ -25,9 +25,10 @@ def shape(model: TransformerSpec) -> dict[str, object]:
 
 
 def config_for(model: TransformerSpec, configs: Mapping[str, str]) -> str | None:
-    """The engine config (key of `configs`, which maps config -> preset) training `model`."""
+    """The engine config (key of `configs`, which maps config -> the preset or published
+    Hugging Face config it trains) training `model`."""
     wanted = shape(model)
-    return next((c for c, preset in configs.items() if shape(model_preset(preset)) == wanted), None)
+    return next((c for c, name in configs.items() if shape(reference_model(name)) == wanted), None)
 
 
 def model_has_config(label: str, noun: str, configs: Mapping[str, str], source: str) -> EngineRule:

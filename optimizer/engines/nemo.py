@@ -65,6 +65,17 @@ RECIPES = {
     # recipes/qwen/qwen2.py:95, alias of recipes/qwen/h100/qwen2.py:827-835, which loads
     # Qwen/Qwen2.5-72B's config from Hugging Face
     "qwen25_72b_pretrain_config": "qwen2.5-72b",
+    # Published Hugging Face configs (models/presets/published_runs.json hf_configs), each
+    # loaded by its recipe with AutoBridge.from_hf_pretrained: recipes/gpt_oss/gpt_oss.py:33,
+    # 60 (h100/gpt_oss.py:37-45, 162-170: openai/gpt-oss-20b, -120b); recipes/qwen/
+    # qwen3_moe.py:23, 32 (h100/qwen3_moe.py:28-40, 146-151, 228-238: Qwen/Qwen3-30B-A3B,
+    # Qwen/Qwen3-235B-A22B); recipes/deepseek/deepseek_v3.py:27 (h100/deepseek_v3.py:105-113:
+    # deepseek-ai/DeepSeek-V3)
+    "gpt_oss_20b_pretrain_config": "gpt-oss-20b",
+    "gpt_oss_120b_pretrain_config": "gpt-oss-120b",
+    "qwen3_30b_a3b_pretrain_config": "qwen3-30b-a3b",
+    "qwen3_235b_a22b_pretrain_config": "qwen3-235b-a22b",
+    "deepseek_v3_pretrain_config": "deepseek-v3",
 }
 
 OVERLAPS = (
@@ -187,7 +198,8 @@ NEMO = Engine(
             "recipe (run_recipe.py --recipe)",
             RECIPES,
             f"{RUN_RECIPE}:15-28, 420; recipes listed in {BRIDGE} src/megatron/bridge/recipes/"
-            "llama/llama3.py and recipes/qwen/qwen2.py (no Mistral 7B or Mixtral recipe in "
+            "llama/llama3.py, qwen/qwen2.py, qwen/qwen3_moe.py, gpt_oss/gpt_oss.py and "
+            "deepseek/deepseek_v3.py (no Mistral 7B or Mixtral recipe in "
             "src/megatron/bridge/recipes at this commit)",
         ),
     ),
