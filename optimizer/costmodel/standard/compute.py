@@ -101,7 +101,9 @@ def every_second_matmul_share(model: TransformerSpec) -> float:
     torchtitan/distributed/activation_checkpoint.py l.185-287, "Save all compute/comm ops,
     except every second mm/linear"). In execution order: Q, K, V (MLA: its latent
     projections), the output, then the MLP's gate, up and down (fc1, fc2); an MoE layer's
-    router, then its experts, which run as grouped matmuls (not aten.mm: saved)."""
+    router, then its experts, which run as grouped matmuls, not aten.mm, and are taken as
+    saved (UNVERIFIED: whether the save list holds aten._grouped_mm was not read; no model
+    torchtitan's registry names here is an MoE one)."""
     h = model.hidden_size
     attention = _attention_matmuls(model)
     mlp = [h * model.ffn_hidden_size] * model.mlp_matrices
