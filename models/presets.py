@@ -50,9 +50,15 @@ def gpu_presets() -> dict[str, dict[str, Any]]:
 
 
 @cache
-def _published_hf_configs() -> dict[str, Any]:
+def published_data() -> dict[str, Any]:
+    """`presets/published_runs.json` as read: the published runs (optimizer.validation) and
+    the Hugging Face configs they and the engines' named configs refer to (`hf_configs`)."""
     text = resources.files("models").joinpath("presets/published_runs.json").read_text()
-    return dict(json.loads(text)["hf_configs"])
+    return dict(json.loads(text))
+
+
+def published_hf_configs() -> dict[str, Any]:
+    return dict(published_data().get("hf_configs", {}))
 
 
 @cache
@@ -62,7 +68,7 @@ def reference_model(name: str) -> TransformerSpec:
     ...), imported as any config.json is."""
     if name.strip().lower() in _catalogue("models"):
         return model_preset(name)
-    configs = _published_hf_configs()
+    configs = published_hf_configs()
     if name not in configs:
         known = ", ".join(sorted([*_catalogue("models"), *configs]))
         raise UnknownPreset(f"unknown model {name!r}; known: {known}")

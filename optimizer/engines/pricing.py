@@ -62,10 +62,10 @@ def engine_traffic(engine: Engine, precision: str = "bf16") -> dict[str, object]
         "gradient_volumes_per_step": per_step,
         "gradient_volumes_per_micro_batch": per_micro_batch,
         "per_micro_batch_sync_with_pp": not any(deferred),
-    } | cp_traffic(engine)
+    } | runtime_choices(engine)
 
 
-def cp_traffic(engine: Engine) -> dict[str, object]:
+def runtime_choices(engine: Engine) -> dict[str, object]:
     """The engine's context-parallel exchange (ring attention that overlaps its steps with
     attention hides under all of it: each step's chunk arrives while the previous one's
     attention runs), what one ZeRO-3 gather covers and which matmuls its selective

@@ -10,11 +10,9 @@ source reads GiB). No per-row calibration: a row may only set an assumption its 
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cache
-from importlib import resources
 from typing import Any
 
 from models.errors import InvalidSpec
@@ -22,7 +20,7 @@ from models.hardware import ClusterSpec, GpuSpec
 from models.hf_config import from_hf_config, looks_like_hf_config
 from models.job import TrainingJob
 from models.layout import Layout
-from models.presets import gpu_preset, model_preset
+from models.presets import gpu_preset, model_preset, published_data, published_hf_configs
 from models.training import TrainingSpec
 from models.transformer import TransformerSpec
 from optimizer.costmodel import CostAssumptions
@@ -198,18 +196,11 @@ def _run(entry: dict[str, Any], hf_configs: Mapping[str, Any]) -> PublishedRun:
 
 
 @cache
-def _data() -> dict[str, Any]:
-    text = resources.files("models").joinpath("presets/published_runs.json").read_text()
-    return dict(json.loads(text))
-
-
-@cache
 def published_runs() -> tuple[PublishedRun, ...]:
-    data = _data()
-    hf_configs = data.get("hf_configs", {})
-    return tuple(_run(entry, hf_configs) for entry in data["runs"])
+    hf_configs = published_hf_configs()
+    return tuple(_run(entry, hf_configs) for entry in published_data()["runs"])
 
 
 def hf_config_sources() -> dict[str, str]:
     """The data file's named Hugging Face configs and where each was read."""
-    return {name: entry["source"] for name, entry in _data().get("hf_configs", {}).items()}
+    return {name: entry["source"] for name, entry in published_hf_configs().items()}
