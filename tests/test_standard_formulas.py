@@ -114,7 +114,13 @@ def test_interleaving_penalty_and_in_flight() -> None:
     # m = 32 on p = 16: the first device holds 16 (x the penalty), the last one
     assert mem.in_flight_micro_batches(32, 16, 1, mem.SCHEDULE_1F1B) == (16, 1)
     first, last = mem.in_flight_micro_batches(32, 16, 4, mem.SCHEDULE_1F1B)
-    assert (first, last) == (pytest.approx(19.75), pytest.approx(19.75))
+    # interleaved, rank r runs 2(p - r - 1) + (v - 1)p warm-up chunk forwards and one more:
+    # rank 0 2*15 + 3*16 + 1 = 79 chunks = 19.75 micro-batches (= 16 x the penalty), rank 15
+    # 0 + 48 + 1 = 49 chunks = 12.25, rank 1 79 - 2 = 77 chunks = 19.25
+    assert (first, last) == (pytest.approx(19.75), pytest.approx(12.25))
+    assert mem.in_flight_on_rank(32, 16, 4, mem.SCHEDULE_1F1B, 1) == pytest.approx(19.25)
+    # 1F1B: rank r holds p - r
+    assert mem.in_flight_on_rank(32, 16, 1, mem.SCHEDULE_1F1B, 5) == 11
     # fewer micro-batches than stages: only m = 4 are ever in flight
     assert mem.in_flight_micro_batches(4, 16, 1, mem.SCHEDULE_1F1B)[0] == 4
     # DualPipe: p + 1 = 17 everywhere; ZB-H1 keeps 1F1B's peak

@@ -28,6 +28,7 @@ from optimizer.costmodel.profiles import (
     profile_named,
     require_finite,
 )
+from optimizer.costmodel.standard import stage_plans
 from optimizer.costmodel.standard.collectives import domains_spanned
 from optimizer.costmodel.standard.compute import attention_efficiency, kernel_efficiency
 
@@ -56,4 +57,5 @@ __all__ = [
     "recompute_code",
     "require_finite",
     "schedule_code",
+    "stage_plans",
 ]

@@ -20,11 +20,11 @@ from optimizer.costmodel.assumptions import (
     CostAssumptions,
 )
 from optimizer.costmodel.standard import memory as mem
+from optimizer.costmodel.standard import ranks as rnk
 from optimizer.costmodel.standard import times as tim
 from optimizer.costmodel.standard.compute import (
     attention_time_s,
     every_second_matmul_share,
-    kernel_efficiency,
     matmul_s,
 )
 from optimizer.costmodel.standard.degrees import Degrees
@@ -100,53 +100,24 @@ class Breakdown:
 
 
 def stage_memory(job: TrainingJob, a: CostAssumptions, k: Degrees, m: Number) -> mem.StageMemory:
-    """Memory of the first and last device; the worse of the two."""
-    model, s = job.model, job.training.seq_len
-    layers = mem.stage_layers(model.num_layers, k.pp, k.vpp)
-    dense = mem.dense_params_per_layer_per_device(model, k.tp)
-    experts = mem.expert_params_per_layer_per_device(model, k.tp, k.ep)
-    embedding = mem.embedding_params_per_device(model, k.tp, k.pp)
-    group = k.dp * k.cp
-    copies = np.where(k.schedule == mem.SCHEDULE_DUALPIPE, 2, 1)
-    tokens = s * k.micro_batch / (k.tp * k.cp)
-    per_token = mem.layer_activation_bytes_per_token(model, k.recompute)
-    per_token = per_token + mem.attention_score_bytes_per_token(
-        model.num_attention_heads, s, k.recompute, a.fused_attention
-    )
-
-    def replicated(recompute: Number) -> Number:
-        if a.sequence_parallel:
-            return 0.0
-        return mem.tp_replicated_activation_bytes_per_token(model.hidden_size, recompute)
-
-    per_layer = mem.tp_rank_activation_bytes(per_token, replicated(k.recompute), tokens, k.tp)
-    full_layer = mem.tp_rank_activation_bytes(
-        mem.full_layer_activation_bytes_per_token(model),
-        replicated(mem.RECOMPUTE_NONE),
-        tokens,
-        k.tp,
-    )
-    working = np.where(k.recompute == mem.RECOMPUTE_FULL, full_layer, 0.0)
+    """Memory of the worst device: the first (embedding, most micro-batches in flight), the
+    second (a middle rank's layers, which outnumber the first's in Llama 3's split, with
+    nearly as many in flight) or the last (head and logits)."""
+    layers = mem.stage_layers(job.model.num_layers, k.pp, k.vpp)
+    terms = rnk.rank_memory_terms(job, a, k)
     in_first, in_last = mem.in_flight_micro_batches(m, k.pp, k.vpp, k.schedule)
-    logits = a.logits_bytes_per_value * model.vocab_size * s * k.micro_batch / (k.tp * k.cp)
-
-    def stage(n_layers: Number, in_flight: Number, extra_activations: Number) -> mem.StageMemory:
-        weights, grads, opt = mem.state_bytes(
-            n_layers * dense + embedding,
-            n_layers * experts,
-            k.zero,
-            group,
-            group / k.ep,
-            copies,
-            a.gradient_bytes_per_param,
-            a.optimizer_bytes_per_param,
-        )
-        acts = n_layers * per_layer * in_flight + working + extra_activations
-        return mem.StageMemory(weights, grads, opt, acts)
-
-    first = stage(layers.first, in_first, np.where(k.pp == 1, logits, 0.0))
-    last = stage(layers.last, in_last, logits)
-    return mem.worst_stage(first, last)
+    in_second = mem.in_flight_on_rank(m, k.pp, k.vpp, k.schedule, 1)
+    embedding, logits = terms.embedding_params, terms.logits_bytes
+    first_logits = np.where(k.pp == 1, logits, 0.0)
+    first = rnk.rank_memory(a, k, terms, layers.first, embedding, in_first, first_logits)
+    last = rnk.rank_memory(a, k, terms, layers.last, embedding, in_last, logits)
+    # with pp <= 2 there is no middle rank: the first stands in for it
+    second_layers = np.where(k.pp > 2, layers.middle, layers.first)
+    second_in = np.where(k.pp > 2, in_second, in_first)
+    second = rnk.rank_memory(
+        a, k, terms, second_layers, np.where(k.pp > 2, 0.0, embedding), second_in, first_logits
+    )
+    return mem.worst_stage(mem.worst_stage(first, second), last)
 
 
 def layer_times(job: TrainingJob, a: CostAssumptions, k: Degrees) -> dict[str, Number]:
@@ -217,12 +188,24 @@ def data_parallel_s(
     job: TrainingJob, a: CostAssumptions, k: Degrees, layers: mem.StageLayers
 ) -> tuple[Number, Number, Number]:
     """(per step, per micro-batch gradient sync, per micro-batch ZeRO-3) exposure-free seconds
-    of data-parallel traffic for the first stage's parameters (the busiest in parameters:
-    embedding plus layers)."""
+    of data-parallel traffic: each rank syncs its own parameters, the step waits for the
+    slowest (the first and last hold the embedding and head, a middle rank may hold more
+    layers)."""
+    embedding = mem.embedding_params_per_device(job.model, k.tp, k.pp)
+    ends = rank_data_parallel_s(job, a, k, np.maximum(layers.first, layers.last), embedding)
+    # with pp <= 2 no middle rank exists: the first's layers without the embedding stand in
+    middle = rank_data_parallel_s(job, a, k, np.where(k.pp > 2, layers.middle, layers.first), 0.0)
+    return tuple(np.maximum(e, m) for e, m in zip(ends, middle, strict=True))  # type: ignore[return-value]
+
+
+def rank_data_parallel_s(
+    job: TrainingJob, a: CostAssumptions, k: Degrees, n_layers: Number, embedding: Number
+) -> tuple[Number, Number, Number]:
+    """The same seconds for a pipeline rank of `n_layers` layers and `embedding` parameters
+    (its share of the embedding and output head)."""
     model = job.model
-    n_layers = np.maximum(layers.first, layers.middle)
     layer_params = mem.dense_params_per_layer_per_device(model, k.tp)
-    dense = n_layers * layer_params + mem.embedding_params_per_device(model, k.tp, k.pp)
+    dense = n_layers * layer_params + embedding
     experts = n_layers * mem.expert_params_per_layer_per_device(model, k.tp, k.ep)
     group = k.dp * k.cp
     groups = (dense, experts, group, group / k.ep)
@@ -278,6 +261,28 @@ def gradient_volumes(a: CostAssumptions, k: Degrees) -> tuple[Number, Number]:
     return np.where(zero3, 0.0, per_step), np.where(zero3, 0.0, per_micro_batch)
 
 
+# What a layer's time on one micro-batch is made of (layer_times' keys, the head apart).
+LAYER_PARTS = ("matmul", "attention", "recompute", "tp_comm", "cp_comm", "moe_all_to_all")
+
+
+def micro_batch_and_step_s(
+    a: CostAssumptions,
+    busy: Number,
+    p2p: Number,
+    zero3_mb_s: Number,
+    dp_mb_s: Number,
+    dp_step_s: Number,
+) -> tuple[Number, Number, Number, Number]:
+    """(exposed ZeRO-3, exposed per-micro-batch sync, a micro-batch slot, exposed per-step
+    sync) seconds: the data-parallel traffic hides under the busiest stage's compute, the
+    per-step share under `dp_overlap_microbatches` slots."""
+    zero3_exposed = tim.exposed_s(zero3_mb_s, busy, a.zero3_overlap_fraction)
+    dp_mb_exposed = tim.exposed_s(dp_mb_s, busy, a.zero3_overlap_fraction)
+    per_mb = busy + p2p + zero3_exposed + dp_mb_exposed
+    dp_exposed = tim.exposed_s(dp_step_s, per_mb, a.dp_overlap_microbatches)
+    return zero3_exposed, dp_mb_exposed, per_mb, dp_exposed
+
+
 def step_waterfall(
     m: Number,
     slots: Number,
@@ -330,21 +335,9 @@ def breakdown(job: TrainingJob, a: CostAssumptions, k: Degrees) -> Breakdown:
     m = training.global_batch // (k.dp * k.micro_batch)
     layers = mem.stage_layers(model.num_layers, k.pp, k.vpp)
     times = layer_times(job, a, k)
-    tokens = training.seq_len * k.micro_batch / k.cp
-    head_flops = 6 * model.vocab_size * model.hidden_size
-    times["head"] = tim.matmul_s(
-        head_flops, tokens, k.tp, gpu.peak_flop_s, kernel_efficiency(job, a)
-    )
+    times["head"] = rnk.head_s(job, a, k)
     warmup = tim.warmup_micro_batches(k.pp, k.vpp, k.schedule, a.zero_bubble_weight_grad_fraction)
-    p2p = tim.pp_p2p_s(
-        k.pp,
-        k.vpp,
-        tokens,
-        model.hidden_size,
-        k.tp,
-        link_bytes_s(job, a, k.pp_span),
-        a.pp_p2p_overlap_fraction,
-    )
+    p2p = rnk.p2p_s(job, a, k)
     dp_step_s, dp_mb_s, zero3_mb_s = data_parallel_s(job, a, k, layers)
 
     def stage(*parts: str) -> Number:
@@ -352,11 +345,10 @@ def breakdown(job: TrainingJob, a: CostAssumptions, k: Degrees) -> Breakdown:
 
     per_layer = times["matmul"] + times["attention"]
     balanced = m * (model.num_layers * per_layer + times["head"]) / k.pp
-    busy = stage("matmul", "attention", "recompute", "tp_comm", "cp_comm", "moe_all_to_all")
-    zero3_exposed = tim.exposed_s(zero3_mb_s, busy, a.zero3_overlap_fraction)
-    dp_mb_exposed = tim.exposed_s(dp_mb_s, busy, a.zero3_overlap_fraction)
-    per_mb = busy + p2p + zero3_exposed + dp_mb_exposed
-    dp_exposed = tim.exposed_s(dp_step_s, per_mb, a.dp_overlap_microbatches)
+    busy = stage(*LAYER_PARTS)
+    zero3_exposed, dp_mb_exposed, per_mb, dp_exposed = micro_batch_and_step_s(
+        a, busy, p2p, zero3_mb_s, dp_mb_s, dp_step_s
+    )
     slots = m + warmup
     model_flops, hardware_flops = step_flops(job, a, k.recompute)
     times.update(

@@ -144,10 +144,25 @@ def in_flight_micro_batches(
     many as the first (it also holds early chunks). DualPipe keeps p + 1 on every device
     (DeepSeek-V3 report, Table 2).
     """
+    first = in_flight_on_rank(micro_batches, pp, vpp, schedule, 0)
+    return first, in_flight_on_rank(micro_batches, pp, vpp, schedule, pp - 1)
+
+
+def in_flight_on_rank(
+    micro_batches: Number, pp: Number, vpp: Number, schedule: Number, rank: Number
+) -> Number:
+    """The same count on pipeline rank `rank` (0 first): 1F1B and ZB-H1 hold min(m, p - r)
+    (rank r runs p - r forwards before its first backward, SC21 section 2.2.1). Interleaved,
+    rank r warms up with 2(p - r - 1) + (v - 1)p chunk forwards and runs one more before its
+    first backward (Megatron-LM megatron/core/pipeline_parallel/schedules.py l.964-965 at
+    d98e8a6), each a 1/v share of its layers: (p v + p - 1 - 2r) / v micro-batches, which on
+    rank 0 is Korthikanti's p (1 + (p-1)/(p v)); when m < p the first rank keeps that
+    penalty on m (an upper bound) and no rank holds more. DualPipe p + 1 everywhere."""
+    one_f_one_b = np.minimum(micro_batches, pp - rank)
     first = np.minimum(micro_batches, pp) * interleaving_penalty(pp, vpp)
-    last = np.where(vpp > 1, first, 1.0)
-    dualpipe = schedule == SCHEDULE_DUALPIPE
-    return np.where(dualpipe, pp + 1, first), np.where(dualpipe, pp + 1, last)
+    later = np.minimum((pp * vpp + pp - 1 - 2 * rank) / vpp, first)
+    held = np.where(vpp > 1, np.where(rank == 0, first, later), one_f_one_b)
+    return np.where(schedule == SCHEDULE_DUALPIPE, pp + 1, held)
 
 
 # --- parameters -----------------------------------------------------------------------

@@ -1,0 +1,132 @@
+"""Profile `standard`, one pipeline rank: what it holds (its layers' state and activations,
+its share of the embedding and head, the logits) and the per-micro-batch terms beside its
+layers (the output head's matmul, the pipeline sends). `breakdown` prices the first and last
+rank of an even split with these; a stage plan prices every rank of any split with the same
+functions (stage_plans.py)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from models.job import TrainingJob
+from optimizer.costmodel.assumptions import CostAssumptions
+from optimizer.costmodel.standard import memory as mem
+from optimizer.costmodel.standard import times as tim
+from optimizer.costmodel.standard.compute import kernel_efficiency
+from optimizer.costmodel.standard.degrees import Degrees
+from optimizer.costmodel.standard.links import link_bytes_s
+
+Number = Any
+
+
+@dataclass(frozen=True)
+class RankMemoryTerms:
+    """Bytes and parameters of one rank, per layer or per end of the pipeline, at the
+    layout's recompute mode (elementwise over a grid)."""
+
+    dense_params_per_layer: Number
+    expert_params_per_layer: Number
+    embedding_params: Number  # on the first rank, and the head's on the last
+    activation_bytes_per_layer: Number  # one in-flight micro-batch
+    working_bytes: Number  # full recompute's one replayed layer
+    logits_bytes: Number  # on the last rank (and the only one when pp = 1)
+
+
+def rank_memory_terms(job: TrainingJob, a: CostAssumptions, k: Degrees) -> RankMemoryTerms:
+    model, s = job.model, job.training.seq_len
+    tokens = s * k.micro_batch / (k.tp * k.cp)
+    per_token = mem.layer_activation_bytes_per_token(model, k.recompute)
+    per_token = per_token + mem.attention_score_bytes_per_token(
+        model.num_attention_heads, s, k.recompute, a.fused_attention
+    )
+
+    def replicated(recompute: Number) -> Number:
+        if a.sequence_parallel:
+            return 0.0
+        return mem.tp_replicated_activation_bytes_per_token(model.hidden_size, recompute)
+
+    full_layer = mem.tp_rank_activation_bytes(
+        mem.full_layer_activation_bytes_per_token(model),
+        replicated(mem.RECOMPUTE_NONE),
+        tokens,
+        k.tp,
+    )
+    return RankMemoryTerms(
+        dense_params_per_layer=mem.dense_params_per_layer_per_device(model, k.tp),
+        expert_params_per_layer=mem.expert_params_per_layer_per_device(model, k.tp, k.ep),
+        embedding_params=mem.embedding_params_per_device(model, k.tp, k.pp),
+        activation_bytes_per_layer=mem.tp_rank_activation_bytes(
+            per_token, replicated(k.recompute), tokens, k.tp
+        ),
+        working_bytes=np.where(k.recompute == mem.RECOMPUTE_FULL, full_layer, 0.0),
+        logits_bytes=a.logits_bytes_per_value
+        * model.vocab_size
+        * s
+        * k.micro_batch
+        / (k.tp * k.cp),
+    )
+
+
+def rank_state_bytes(
+    a: CostAssumptions, k: Degrees, dense_params: Number, expert_params: Number
+) -> tuple[Number, Number, Number]:
+    """Weights, gradients and optimiser state of a rank holding these parameters."""
+    group = k.dp * k.cp
+    copies = np.where(k.schedule == mem.SCHEDULE_DUALPIPE, 2, 1)
+    return mem.state_bytes(
+        dense_params,
+        expert_params,
+        k.zero,
+        group,
+        group / k.ep,
+        copies,
+        a.gradient_bytes_per_param,
+        a.optimizer_bytes_per_param,
+    )
+
+
+def rank_memory(
+    a: CostAssumptions,
+    k: Degrees,
+    terms: RankMemoryTerms,
+    n_layers: Number,
+    embedding_params: Number,
+    in_flight: Number,
+    logits_bytes: Number,
+) -> mem.StageMemory:
+    """A rank of `n_layers` layers with `in_flight` micro-batches' activations held."""
+    weights, grads, opt = rank_state_bytes(
+        a,
+        k,
+        n_layers * terms.dense_params_per_layer + embedding_params,
+        n_layers * terms.expert_params_per_layer,
+    )
+    activations = (
+        n_layers * terms.activation_bytes_per_layer * in_flight + terms.working_bytes + logits_bytes
+    )
+    return mem.StageMemory(weights, grads, opt, activations)
+
+
+def head_s(job: TrainingJob, a: CostAssumptions, k: Degrees) -> Number:
+    """The output head's matmuls, forward and backward, on the last rank per micro-batch."""
+    model, gpu = job.model, job.cluster.gpu
+    tokens = job.training.seq_len * k.micro_batch / k.cp
+    head_flops = 6 * model.vocab_size * model.hidden_size
+    return tim.matmul_s(head_flops, tokens, k.tp, gpu.peak_flop_s, kernel_efficiency(job, a))
+
+
+def p2p_s(job: TrainingJob, a: CostAssumptions, k: Degrees) -> Number:
+    """A rank's exposed pipeline sends per micro-batch."""
+    tokens = job.training.seq_len * k.micro_batch / k.cp
+    return tim.pp_p2p_s(
+        k.pp,
+        k.vpp,
+        tokens,
+        job.model.hidden_size,
+        k.tp,
+        link_bytes_s(job, a, k.pp_span),
+        a.pp_p2p_overlap_fraction,
+    )
