@@ -6,9 +6,11 @@ model's terms tabulated (terms.py, placements.py, tables.py, dominance.py), the 
 Other rooms import from this module only.
 """
 
+from optimizer.search.enumerator import PricedSpace, layout_grid, price_space, restriction_masks
 from optimizer.search.model import LayoutModel
 from optimizer.search.pareto import frontier
 from optimizer.search.problem import (
+    ENGINE_RULE_PREFIX,
     EVEN_STAGES,
     KNOBS,
     KV_HEADS,
@@ -38,6 +40,7 @@ from optimizer.search.tables import Tables, build_tables
 from optimizer.search.terms import LN_MFU_SCALE, MAX_TERM
 
 __all__ = [
+    "ENGINE_RULE_PREFIX",
     "EVEN_STAGES",
     "KNOBS",
     "KV_HEADS",
@@ -51,6 +54,7 @@ __all__ = [
     "PRICED_KNOBS",
     "CutShort",
     "Found",
+    "PricedSpace",
     "LayoutModel",
     "SearchProblem",
     "SearchSpace",
@@ -62,11 +66,14 @@ __all__ = [
     "divisors",
     "fast_link_domain",
     "frontier",
+    "layout_grid",
     "least_memory_beating",
     "narrowed",
     "new_solver",
+    "price_space",
     "priced_knobs",
     "resolve_space",
+    "restriction_masks",
     "run_solver",
     "solve_best",
 ]

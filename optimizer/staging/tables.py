@@ -1,0 +1,140 @@
+"""A layout's stage-plan terms as the integers the CP-SAT model reads: nanoseconds, bytes
+rounded up, fractions in thousandths. Every value comes from the cost model's stage-plan
+functions (optimizer.costmodel.standard.stage_plans); nothing here is a formula of its own
+beyond the unit conversion."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from fractions import Fraction
+
+import numpy as np
+
+from models.job import TrainingJob
+from optimizer.costmodel import CostAssumptions
+from optimizer.costmodel import stage_plans as sp
+
+# Seconds per solver time unit: 1 ns is far below any layer's time, so rounding each term
+# moves a step by at most pp * modes ns (reported as the solve's tolerance).
+TIME_UNIT_S = 1e-9
+# Overlap fractions and the slot count in thousandths: exact for the defaults (0.5, 1.0,
+# slots like 16 + 15/4); anything finer is rounded and the rounding reported.
+FRACTION_SCALE = 1000
+# CP-SAT's integers are 64-bit; the objective's worst case stays below this.
+MAX_OBJECTIVE = 2**60
+
+
+@dataclass(frozen=True)
+class RankTables:
+    """One rank's data: bytes per layer by mode, fixed bytes, and the data-parallel seconds
+    of its parameters by layer count (index = layers)."""
+
+    layer_bytes: tuple[int, ...]  # by mode: state plus held activations, one layer
+    fixed_bytes: int  # embedding or head state, logits
+    dp_step_units: tuple[int, ...]
+    dp_micro_batch_units: tuple[int, ...]
+    zero3_units: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class PlanTables:
+    """Everything the stage model reads for one layout."""
+
+    num_layers: int
+    pp: int
+    vpp: int
+    modes: tuple[int, ...]  # allowed recompute codes
+    layer_units: tuple[int, ...]  # by mode
+    working_bytes: tuple[int, ...]  # by mode
+    head_units: int
+    p2p_units: int
+    slots_scaled: int  # slots x FRACTION_SCALE
+    zero3_overlap_scaled: int
+    dp_overlap_scaled: int
+    ranks: tuple[RankTables, ...]
+    memory_limit_bytes: int
+    rounding: float  # the largest relative rounding of a scaled fraction
+
+
+def units(seconds: float) -> int:
+    return int(round(seconds / TIME_UNIT_S))
+
+
+def scaled(value: float) -> tuple[int, float]:
+    """(round(value x FRACTION_SCALE), its relative rounding)."""
+    exact = Fraction(value).limit_denominator(10**9)
+    whole = round(exact * FRACTION_SCALE)
+    error = 0.0 if value == 0 else abs(whole / FRACTION_SCALE - value) / abs(value)
+    return int(whole), error
+
+
+def rank_bytes(
+    a: CostAssumptions, terms: sp.PlanTerms, pp: int
+) -> tuple[list[tuple[int, ...]], list[int]]:
+    """(bytes per layer by mode, fixed bytes) of every rank, rounded up."""
+    ranks = np.arange(pp)
+    per_layer = []
+    for mode in range(sp.MODES):
+        one = sp.rank_memory(terms, a, ranks, 1, mode).total
+        none = sp.rank_memory(terms, a, ranks, 0, mode).total
+        per_layer.append(np.ceil(np.asarray(one - none, dtype=float)))
+    working = float(np.asarray(terms.memory.working_bytes)[0])
+    fixed = np.ceil(np.asarray(sp.rank_memory(terms, a, ranks, 0, 0).total, dtype=float) - working)
+    by_rank = [tuple(int(per_layer[m][r]) for m in range(sp.MODES)) for r in range(pp)]
+    return by_rank, [int(f) for f in np.broadcast_to(fixed, (pp,))]
+
+
+def dp_tables(
+    job: TrainingJob, a: CostAssumptions, terms: sp.PlanTerms, rank: int
+) -> tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]:
+    """(per step, per micro-batch, ZeRO-3) units of a rank by its layer count (index)."""
+    counts = np.arange(job.model.num_layers + 1, dtype=float)
+    # a rank holds at least one layer; index 0 is never chosen but must be a number
+    values = sp.rank_data_parallel_s(job, a, terms, rank, np.maximum(counts, 1))
+    return tuple(  # type: ignore[return-value]
+        tuple(units(float(x)) for x in np.broadcast_to(v, counts.shape)) for v in values
+    )
+
+
+def rank_tables(
+    job: TrainingJob, a: CostAssumptions, terms: sp.PlanTerms, pp: int
+) -> tuple[RankTables, ...]:
+    """Every rank's tables; the data-parallel ones depend only on whether the rank holds
+    the embedding or head, so three kinds of rank share them."""
+    layer_bytes, fixed = rank_bytes(a, terms, pp)
+    kinds = {r: dp_tables(job, a, terms, r) for r in {0, min(1, pp - 1), pp - 1}}
+    tables = []
+    for r in range(pp):
+        step, micro_batch, zero3 = kinds[r if r in (0, pp - 1) else 1]
+        tables.append(RankTables(layer_bytes[r], fixed[r], step, micro_batch, zero3))
+    return tuple(tables)
+
+
+def plan_tables(
+    job: TrainingJob,
+    a: CostAssumptions,
+    terms: sp.PlanTerms,
+    modes: tuple[int, ...],
+    memory_limit_bytes: float,
+) -> PlanTables:
+    pp = int(np.asarray(terms.degrees.pp)[0])
+    slots, slots_error = scaled(terms.slots)
+    zero3_overlap, z_error = scaled(a.zero3_overlap_fraction)
+    dp_overlap, d_error = scaled(a.dp_overlap_microbatches)
+    return PlanTables(
+        num_layers=job.model.num_layers,
+        pp=pp,
+        vpp=int(np.asarray(terms.degrees.vpp)[0]),
+        modes=modes,
+        layer_units=tuple(units(float(t)) for t in terms.layer_s),
+        working_bytes=tuple(math.ceil(float(w)) for w in np.asarray(terms.memory.working_bytes)),
+        head_units=units(terms.head_s),
+        p2p_units=units(terms.p2p_s),
+        slots_scaled=slots,
+        zero3_overlap_scaled=zero3_overlap,
+        dp_overlap_scaled=dp_overlap,
+        ranks=rank_tables(job, a, terms, pp),
+        memory_limit_bytes=int(math.floor(memory_limit_bytes)),
+        rounding=max(slots_error, z_error, d_error),
+    )

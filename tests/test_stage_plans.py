@@ -1,0 +1,140 @@
+"""Stage plans: the cost model's per-rank pricing agrees with the profile on the plans a
+layout implies, and the CP-SAT stage search agrees with the exhaustive oracle."""
+
+from __future__ import annotations
+
+import pytest
+
+from models.errors import InvalidSpec
+from models.layout import Layout, resolve_layout
+from models.stage_plan import StagePlan
+from models.transformer import TransformerSpec
+from optimizer.costmodel import CostAssumptions, evaluate
+from optimizer.costmodel import stage_plans as sp
+from optimizer.search import SearchSpace, SolveSettings
+from optimizer.searches import prepared
+from optimizer.staging import search_stage_plans
+from optimizer.staging.bounds import least_busy_units, step_bound_s
+from optimizer.staging.oracle import best_plan_exhaustive, compositions
+from optimizer.staging.search import solve_candidate
+from optimizer.staging.tables import plan_tables
+from tests.helpers import plate_job
+
+A = CostAssumptions()
+# Llama 3 8B's widths on 8 layers: every split of 8 layers over 4 ranks can be priced.
+SMALL = TransformerSpec(
+    num_layers=8,
+    hidden_size=4096,
+    ffn_hidden_size=14336,
+    num_attention_heads=32,
+    num_kv_heads=8,
+    vocab_size=128256,
+)
+
+
+def small_job(gpus: int = 8):
+    return plate_job(gpus, SMALL, global_batch=32)
+
+
+@pytest.mark.parametrize(
+    "layout",
+    [
+        Layout(tp=8, pp=16, vpp=4, zero=1, recompute="selective"),  # Llama 3's 7, 8, ..., 8, 7
+        Layout(tp=8, pp=8, zero=1, recompute="full"),  # 126 = 15 + 6 x 16 + 15
+        Layout(tp=4, pp=16, cp=8, vpp=4, zero=1),
+        Layout(tp=8, pp=2, zero=3, recompute="selective"),
+        Layout(tp=8, pp=1, zero=1),
+    ],
+)
+def test_even_plan_prices_as_the_profile(layout: Layout) -> None:
+    job = plate_job()
+    layout = resolve_layout(layout, job)
+    estimate = evaluate(job, layout, "standard", A)
+    price = sp.price_plan(job, A, layout, sp.even_plan(job, layout))
+    assert price.mfu == pytest.approx(estimate.mfu, rel=1e-12)
+    assert price.memory_bytes == pytest.approx(estimate.memory.total, rel=1e-12)
+    assert price.step_time_s == pytest.approx(estimate.step_time_s, rel=1e-12)
+
+
+def test_compositions_count() -> None:
+    # 8 layers on 4 ranks of at least 1: C(7, 3) = 35; at least 2: only 2, 2, 2, 2
+    assert len(list(compositions(8, 4, 1))) == 35
+    assert list(compositions(8, 4, 2)) == [(2, 2, 2, 2)]
+
+
+def _tight_limit(job, layout: Layout) -> float:
+    """A memory limit the even, no-recompute plan breaks: recompute must be placed."""
+    even = sp.price_plan(job, A, layout, sp.even_plan(job, layout))
+    return 0.9 * even.memory_bytes
+
+
+@pytest.mark.parametrize("uniform", [True, False])
+@pytest.mark.parametrize(
+    "layout",
+    [Layout(tp=1, pp=4, zero=1), Layout(tp=2, pp=4, vpp=2, zero=1), Layout(tp=1, pp=8, zero=0)],
+)
+def test_solver_finds_the_oracles_plan(layout: Layout, uniform: bool) -> None:
+    job = small_job(8 * layout.tp * layout.pp // 4)
+    layout = resolve_layout(layout, job)
+    limit = _tight_limit(job, layout)
+    modes = (0, 1, 2)
+    oracle = best_plan_exhaustive(job, A, layout, modes, uniform, limit)
+    found, proved, rounding = solve_candidate(
+        job, A, layout, modes, uniform, limit, SolveSettings(30.0)
+    )
+    assert oracle is not None and found is not None and proved
+    assert found.price.step_time_s == pytest.approx(oracle.price.step_time_s, rel=1e-6)
+    assert found.price.memory_bytes <= limit
+    # the capacity bound and the step bound never exceed the optimum
+    tables = plan_tables(job, A, sp.plan_terms(job, A, layout), modes, limit)
+    busy = least_busy_units(tables, uniform)
+    assert busy is not None
+    assert step_bound_s(tables, busy) <= oracle.price.step_time_s * (1 + 1e-6)
+
+
+def test_the_search_is_the_oracle_over_every_layout() -> None:
+    job = small_job(16)
+    space = SearchSpace(tp=2, zero_stages=[1], memory_limit_gb=20.0)
+    problem, costs = prepared(job, space, "standard", None, None)
+    result = search_stage_plans(problem, costs, time_limit_s=60)
+    assert result.proved and result.best is not None
+    best_s = result.best.price.step_time_s
+    for pp in (2, 4, 8):
+        for vpp in (1, 2):
+            if pp * vpp > SMALL.num_layers or (vpp > 1 and pp < 2):
+                continue
+            layout = resolve_layout(Layout(tp=2, pp=pp, vpp=vpp, zero=1), job)
+            oracle = best_plan_exhaustive(job, costs, layout, (0, 1, 2), False, 20e9)
+            if oracle is not None:
+                assert best_s <= oracle.price.step_time_s * (1 + 1e-6)
+    # and what it answers is a plan the cost model prices as it says
+    price = sp.price_plan(job, costs, result.best.layout, result.best.plan)
+    assert price.step_time_s == pytest.approx(best_s, rel=1e-12)
+    assert price.memory_bytes <= 20e9
+
+
+def test_the_plates_stage_search_is_proved() -> None:
+    """405B on 16,384 H100 under Megatron-LM: every layout solved or pruned by its bound."""
+    problem, costs = prepared(plate_job(), None, "standard", None, "megatron")
+    result = search_stage_plans(problem, costs, time_limit_s=120, engine="megatron")
+    assert result.proved and result.best is not None and result.even_best is not None
+    assert result.best.price.mfu >= result.even_best.price.mfu
+    assert result.space_size > 10**12
+    assert result.best.plan.uniform_recompute  # Megatron-Core: one recompute setting
+    assert result.solved + result.pruned == result.layouts
+
+
+def test_engines_say_what_a_plan_may_be() -> None:
+    problem, costs = prepared(small_job(), None, "standard", None, "torchtitan")
+    with pytest.raises(InvalidSpec, match="per-rank layer split"):
+        search_stage_plans(problem, costs, engine="torchtitan")
+    problem, costs = prepared(small_job(), None, "standard", None, "megatron")
+    with pytest.raises(InvalidSpec, match="recompute once"):
+        search_stage_plans(problem, costs, engine="megatron", per_stage_recompute=True)
+
+
+def test_a_plan_that_misplaces_layers_is_refused() -> None:
+    job = small_job()
+    layout = resolve_layout(Layout(tp=1, pp=4), job)
+    with pytest.raises(InvalidSpec, match="places 9 layers"):
+        sp.price_plan(job, A, layout, StagePlan(layers=(3, 2, 2, 2), recompute=("none",) * 4))
