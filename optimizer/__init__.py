@@ -33,9 +33,12 @@ from optimizer.results import (
     Status,
 )
 from optimizer.search import SearchSpace, StopSignal
-from optimizer.searches import DEFAULT_SEARCH_PROFILE, evaluate_on, optimize, pareto
+from optimizer.searches import DEFAULT_SEARCH_PROFILE, evaluate_on, optimize, pareto, stage_plans
+from optimizer.staging import StageSearch
 
 __all__ = [
+    "StageSearch",
+    "stage_plans",
     "DEFAULT_EVALUATE_PROFILE",
     "DEFAULT_SEARCH_PROFILE",
     "PLACEMENTS",

@@ -12,6 +12,7 @@ import time
 from models.job import TrainingJob
 from models.layout import Layout
 from optimizer import explain as explaining
+from optimizer import staging
 from optimizer.costmodel import (
     DEFAULT_EVALUATE_PROFILE,
     CostAssumptions,
@@ -163,3 +164,21 @@ def pareto(
     elif not proved:
         warnings += (unknown_warning(problem, time_limit_s, stop.stopped),)
     return ParetoResult(estimates, time.perf_counter() - start, proved, warnings)
+
+
+def stage_plans(
+    job: TrainingJob,
+    space: SearchSpace | None = None,
+    assumptions: CostAssumptions | None = None,
+    time_limit_s: float = 10.0,
+    workers: int = 1,
+    stop: StopSignal | None = None,
+    engine: str | None = None,
+    per_stage_recompute: bool | None = None,
+) -> staging.StageSearch:
+    """The layout and stage plan (layers and recompute mode of each pipeline rank) of least
+    step time, under profile standard, proved within the time limit (optimizer.staging)."""
+    problem, costs = prepared(job, space, DEFAULT_SEARCH_PROFILE, assumptions, engine)
+    return staging.search_stage_plans(
+        problem, costs, time_limit_s, workers, stop, per_stage_recompute, engine
+    )

@@ -3,6 +3,8 @@ layout implies, and the CP-SAT stage search agrees with the exhaustive oracle.""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from models.errors import InvalidSpec
@@ -138,3 +140,58 @@ def test_a_plan_that_misplaces_layers_is_refused() -> None:
     layout = resolve_layout(Layout(tp=1, pp=4), job)
     with pytest.raises(InvalidSpec, match="places 9 layers"):
         sp.price_plan(job, A, layout, StagePlan(layers=(3, 2, 2, 2), recompute=("none",) * 4))
+
+
+def _stages_body() -> dict:
+    return {
+        "model": SMALL.model_dump(mode="json", exclude_defaults=True),
+        "cluster": {"gpus": 16, "gpu": "h100-sxm"},
+        "training": {"global_batch": 32, "seq_len": 8192},
+        "search": {"tp": 2, "zero_stages": [1], "memory_limit_gb": 20.0},
+        "engine": "generic",
+    }
+
+
+def test_stages_over_http_answers_a_plan_the_cost_model_prices(api) -> None:
+    response = api.post("/v1/stages", json=_stages_body())
+    assert response.status_code == 200, response.text
+    answer = response.json()
+    assert answer["status"] == "optimal" and answer["solver"]["proved_optimal"]
+    best = answer["best"]
+    layers = tuple(r["layers"] for r in best["ranks"])
+    assert sum(layers) == SMALL.num_layers and len(layers) == best["layout"]["pp"]
+    job = small_job(16)
+    x = best["layout"]
+    layout = resolve_layout(
+        Layout(tp=x["tp"], pp=x["pp"], cp=x["cp"], vpp=x["vpp"], zero=x["zero"]), job
+    )
+    plan = StagePlan(layers=layers, recompute=tuple(r["recompute"] for r in best["ranks"]))
+    price = sp.price_plan(job, A, layout, plan)  # the generic engine prices as the defaults
+    assert best["mfu"] == pytest.approx(price.mfu, abs=1e-4)
+    assert max(r["memory_gb"] for r in best["ranks"]) <= 20.0
+    assert best["pipeline_layout"].startswith("E") and best["pipeline_layout"].endswith("L")
+
+
+def test_stages_over_http_refuses_what_the_engine_cannot_launch(api) -> None:
+    response = api.post("/v1/stages", json=_stages_body() | {"engine": "torchtitan"})
+    assert response.status_code == 422
+    error = response.json()["error"]
+    assert error["field"] == "engine" and "per-rank layer split" in error["message"]
+
+
+def test_stages_on_the_command_line(capsys, tmp_path) -> None:
+    from tests.helpers import run_cli
+
+    spec = tmp_path / "stages.json"
+    spec.write_text(json.dumps(_stages_body()))
+    status, out, _ = run_cli(["stages", "--spec", str(spec)], capsys)
+    assert status == 0
+    assert "status: optimal" in out and "--pipeline-model-parallel-layout" in out
+
+
+def test_a_stage_search_too_large_is_refused_before_pricing() -> None:
+    # 49,152 GPUs (more degree tuples), 16 vpp values, 4 micro-batch sizes: 13,989,888 rows
+    space = SearchSpace(micro_batches=[1, 2, 4, 8], max_vpp=16)
+    problem, costs = prepared(plate_job(3 * 16384), space, "standard", None, None)
+    with pytest.raises(InvalidSpec, match="over its limit"):
+        search_stage_plans(problem, costs)

@@ -31,6 +31,7 @@ from api.cli.export import register_export_command
 from api.cli.plan import register_plan_command
 from api.cli.render import estimate_text
 from api.cli.search import register_search_commands
+from api.cli.stages import register_stages_command
 from api.cli.study import register_study_commands
 from api.cli.validate import register_validate_command
 from api.errors import (
@@ -106,6 +107,7 @@ _EXTRA_COMMANDS: tuple[Callable[[Any], None], ...] = (
     register_study_commands,
     register_calibrate_command,
     register_plan_command,
+    register_stages_command,
 )
 
 

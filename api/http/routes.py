@@ -14,6 +14,7 @@ from api.http.workers import Slot, Solver
 from api.schemas import (
     PLATE_EXAMPLE,
     SEARCH_EXAMPLE,
+    STAGES_EXAMPLE,
     ErrorOut,
     EstimateOut,
     EvaluateRequest,
@@ -23,10 +24,13 @@ from api.schemas import (
     PresetsOut,
     ReadyOut,
     SearchRequest,
+    StagesOut,
+    StagesRequest,
     evaluate_answer,
     export_answer,
     optimize_answer,
     pareto_answer,
+    stages_answer,
 )
 from models.presets import gpu_presets, model_presets
 from optimizer import searches as search
@@ -36,7 +40,7 @@ router = APIRouter()
 
 # Routes whose work queues for the solver pool: Admission reserves their slot before the
 # body is parsed (api/middleware.py).
-POOLED_PATHS = frozenset({"/v1/optimize", "/v1/pareto"})
+POOLED_PATHS = frozenset({"/v1/optimize", "/v1/pareto", "/v1/stages"})
 
 # Documented in OpenAPI so clients (and schemathesis) know the error shape.
 ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
@@ -112,7 +116,11 @@ def frontier(request: SearchRequest, time_limit_s: float, stop: StopSignal) -> P
     return pareto_answer(request, request.run(search.pareto, time_limit_s, stop=stop))
 
 
-def proved(answer: OptimizeOut | ParetoOut) -> bool:
+def planned(request: StagesRequest, time_limit_s: float, stop: StopSignal) -> StagesOut:
+    return stages_answer(request, request.run_stages(time_limit_s, stop=stop))
+
+
+def proved(answer: OptimizeOut | ParetoOut | StagesOut) -> bool:
     """Only proved answers are cached: a timed-out one may improve when the server is idle."""
     return answer.solver.proved_optimal
 
@@ -150,6 +158,30 @@ async def pareto_frontier(request: PlateSearch, solver: SolverDep, http: Request
     work = partial(frontier, request, time_limit_s)
     return await solver.run(
         "pareto", request, work, proved, slot=slot_of(http), receive=http.receive
+    )
+
+
+PlateStages = Annotated[
+    StagesRequest,
+    Body(
+        openapi_examples={
+            "plate": {
+                "summary": "Llama 3 405B on 16,384 H100s, Megatron-LM",
+                "value": STAGES_EXAMPLE,
+            }
+        }
+    ),
+]
+
+
+@router.post("/v1/stages", response_model=StagesOut, tags=["plan"], responses=ERROR_RESPONSES)
+async def stage_plan(request: PlateStages, solver: SolverDep, http: Request) -> StagesOut:
+    """The layout and stage plan of least step time: each pipeline rank's layers (and, where
+    the engine allows, recompute mode) chosen by the solver, with the even split beside it."""
+    time_limit_s = solver.time_limit_for(request.time_limit_s)
+    work = partial(planned, request, time_limit_s)
+    return await solver.run(
+        "stages", request, work, proved, slot=slot_of(http), receive=http.receive
     )
 
 

@@ -51,6 +51,7 @@ from api.schemas.requests import (
     PlanRequest,
     SearchRequest,
 )
+from api.schemas.stages import STAGES_EXAMPLE, StagesOut, StagesRequest, stages_answer
 from api.schemas.studies import (
     SCALING_EXAMPLE,
     GpuRange,
@@ -61,6 +62,10 @@ from api.schemas.studies import (
 )
 
 __all__ = [
+    "STAGES_EXAMPLE",
+    "StagesOut",
+    "StagesRequest",
+    "stages_answer",
     "CALIBRATE_EXAMPLE",
     "CalibrateOut",
     "CalibrateRequest",

@@ -39,6 +39,7 @@ from .megatron import MEGATRON
 from .nemo import NEMO
 from .pricing import engine_assumptions
 from .rules import ensure_runnable, rule_masks, valid_mask, violations
+from .stages import plan_layout_string
 from .torchtitan import TORCHTITAN
 
 ENGINES: dict[str, Engine] = {
@@ -74,6 +75,7 @@ def export(engine: Engine, job: TrainingJob, layout: Layout) -> Artefact:
 
 
 __all__ = [
+    "plan_layout_string",
     "DEFAULT_EVALUATE_ENGINE",
     "DEFAULT_SEARCH_ENGINE",
     "ENGINES",

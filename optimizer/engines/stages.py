@@ -153,3 +153,12 @@ def titan_stage_layers(num_layers: int, num_stages: int) -> tuple[int, ...]:
     per_stage[0] -= 1
     per_stage[-1] -= 1
     return tuple(per_stage)
+
+
+def plan_layout_string(rank_layers: tuple[int, ...], vpp: int) -> str:
+    """A stage plan (layers per pipeline rank) as `--pipeline-model-parallel-layout`: each
+    rank's layers spread over its vpp chunks as evenly as they go, the chunks in model order
+    (chunk v * pp + r is rank r's v-th)."""
+    per_rank = [balanced_chunk_layers(n, vpp) for n in rank_layers]
+    chunks = tuple(per_rank[r][v] for v in range(vpp) for r in range(len(rank_layers)))
+    return megatron_layout_string(chunks)

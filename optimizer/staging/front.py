@@ -38,6 +38,10 @@ from optimizer.staging.search import (
 # recompute_method and recompute_num_layers are one setting for every stage
 # (transformer_config.py). `generic` is a what-if: anything goes.
 PLAN_ENGINES = {"generic": True, "megatron": False, "nemo": False}
+# Most layouts (degree tuples x knob values x placement classes, before validity) the stage
+# search prices at once: 4x the plate's 1,956,096, about 20 s of numpy on 2 cores; a request
+# past it is refused before anything is built.
+MAX_STAGE_GRID_ROWS = 8_000_000
 # Rules a stage plan replaces: how layers split is what the plan chooses.
 SPLIT_RULES = (EVEN_STAGES, ENGINE_RULE_PREFIX + "layer_split")
 
@@ -85,6 +89,19 @@ def plan_space_size(
     return total
 
 
+def refuse_if_too_large(problem: SearchProblem) -> None:
+    axes = [len(problem.degrees), len(problem.placements)]
+    axes += [len(values) for values in problem.knobs.values()]
+    rows = math.prod(axes)
+    if rows > MAX_STAGE_GRID_ROWS:
+        raise InvalidSpec(
+            f"the stage search would price {rows:,} layouts ({len(problem.degrees):,} degree "
+            f"tuples x knob values x placements), over its limit of {MAX_STAGE_GRID_ROWS:,}: "
+            "fix a degree (search.tp, search.pp, ...) or narrow the knob lists",
+            "search",
+        )
+
+
 def search_stage_plans(
     problem: SearchProblem,
     a: CostAssumptions,
@@ -99,6 +116,7 @@ def search_stage_plans(
     job = problem.job
     uniform = not recompute_per_stage(engine, per_stage_recompute)
     problem = narrowed(problem)
+    refuse_if_too_large(problem)
     priced = price_space(problem, a)
     grid, L = priced.grid, job.model.num_layers
     masks = restriction_masks(problem, priced)
@@ -127,4 +145,5 @@ def search_stage_plans(
         solved=solved,
         pruned=pruned,
         rounding=rounding,
+        wall_s=time.perf_counter() - start,
     )

@@ -57,6 +57,7 @@ class StageSearch:
     solved: int  # layouts CP-SAT solved
     pruned: int  # layouts whose bound proved them no better
     rounding: float  # the solver's largest relative rounding of a fraction
+    wall_s: float = 0.0
 
 
 # A layout is its row's columns but recompute, which the plan chooses per rank.
