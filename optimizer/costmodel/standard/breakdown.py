@@ -20,6 +20,7 @@ from optimizer.costmodel.assumptions import (
     CostAssumptions,
 )
 from optimizer.costmodel.standard import memory as mem
+from optimizer.costmodel.standard import precision as prec
 from optimizer.costmodel.standard import times as tim
 from optimizer.costmodel.standard.compute import (
     attention_time_s,
@@ -128,6 +129,8 @@ def stage_memory(job: TrainingJob, a: CostAssumptions, k: Degrees, m: Number) ->
     )
     working = np.where(k.recompute == mem.RECOMPUTE_FULL, full_layer, 0.0)
     in_first, in_last = mem.in_flight_micro_batches(m, k.pp, k.vpp, k.schedule)
+    # under fp8, each layer weight's FP8 copy beside it (precision.py)
+    fp8_copy = copies * (dense + experts) * prec.fp8_weight_copy_bytes_per_param(job, a, k.zero)
     logits = a.logits_bytes_per_value * model.vocab_size * s * k.micro_batch / (k.tp * k.cp)
 
     def stage(n_layers: Number, in_flight: Number, extra_activations: Number) -> mem.StageMemory:
@@ -142,7 +145,7 @@ def stage_memory(job: TrainingJob, a: CostAssumptions, k: Degrees, m: Number) ->
             a.optimizer_bytes_per_param,
         )
         acts = n_layers * per_layer * in_flight + working + extra_activations
-        return mem.StageMemory(weights, grads, opt, acts)
+        return mem.StageMemory(weights + n_layers * fp8_copy, grads, opt, acts)
 
     first = stage(layers.first, in_first, np.where(k.pp == 1, logits, 0.0))
     last = stage(layers.last, in_last, logits)
