@@ -36,6 +36,20 @@ class GpuSpec(BaseModel):
         "(maximum achievable matmul FLOP/s); the standard profile scales its kernel efficiency "
         "by it.",
     )
+    fp8_peak_tflops: float | None = Field(
+        None,
+        ge=0.001,
+        le=1_000_000,
+        description="Dense FP8 peak, TFLOP/s; none on GPUs without FP8 tensor cores (A100), "
+        "which then refuse precision fp8.",
+    )
+    fp8_matmul_efficiency: float | None = Field(
+        None,
+        gt=0,
+        le=1,
+        description="The best share of the FP8 peak an FP8 GEMM reaches in the same shape "
+        "search as matmul_efficiency; without it FP8 GEMMs reach the bf16 share.",
+    )
     sm_count: JsonInt | None = Field(
         None,
         gt=0,
@@ -58,6 +72,10 @@ class GpuSpec(BaseModel):
     @property
     def peak_flop_s(self) -> float:
         return self.peak_tflops * 1e12
+
+    @property
+    def fp8_peak_flop_s(self) -> float | None:
+        return None if self.fp8_peak_tflops is None else self.fp8_peak_tflops * 1e12
 
     @property
     def memory_bandwidth_bytes_s(self) -> float | None:

@@ -175,14 +175,33 @@ def test_throughput_rows_compare_through_the_profiles_own_flops(report) -> None:
             assert row.reported == pytest.approx(run.reported / run.job.cluster.gpu.peak_tflops)
 
 
-def test_fp8_and_excluded_rows_stay_out_of_the_headline_means(report) -> None:
+def test_fp8_rows_are_priced_in_fp8_and_excluded_rows_stay_out(report) -> None:
     fp8 = [row for row in report.rows if row.run.precision == "fp8"]
-    assert fp8 and all(row.run.group in ("fp8", "excluded") for row in fp8)
+    assert fp8 and all(row.run.job.training.precision == "fp8" for row in fp8)
+    assert all(row.estimate.mfu_fp8_peak is not None for row in fp8)
+    assert all(row.run.group in ("priced", "excluded") for row in fp8)
     excluded = [row for row in report.rows if row.run.group == "excluded"]
     assert all(row.run.excluded_from_mean for row in excluded)
     head = [row for row in report.rows if row.run.group == "priced"]
+    assert any(row.run.precision == "fp8" for row in head)
     assert report.mean_abs_error == pytest.approx(sum(abs(row.error) for row in head) / len(head))
-    assert all(row.rank is None for row in fp8 + excluded)  # no evidence for the ranking
+    assert all(row.rank is None for row in excluded)  # no evidence for the ranking
+
+
+# Measured (docs/validation.md): the 11 FP8 rows, priced in bf16 before training.precision,
+# were 24.64 points off on average (max 44.2, every one under-predicted); priced in FP8 they
+# are 8.21 (max 15.52), the bf16 rows' size of error, which is why they joined the means.
+# Bounds: the measured figures plus half a point.
+FP8_MEAN_ABS_ERROR_BOUND = 0.0871
+FP8_MAX_ABS_ERROR_BOUND = 0.1602
+
+
+def test_fp8_rows_error_within_the_measured_bound(report) -> None:
+    errors = [abs(row.error) for row in report.rows if row.run.precision == "fp8"
+              and row.run.group == "priced"]  # fmt: skip
+    assert len(errors) == 11
+    assert sum(errors) / len(errors) <= FP8_MEAN_ABS_ERROR_BOUND
+    assert max(errors) <= FP8_MAX_ABS_ERROR_BOUND
 
 
 def test_gpu_specs_of_rows_carry_their_source() -> None:
@@ -193,16 +212,18 @@ def test_gpu_specs_of_rows_carry_their_source() -> None:
 
 # --- the figures --------------------------------------------------------------------------
 
-# Measured (docs/validation.md): the priced rows' mean absolute error is 7.69 points and their
+# Measured (docs/validation.md): the priced rows' mean absolute error is 7.77 points and their
 # worst 35.31, against issue 15's targets of 3 and 8, which the profile does not meet. The
 # bounds are the measured figures plus half a point: a change that makes them worse fails
-# here. Of the 7.69, the six SC21 DeepSpeed ZeRO-3 rows carry 2.2: since a group's ring is
-# priced over all its ranks' NICs (NCCL's rails), they are over-predicted by 15-33 points,
-# while the other 57 rows went from 8.21 to 6.07 (docs/cost-model.md, "Known limits").
-MEAN_ABS_ERROR_BOUND = 0.0819
+# here. Of the 63 bf16 and fp16 rows' 7.69, the six SC21 DeepSpeed ZeRO-3 rows carry 2.2:
+# since a group's ring is priced over all its ranks' NICs (NCCL's rails), they are
+# over-predicted by 15-33 points, while the other 57 rows went from 8.21 to 6.07
+# (docs/cost-model.md, "Known limits"); the 11 FP8 rows joined at 8.21 (above).
+MEAN_ABS_ERROR_BOUND = 0.0827
 MAX_ABS_ERROR_BOUND = 0.3581
-# peak memory over the priced rows: 13.6% mean absolute error, bound 14.6%
-MEMORY_MEAN_ERROR_BOUND = 0.146
+# peak memory over the priced rows: 19.7% mean absolute error (13.6% before the three FP8
+# Megatron-Bridge SFT rows, over-predicted by 8-38%, joined), bound 20.7%
+MEMORY_MEAN_ERROR_BOUND = 0.207
 
 
 def test_mean_error_within_the_measured_bound(report) -> None:
@@ -264,12 +285,12 @@ def test_published_layouts_rank_in_the_top_five(report) -> None:
     assert misses == KNOWN_RANK_MISSES
     llama = [row.rank for row in report.rows if row.run.name.startswith("Llama 3")]
     assert all(rank is not None and rank <= 5 for rank in llama)
-    # the new rows' misses are reported (docs/validation.md), not pinned here: measured 44 of
-    # 63 in the top 5 (46 before a group's ring was priced over all its NICs, 42 before the
-    # Megatron-Bridge benchmark rows reduced gradients in bf16 as their recipes do); the
-    # bound is the measured count less one
+    # the new rows' misses are reported (docs/validation.md), not pinned here: measured 50 of
+    # 74 in the top 5 since the FP8 rows joined, priced in FP8 (44 of 63 before; 46 before a
+    # group's ring was priced over all its NICs, 42 before the Megatron-Bridge benchmark rows
+    # reduced gradients in bf16 as their recipes do); the bound is the measured count less one
     ranked = report.ranked_rows
-    assert len(ranked) - len(report.top_rank_misses) >= 43
+    assert len(ranked) - len(report.top_rank_misses) >= 49
 
 
 def test_behind_best_is_the_shortfall_from_the_searched_optimum(report) -> None:

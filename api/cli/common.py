@@ -26,6 +26,7 @@ FLAG_FIELDS: dict[str, tuple[str | None, str]] = {
     "nvlink_domain": ("cluster", "nvlink_domain"),
     "global_batch": ("training", "global_batch"),
     "seq_len": ("training", "seq_len"),
+    "precision": ("training", "precision"),
     "profile": (None, "profile"),
     "engine": (None, "engine"),
 }
@@ -66,6 +67,11 @@ def add_job_flags(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--global-batch", type=int, help="sequences per step (default 2048)")
     parser.add_argument("--seq-len", type=int, help="tokens per sequence (default 8192)")
+    parser.add_argument(
+        "--precision",
+        help="what the layers' GEMMs run in: bf16 (default) or fp8 (profile standard; "
+        "GPUs with an FP8 peak)",
+    )
     parser.add_argument(
         "--profile",
         help=f"cost-model profile: {', '.join(PROFILES)} (evaluate defaults to "

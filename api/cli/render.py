@@ -76,6 +76,11 @@ def estimate_text(est: EstimateOut) -> str:
         f"bubble {est.bubble * 100:.2f}%   MFU {est.mfu * 100:.2f}%   step {est.step_time_s:.3f} s   "
         f"{est.tokens_per_s_per_gpu:,.1f} tokens/s per GPU"
     )
+    if est.mfu_fp8_peak is not None:
+        lines.append(
+            f"fp8      MFU {est.mfu * 100:.2f}% of the bf16 dense peak (as Megatron-LM and "
+            f"torchtitan count it), {est.mfu_fp8_peak * 100:.2f}% of the FP8 dense peak"
+        )
     lines += [f"warning: {warning}" for warning in est.warnings]
     return "\n".join(lines)
 

@@ -89,6 +89,12 @@ class EstimateOut(BaseModel):
     times_s: dict[str, float]
     warnings: list[str]
     hfu: float | None = None  # hardware FLOPs utilisation, where the profile reports it
+    mfu_fp8_peak: float | None = Field(
+        None,
+        description="Under training.precision fp8: the model FLOPs over the FP8 dense peak; "
+        "`mfu` stays over the bf16 dense peak, as Megatron-LM and torchtitan report it. Null "
+        "in bf16.",
+    )
     export: ExportOut | None = Field(None, description=EXPORT_DESCRIPTION)
     export_error: str | None = Field(
         None,
@@ -142,6 +148,7 @@ def estimate_out(estimate: Estimate) -> EstimateOut:
         hfu=None
         if estimate.hardware_flops_utilization is None
         else _fraction(estimate.hardware_flops_utilization),
+        mfu_fp8_peak=None if estimate.mfu_fp8_peak is None else _fraction(estimate.mfu_fp8_peak),
     )
 
 

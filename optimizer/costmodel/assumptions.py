@@ -118,6 +118,19 @@ class KernelAssumptions(BaseModel):
             "memory_bandwidth_gb_s)."
         ),
     )
+    fp8_cast_bytes_per_value: float = Field(
+        4.0,
+        ge=0,
+        le=64,
+        description=(
+            "Under training.precision fp8, HBM bytes per value of each GEMM operand cast from "
+            "bf16 (a layer's inputs forward, its output gradients backward): read 2, write the "
+            "FP8 copy and its transpose, 1 each (Hopper's FP8 GEMMs take one layout, so "
+            "Transformer Engine casts and transposes in one kernel), with the amax taken in the "
+            "same pass as delayed scaling does; part of the elementwise traffic. Current "
+            "scaling's separate amax pass would read 2 more (UNVERIFIED whether it is fused)."
+        ),
+    )
 
 
 class CommunicationAssumptions(BaseModel):
@@ -330,6 +343,22 @@ class MemoryAssumptions(BaseModel):
     )
     optimizer_bytes_per_param: float = Field(
         12.0, gt=0, le=64, description="fp32 master weights plus Adam's two fp32 moments."
+    )
+    fp8_weight_copy_bytes_per_param: float = Field(
+        2.0,
+        ge=0,
+        le=16,
+        description=(
+            "Under training.precision fp8, bytes per transformer-layer weight kept beside the "
+            "bf16 weights below ZeRO-3: the FP8 copy and its transpose, cast on the first "
+            "micro-batch and reused by the others (Megatron-LM passes Transformer Engine "
+            "is_first_microbatch unless disable_parameter_transpose_cache: NVIDIA/Megatron-LM"
+            "@d98e8a6 megatron/core/extensions/transformer_engine.py l.1336-1345; that TE "
+            "keeps both for the step is UNVERIFIED, its source was not read). 0 where the "
+            "engine keeps the weights in FP8 instead of bf16 (--fp8-param-gather, which "
+            "Megatron-Bridge's FP8 recipes set). ZeRO-3 gathers and casts each layer's "
+            "weights where they are used, so keeps no copy."
+        ),
     )
     logits_bytes_per_value: float = Field(
         4.0,

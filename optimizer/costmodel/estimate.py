@@ -44,6 +44,8 @@ class Estimate:
     warnings: tuple[str, ...] = ()
     # Hardware FLOPs (model FLOPs plus recomputation) over peak, where the profile reports it.
     hardware_flops_utilization: float | None = None
+    # Under precision fp8, the model FLOPs over the FP8 dense peak (MFU stays over bf16's).
+    mfu_fp8_peak: float | None = None
 
     @property
     def mfu(self) -> float:

@@ -87,6 +87,8 @@ def require_finite(estimate: Estimate) -> Estimate:
     }
     if estimate.hardware_flops_utilization is not None:
         figures["hardware_flops_utilization"] = estimate.hardware_flops_utilization
+    if estimate.mfu_fp8_peak is not None:
+        figures["mfu_fp8_peak"] = estimate.mfu_fp8_peak
     broken = [name for name, value in figures.items() if not math.isfinite(value)]
     if broken or estimate.step_time_s <= 0:
         raise InvalidSpec(

@@ -39,6 +39,7 @@ from optimizer.validation.tables import (
     breakdown_table,
     excluded_rows,
     group_line,
+    precision_line,
     report_table,
     summary_line,
 )
@@ -67,6 +68,7 @@ __all__ = [
     "compare",
     "excluded_rows",
     "group_line",
+    "precision_line",
     "hf_config_sources",
     "published_runs",
     "ranked_degrees",

@@ -1,5 +1,5 @@
 """The validation report as text: the rows' table, the summary lines and the breakdowns by
-model size, GPU count, GPU type, engine and source (what `layoutopt validate` prints and
+model size, GPU count, GPU type, engine, precision and source (what `layoutopt validate` prints and
 docs/validation.md holds)."""
 
 from __future__ import annotations
@@ -121,10 +121,19 @@ def summary_line(report: ValidationReport) -> str:
 
 
 def group_line(report: ValidationReport, group: str) -> str:
-    """The fp8 or excluded rows' own figures, beside (not in) the headline means."""
-    figures = report.group(group)
+    """The excluded rows' own figures, beside (not in) the headline means."""
+    return figures_line(group, report.group(group))
+
+
+def precision_line(report: ValidationReport, precision: str) -> str:
+    """The figures of the priced rows trained in `precision` (inside the headline means)."""
+    rows = tuple(row for row in report.headline.rows if row.run.precision == precision)
+    return figures_line(f"{precision}, in the means above", Figures(rows))
+
+
+def figures_line(label: str, figures: Figures) -> str:
     if not figures.rows:
-        return f"{group}: no runs"
+        return f"{label}: no runs"
     parts = [f"{len(figures.rows)} runs"]
     if figures.utilisation:
         parts.append(
@@ -136,7 +145,7 @@ def group_line(report: ValidationReport, group: str) -> str:
             f"{len(figures.memory)} with a peak memory: mean absolute error "
             f"{100 * (figures.memory_mean_abs_error or 0):.1f}%"
         )
-    return f"{group}: " + "; ".join(parts)
+    return f"{label}: " + "; ".join(parts)
 
 
 # --- breakdowns --------------------------------------------------------------------------
@@ -163,6 +172,7 @@ BREAKDOWNS: dict[str, Callable[[PublishedRun], str]] = {
     "GPU count": gpu_count_bucket,
     "GPU type": lambda run: run.job.cluster.gpu.name,
     "engine": lambda run: run.engine,
+    "precision": lambda run: run.precision,
     "source": lambda run: run.source_label,
 }
 
@@ -174,7 +184,7 @@ BREAKDOWN_HEADER = [
     "max (points)",
     "with memory",
     "memory mean abs error",
-    "fp8 / excluded",
+    "excluded",
 ]
 
 

@@ -16,6 +16,7 @@ from optimizer.costmodel.assumptions import (
     CostAssumptions,
 )
 from optimizer.costmodel.standard import kernels as kern
+from optimizer.costmodel.standard import precision as prec
 from optimizer.costmodel.standard import times as tim
 from optimizer.costmodel.standard.degrees import Degrees
 
@@ -34,23 +35,39 @@ def kernel_efficiency(job: TrainingJob, a: CostAssumptions) -> float:
     return min(PLATE_KERNEL_EFFICIENCY * ceiling / PLATE_GPU_MATMUL_EFFICIENCY, 1.0)
 
 
+def layer_gemm_efficiency(job: TrainingJob, a: CostAssumptions) -> float:
+    """The kernel efficiency of the transformer layers' GEMMs against the peak they run at.
+    Under fp8 the kernel efficiency (a share of the bf16 peak) is carried to the FP8 peak by
+    the GPU's measured FP8 matmul ceiling against its bf16 one (precision.py): the plate's
+    kernels reach the same share of what a GEMM can reach in either precision."""
+    efficiency = kernel_efficiency(job, a)
+    if not prec.is_fp8(job):
+        return efficiency
+    return min(efficiency * prec.fp8_ceiling_ratio(job), 1.0)
+
+
 def matmul_s(job: TrainingJob, a: CostAssumptions, k: Degrees, tokens: Number) -> Number:
-    """One layer's GEMMs at the kernel efficiency, less what their shapes lose to wave
-    quantisation on the GPU's SMs, plus the memory-bound elementwise work beside them
-    (kernels.py)."""
+    """One layer's GEMMs at their kernel efficiency (in FP8 under precision fp8), less what
+    their shapes lose to wave quantisation on the GPU's SMs, plus the memory-bound
+    elementwise work beside them and, under fp8, the casts of their operands (kernels.py)."""
     model, gpu = job.model, job.cluster.gpu
     avg_params = model.active_layer_params / model.num_layers
-    efficiency: Number = kernel_efficiency(job, a)
+    efficiency: Number = layer_gemm_efficiency(job, a)
     if gpu.sm_count is not None and a.gemm_wave_quantization:
         waves = kern.layer_gemm_efficiency(
             model, tokens, k.tp, gpu.sm_count, a.gemm_tile_rows, a.gemm_tile_cols
         )
         efficiency = efficiency * waves
-    gemms = tim.matmul_s(6 * avg_params, tokens, k.tp, gpu.peak_flop_s, efficiency)
+    peak = prec.layer_gemm_peak_flop_s(job)
+    gemms = tim.matmul_s(6 * avg_params, tokens, k.tp, peak, efficiency)
     bandwidth = gpu.memory_bandwidth_bytes_s
     if not a.elementwise_traffic or bandwidth is None:
         return gemms
-    return gemms + kern.elementwise_s(model, tokens, k.tp, bandwidth, a.sequence_parallel)
+    elementwise = kern.elementwise_s(model, tokens, k.tp, bandwidth, a.sequence_parallel)
+    if prec.is_fp8(job):
+        casts = kern.fp8_cast_bytes_per_token(model, a.fp8_cast_bytes_per_value)
+        elementwise = elementwise + kern.hbm_s(casts, tokens, k.tp, bandwidth, a.sequence_parallel)
+    return gemms + elementwise
 
 
 def attention_efficiency(job: TrainingJob, a: CostAssumptions) -> float:

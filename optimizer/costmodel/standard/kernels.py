@@ -93,6 +93,46 @@ def elementwise_bytes_per_token(model: TransformerSpec) -> tuple[float, float]:
     return float(44 * h), float(projections)
 
 
+def fp8_cast_bytes_per_token(model: TransformerSpec, bytes_per_value: float) -> tuple[float, float]:
+    """HBM bytes one layer's FP8 casts move per token, forward and backward: (on the full
+    hidden state, on the tp-split projections), as elementwise_bytes_per_token splits them.
+
+    Each GEMM casts the operand it takes from bf16: its input forward, its output gradient
+    backward (the weights are cast once a step, under 0.1% of these bytes at any micro-batch
+    count priced here, and are left out). Hidden-state operands: the QKV and MLP-up inputs
+    (the norms' outputs) and the output gradients of the attention and MLP-down projections
+    (h each); projections: the QKV output gradient (q + kv), the attention output (q), the
+    MLP-up output gradient (f, 2f gated) and the MLP-down input (f); an MoE layer's experts
+    cast the same per routed and shared copy (2h + (1 or 2) f_e + f_e). Attention's own
+    batched matmuls stay in bf16."""
+    h, q, kv = model.hidden_size, model.q_width, model.kv_width
+    up = model.mlp_matrices - 1
+    moe_share = model.num_moe_layers / model.num_layers
+    dense_mlp = (up + 1) * model.ffn_hidden_size
+    moe_mlp = 0.0
+    if model.is_moe and model.expert_ffn_hidden_size is not None:
+        copies = model.experts_per_token + model.num_shared_experts
+        moe_mlp = copies * (2 * h + (up + 1) * model.expert_ffn_hidden_size)
+    hidden = 2 * h + (1 - moe_share) * 2 * h
+    projections = 2 * q + kv + (1 - moe_share) * dense_mlp + moe_share * moe_mlp
+    return float(bytes_per_value * hidden), float(bytes_per_value * projections)
+
+
+def hbm_s(
+    bytes_per_token: tuple[float, float],
+    tokens: Number,
+    tp: Number,
+    memory_bytes_s: float,
+    sequence_parallel: bool,
+) -> Number:
+    """Seconds one rank spends moving (hidden-state, projection) bytes per token at HBM
+    bandwidth: the projections' share of the tokens' work is split over tp; the hidden
+    state's is too with sequence parallelism, else every tp rank does all of it."""
+    hidden, projections = bytes_per_token
+    hidden_share = tokens / tp if sequence_parallel else tokens
+    return (hidden * hidden_share + projections * tokens / tp) / memory_bytes_s
+
+
 def elementwise_s(
     model: TransformerSpec,
     tokens: Number,
@@ -100,9 +140,5 @@ def elementwise_s(
     memory_bytes_s: float,
     sequence_parallel: bool,
 ) -> Number:
-    """Seconds of one layer's elementwise kernels on one rank, at HBM bandwidth: the
-    projections' share of the tokens' work is split over tp; the hidden state's is too with
-    sequence parallelism, else every tp rank does all of it."""
-    hidden, projections = elementwise_bytes_per_token(model)
-    hidden_share = tokens / tp if sequence_parallel else tokens
-    return (hidden * hidden_share + projections * tokens / tp) / memory_bytes_s
+    """Seconds of one layer's elementwise kernels on one rank, at HBM bandwidth."""
+    return hbm_s(elementwise_bytes_per_token(model), tokens, tp, memory_bytes_s, sequence_parallel)

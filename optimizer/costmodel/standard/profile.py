@@ -16,6 +16,7 @@ from optimizer.costmodel.estimate import Estimate, MemoryBytes, MfuStep
 from optimizer.costmodel.grid import GridPrices, LayoutGrid
 from optimizer.costmodel.standard.breakdown import MFU_STEP_NAMES, Breakdown, breakdown
 from optimizer.costmodel.standard.degrees import Degrees
+from optimizer.costmodel.standard.precision import mfu_against_fp8_peak
 from optimizer.costmodel.warnings import engine_warnings
 
 
@@ -108,6 +109,7 @@ def price_standard(job: TrainingJob, layout: Layout, assumptions: CostAssumption
         times_s={**{name: float(v) for name, v in b.layer_times_s.items()}, "step": step_time_s},
         warnings=tuple(standard_warnings(job, layout)),
         hardware_flops_utilization=float(b.hfu),
+        mfu_fp8_peak=mfu_against_fp8_peak(job, float(b.mfu)),
     )
 
 

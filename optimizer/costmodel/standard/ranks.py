@@ -14,6 +14,7 @@ import numpy as np
 from models.job import TrainingJob
 from optimizer.costmodel.assumptions import CostAssumptions
 from optimizer.costmodel.standard import memory as mem
+from optimizer.costmodel.standard import precision as prec
 from optimizer.costmodel.standard import times as tim
 from optimizer.costmodel.standard.compute import kernel_efficiency
 from optimizer.costmodel.standard.degrees import Degrees
@@ -33,6 +34,7 @@ class RankMemoryTerms:
     activation_bytes_per_layer: Number  # one in-flight micro-batch
     working_bytes: Number  # full recompute's one replayed layer
     logits_bytes: Number  # on the last rank (and the only one when pp = 1)
+    fp8_copy_bytes_per_layer: Number  # under fp8 below ZeRO-3, each weight's FP8 copy
 
 
 def rank_memory_terms(job: TrainingJob, a: CostAssumptions, k: Degrees) -> RankMemoryTerms:
@@ -48,6 +50,9 @@ def rank_memory_terms(job: TrainingJob, a: CostAssumptions, k: Degrees) -> RankM
             return 0.0
         return mem.tp_replicated_activation_bytes_per_token(model.hidden_size, recompute)
 
+    dense = mem.dense_params_per_layer_per_device(model, k.tp)
+    experts = mem.expert_params_per_layer_per_device(model, k.tp, k.ep)
+    copies = np.where(k.schedule == mem.SCHEDULE_DUALPIPE, 2, 1)
     full_layer = mem.tp_rank_activation_bytes(
         mem.full_layer_activation_bytes_per_token(model),
         replicated(mem.RECOMPUTE_NONE),
@@ -55,8 +60,8 @@ def rank_memory_terms(job: TrainingJob, a: CostAssumptions, k: Degrees) -> RankM
         k.tp,
     )
     return RankMemoryTerms(
-        dense_params_per_layer=mem.dense_params_per_layer_per_device(model, k.tp),
-        expert_params_per_layer=mem.expert_params_per_layer_per_device(model, k.tp, k.ep),
+        dense_params_per_layer=dense,
+        expert_params_per_layer=experts,
         embedding_params=mem.embedding_params_per_device(model, k.tp, k.pp),
         activation_bytes_per_layer=mem.tp_rank_activation_bytes(
             per_token, replicated(k.recompute), tokens, k.tp
@@ -67,6 +72,10 @@ def rank_memory_terms(job: TrainingJob, a: CostAssumptions, k: Degrees) -> RankM
         * s
         * k.micro_batch
         / (k.tp * k.cp),
+        # under fp8, each layer weight's FP8 copy beside it (precision.py)
+        fp8_copy_bytes_per_layer=copies
+        * (dense + experts)
+        * prec.fp8_weight_copy_bytes_per_param(job, a, k.zero),
     )
 
 
@@ -107,6 +116,7 @@ def rank_memory(
     activations = (
         n_layers * terms.activation_bytes_per_layer * in_flight + terms.working_bytes + logits_bytes
     )
+    weights = weights + n_layers * terms.fp8_copy_bytes_per_layer
     return mem.StageMemory(weights, grads, opt, activations)
 
 

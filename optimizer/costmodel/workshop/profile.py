@@ -94,7 +94,14 @@ def price_workshop(job: TrainingJob, layout: Layout, assumptions: CostAssumption
 def workshop_breakdown(
     job: TrainingJob, grid: LayoutGrid, assumptions: CostAssumptions
 ) -> workshop.Breakdown:
-    """The workshop formulas over a grid; one layout is a grid of one."""
+    """The workshop formulas over a grid; one layout is a grid of one. The plate prices
+    bf16 only, so an fp8 job is refused rather than priced as bf16."""
+    if job.training.precision != "bf16":
+        raise InvalidSpec(
+            f"profile workshop prices bf16 matmuls only; precision {job.training.precision} "
+            "needs profile standard",
+            "training.precision",
+        )
     return workshop.breakdown(
         job,
         PLATE_KERNEL_EFFICIENCY

@@ -1,0 +1,74 @@
+"""Profile `standard`, precision: what training in FP8 changes (docs/cost-model.md,
+"Precision").
+
+Under `training.precision` fp8 the transformer layers' GEMMs run at the GPU's FP8 dense peak
+(compute.py carries the kernel efficiency to it), their operands are cast from bf16 through
+HBM (kernels.py), and below ZeRO-3 an FP8 copy of each layer weight sits beside the bf16 one.
+Attention's softmax and batched matmuls stay in bf16 (Megatron-Core's
+`fp8_dot_product_attention` defaults to False: NVIDIA/Megatron-LM@d98e8a6
+megatron/core/transformer/transformer_config.py l.640), and so does the output head
+(Megatron-Core builds it as its own `tensor_parallel.ColumnParallelLinear`, not a Transformer
+Engine module, unless an MXFP8 output projection is asked for: megatron/core/models/gpt/
+gpt_model.py l.271-275). MFU stays against the bf16 dense peak, as Megatron-LM and
+torchtitan report it; the figure against the FP8 peak is reported beside it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from models.errors import InvalidSpec
+from models.job import TrainingJob
+from optimizer.costmodel.assumptions import CostAssumptions
+
+Number = Any
+FP8 = "fp8"
+
+
+def is_fp8(job: TrainingJob) -> bool:
+    return job.training.precision == FP8
+
+
+def fp8_peak_flop_s(job: TrainingJob) -> float:
+    """The GPU's dense FP8 peak; a GPU without one cannot train in FP8, and says so."""
+    gpu = job.cluster.gpu
+    if gpu.fp8_peak_flop_s is None:
+        raise InvalidSpec(
+            f"precision fp8 needs the GPU's dense FP8 peak, and {gpu.name} has none "
+            "(no FP8 tensor cores, or no figure in its preset): train in bf16, or give "
+            "cluster.gpu.fp8_peak_tflops",
+            "training.precision",
+        )
+    return gpu.fp8_peak_flop_s
+
+
+def layer_gemm_peak_flop_s(job: TrainingJob) -> float:
+    """The peak the transformer layers' GEMMs run against: FP8's under fp8, else bf16's."""
+    return fp8_peak_flop_s(job) if is_fp8(job) else job.cluster.gpu.peak_flop_s
+
+
+def fp8_ceiling_ratio(job: TrainingJob) -> float:
+    """An FP8 GEMM's measured ceiling (share of the FP8 peak) over a bf16 GEMM's (share of
+    the bf16 peak), both from the same shape search; 1 where either is missing, i.e. FP8
+    GEMMs reach the bf16 share (a judgement)."""
+    gpu = job.cluster.gpu
+    if gpu.fp8_matmul_efficiency is None or gpu.matmul_efficiency is None:
+        return 1.0
+    return gpu.fp8_matmul_efficiency / gpu.matmul_efficiency
+
+
+def fp8_weight_copy_bytes_per_param(job: TrainingJob, a: CostAssumptions, zero: Number) -> Number:
+    """Bytes per transformer-layer parameter kept beside its bf16 weight: the FP8 copy (and
+    transpose) under fp8 below ZeRO-3, nothing otherwise."""
+    if not is_fp8(job):
+        return 0.0
+    return np.where(np.asarray(zero) >= 3, 0.0, a.fp8_weight_copy_bytes_per_param)
+
+
+def mfu_against_fp8_peak(job: TrainingJob, mfu_bf16_peak: float) -> float | None:
+    """The same model FLOPs over the FP8 dense peak instead of the bf16 one (fp8 only)."""
+    if not is_fp8(job):
+        return None
+    return mfu_bf16_peak * job.cluster.gpu.peak_flop_s / fp8_peak_flop_s(job)
