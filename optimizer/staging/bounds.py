@@ -64,9 +64,7 @@ def step_bound_s(tables: PlanTables, busy_units: int) -> float:
     `busy_units`, in seconds: the solver's objective at that busy time with each data-
     parallel term at its least (the fullest rank holds ceil(L / pp) layers at least)."""
     t, k = tables, FRACTION_SCALE
-    most = -(-t.num_layers // t.pp)
-    least = [min(getattr(r, f)[most] for r in t.ranks) for f in DP_FIELDS]
-    dp_step, dp_mb, zero3 = least
+    dp_step, dp_mb, zero3 = t.least_dp_units
     slot = k * busy_units + k * t.p2p_units
     monotone = t.zero3_overlap_scaled <= k // 2 or min(zero3, dp_mb) == 0
     monotone = monotone and t.dp_overlap_scaled <= t.slots_scaled
@@ -77,6 +75,3 @@ def step_bound_s(tables: PlanTables, busy_units: int) -> float:
     else:
         exposed = 0
     return (t.slots_scaled * slot + exposed) * TIME_UNIT_S / (k * k)
-
-
-DP_FIELDS = ("dp_step_units", "dp_micro_batch_units", "zero3_units")

@@ -114,12 +114,13 @@ def solve_candidate(
     """(the layout's best plan, or None if none fits or none beats `incumbent_s` seconds;
     proved; rounding) within the settings' time."""
     terms = sp.plan_terms(job, a, layout)
-    tables = plan_tables(job, a, terms, modes, memory_limit_bytes)
+    tables = plan_tables(job, a, terms, modes, memory_limit_bytes, with_dp=False)
     busy = least_busy_units(tables, uniform)
     if busy is None:  # no plan fits: proved by the capacity count, no solve needed
         return None, True, tables.rounding
     if incumbent_s is not None and step_bound_s(tables, busy) >= incumbent_s:
         return None, True, tables.rounding  # no plan beats the incumbent
+    tables = plan_tables(job, a, terms, modes, memory_limit_bytes)
     stage = StageModel(tables, uniform)
     solver = cp_model.CpSolver()
     solver.parameters.max_time_in_seconds = max(settings.time_limit_s, 0.01)

@@ -54,6 +54,7 @@ class PlanTables:
     dp_overlap_scaled: int
     ranks: tuple[RankTables, ...]
     memory_limit_bytes: int
+    least_dp_units: tuple[int, int, int]  # per step, per micro-batch, ZeRO-3: their least
     rounding: float  # the largest relative rounding of a scaled fraction
 
 
@@ -86,10 +87,16 @@ def rank_bytes(
 
 
 def dp_tables(
-    job: TrainingJob, a: CostAssumptions, terms: sp.PlanTerms, rank: int
+    job: TrainingJob,
+    a: CostAssumptions,
+    terms: sp.PlanTerms,
+    rank: int,
+    counts: np.ndarray | None = None,
 ) -> tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]:
-    """(per step, per micro-batch, ZeRO-3) units of a rank by its layer count (index)."""
-    counts = np.arange(job.model.num_layers + 1, dtype=float)
+    """(per step, per micro-batch, ZeRO-3) units of a rank by its layer count (index), or at
+    each of `counts`."""
+    if counts is None:
+        counts = np.arange(job.model.num_layers + 1, dtype=float)
     # a rank holds at least one layer; index 0 is never chosen but must be a number
     values = sp.rank_data_parallel_s(job, a, terms, rank, np.maximum(counts, 1))
     return tuple(  # type: ignore[return-value]
@@ -97,18 +104,35 @@ def dp_tables(
     )
 
 
+def rank_kinds(pp: int) -> set[int]:
+    """A rank of each kind: the first (embedding), a middle one, the last (head)."""
+    return {0, min(1, pp - 1), pp - 1}
+
+
 def rank_tables(
-    job: TrainingJob, a: CostAssumptions, terms: sp.PlanTerms, pp: int
+    job: TrainingJob, a: CostAssumptions, terms: sp.PlanTerms, pp: int, with_dp: bool
 ) -> tuple[RankTables, ...]:
     """Every rank's tables; the data-parallel ones depend only on whether the rank holds
-    the embedding or head, so three kinds of rank share them."""
+    the embedding or head, so three kinds of rank share them (left empty without `with_dp`:
+    the bounds need none, and most layouts never reach the solver)."""
     layer_bytes, fixed = rank_bytes(a, terms, pp)
-    kinds = {r: dp_tables(job, a, terms, r) for r in {0, min(1, pp - 1), pp - 1}}
+    empty: tuple[tuple[int, ...], ...] = ((), (), ())
+    kinds = {r: dp_tables(job, a, terms, r) if with_dp else empty for r in rank_kinds(pp)}
     tables = []
     for r in range(pp):
         step, micro_batch, zero3 = kinds[r if r in (0, pp - 1) else 1]
         tables.append(RankTables(layer_bytes[r], fixed[r], step, micro_batch, zero3))
     return tuple(tables)
+
+
+def least_dp_units(
+    job: TrainingJob, a: CostAssumptions, terms: sp.PlanTerms, pp: int
+) -> tuple[int, int, int]:
+    """Each data-parallel term's least over plans: the fullest rank holds ceil(L / pp)
+    layers at least, and no kind of rank syncs less at that count than the least of them."""
+    most = np.asarray([float(-(-job.model.num_layers // pp))])
+    kinds = [dp_tables(job, a, terms, r, most) for r in rank_kinds(pp)]
+    return tuple(min(kind[i][0] for kind in kinds) for i in range(3))  # type: ignore[return-value]
 
 
 def plan_tables(
@@ -117,6 +141,7 @@ def plan_tables(
     terms: sp.PlanTerms,
     modes: tuple[int, ...],
     memory_limit_bytes: float,
+    with_dp: bool = True,
 ) -> PlanTables:
     pp = int(np.asarray(terms.degrees.pp)[0])
     slots, slots_error = scaled(terms.slots)
@@ -134,7 +159,8 @@ def plan_tables(
         slots_scaled=slots,
         zero3_overlap_scaled=zero3_overlap,
         dp_overlap_scaled=dp_overlap,
-        ranks=rank_tables(job, a, terms, pp),
+        ranks=rank_tables(job, a, terms, pp, with_dp),
+        least_dp_units=least_dp_units(job, a, terms, pp),
         memory_limit_bytes=int(math.floor(memory_limit_bytes)),
         rounding=max(slots_error, z_error, d_error),
     )
