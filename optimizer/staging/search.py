@@ -114,12 +114,17 @@ def solve_candidate(
     """(the layout's best plan, or None if none fits or none beats `incumbent_s` seconds;
     proved; rounding) within the settings' time."""
     terms = sp.plan_terms(job, a, layout)
-    tables = plan_tables(job, a, terms, modes, memory_limit_bytes, with_dp=False)
+    # cheapest first: the capacity count and a bound without data-parallel terms, then with
+    # their least, then the tables the solver needs
+    tables = plan_tables(job, a, terms, modes, memory_limit_bytes, False, False)
     busy = least_busy_units(tables, uniform)
     if busy is None:  # no plan fits: proved by the capacity count, no solve needed
         return None, True, tables.rounding
-    if incumbent_s is not None and step_bound_s(tables, busy) >= incumbent_s:
-        return None, True, tables.rounding  # no plan beats the incumbent
+    for with_dp in (False, True):
+        if with_dp:
+            tables = plan_tables(job, a, terms, modes, memory_limit_bytes, False, True)
+        if incumbent_s is not None and step_bound_s(tables, busy) >= incumbent_s:
+            return None, True, tables.rounding  # no plan beats the incumbent
     tables = plan_tables(job, a, terms, modes, memory_limit_bytes)
     stage = StageModel(tables, uniform)
     solver = cp_model.CpSolver()

@@ -142,7 +142,10 @@ def plan_tables(
     modes: tuple[int, ...],
     memory_limit_bytes: float,
     with_dp: bool = True,
+    least_dp: bool = True,
 ) -> PlanTables:
+    """The layout's tables; without `with_dp` the data-parallel tables are left empty,
+    without `least_dp` their least values are taken as 0 (a weaker bound, still a bound)."""
     pp = int(np.asarray(terms.degrees.pp)[0])
     slots, slots_error = scaled(terms.slots)
     zero3_overlap, z_error = scaled(a.zero3_overlap_fraction)
@@ -160,7 +163,7 @@ def plan_tables(
         zero3_overlap_scaled=zero3_overlap,
         dp_overlap_scaled=dp_overlap,
         ranks=rank_tables(job, a, terms, pp, with_dp),
-        least_dp_units=least_dp_units(job, a, terms, pp),
+        least_dp_units=least_dp_units(job, a, terms, pp) if least_dp else (0, 0, 0),
         memory_limit_bytes=int(math.floor(memory_limit_bytes)),
         rounding=max(slots_error, z_error, d_error),
     )
