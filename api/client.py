@@ -29,6 +29,8 @@ from api.schemas import (
     ScalingOut,
     ScalingRequest,
     SearchRequest,
+    StagesOut,
+    StagesRequest,
 )
 
 Answer = TypeVar("Answer", bound=BaseModel)
@@ -147,6 +149,11 @@ class Client:
     def pareto(self, request: SearchRequest | Mapping[str, Any]) -> ParetoOut:
         """The memory/MFU frontier (`POST /v1/pareto`)."""
         return self._call("POST", "/v1/pareto", ParetoOut, request)
+
+    def stages(self, request: StagesRequest | Mapping[str, Any]) -> StagesOut:
+        """The best layout with each pipeline rank's layers (and recompute mode where the
+        engine allows) chosen, and what was proved (`POST /v1/stages`)."""
+        return self._call("POST", "/v1/stages", StagesOut, request)
 
     def scaling(self, request: ScalingRequest | Mapping[str, Any]) -> ScalingOut:
         """The best layout and throughput at each GPU count (`POST /v1/scaling`)."""

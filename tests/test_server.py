@@ -20,8 +20,11 @@ from api.schemas import (
 )
 from api.schemas.exports import under_engine
 from bench.load import free_port, start_server, stop_server
-from models.layout import Layout
+from models.layout import Layout, resolve_layout
+from models.stage_plan import StagePlan
+from optimizer.costmodel import CostAssumptions, stage_plans
 from optimizer.costmodel.profiles import evaluate
+from tests.test_stage_plans import SMALL, _stages_body, small_job
 
 
 @pytest.fixture(scope="module")
@@ -131,3 +134,19 @@ def test_logs_are_json_lines_with_request_ids(client: Client, server_log: Path) 
     assert requests
     assert all(len(entry["request_id"]) == 32 for entry in requests)
     assert {"method", "path", "status", "duration_ms"} <= set(requests[-1])
+
+
+def test_client_stages_over_a_real_server(client: Client) -> None:
+    """The stage search through uvicorn: a plan that places every layer, priced as the cost
+    model prices it, within the server's time limit."""
+    answer = client.stages(_stages_body())
+    assert answer.status == "optimal" and answer.best is not None
+    best, job = answer.best, small_job(16)
+    layout = Layout(tp=best.layout.tp, pp=best.layout.pp, vpp=best.layout.vpp, zero=1)
+    plan = StagePlan(
+        layers=tuple(r.layers for r in best.ranks),
+        recompute=tuple(r.recompute for r in best.ranks),
+    )
+    assert sum(plan.layers) == SMALL.num_layers
+    price = stage_plans.price_plan(job, CostAssumptions(), resolve_layout(layout, job), plan)
+    assert best.mfu == pytest.approx(price.mfu, abs=1e-4)
