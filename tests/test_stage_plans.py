@@ -195,3 +195,15 @@ def test_a_stage_search_too_large_is_refused_before_pricing() -> None:
     problem, costs = prepared(plate_job(3 * 16384), space, "standard", None, None)
     with pytest.raises(InvalidSpec, match="over its limit"):
         search_stage_plans(problem, costs)
+
+
+def test_a_stage_search_out_of_time_claims_nothing() -> None:
+    problem, costs = prepared(plate_job(), None, "standard", None, "megatron")
+    result = search_stage_plans(problem, costs, time_limit_s=1e-6, engine="megatron")
+    assert not result.proved and result.best is None
+
+
+def test_stages_over_http_out_of_time_is_unknown(api) -> None:
+    body = _stages_body() | {"time_limit_s": 1e-6}
+    answer = api.post("/v1/stages", json=body).json()
+    assert answer["status"] == "unknown" and not answer["solver"]["proved_optimal"]

@@ -11,17 +11,24 @@ import numpy as np
 from models.errors import InvalidSpec
 from models.job import TrainingJob
 from models.layout import Schedule
-from optimizer.costmodel import CostAssumptions, LayoutGrid, schedule_code
+from optimizer.costmodel import (
+    CostAssumptions,
+    GridPrices,
+    LayoutGrid,
+    profile_named,
+    schedule_code,
+)
 from optimizer.costmodel import stage_plans as sp
 from optimizer.search import (
     ENGINE_RULE_PREFIX,
     EVEN_STAGES,
     MEMORY_LIMIT,
+    CutShort,
     PricedSpace,
     SearchProblem,
     StopSignal,
+    layout_grid,
     narrowed,
-    price_space,
     restriction_masks,
 )
 from optimizer.staging.search import (
@@ -102,6 +109,32 @@ def refuse_if_too_large(problem: SearchProblem) -> None:
         )
 
 
+# Rows priced between two looks at the clock and the stop signal (~1 s of numpy on 2 cores).
+PRICE_CHUNK_ROWS = 400_000
+
+
+def priced_in_chunks(
+    problem: SearchProblem, a: CostAssumptions, deadline: float, stop: StopSignal
+) -> PricedSpace:
+    """Every layout of the problem priced by the profile a chunk at a time; CutShort when the
+    time runs out or the stop signal is set first (nothing was proved)."""
+    grid = layout_grid(problem)
+    profile = profile_named(problem.profile)
+    parts: list[GridPrices] = []
+    for start in range(0, len(grid), PRICE_CHUNK_ROWS):
+        if stop.stopped or time.perf_counter() > deadline:
+            raise CutShort()
+        rows = np.arange(start, min(start + PRICE_CHUNK_ROWS, len(grid)))
+        parts.append(profile.price_grid(problem.job, grid.take(rows), a))
+    fields = GridPrices.__dataclass_fields__
+    joined = (
+        {f: np.concatenate([getattr(p, f) for p in parts]) for f in fields}
+        if parts
+        else {f: np.zeros(0) for f in fields}
+    )
+    return PricedSpace(grid, GridPrices(**joined))
+
+
 def search_stage_plans(
     problem: SearchProblem,
     a: CostAssumptions,
@@ -117,7 +150,13 @@ def search_stage_plans(
     uniform = not recompute_per_stage(engine, per_stage_recompute)
     problem = narrowed(problem)
     refuse_if_too_large(problem)
-    priced = price_space(problem, a)
+    stop = stop or StopSignal()
+    deadline = start + time_limit_s
+    try:
+        priced = priced_in_chunks(problem, a, deadline, stop)
+    except CutShort:
+        wall_s = time.perf_counter() - start
+        return StageSearch(None, None, False, 0, 0, 0, 0, 0.0, wall_s)  # nothing proved
     grid, L = priced.grid, job.model.num_layers
     masks = restriction_masks(problem, priced)
     with np.errstate(all="ignore"):
@@ -132,9 +171,8 @@ def search_stage_plans(
     bounds = np.full(len(grid), np.inf)
     bounds[rows] = sp.step_lower_bounds_s(job, a, grid.take(rows))
     candidates = group_candidates(grid, bounds, rows)
-    deadline = start + time_limit_s
     best, proved, solved, pruned, rounding = branch_and_bound(
-        problem, a, grid, candidates, incumbent, uniform, deadline, workers, stop or StopSignal()
+        problem, a, grid, candidates, incumbent, uniform, deadline, workers, stop
     )
     return StageSearch(
         best=best,

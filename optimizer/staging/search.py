@@ -54,7 +54,7 @@ class StageSearch:
     proved: bool
     layouts: int  # layouts searched (recompute apart)
     space_size: int  # stage plans over them
-    solved: int  # layouts CP-SAT solved
+    solved: int  # layouts examined one by one (capacity count, bounds, CP-SAT)
     pruned: int  # layouts whose bound proved them no better
     rounding: float  # the solver's largest relative rounding of a fraction
     wall_s: float = 0.0
