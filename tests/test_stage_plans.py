@@ -6,7 +6,9 @@ from __future__ import annotations
 import json
 
 import pytest
+from hydra.core.override_parser.overrides_parser import OverridesParser
 
+from api.schemas import StagesRequest, stages_answer
 from models.errors import InvalidSpec
 from models.layout import Layout, resolve_layout
 from models.stage_plan import StagePlan
@@ -207,3 +209,38 @@ def test_stages_over_http_out_of_time_is_unknown(api) -> None:
     body = _stages_body() | {"time_limit_s": 1e-6}
     answer = api.post("/v1/stages", json=body).json()
     assert answer["status"] == "unknown" and not answer["solver"]["proved_optimal"]
+
+
+def _layout_chunks(layout: str) -> list[int]:
+    """Decoder layers per chunk of a --pipeline-model-parallel-layout string, read by hand:
+    chunks split by '|', 't' one layer, 't*k' k of them, E and L the embedding and loss."""
+    chunks = []
+    for chunk in layout.split("|"):
+        body = chunk.removeprefix("E").removesuffix("L")
+        chunks.append(0 if not body else int(body.partition("*")[2] or 1))
+    return chunks
+
+
+def test_the_plate_plan_exports_as_megatron_and_nemo_launch_it() -> None:
+    body = {"model": "llama3-405b", "cluster": {"gpus": 16384}}
+    for engine in ("megatron", "nemo"):
+        request = StagesRequest.model_validate(body | {"engine": engine})
+        answer = stages_answer(request, request.run_stages(120))
+        best = answer.best
+        assert best is not None and best.export is not None
+        chunks = _layout_chunks(best.pipeline_layout)
+        pp, vpp = best.layout.pp, best.layout.vpp
+        assert len(chunks) == pp * vpp and min(chunks) >= 1 and sum(chunks) == 126
+        # chunk v * pp + r is rank r's v-th: each rank's chunks add up to its layers
+        for rank in best.ranks:
+            assert sum(chunks[v * pp + rank.rank] for v in range(vpp)) == rank.layers
+        text = best.export.text
+        if engine == "megatron":
+            assert f"--pipeline-model-parallel-layout '{best.pipeline_layout}'" in text
+            assert "--num-virtual-stages-per-pipeline-rank" not in text  # the layout says it
+        else:
+            lines = [x for x in text.splitlines() if x and not x.startswith("#")]
+            parsed = {
+                o.key_or_group: o.value() for o in OverridesParser.create().parse_overrides(lines)
+            }
+            assert parsed["model.pipeline_model_parallel_layout"] == best.pipeline_layout

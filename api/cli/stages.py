@@ -25,6 +25,10 @@ def plan_lines(title: str, plan: StagePlanOut) -> list[str]:
         for r in plan.ranks
     ]
     lines.append(f"  --pipeline-model-parallel-layout '{plan.pipeline_layout}'")
+    if plan.export is not None:
+        lines.append(
+            f"  the whole {plan.export.engine} launch ({plan.export.filename}): --json, best.export"
+        )
     return lines
 
 

@@ -10,11 +10,12 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from models.strict import REQUEST_CONFIG
 from optimizer import StageSearch, stage_plans
-from optimizer.engines import plan_layout_string
+from optimizer.engines import PLAN_EXPORTERS, export_plan, get_engine, plan_layout_string
 from optimizer.search import StopSignal
 from optimizer.staging import PlanFound
 
-from .answers import FRACTION_DECIMALS, LayoutOut, Status
+from .answers import FRACTION_DECIMALS, ExportOut, LayoutOut, Status
+from .exports import export_out
 from .requests import SEARCH_EXAMPLE, SearchRequest
 
 STAGES_EXAMPLE: dict[str, Any] = SEARCH_EXAMPLE | {"engine": "megatron"}
@@ -63,7 +64,11 @@ class StagePlanOut(BaseModel):
     step_time_s: float
     memory_gb: float = Field(description="The fullest rank's.")
     pipeline_layout: str = Field(
-        description="The plan as Megatron-Core's --pipeline-model-parallel-layout."
+        description="The plan as Megatron-Core's --pipeline-model-parallel-layout "
+        "(Megatron-Bridge: model.pipeline_model_parallel_layout)."
+    )
+    export: ExportOut | None = Field(
+        None, description="The engine's artefact for the plan (megatron and nemo; best only)."
     )
 
 
@@ -126,6 +131,15 @@ def plan_out(found: PlanFound, micro_batches: int) -> StagePlanOut:
     )
 
 
+def plan_export(request: StagesRequest, found: PlanFound) -> ExportOut | None:
+    """The launch artefact of the plan, where the request's engine writes one."""
+    if request.engine not in PLAN_EXPORTERS:
+        return None
+    layout = found.layout.model_copy(update={"recompute": found.plan.recompute[0]})
+    engine = get_engine(request.engine)
+    return export_out(export_plan(engine, request.job(), layout, found.plan.layers))
+
+
 def stages_answer(request: StagesRequest, result: StageSearch) -> StagesOut:
     batch = request.job().training.global_batch
 
@@ -140,9 +154,12 @@ def stages_answer(request: StagesRequest, result: StageSearch) -> StagesOut:
         status: Status = "optimal" if result.proved else "feasible"
     else:
         status = "infeasible" if result.proved else "unknown"
+    best_out = out(best)
+    if best_out is not None and best is not None:
+        best_out = best_out.model_copy(update={"export": plan_export(request, best)})
     return StagesOut(
         status=status,
-        best=out(best),
+        best=best_out,
         even_best=out(even),
         gain=None if gain is None else round(gain, FRACTION_DECIMALS),
         solver=StagesSolverOut(

@@ -74,7 +74,26 @@ def export(engine: Engine, job: TrainingJob, layout: Layout) -> Artefact:
     return engine.exporter(job, ensure_runnable(engine, job, layout))
 
 
+# Engines whose exporter writes a stage plan (an explicit pipeline layout).
+PLAN_EXPORTERS = ("megatron", "nemo")
+
+
+def export_plan(
+    engine: Engine, job: TrainingJob, layout: Layout, rank_layers: tuple[int, ...]
+) -> Artefact:
+    """The engine's artefact for the layout with a stage plan's layers per rank."""
+    if engine.name not in PLAN_EXPORTERS:
+        raise InvalidSpec(
+            f"engine {engine.name} writes no per-rank layer split; stage plans export for "
+            f"{', '.join(PLAN_EXPORTERS)}",
+            "engine",
+        )
+    return engine.exporter(job, ensure_runnable(engine, job, layout), rank_layers=rank_layers)
+
+
 __all__ = [
+    "PLAN_EXPORTERS",
+    "export_plan",
     "plan_layout_string",
     "DEFAULT_EVALUATE_ENGINE",
     "DEFAULT_SEARCH_ENGINE",

@@ -201,7 +201,8 @@ class Artefact:
     text: str
 
 
-Exporter = Callable[[TrainingJob, Layout], Artefact]
+# (job, layout) -> artefact; the Megatron-Core engines also take a stage plan's rank_layers
+Exporter = Callable[..., Artefact]
 
 
 @dataclass(frozen=True)

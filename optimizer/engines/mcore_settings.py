@@ -12,7 +12,7 @@ from models.job import TrainingJob
 from models.layout import Layout, Recompute
 
 from .mcore import FSDP_STRATEGY
-from .stages import McoreSplit, mcore_split
+from .stages import McoreSplit, mcore_split, plan_split
 
 
 @dataclass(frozen=True)
@@ -37,8 +37,11 @@ class McoreSettings:
     overlap_param_gather: bool
 
 
-def mcore_settings(job: TrainingJob, layout: Layout) -> McoreSettings:
-    """Settings for a resolved layout the engine's rules accept."""
+def mcore_settings(
+    job: TrainingJob, layout: Layout, rank_layers: tuple[int, ...] | None = None
+) -> McoreSettings:
+    """Settings for a resolved layout the engine's rules accept; `rank_layers`, a stage
+    plan's layers per pipeline rank, replaces the split the layout implies."""
     fsdp = layout.zero >= 2
     granularity, method, count = _recompute(layout.recompute)
     return McoreSettings(
@@ -50,7 +53,9 @@ def mcore_settings(job: TrainingJob, layout: Layout) -> McoreSettings:
         # and an error in core (model_parallel_config.py:502-504): only asked for at tp > 1.
         sequence_parallel=layout.tp > 1,
         vpp=layout.vpp if layout.vpp > 1 else None,
-        split=mcore_split(job.model.num_layers, layout.pp, layout.vpp),
+        split=mcore_split(job.model.num_layers, layout.pp, layout.vpp)
+        if rank_layers is None
+        else plan_split(rank_layers, layout.vpp),
         micro_batch=layout.micro_batch,
         global_batch=job.training.global_batch,
         seq_len=job.training.seq_len,

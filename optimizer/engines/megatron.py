@@ -87,9 +87,12 @@ OVERLAPS = (
 )
 
 
-def export(job: TrainingJob, layout: Layout) -> Artefact:
-    """`pretrain_gpt.py` arguments, one flag per line, shell-quoted."""
-    settings = mcore_settings(job, layout)
+def export(
+    job: TrainingJob, layout: Layout, rank_layers: tuple[int, ...] | None = None
+) -> Artefact:
+    """`pretrain_gpt.py` arguments, one flag per line, shell-quoted; `rank_layers`: a stage
+    plan's layers per rank, written as an explicit pipeline layout."""
+    settings = mcore_settings(job, layout, rank_layers)
     pairs = (
         _parallel(settings)
         + _split(settings, job.model.num_layers)

@@ -112,11 +112,13 @@ OVERLAPS = (
 )
 
 
-def export(job: TrainingJob, layout: Layout) -> Artefact:
+def export(
+    job: TrainingJob, layout: Layout, rank_layers: tuple[int, ...] | None = None
+) -> Artefact:
     """One `KEY=VALUE` override per line: every split field written, since recipes set their
     own (the 405B recipe counts embedding and loss as layers, llama3.py:1227-1228)."""
     recipe = config_for(job.model, RECIPES)
-    s = mcore_settings(job, layout)
+    s = mcore_settings(job, layout, rank_layers)
     lines = [f"{key}={_hydra(value)}" for key, value in _overrides(s)]
     header = (
         f"# {LABEL} ({BRIDGE}) overrides for {job.model.name} on {job.cluster.gpus} GPUs: tp "

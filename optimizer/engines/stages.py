@@ -155,10 +155,19 @@ def titan_stage_layers(num_layers: int, num_stages: int) -> tuple[int, ...]:
     return tuple(per_stage)
 
 
-def plan_layout_string(rank_layers: tuple[int, ...], vpp: int) -> str:
-    """A stage plan (layers per pipeline rank) as `--pipeline-model-parallel-layout`: each
-    rank's layers spread over its vpp chunks as evenly as they go, the chunks in model order
-    (chunk v * pp + r is rank r's v-th)."""
+def plan_chunk_layers(rank_layers: tuple[int, ...], vpp: int) -> tuple[int, ...]:
+    """A stage plan's layers per chunk in model order (chunk v * pp + r is rank r's v-th):
+    each rank's layers spread over its vpp chunks as evenly as they go."""
     per_rank = [balanced_chunk_layers(n, vpp) for n in rank_layers]
-    chunks = tuple(per_rank[r][v] for v in range(vpp) for r in range(len(rank_layers)))
-    return megatron_layout_string(chunks)
+    return tuple(per_rank[r][v] for v in range(vpp) for r in range(len(rank_layers)))
+
+
+def plan_layout_string(rank_layers: tuple[int, ...], vpp: int) -> str:
+    """A stage plan (layers per pipeline rank) as `--pipeline-model-parallel-layout`."""
+    return megatron_layout_string(plan_chunk_layers(rank_layers, vpp))
+
+
+def plan_split(rank_layers: tuple[int, ...], vpp: int) -> McoreSplit:
+    """A stage plan as the split an exporter writes: always an explicit layout."""
+    chunks = plan_chunk_layers(rank_layers, vpp)
+    return McoreSplit("layout", chunks, layout=megatron_layout_string(chunks))
