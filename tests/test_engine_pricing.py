@@ -210,3 +210,20 @@ def test_the_documented_engine_table_is_the_code() -> None:
         assert exchange.startswith(str(traffic["cp_exchange"]).replace("_", "-"))
         assert ("hidden" in exchange) == (traffic.get("cp_overlap_fraction") == 1.0)
         assert unit == traffic["zero3_gather_unit"]
+
+
+def test_torchtitan_chunks_the_loss_so_its_logits_hold_less() -> None:
+    """torchtitan 0.3.0 computes the loss in 8 sequence chunks, each holding its bf16 logits
+    (2 B) and the backward of cross_entropy(logits.float()) (12 B): 14 / 8 B per logit."""
+    titan = engine_assumptions(get_engine("torchtitan"), CostAssumptions())
+    assert titan.logits_bytes_per_value == pytest.approx(1.75)
+    assert engine_assumptions(get_engine("megatron"), CostAssumptions()).logits_bytes_per_value == 4
+    job = plate_job(8, "llama3-8b", global_batch=16)
+    layout = Layout(tp=1, pp=1, dp=8, micro_batch=2, zero=3, recompute="selective")
+    generic = evaluate(
+        job, layout, "standard", engine_assumptions(get_engine("generic"), CostAssumptions())
+    )
+    chunked = evaluate(job, layout, "standard", titan)
+    # the only rank holds the logits: 2 x 8192 tokens x 128,256 values x (4 - 1.75) B
+    saved = 2 * 8192 * 128256 * (4 - 1.75)
+    assert generic.memory.activations - chunked.memory.activations == pytest.approx(saved)

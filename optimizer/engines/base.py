@@ -182,6 +182,9 @@ class EngineRuntime:
     # which matmuls the engine's selective recompute replays: none (Korthikanti's attention
     # core) or every second one of a layer's forward (op-level selective checkpointing)
     selective_recompute_matmuls: Literal["none", "every_second"] = "none"
+    # bytes per vocabulary logit the loss holds at its peak, where the engine's loss code
+    # sets it (None: the profile's fp32 default)
+    logits_bytes_per_value: float | None = None
 
     def sync_for(self, zero: int) -> GradientSync | None:
         """The stage's synchronisation; None for a stage the engine does not offer."""

@@ -68,8 +68,8 @@ def engine_traffic(engine: Engine, precision: str = "bf16") -> dict[str, object]
 def runtime_choices(engine: Engine) -> dict[str, object]:
     """The engine's context-parallel exchange (ring attention that overlaps its steps with
     attention hides under all of it: each step's chunk arrives while the previous one's
-    attention runs), what one ZeRO-3 gather covers and which matmuls its selective
-    recompute replays."""
+    attention runs), what one ZeRO-3 gather covers, which matmuls its selective recompute
+    replays and what its loss holds per logit."""
     exchange = engine.runtime.cp_exchange
     values: dict[str, object] = {
         "cp_exchange": exchange.kind,
@@ -78,6 +78,8 @@ def runtime_choices(engine: Engine) -> dict[str, object]:
     }
     if exchange.overlaps_attention:
         values["cp_overlap_fraction"] = 1.0
+    if engine.runtime.logits_bytes_per_value is not None:
+        values["logits_bytes_per_value"] = engine.runtime.logits_bytes_per_value
     return values
 
 

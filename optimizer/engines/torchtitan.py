@@ -189,6 +189,15 @@ def _no_expert_tp_rule() -> EngineRule:
     )
 
 
+# The llama3 configs compute the loss in 8 chunks of the sequence (ChunkedLossWrapper,
+# num_chunks 8 (loss.py:610): models/llama3/config_registry.py:187, 260, 312, 0.3.0): one chunk's
+# logits at a time, each chunk's backward run before the next. A chunk holds its bf16 logits
+# (2 B, alive through its backward, loss.py:748-762) and, in the backward of
+# cross_entropy(logits.float()) (loss.py:60-65), the saved fp32 log-softmax, the nll
+# gradient and the log-softmax's input gradient (12 B): 14 B per value of one chunk.
+TITAN_LOSS_CHUNKS = 8
+TITAN_LOGITS_BYTES_PER_VALUE = (2 + 12) / TITAN_LOSS_CHUNKS
+
 RUNTIME = EngineRuntime(
     gradient_sync=(
         sync(
@@ -260,6 +269,7 @@ RUNTIME = EngineRuntime(
     # activation_checkpoint:selective is op-level: every op's output saved but every second
     # mm of a layer's forward ({TT}/distributed/activation_checkpoint.py:185-287)
     selective_recompute_matmuls="every_second",
+    logits_bytes_per_value=TITAN_LOGITS_BYTES_PER_VALUE,
 )
 
 
