@@ -141,32 +141,42 @@ def test_assumptions_a_request_states_are_facts_not_fitted() -> None:
 
 
 def test_leave_one_out_by_hand() -> None:
-    # three measurements of one and the same run: the fit can only move the kernel
-    # efficiency, and a fit of two measurements predicts their geometric mean, so each run
-    # left out is predicted at the geometric mean of the other two
+    # three measurements of one and the same run: the fit could only move the kernel
+    # efficiency, and a fit of two measurements predicts their geometric mean. Each run left
+    # out is then predicted at the geometric mean of the other two, which misses more than the
+    # defaults do: the kernel efficiency is pinned, and every prediction is the default's
     job, layout = plate_job(16, "llama3-8b", global_batch=64), Layout(tp=2, zero=1)
     base = evaluate(job, layout, "standard").step_time_s
-    times = [0.95 * base, 1.0 * base, 1.08 * base]
+    factors = [0.95, 1.0, 1.08]
     runs: list[MeasuredRun] = [
         measured_run(
-            f"r{i}", job, layout, "standard", CostAssumptions(), "megatron", "step_time_s", t
+            f"r{i}", job, layout, "standard", CostAssumptions(), "megatron", "step_time_s", f * base
         )
-        for i, t in enumerate(times)
+        for i, f in enumerate(factors)
     ]
     result = calibrate(runs)
-    assert list(result.fitted) == ["kernel_efficiency"]
+    assert result.fitted == {}
+    defaults_rms = math.sqrt(sum(math.log(1 / f) ** 2 for f in factors) / 3)  # 0.0533
+    others = [[g for j, g in enumerate(factors) if j != i] for i in range(3)]
+    fitted_rms = math.sqrt(  # 0.0790
+        sum(math.log(math.sqrt(a * b) / f) ** 2 for (a, b), f in zip(others, factors, strict=True))
+        / 3
+    )
+    reason = result.pinned["kernel_efficiency"]
+    assert f"{defaults_rms:.4f} with 0 freed" in reason and f"{fitted_rms:.4f} with 1" in reason
     assert result.leave_one_out is not None
-    by_hand = []
-    for i, left in enumerate(result.leave_one_out):
-        a, b = (t for j, t in enumerate(times) if j != i)
-        assert left.predicted_s == pytest.approx(math.sqrt(a * b), rel=1e-3)
-        assert left.fitted == ("kernel_efficiency",)
-        by_hand.append(math.log(math.sqrt(a * b) / times[i]))
-    rms = math.sqrt(sum(e * e for e in by_hand) / 3)
-    assert result.loo_rms_log_error == pytest.approx(rms, rel=1e-2)
-    # and the fit of all three sits at the geometric mean of all three
-    mean = math.exp(sum(math.log(t) for t in times) / 3)
-    assert all(r.predicted_s == pytest.approx(mean, rel=1e-3) for r in result.runs)
+    for left in result.leave_one_out:
+        assert left.predicted_s == pytest.approx(base, rel=1e-9) and left.fitted == ()
+    assert result.loo_rms_log_error == pytest.approx(defaults_rms, rel=1e-6)
+
+
+def test_leave_one_out_keeps_what_predicts_better() -> None:
+    # runs priced under a kernel efficiency of 0.5 (the default is 0.6 on H100): a fit of
+    # any two predicts the third, so the kernel efficiency is kept and recovered
+    runs = synthetic({"kernel_efficiency": 0.5}, shapes=SHAPES[:3])
+    result = calibrate(runs)
+    assert result.fitted["kernel_efficiency"] == pytest.approx(0.5, abs=0.01)
+    assert result.loo_rms_log_error is not None and result.loo_rms_log_error < 0.01
 
 
 def test_published_rows_read_as_measured_runs() -> None:

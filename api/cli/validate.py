@@ -297,8 +297,9 @@ CALIBRATION_PREAMBLE = """## Calibrated on {n} rows per engine
 that engine's other priced rows with the fitted assumptions laid over their own: the error a
 user with {n} measured runs of one engine would see on its other layouts. The issue's figure
 is within {target:.0f} points mean on the held-out rows. The fit frees at most one assumption
-per run, in a fixed order, and pins what the rows cannot tell apart (its `pinned` reasons are
-in `layoutopt calibrate`'s output); nothing is tuned to the held-out rows.
+per run, in a fixed order, keeps only as many as lower the leave-one-out error of its own
+rows, and pins what the rows cannot tell apart (its `pinned` reasons are in `layoutopt
+calibrate`'s output); nothing is tuned to the held-out rows.
 """
 
 

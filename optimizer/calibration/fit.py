@@ -10,7 +10,12 @@ Which assumptions are fitted is decided before the fit, from the runs alone:
 3. one whose knob the runs do not vary (a dp overlap from runs at one dp) is pinned;
 4. n runs fit at most n assumptions, freed in PARAMETERS' order;
 5. one whose effect on the runs is (nearly) a combination of those already freed is pinned:
-   the runs cannot tell them apart.
+   the runs cannot tell them apart;
+6. of those freed, only as many (in order) as lower the leave-one-out error are kept: with
+   two or more runs, each prefix of the freed list is fitted to all runs but one and scored
+   on the one left out, and a parameter that does not improve that score is pinned (three
+   runs fitted with three parameters fit themselves, and predict others worse than the
+   defaults).
 
 Leave-one-out: each run is predicted by the fit of the others (the same rules on n-1 runs),
 the error of a prediction rather than of a fit.
@@ -269,6 +274,54 @@ def choose(
     return freed, defaults, pinned
 
 
+def _prefix_loo_error(
+    runs: list[MeasuredRun],
+    freed: list[Parameter],
+    defaults: dict[str, float | None],
+    regularisation: float,
+    stop: Callable[[], bool] | None,
+) -> float:
+    """RMS log error of each run predicted by the fit of `freed` to the others."""
+    errors = []
+    for i, run in enumerate(runs):
+        others = runs[:i] + runs[i + 1 :]
+        values, _ = _fit(others, freed, defaults, regularisation, stop)
+        errors.append(math.log(run.estimate(values).step_time_s / run.step_time_s))
+    return _rms(errors)
+
+
+def select(
+    runs: list[MeasuredRun],
+    freed: list[Parameter],
+    defaults: dict[str, float | None],
+    regularisation: float,
+    stop: Callable[[], bool] | None,
+) -> tuple[list[Parameter], dict[str, str]]:
+    """(the prefix of `freed` kept, why each other one is pinned): the shortest prefix with
+    the least leave-one-out error; all of `freed` with a single run (nothing to score on)."""
+    if len(runs) < 2 or not freed:
+        return freed, {}
+    scores = [
+        _prefix_loo_error(runs, freed[:k], defaults, regularisation, stop)
+        for k in range(len(freed) + 1)
+    ]
+    # a longer prefix must beat the shorter by more than noise (0.1% of the error)
+    keep = 0
+    for k in range(1, len(scores)):
+        if scores[k] < scores[keep] * (1 - 1e-3):
+            keep = k
+    pinned = {
+        p.name: (
+            f"freeing it does not lower the leave-one-out error of the {len(runs)} runs "
+            f"(RMS log error {scores[keep]:.4f} with {keep} freed, {scores[i + 1]:.4f} with "
+            f"{i + 1}): the runs would fit it without predicting better"
+        )
+        for i, p in enumerate(freed)
+        if i >= keep
+    }
+    return freed[:keep], pinned
+
+
 def _fit(
     runs: list[MeasuredRun],
     freed: list[Parameter],
@@ -339,6 +392,8 @@ def calibrate(
     if len(runs) > MAX_RUNS:
         raise ValueError(f"at most {MAX_RUNS} runs, got {len(runs)}")
     freed, defaults, pinned = choose(runs, candidates)
+    freed, unhelpful = select(runs, freed, defaults, regularisation, stop)
+    pinned |= unhelpful
     values, info = _fit(runs, freed, defaults, regularisation, stop)
     parameters = tuple(
         ParameterFit(
@@ -388,6 +443,7 @@ def _left_out(
 ) -> LeftOut:
     others = runs[:index] + runs[index + 1 :]
     freed, defaults, _ = choose(others, candidates)
+    freed, _ = select(others, freed, defaults, regularisation, stop)  # as the whole fit does
     values, _ = _fit(others, freed, defaults, regularisation, stop)
     est = runs[index].estimate(values)
     return LeftOut(runs[index], est.step_time_s, est.mfu, tuple(values))
