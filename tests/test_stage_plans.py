@@ -192,11 +192,12 @@ def test_stages_on_the_command_line(capsys, tmp_path) -> None:
 
 
 def test_a_stage_search_too_large_is_refused_before_pricing() -> None:
-    # 49,152 GPUs (more degree tuples), 16 vpp values, 4 micro-batch sizes: 13,989,888 rows
-    space = SearchSpace(micro_batches=[1, 2, 4, 8], max_vpp=16)
-    problem, costs = prepared(plate_job(3 * 16384), space, "standard", None, None)
-    with pytest.raises(InvalidSpec, match="over its limit"):
-        search_stage_plans(problem, costs)
+    # the DeepSeek-V3-shaped preset on 16,384 GPUs has more than 4M valid layouts: refused as
+    # soon as their count passes, before any is priced
+    job = plate_job(16384, "deepseek-v3-shaped")
+    problem, costs = prepared(job, None, "standard", None, None)
+    with pytest.raises(InvalidSpec, match="more than 4,000,000 layouts"):
+        search_stage_plans(problem, costs, time_limit_s=600)
 
 
 def test_a_stage_search_out_of_time_claims_nothing() -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import time
+from dataclasses import replace
 
 import numpy as np
 
@@ -45,10 +46,11 @@ from optimizer.staging.search import (
 # recompute_method and recompute_num_layers are one setting for every stage
 # (transformer_config.py). `generic` is a what-if: anything goes.
 PLAN_ENGINES = {"generic": True, "megatron": False, "nemo": False}
-# Most layouts (degree tuples x knob values x placement classes, before validity) the stage
-# search prices at once: 4x the plate's 1,956,096, about 20 s of numpy on 2 cores; a request
-# past it is refused before anything is built.
-MAX_STAGE_GRID_ROWS = 8_000_000
+# Most valid layouts the stage search prices at once: about 10 s of numpy on 2 cores (the
+# plate has 1,059,000 of them); a request past it is refused as soon as its count passes.
+MAX_STAGE_LAYOUTS = 4_000_000
+# Rows built or priced between two looks at the clock and the stop signal (~0.3 s of numpy).
+CHUNK_ROWS = 100_000
 # Rules a stage plan replaces: how layers split is what the plan chooses.
 SPLIT_RULES = (EVEN_STAGES, ENGINE_RULE_PREFIX + "layer_split")
 
@@ -69,6 +71,17 @@ def recompute_per_stage(engine: str | None, requested: bool | None) -> bool:
             "per_stage_recompute",
         )
     return PLAN_ENGINES[name] if requested is None else requested
+
+
+def searchable_rows(problem: SearchProblem, priced: PricedSpace) -> np.ndarray:
+    """Rows with figures that every rule but memory and the layer split allows (a plan
+    chooses the split, and is held to memory rank by rank)."""
+    with np.errstate(all="ignore"):
+        base = np.isfinite(priced.mfu) & (priced.mfu > 0)
+    for name, rule in restriction_masks(problem, priced).items():
+        if name not in SPLIT_RULES and name != MEMORY_LIMIT:
+            base &= rule
+    return base
 
 
 def even_incumbent(
@@ -96,43 +109,68 @@ def plan_space_size(
     return total
 
 
-def refuse_if_too_large(problem: SearchProblem) -> None:
-    axes = [len(problem.degrees), len(problem.placements)]
-    axes += [len(values) for values in problem.knobs.values()]
-    rows = math.prod(axes)
-    if rows > MAX_STAGE_GRID_ROWS:
-        raise InvalidSpec(
-            f"the stage search would price {rows:,} layouts ({len(problem.degrees):,} degree "
-            f"tuples x knob values x placements), over its limit of {MAX_STAGE_GRID_ROWS:,}: "
-            "fix a degree (search.tp, search.pp, ...) or narrow the knob lists",
-            "search",
-        )
+def look(deadline: float, stop: StopSignal) -> None:
+    """CutShort when the time is up or the stop signal is set: nothing is claimed."""
+    if stop.stopped or time.perf_counter() > deadline:
+        raise CutShort()
 
 
-# Rows priced between two looks at the clock and the stop signal (~1 s of numpy on 2 cores).
-PRICE_CHUNK_ROWS = 400_000
+def joined(grids: list[LayoutGrid]) -> LayoutGrid:
+    fields = LayoutGrid.__dataclass_fields__
+    return LayoutGrid(**{f: np.concatenate([getattr(g, f) for g in grids]) for f in fields})
+
+
+def layouts_in_blocks(problem: SearchProblem, deadline: float, stop: StopSignal) -> LayoutGrid:
+    """The problem's valid layouts, a block of degree tuples at a time (memory stays near
+    CHUNK_ROWS however many knob values); refused once they pass MAX_STAGE_LAYOUTS."""
+    per_tuple = len(problem.placements) * math.prod(len(v) for v in problem.knobs.values())
+    block = max(1, CHUNK_ROWS // max(per_tuple, 1))
+    grids, rows = [], 0
+    for start in range(0, len(problem.degrees), block):
+        look(deadline, stop)
+        grids.append(layout_grid(replace(problem, degrees=problem.degrees[start : start + block])))
+        rows += len(grids[-1])
+        if rows > MAX_STAGE_LAYOUTS:
+            raise InvalidSpec(
+                f"the stage search would price more than {MAX_STAGE_LAYOUTS:,} layouts (over "
+                f"{rows:,} from {start + block:,} of {len(problem.degrees):,} degree tuples): "
+                "fix a degree (search.tp, search.pp, ...) or narrow the knob lists",
+                "search",
+            )
+    return joined(grids)
 
 
 def priced_in_chunks(
     problem: SearchProblem, a: CostAssumptions, deadline: float, stop: StopSignal
 ) -> PricedSpace:
-    """Every layout of the problem priced by the profile a chunk at a time; CutShort when the
-    time runs out or the stop signal is set first (nothing was proved)."""
-    grid = layout_grid(problem)
+    """Every layout of the problem priced by the profile a chunk at a time."""
+    grid = layouts_in_blocks(problem, deadline, stop)
     profile = profile_named(problem.profile)
     parts: list[GridPrices] = []
-    for start in range(0, len(grid), PRICE_CHUNK_ROWS):
-        if stop.stopped or time.perf_counter() > deadline:
-            raise CutShort()
-        rows = np.arange(start, min(start + PRICE_CHUNK_ROWS, len(grid)))
+    for start in range(0, max(len(grid), 1), CHUNK_ROWS):
+        look(deadline, stop)
+        rows = np.arange(start, min(start + CHUNK_ROWS, len(grid)))
         parts.append(profile.price_grid(problem.job, grid.take(rows), a))
     fields = GridPrices.__dataclass_fields__
-    joined = (
-        {f: np.concatenate([getattr(p, f) for p in parts]) for f in fields}
-        if parts
-        else {f: np.zeros(0) for f in fields}
-    )
-    return PricedSpace(grid, GridPrices(**joined))
+    prices = {f: np.concatenate([getattr(p, f) for p in parts]) for f in fields}
+    return PricedSpace(grid, GridPrices(**prices))
+
+
+def bounded_in_chunks(
+    job: TrainingJob,
+    a: CostAssumptions,
+    grid: LayoutGrid,
+    rows: np.ndarray,
+    deadline: float,
+    stop: StopSignal,
+) -> np.ndarray:
+    """Each row's lower bound over its stage plans (inf for rows not searched)."""
+    bounds = np.full(len(grid), np.inf)
+    for start in range(0, rows.size, CHUNK_ROWS):
+        look(deadline, stop)
+        chunk = rows[start : start + CHUNK_ROWS]
+        bounds[chunk] = sp.step_lower_bounds_s(job, a, grid.take(chunk))
+    return bounds
 
 
 def search_stage_plans(
@@ -149,28 +187,23 @@ def search_stage_plans(
     job = problem.job
     uniform = not recompute_per_stage(engine, per_stage_recompute)
     problem = narrowed(problem)
-    refuse_if_too_large(problem)
     stop = stop or StopSignal()
     deadline = start + time_limit_s
     try:
         priced = priced_in_chunks(problem, a, deadline, stop)
+        base = searchable_rows(problem, priced)
+        fits = base & restriction_masks(problem, priced)[MEMORY_LIMIT]
+        fits &= sp.exact_split(job.model.num_layers, priced.grid.pp, priced.grid.vpp)
+        incumbent = even_incumbent(job, a, priced, np.flatnonzero(fits))
+        grid = priced.grid
+        dualpipe = grid.schedule_codes == schedule_code(Schedule.DUALPIPE)
+        rows = np.flatnonzero(base & (grid.pp > 1) & ~dualpipe)
+        bounds = bounded_in_chunks(job, a, grid, rows, deadline, stop)
+        candidates = group_candidates(grid, bounds, rows)
     except CutShort:
         wall_s = time.perf_counter() - start
         return StageSearch(None, None, False, 0, 0, 0, 0, 0.0, wall_s)  # nothing proved
-    grid, L = priced.grid, job.model.num_layers
-    masks = restriction_masks(problem, priced)
-    with np.errstate(all="ignore"):
-        base = np.isfinite(priced.mfu) & (priced.mfu > 0)
-    for name, rule in masks.items():
-        if name not in SPLIT_RULES and name != MEMORY_LIMIT:
-            base &= rule
-    fits = base & masks[MEMORY_LIMIT] & sp.exact_split(L, grid.pp, grid.vpp)
-    incumbent = even_incumbent(job, a, priced, np.flatnonzero(fits))
-    searched = base & (grid.pp > 1) & (grid.schedule_codes != schedule_code(Schedule.DUALPIPE))
-    rows = np.flatnonzero(searched)
-    bounds = np.full(len(grid), np.inf)
-    bounds[rows] = sp.step_lower_bounds_s(job, a, grid.take(rows))
-    candidates = group_candidates(grid, bounds, rows)
+    L = job.model.num_layers
     best, proved, solved, pruned, rounding = branch_and_bound(
         problem, a, grid, candidates, incumbent, uniform, deadline, workers, stop
     )
