@@ -245,3 +245,15 @@ def test_the_plate_plan_exports_as_megatron_and_nemo_launch_it() -> None:
                 o.key_or_group: o.value() for o in OverridesParser.create().parse_overrides(lines)
             }
             assert parsed["model.pipeline_model_parallel_layout"] == best.pipeline_layout
+
+
+def test_a_stage_search_with_no_layout_is_infeasible(api) -> None:
+    # tp 1, pp 1, cp 1 on 16,384 GPUs is dp 16,384: more replicas than the 2,048 sequences
+    body = {
+        "model": "llama3-405b",
+        "cluster": {"gpus": 16384},
+        "search": {"tp": 1, "pp": 1, "cp": 1},
+        "engine": "megatron",
+    }
+    answer = api.post("/v1/stages", json=body).json()
+    assert answer["status"] == "infeasible" and answer["best"] is None

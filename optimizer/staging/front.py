@@ -125,7 +125,7 @@ def layouts_in_blocks(problem: SearchProblem, deadline: float, stop: StopSignal)
     CHUNK_ROWS however many knob values); refused once they pass MAX_STAGE_LAYOUTS."""
     per_tuple = len(problem.placements) * math.prod(len(v) for v in problem.knobs.values())
     block = max(1, CHUNK_ROWS // max(per_tuple, 1))
-    grids, rows = [], 0
+    grids, rows = [layout_grid(replace(problem, degrees=problem.degrees[:0]))], 0
     for start in range(0, len(problem.degrees), block):
         look(deadline, stop)
         grids.append(layout_grid(replace(problem, degrees=problem.degrees[start : start + block])))
