@@ -26,7 +26,7 @@ from optimizer.costmodel import CostAssumptions
 from optimizer.costmodel import stage_plans as sp
 from optimizer.search import SolveSettings
 from optimizer.searches import optimize, stage_plans
-from optimizer.staging.oracle import best_plan_exhaustive
+from optimizer.staging.oracle import ORACLE_MODEL, best_plan_exhaustive
 from optimizer.staging.search import solve_candidate
 
 SECTION = "## Stage search"
@@ -37,14 +37,7 @@ SCENARIOS = (
     ("70B on 1,024, generic", "llama3-70b", 1024, "generic"),
     ("8B on 64, megatron", "llama3-8b", 64, "megatron"),
 )
-SMALL = TransformerSpec(
-    num_layers=8,
-    hidden_size=4096,
-    ffn_hidden_size=14336,
-    num_attention_heads=32,
-    num_kv_heads=8,
-    vocab_size=128256,
-)
+SMALL = ORACLE_MODEL
 
 
 def h100_job(gpus: int, model: str | TransformerSpec, global_batch: int = 2048) -> TrainingJob:

@@ -12,28 +12,19 @@ from api.schemas import StagesRequest, stages_answer
 from models.errors import InvalidSpec
 from models.layout import Layout, resolve_layout
 from models.stage_plan import StagePlan
-from models.transformer import TransformerSpec
 from optimizer.costmodel import CostAssumptions, evaluate
 from optimizer.costmodel import stage_plans as sp
 from optimizer.search import SearchSpace, SolveSettings
 from optimizer.searches import prepared
 from optimizer.staging import search_stage_plans
 from optimizer.staging.bounds import least_busy_units, step_bound_s
-from optimizer.staging.oracle import best_plan_exhaustive, compositions
+from optimizer.staging.oracle import ORACLE_MODEL, best_plan_exhaustive, compositions
 from optimizer.staging.search import solve_candidate
 from optimizer.staging.tables import plan_tables
 from tests.helpers import plate_job
 
 A = CostAssumptions()
-# Llama 3 8B's widths on 8 layers: every split of 8 layers over 4 ranks can be priced.
-SMALL = TransformerSpec(
-    num_layers=8,
-    hidden_size=4096,
-    ffn_hidden_size=14336,
-    num_attention_heads=32,
-    num_kv_heads=8,
-    vocab_size=128256,
-)
+SMALL = ORACLE_MODEL
 
 
 def small_job(gpus: int = 8):

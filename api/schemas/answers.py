@@ -7,7 +7,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from models.layout import Dimension
+from models.layout import Dimension, Layout
 from optimizer import (
     Choice,
     Conflict,
@@ -111,24 +111,28 @@ def _fraction(value: float) -> float:
     return round(value, FRACTION_DECIMALS)
 
 
+def layout_out(layout: Layout, micro_batches: int) -> LayoutOut:
+    return LayoutOut(
+        tp=layout.tp,
+        pp=layout.pp,
+        cp=layout.cp,
+        dp=layout.data_parallel_size,
+        vpp=layout.vpp,
+        micro_batch=layout.micro_batch,
+        micro_batches=micro_batches,
+        zero=layout.zero,
+        recompute=layout.recompute.value,
+        placement=list(layout.placement),
+        schedule=layout.schedule.value,
+        ep=layout.ep,
+    )
+
+
 def estimate_out(estimate: Estimate) -> EstimateOut:
     layout, memory = estimate.layout, estimate.memory
     return EstimateOut(
         profile=estimate.profile,
-        layout=LayoutOut(
-            tp=layout.tp,
-            pp=layout.pp,
-            cp=layout.cp,
-            dp=layout.data_parallel_size,
-            vpp=layout.vpp,
-            micro_batch=layout.micro_batch,
-            micro_batches=estimate.micro_batches,
-            zero=layout.zero,
-            recompute=layout.recompute.value,
-            placement=list(layout.placement),
-            schedule=layout.schedule.value,
-            ep=layout.ep,
-        ),
+        layout=layout_out(layout, estimate.micro_batches),
         memory_gb=MemoryOut(
             weights=_gb(memory.weights),
             gradients=_gb(memory.gradients),

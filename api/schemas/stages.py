@@ -14,7 +14,7 @@ from optimizer.engines import PLAN_EXPORTERS, export_plan, get_engine, plan_layo
 from optimizer.search import StopSignal
 from optimizer.staging import PlanFound
 
-from .answers import FRACTION_DECIMALS, ExportOut, LayoutOut, Status
+from .answers import FRACTION_DECIMALS, ExportOut, LayoutOut, Status, layout_out
 from .exports import export_out
 from .requests import SEARCH_EXAMPLE, SearchRequest
 
@@ -107,21 +107,9 @@ def plan_out(found: PlanFound, micro_batches: int) -> StagePlanOut:
         )
         for r, n in enumerate(plan.layers)
     ]
+    layout = layout.model_copy(update={"recompute": plan.recompute[0]})
     return StagePlanOut(
-        layout=LayoutOut(
-            tp=layout.tp,
-            pp=layout.pp,
-            cp=layout.cp,
-            dp=layout.data_parallel_size,
-            vpp=layout.vpp,
-            micro_batch=layout.micro_batch,
-            micro_batches=micro_batches,
-            zero=layout.zero,
-            recompute=plan.recompute[0].value,
-            placement=list(layout.placement),
-            schedule=layout.schedule.value,
-            ep=layout.ep,
-        ),
+        layout=layout_out(layout, micro_batches),
         ranks=ranks,
         mfu=round(price.mfu, FRACTION_DECIMALS),
         hfu=round(price.hfu, FRACTION_DECIMALS),

@@ -10,9 +10,21 @@ from itertools import product
 from models.job import TrainingJob
 from models.layout import Layout
 from models.stage_plan import StagePlan
+from models.transformer import TransformerSpec
 from optimizer.costmodel import RECOMPUTE_CODES, CostAssumptions
 from optimizer.costmodel import stage_plans as sp
 from optimizer.staging.search import PlanFound
+
+# Llama 3 8B's widths on 8 layers: small enough that every split and mode can be priced
+# (8 layers on 4 ranks: 35 splits), the model the oracle's checks and benchmark use.
+ORACLE_MODEL = TransformerSpec(
+    num_layers=8,
+    hidden_size=4096,
+    ffn_hidden_size=14336,
+    num_attention_heads=32,
+    num_kv_heads=8,
+    vocab_size=128256,
+)
 
 
 def compositions(total: int, parts: int, least: int) -> Iterator[tuple[int, ...]]:
