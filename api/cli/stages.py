@@ -8,8 +8,7 @@ from typing import Any
 
 from api.cli.common import add_job_flags, emit
 from api.cli.search import DEFAULT_TIME_LIMIT_S, add_search_flags, exit_status, search_request
-from api.schemas import StagesOut, StagesRequest, stages_answer
-from api.schemas.stages import StagePlanOut
+from api.schemas import StagePlanOut, StagesOut, StagesRequest, stages_answer
 
 
 def plan_lines(title: str, plan: StagePlanOut) -> list[str]:

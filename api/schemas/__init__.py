@@ -51,7 +51,13 @@ from api.schemas.requests import (
     PlanRequest,
     SearchRequest,
 )
-from api.schemas.stages import STAGES_EXAMPLE, StagesOut, StagesRequest, stages_answer
+from api.schemas.stages import (
+    STAGES_EXAMPLE,
+    StagePlanOut,
+    StagesOut,
+    StagesRequest,
+    stages_answer,
+)
 from api.schemas.studies import (
     SCALING_EXAMPLE,
     GpuRange,
@@ -63,6 +69,7 @@ from api.schemas.studies import (
 
 __all__ = [
     "STAGES_EXAMPLE",
+    "StagePlanOut",
     "StagesOut",
     "StagesRequest",
     "stages_answer",
