@@ -20,10 +20,10 @@ from optimizer.calibration.fit import (
     LeftOut,
     ParameterFit,
     RunFit,
-    calibrate,
     choose,
 )
 from optimizer.calibration.parameters import PARAMETERS, Parameter
+from optimizer.calibration.procedure import calibrate, select
 from optimizer.calibration.runs import MEASURES, MeasuredRun, measured_run
 
 __all__ = [
@@ -41,5 +41,6 @@ __all__ = [
     "RunFit",
     "calibrate",
     "choose",
+    "select",
     "measured_run",
 ]

@@ -151,17 +151,17 @@ class Calibration:
 
     @property
     def rms_log_error_before(self) -> float:
-        return _rms([r.log_error_before for r in self.runs])
+        return rms([r.log_error_before for r in self.runs])
 
     @property
     def rms_log_error(self) -> float:
-        return _rms([r.log_error for r in self.runs])
+        return rms([r.log_error for r in self.runs])
 
     @property
     def loo_rms_log_error(self) -> float | None:
         if self.leave_one_out is None:
             return None
-        return _rms([r.log_error for r in self.leave_one_out])
+        return rms([r.log_error for r in self.leave_one_out])
 
     @property
     def loo_mean_abs_mfu_error(self) -> float | None:
@@ -178,7 +178,7 @@ class Calibration:
         return out
 
 
-def _rms(values: list[float]) -> float:
+def rms(values: list[float]) -> float:
     return math.sqrt(sum(v * v for v in values) / len(values)) if values else 0.0
 
 
@@ -274,55 +274,7 @@ def choose(
     return freed, defaults, pinned
 
 
-def _prefix_loo_error(
-    runs: list[MeasuredRun],
-    freed: list[Parameter],
-    defaults: dict[str, float | None],
-    regularisation: float,
-    stop: Callable[[], bool] | None,
-) -> float:
-    """RMS log error of each run predicted by the fit of `freed` to the others."""
-    errors = []
-    for i, run in enumerate(runs):
-        others = runs[:i] + runs[i + 1 :]
-        values, _ = _fit(others, freed, defaults, regularisation, stop)
-        errors.append(math.log(run.estimate(values).step_time_s / run.step_time_s))
-    return _rms(errors)
-
-
-def select(
-    runs: list[MeasuredRun],
-    freed: list[Parameter],
-    defaults: dict[str, float | None],
-    regularisation: float,
-    stop: Callable[[], bool] | None,
-) -> tuple[list[Parameter], dict[str, str]]:
-    """(the prefix of `freed` kept, why each other one is pinned): the shortest prefix with
-    the least leave-one-out error; all of `freed` with a single run (nothing to score on)."""
-    if len(runs) < 2 or not freed:
-        return freed, {}
-    scores = [
-        _prefix_loo_error(runs, freed[:k], defaults, regularisation, stop)
-        for k in range(len(freed) + 1)
-    ]
-    # a longer prefix must beat the shorter by more than noise (0.1% of the error)
-    keep = 0
-    for k in range(1, len(scores)):
-        if scores[k] < scores[keep] * (1 - 1e-3):
-            keep = k
-    pinned = {
-        p.name: (
-            f"freeing it does not lower the leave-one-out error of the {len(runs)} runs "
-            f"(RMS log error {scores[keep]:.4f} with {keep} freed, {scores[i + 1]:.4f} with "
-            f"{i + 1}): the runs would fit it without predicting better"
-        )
-        for i, p in enumerate(freed)
-        if i >= keep
-    }
-    return freed[:keep], pinned
-
-
-def _fit(
+def fit_values(
     runs: list[MeasuredRun],
     freed: list[Parameter],
     defaults: dict[str, float | None],
@@ -374,76 +326,3 @@ def _fit(
         "evaluations": evaluations,
         "objective": float(2 * best.cost),
     }
-
-
-def calibrate(
-    runs: list[MeasuredRun],
-    candidates: tuple[Parameter, ...] = PARAMETERS,
-    regularisation: float = REGULARISATION,
-    leave_one_out: bool = True,
-    stop: Callable[[], bool] | None = None,
-    deadline: Callable[[], bool] | None = None,
-) -> Calibration:
-    """Fit the identifiable candidates to the runs; with `leave_one_out`, also predict each
-    run from the fit of the others, unless `deadline()` says the time is up first (the fit
-    itself always finishes: its evaluations are bounded)."""
-    if not runs:
-        raise ValueError("calibration needs at least one measured run")
-    if len(runs) > MAX_RUNS:
-        raise ValueError(f"at most {MAX_RUNS} runs, got {len(runs)}")
-    freed, defaults, pinned = choose(runs, candidates)
-    freed, unhelpful = select(runs, freed, defaults, regularisation, stop)
-    pinned |= unhelpful
-    values, info = _fit(runs, freed, defaults, regularisation, stop)
-    parameters = tuple(
-        ParameterFit(
-            name=p.name,
-            default=defaults[p.name],
-            lower=p.lower,
-            upper=p.upper,
-            what=p.what,
-            value=values.get(p.name),
-            pinned=pinned.get(p.name),
-        )
-        for p in candidates
-    )
-    fits = tuple(
-        RunFit(
-            run=run,
-            predicted_before_s=run.estimate().step_time_s,
-            predicted_s=(est := run.estimate(values)).step_time_s,
-            predicted_mfu=est.mfu,
-            predicted_memory_gb=est.memory.total / 1e9,
-        )
-        for run in runs
-    )
-    left_out, note = None, None
-    if not leave_one_out:
-        note = "not asked for"
-    elif len(runs) == 1:
-        note = "one run: nothing is left to predict it from"
-    else:
-        done = []
-        for i in range(len(runs)):
-            if deadline is not None and deadline():
-                note = f"out of time after {i} of {len(runs)} refits: ask with fewer runs"
-                break
-            done.append(_left_out(runs, i, candidates, regularisation, stop))
-        else:
-            left_out = tuple(done)
-    return Calibration(parameters, fits, left_out, info, note)
-
-
-def _left_out(
-    runs: list[MeasuredRun],
-    index: int,
-    candidates: tuple[Parameter, ...],
-    regularisation: float,
-    stop: Callable[[], bool] | None,
-) -> LeftOut:
-    others = runs[:index] + runs[index + 1 :]
-    freed, defaults, _ = choose(others, candidates)
-    freed, _ = select(others, freed, defaults, regularisation, stop)  # as the whole fit does
-    values, _ = _fit(others, freed, defaults, regularisation, stop)
-    est = runs[index].estimate(values)
-    return LeftOut(runs[index], est.step_time_s, est.mfu, tuple(values))
