@@ -12,9 +12,10 @@ from ortools.sat.python import cp_model
 from models.layout import Layout
 from optimizer.costmodel import CostAssumptions
 from optimizer.search.model import LayoutModel
+from optimizer.search.pricing import Pricing
 from optimizer.search.problem import SearchProblem
 from optimizer.search.stopping import CutShort, StopSignal
-from optimizer.search.tables import NoLayouts, Tables, build_tables
+from optimizer.search.tables import NoLayouts
 from optimizer.search.terms import LN_MFU_SCALE
 
 
@@ -164,15 +165,16 @@ def best_layout(
     assumptions: CostAssumptions,
     settings: SolveSettings,
     relaxed: frozenset[str] = frozenset(),
-    tables: Tables | None = None,
+    pricing: Pricing | None = None,
 ) -> Found:
+    """The best layout of `problem`, its tables from the request's `pricing` when given
+    (rows another search of the request priced are not priced again)."""
     if len(problem.degrees) == 0:
         return Found(None, True, 0)
     deadline = time.perf_counter() + settings.time_limit_s
+    pricing = pricing or Pricing(problem, assumptions)
     try:
-        layout_model = LayoutModel(
-            tables or build_tables(problem, assumptions, deadline=deadline, stop=settings.stop)
-        )
+        layout_model = LayoutModel(pricing.tables(problem, deadline=deadline, stop=settings.stop))
     except NoLayouts:
         return Found(None, True, 0)
     except CutShort:
