@@ -70,14 +70,19 @@ def relaxations(
     tries: list[tuple[str, SearchProblem | None]] = [(rule, None) for rule in layout_model.rules]
     tries += list(_relaxed_problems(problem).items())
     found = {}
+    # a relaxed optimum short of this does not bind: no tie-break needed to say so
+    binds_above = best.mfu * (1 + BINDS_RELATIVE)
     for rule, wider in tries:
         settings = budget.settings()
         if settings is None:
             break
         if wider is None:
-            found[rule] = (problem, solve_best(layout_model, settings, frozenset({rule})))
+            relaxed = frozenset({rule})
+            found[rule] = (problem, solve_best(layout_model, settings, relaxed, None, binds_above))
         else:
-            widened = best_layout(narrowed(wider), assumptions, settings, pricing=pricing)
+            widened = best_layout(
+                narrowed(wider), assumptions, settings, pricing=pricing, must_beat_mfu=binds_above
+            )
             found[rule] = (wider, widened)
     judged = [_not_binding(problem, KV_HEADS, best)] if _kv_rule_idle(problem, layout_model) else []
     # A rule is unsettled when time ran out before a layout (relaxing only widens a feasible

@@ -192,6 +192,15 @@ class Objectives:
                 self.model.add_hint(literal, solver.boolean_value(literal))
         self.model.minimize(self.tie_break[stage].var)
 
+    def ln_mfu_term_count(self) -> int:
+        """How many rounded ln terms make up ln(MFU) (one per term and table)."""
+        return sum(
+            1
+            for table in self.tables.tables
+            for term in self.tables.terms
+            if term.kind == "ln_mfu" and term.name in table.values
+        )
+
     def ln_mfu_bounds(self) -> tuple[int, int]:
         low = high = 0
         for table in self.tables.tables:
