@@ -199,6 +199,8 @@ class Pricing:
             rows_k, rows_index = _with_free_axes(search, classes, self._axes, *chunk)
             framed_k, framed_index = self._to_frame(i, rows_k, rows_index)
             new = ~self._held(self.priced, framed_k, framed_index)
+            if not new.any():
+                continue
             part = priced_rows(
                 search,
                 classes,
