@@ -77,8 +77,8 @@ def relaxations(
         if settings is None:
             break
         if wider is None:
-            relaxed = frozenset({rule})
-            found[rule] = (problem, solve_best(layout_model, settings, relaxed, None, binds_above))
+            dropped = frozenset({rule})
+            found[rule] = (problem, solve_best(layout_model, settings, dropped, None, binds_above))
         else:
             widened = best_layout(
                 narrowed(wider), assumptions, settings, pricing=pricing, must_beat_mfu=binds_above
@@ -90,7 +90,7 @@ def relaxations(
     unsettled = 0
     for rule, (space, answer) in found.items():
         relaxed = None if answer.layout is None else priced(space, answer.layout, assumptions)
-        if relaxed is not None and relaxed.mfu > best.mfu * (1 + BINDS_RELATIVE):
+        if relaxed is not None and relaxed.mfu > binds_above:
             step_up = None
             if rule == MEMORY_LIMIT:
                 step_up = _smallest_step_up(problem, layout_model, best, assumptions, budget)
