@@ -192,6 +192,7 @@ class Pricing:
         deadline: float | None,
         stop: StopSignal | None,
     ) -> None:
+        """Each chunk's rows not yet priced, priced and pruned within the finer groups."""
         for rows in _chunks(_rows_per_coupled_row(search, classes, self._axes, k)):
             if _cut_short(deadline, stop):
                 raise CutShort()
@@ -248,13 +249,19 @@ class Pricing:
 
     def _finer_keys(self, table: Table) -> list[np.ndarray]:
         """What keeps rows apart beyond the frame's groups: which declared searches hold
-        each row (one bit each), and the value of every knob some search rules."""
+        each row (one bit each), and the value of every knob a search rules while searching
+        more than one of its values (a knob fixed to one value splits nothing)."""
         k, index = table.degree_index, table.axis_index
         held_by = np.zeros(k.size, dtype=np.int64)
         for i in range(len(self.searches)):
             held_by |= self._in(i, k, index).astype(np.int64) << i
-        ruled = sorted({knob for search in self.searches for knob in _ruled_knobs(search)})
-        return [held_by, *(index[knob] for knob in ruled)]
+        ruled = {
+            knob
+            for search in self.searches
+            for knob in _ruled_knobs(search)
+            if len(search.knobs[knob]) > 1
+        }
+        return [held_by, *(index[knob] for knob in sorted(ruled))]
 
     def _derived(self, i: int, classes: PlacementClasses) -> Tables:
         """The search's table from the priced parts: its rows, in its own indices and in
