@@ -144,6 +144,13 @@ def test_explanations_from_one_pricing_equal_those_built_whole(name: str) -> Non
     assert shared.relaxations and not shared.warnings
 
 
+def test_a_request_without_degree_tuples_is_infeasible_not_a_fault() -> None:
+    # 9,999,999 = 3^2 x 239 x 4649 GPUs: no tp divides the heads with pp <= layers and a dp
+    # that divides the batch, so nothing is priced (schemathesis found this)
+    result = optimize(plate_job(9_999_999), time_limit_s=5.0)
+    assert result.status == "infeasible" and [c.name for c in result.conflict] == ["degrees"]
+
+
 def test_a_conflict_from_one_pricing_equals_one_built_whole() -> None:
     job, space = plate_job(16, "llama3-70b"), SearchSpace(recompute=["none"])
     problem, costs = prepared(job, space, "standard", CostAssumptions(), None)

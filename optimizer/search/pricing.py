@@ -129,7 +129,7 @@ class Pricing:
         self.searches = [search for search, where in placed if where is not None]
         self.where = [where for _, where in placed if where is not None]
         self.terms: tuple[Term, ...] = profile_terms(problem.profile)
-        self.classes = placement_classes(self.frame) if self.searches else None
+        self.classes: PlacementClasses | None = None  # the frame's, once a search needs them
         self.parts: list[Table] = []  # priced rows in the frame's indices, pruned finely
         self.priced: list[int] = []  # the declared searches whose rows are all in `parts`
 
@@ -163,7 +163,8 @@ class Pricing:
 
     def _classes(self, i: int) -> PlacementClasses:
         """The search's placement classes: the frame's of its tuples (each tuple's own)."""
-        assert self.classes is not None
+        if self.classes is None:  # not before: a search without tuples never gets here
+            self.classes = placement_classes(self.frame)
         return PlacementClasses([self.classes.representative[k] for k in self.where[i].degrees])
 
     def _price(
