@@ -129,6 +129,7 @@ class Pricing:
         self.searches = [search for search, where in placed if where is not None]
         self.where = [where for _, where in placed if where is not None]
         self.terms: tuple[Term, ...] = profile_terms(problem.profile)
+        self.degree_bits, self.knob_bits = _membership_bits(self.frame, self.where)
         self.classes: PlacementClasses | None = None  # the frame's, once a search needs them
         self.parts: list[Table] = []  # priced rows in the frame's indices, pruned finely
         self.priced: list[int] = []  # the declared searches whose rows are all in `parts`
@@ -230,39 +231,34 @@ class Pricing:
         }
         return where.degrees[k], framed
 
+    def _held_by(self, k: np.ndarray, index: dict[str, np.ndarray]) -> np.ndarray:
+        """Per frame row, which declared searches hold it: bit i for the i-th."""
+        held_by = self.degree_bits[k]
+        for knob, bits in self.knob_bits.items():
+            held_by = held_by & bits[index[knob]]
+        return held_by
+
     def _in(self, i: int, k: np.ndarray, index: dict[str, np.ndarray]) -> np.ndarray:
         """Which frame rows the `i`-th declared search holds."""
-        where, frame = self.where[i], self.frame
-        held = np.zeros(len(frame.degrees), dtype=bool)
-        held[where.degrees] = True
-        inside = held[k]
-        for knob, positions in where.knobs.items():
-            allowed = np.zeros(len(frame.knobs[knob]), dtype=bool)
-            allowed[positions] = True
-            inside &= allowed[index[knob]]
-        return inside
+        return (self._held_by(k, index) >> i) & 1 == 1
 
     def _held(self, searches: list[int], k: np.ndarray, index: dict[str, np.ndarray]):
-        held = np.zeros(k.size, dtype=bool)
-        for i in searches:
-            held |= self._in(i, k, index)
-        return held
+        """Which frame rows any of `searches` holds."""
+        mask = sum(1 << i for i in searches)
+        return self._held_by(k, index) & mask != 0
 
     def _finer_keys(self, table: Table) -> list[np.ndarray]:
         """What keeps rows apart beyond the frame's groups: which declared searches hold
         each row (one bit each), and the value of every knob a search rules while searching
         more than one of its values (a knob fixed to one value splits nothing)."""
-        k, index = table.degree_index, table.axis_index
-        held_by = np.zeros(k.size, dtype=np.int64)
-        for i in range(len(self.searches)):
-            held_by |= self._in(i, k, index).astype(np.int64) << i
+        held_by = self._held_by(table.degree_index, table.axis_index)
         ruled = {
             knob
             for search in self.searches
             for knob in _ruled_knobs(search)
             if len(search.knobs[knob]) > 1
         }
-        return [held_by, *(index[knob] for knob in sorted(ruled))]
+        return [held_by, *(table.axis_index[knob] for knob in sorted(ruled))]
 
     def _derived(self, i: int, classes: PlacementClasses) -> Tables:
         """The search's table from the priced parts: its rows, in its own indices and in
@@ -286,6 +282,23 @@ class Pricing:
         table = table.take(np.lexsort(tuple(reversed(made_in))))
         scaled, unit = in_memory_units((without_dominated(search, table, self.terms),), self.terms)
         return Tables(search, classes, scaled, self.terms, unit)
+
+
+def _membership_bits(
+    frame: SearchProblem, where: list[InFrame]
+) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    """Per frame degree tuple and per frame knob value, which declared searches hold it (bit
+    i for the i-th): a row's searches are then one AND over its columns."""
+    assert len(where) < 63, "one bit per declared search in an int64"
+    degree_bits = np.zeros(len(frame.degrees), dtype=np.int64)
+    knob_bits = {
+        knob: np.zeros(len(values), dtype=np.int64) for knob, values in frame.knobs.items()
+    }
+    for i, place in enumerate(where):
+        degree_bits[place.degrees] |= 1 << i
+        for knob, positions in place.knobs.items():
+            knob_bits[knob][positions] |= 1 << i
+    return degree_bits, knob_bits
 
 
 def _inverse(positions: np.ndarray, size: int) -> np.ndarray:
