@@ -172,16 +172,37 @@ points) 1.2-2.3x slower. CP-SAT's value is the
 proof, the explanations, the minimal conflicts and a model that later extensions (uneven
 stages, several jobs, network tiers) can grow where enumeration explodes.
 
-Misses against issue 13's targets, measured in the table above on the searches' defaults
-(`standard, megatron: plate`): the optimum takes 0.79 s against <= 100 ms, with explanations
-5.4 s against <= 0.5 s, the frontier 3.7 s against <= 0.5 s. Where the time goes (cProfile,
-same case): of the optimum's 0.8 s, pricing the candidate tables by the cost model (numpy) is
-0.54 s and CP-SAT's two solves 0.08 s; of the explanations' 4.8 s, six table builds are 3.1 s
-(the relaxations' wide model with the rules as literals, the max_vpp and node-size spaces,
-and each less common choice's space) and 21 solves 1.1 s. The factored encoding the issue
-asks for (memory and step time as solver expressions over small per-term tables, so the
-solver prunes by bounds and explanations re-solve one model) is not built: the terms are
-still priced whole-layout by the cost model and the solver picks among dominance-pruned rows.
+Misses against issue 13's targets, measured in the table above (`python -m bench.solver
+--reps 5`, the load average in its header) on the searches' defaults (`standard, megatron:
+plate`): the optimum takes 0.80 s against <= 100 ms, with explanations 3.7 s against <= 0.5
+s (5.4 s in the table this one replaced, at load 0.9, before one pricing per request), the
+frontier 2.9 s against <= 0.5 s (3.7 s then): all three are still missed. Of the optimum's
+0.8 s, pricing its rows by the cost model (numpy) is 0.54 s and CP-SAT's two solves 0.08 s,
+so no reuse can bring the optimum with explanations under 0.5 s. Before one pricing per
+request (cProfile, same case) the explanations' 4.8 s were six table builds (3.1 s: the
+relaxations' wide model with the rules as literals, the max_vpp and node-size spaces, each
+less common choice's space, each priced whole) and 21 solves (1.1 s). Now
+(optimizer/search/pricing.py) the optimize request declares every space it will search, and
+each layout is priced once: the optimum's 284,544 rows, the 232,848 the wide model adds (the
+tuples and knob values the request's rules leave out), max_vpp's 68,808 extra chunks, and
+node_size's 322,056 on the doubled node, which change every row's links and so are priced
+whole: 908,256 rows priced instead of 1,606,356 (numpy 1.7 s instead of 3.0 s); each
+search's table is a mask of the shared rows, equal to the one it would price alone
+(tests/test_pricing_reuse.py). Of the solves, the tie-break of each relaxation whose first
+solve proves it does not bind is skipped (21 -> 17), and each objective over the table rows
+is written once per model and copied back (OR-Tools' Python took ~20 ms a solve to write
+it). Before and after, the same window, alternating the commit before the work and this one,
+two runs each, `python -m bench.solver`'s `measure` with 3 repetitions (load average
+1.8-2.5): `standard, megatron: plate` explanations 5.40 / 5.57 s -> 4.35 / 3.97 s (0.77x),
+frontier 3.88 / 4.58 s -> 3.06 / 2.99 s (0.71x); `standard: plate` explanations 3.64 / 4.03
+s -> 2.55 / 2.67 s (0.68x), frontier 2.02 / 2.86 s -> 1.34 / 1.36 s (0.55x); the optimum
+alone unchanged (0.60-0.90 s both). What is left of the explanations: node_size's pricing
+and model (~0.8 s), the wide model's extra rows (~0.4 s), six model builds (~1 s of
+OR-Tools' Python) and 17 solves (~1 s, most of each the loading of an 11,000-variable
+model). The factored encoding the issue asks for (memory and step time as solver expressions
+over small per-term tables, so the solver prunes by bounds and explanations re-solve one
+model) is not built: the terms are still priced whole-layout by the cost model and the
+solver picks among dominance-pruned rows.
 
 Size guard: a search whose term tables would hold more than 10,000,000 valid layouts (counted
 per degree tuple before anything is built: interleaving only under 1F1B, ep dividing dp x cp)
@@ -240,6 +261,11 @@ What was tried (plate's case, one worker):
   old 52 / 61 ms, new 65 / 67 ms; profiles put the structure itself under 1 ms, the rest is
   the load's noise (this table's plate row read 46, 58, 70 and 45 ms over four runs today,
   the last three with the families).
+- Not taken, for answers that might change: CP-SAT's symmetry detection off
+  (`symmetry_level = 0`) cut a wide-model solve by ~15% (72 vs 84 ms CPU, the least of 8),
+  and a frontier weight bounded by the memory limit instead of the largest tabulated memory
+  would put standard's points in one solve each (47 -> about 24 solves on the megatron plate);
+  either may return another of two layouts tied to the byte, where the tie-break now decides.
 - Two workers gain nothing on 2 cores and cost determinism without an explicit tie-break,
   which the model has: max ln(MFU), then least memory (kB), then smallest tp, pp, cp, knobs.
 """

@@ -31,6 +31,7 @@ from optimizer.results import (
     unknown_warning,
 )
 from optimizer.search import (
+    Pricing,
     SearchProblem,
     SearchSpace,
     SolveSettings,
@@ -96,7 +97,11 @@ def optimize(
     stop = stop or StopSignal()
     start = time.perf_counter()
     budget = explaining.Budget(start + time_limit_s, workers, stop)
-    found = best_layout(narrowed(problem), costs, SolveSettings(time_limit_s, workers, stop))
+    # one pricing for the request: the explanations' tables are masks of the optimum's rows
+    spaces = explaining.searched_spaces(problem) if explain else ()
+    pricing = Pricing(problem, costs, spaces)
+    settings = SolveSettings(time_limit_s, workers, stop)
+    found = best_layout(narrowed(problem), costs, settings, pricing=pricing)
     wall_s = time.perf_counter() - start
     status = status_of(found.layout is not None, found.proved)
     warnings = problem.warnings
@@ -106,7 +111,7 @@ def optimize(
     explained = explaining.Explanation()
     complete = False
     if explain and status != "unknown":
-        explained = explaining.explain(problem, best, costs, budget)
+        explained = explaining.explain(problem, best, costs, budget, pricing)
         complete = not explained.warnings  # its only warnings: cut short, or skipped
     bound = mfu_bound(found.bound_ln_mfu)
     if status == "optimal" and best is not None:

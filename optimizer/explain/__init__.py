@@ -13,14 +13,14 @@ from dataclasses import dataclass
 from models.errors import InvalidSpec
 from optimizer.costmodel import CostAssumptions, Estimate
 from optimizer.explain.budget import CUT_SHORT, Budget, priced
-from optimizer.explain.choices import choices
+from optimizer.explain.choices import choice_spaces, choices
 from optimizer.explain.conflicts import conflict
-from optimizer.explain.relaxations import relaxations
+from optimizer.explain.relaxations import relaxations, relaxed_spaces
 from optimizer.explain.slack import slacks
 from optimizer.results import Choice, Conflict, Relaxation, Slack
-from optimizer.search import CutShort, SearchProblem
+from optimizer.search import CutShort, Pricing, SearchProblem, narrowed
 
-__all__ = ["CUT_SHORT", "Budget", "Explanation", "explain", "priced"]
+__all__ = ["CUT_SHORT", "Budget", "Explanation", "explain", "priced", "searched_spaces"]
 
 
 @dataclass(frozen=True)
@@ -36,14 +36,27 @@ class Explanation:
         return tuple(relaxation for relaxation in self.relaxations if relaxation.binds)
 
 
+def searched_spaces(problem: SearchProblem) -> tuple[SearchProblem, ...]:
+    """Every space an optimum and its explanations may search, declared up front so that
+    one `Pricing` prices their shared layouts once: the optimum's, the wide model of the
+    relaxations and conflicts, the relaxations' wider spaces, the choices' narrower ones."""
+    return (narrowed(problem), problem, *relaxed_spaces(problem), *choice_spaces(problem))
+
+
 def explain(
-    problem: SearchProblem, best: Estimate | None, assumptions: CostAssumptions, budget: Budget
+    problem: SearchProblem,
+    best: Estimate | None,
+    assumptions: CostAssumptions,
+    budget: Budget,
+    pricing: Pricing | None = None,
 ) -> Explanation:
-    """Slack and relaxations for an optimum; a minimal conflict when there is none."""
+    """Slack and relaxations for an optimum; a minimal conflict when there is none. Tables
+    come from `pricing`, the request's (one that prices afresh when None)."""
+    pricing = pricing or Pricing(problem, assumptions, searched_spaces(problem))
     try:
         if best is None:
-            return Explanation(conflict=conflict(problem, assumptions, budget))
-        tried, complete = relaxations(problem, best, assumptions, budget)
+            return Explanation(conflict=conflict(problem, assumptions, budget, pricing))
+        tried, complete = relaxations(problem, best, assumptions, budget, pricing)
     # the wider spaces the explanations search are too large, or their tables outlast the time
     except (InvalidSpec, CutShort) as error:
         why = (
@@ -52,7 +65,7 @@ def explain(
             else CUT_SHORT
         )
         return Explanation(slack=() if best is None else slacks(problem, best), warnings=(why,))
-    bought, settled = choices(problem, best, assumptions, budget.settings)
+    bought, settled = choices(problem, best, assumptions, budget.settings, pricing)
     return Explanation(
         relaxations=tried,
         slack=slacks(problem, best),

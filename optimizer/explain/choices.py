@@ -18,7 +18,7 @@ from dataclasses import dataclass, replace
 from models.layout import Layout, Recompute, Schedule
 from optimizer.costmodel import CostAssumptions, Estimate, evaluate, recompute_code, schedule_code
 from optimizer.results import Choice
-from optimizer.search import SearchProblem, SolveSettings, best_layout, narrowed
+from optimizer.search import Pricing, SearchProblem, SolveSettings, best_layout, narrowed
 
 # A layout without the choice must trail the optimum by more than this to count as a cost.
 TIES_RELATIVE = 1e-7
@@ -99,14 +99,26 @@ def _open_to_the_solver(problem: SearchProblem, simpler: Simpler) -> bool:
     )
 
 
+def choice_spaces(problem: SearchProblem) -> tuple[SearchProblem, ...]:
+    """The spaces `choices` may search: the request without each choice left to the solver
+    (which of them it searches depends on the optimum)."""
+    return tuple(
+        narrowed(simpler.forbid(problem))
+        for simpler in SIMPLER
+        if _open_to_the_solver(problem, simpler)
+    )
+
+
 def choices(
     problem: SearchProblem,
     best: Estimate,
     assumptions: CostAssumptions,
     settings: Callable[[], SolveSettings | None],
+    pricing: Pricing,
 ) -> tuple[tuple[Choice, ...], bool]:
     """Each less common choice of `best` the solver made, with the best layout without it;
-    and whether every one was settled within the budget (`settings()` is None when spent)."""
+    and whether every one was settled within the budget (`settings()` is None when spent).
+    Each space is a part of the optimum's: its table a mask of rows `pricing` holds."""
     found: list[Choice] = []
     for simpler in SIMPLER:
         if not (simpler.uses(best.layout) and _open_to_the_solver(problem, simpler)):
@@ -115,7 +127,7 @@ def choices(
         if budget is None:
             return tuple(found), False
         without_it = simpler.forbid(problem)
-        answer = best_layout(narrowed(without_it), assumptions, budget)
+        answer = best_layout(narrowed(without_it), assumptions, budget, pricing=pricing)
         what = simpler.words(best.layout)
         if answer.layout is None:
             if not answer.proved:

@@ -15,9 +15,9 @@ from optimizer.search import (
     MEMORY_LIMIT,
     CutShort,
     LayoutModel,
+    Pricing,
     SearchProblem,
     Tables,
-    build_tables,
     new_solver,
     run_solver,
 )
@@ -61,10 +61,11 @@ def _least_memory(tables: Tables, enforced: set[str], budget: Budget) -> Layout 
 
 
 def conflict(
-    problem: SearchProblem, assumptions: CostAssumptions, budget: Budget
+    problem: SearchProblem, assumptions: CostAssumptions, budget: Budget, pricing: Pricing
 ) -> tuple[Conflict, ...]:
     """A minimal set of the request's rules that no layout satisfies together; CutShort
-    when the budget runs out first."""
+    when the budget runs out first. The wide model's table comes from `pricing`, which holds
+    the optimum's rows already."""
     job = problem.job
     if len(problem.degrees) == 0:
         model, batch = job.model, job.training.global_batch
@@ -77,7 +78,7 @@ def conflict(
                 f"global_batch({batch})",
             ),
         )
-    tables = build_tables(problem, assumptions, deadline=budget.deadline, stop=budget.stop)
+    tables = pricing.tables(problem, deadline=budget.deadline, stop=budget.stop)
     alone = _broken_by_every_layout(tables)
     if alone is not None:  # a rule no layout keeps is a minimal conflict by itself
         return (Conflict(alone, _every_layout_breaks(problem, alone)),)

@@ -19,9 +19,9 @@ from optimizer.search import (
     KV_HEADS,
     MEMORY_LIMIT,
     LayoutModel,
+    Pricing,
     SearchProblem,
     best_layout,
-    build_tables,
     least_memory_beating,
     narrowed,
     solve_best,
@@ -49,31 +49,48 @@ def _relaxed_problems(problem: SearchProblem) -> dict[str, SearchProblem]:
     }
 
 
+def relaxed_spaces(problem: SearchProblem) -> tuple[SearchProblem, ...]:
+    """The spaces `relaxations` searches besides the request's own (its wide model)."""
+    return tuple(narrowed(wider) for wider in _relaxed_problems(problem).values())
+
+
 def relaxations(
-    problem: SearchProblem, best: Estimate, assumptions: CostAssumptions, budget: Budget
+    problem: SearchProblem,
+    best: Estimate,
+    assumptions: CostAssumptions,
+    budget: Budget,
+    pricing: Pricing,
 ) -> tuple[tuple[Relaxation, ...], bool]:
     """Each relaxable rule of the request, whether relaxing it raises the best MFU and, if so,
-    what it would buy; and whether every rule was tried within the budget."""
-    tables = build_tables(problem, assumptions, deadline=budget.deadline, stop=budget.stop)
+    what it would buy; and whether every rule was tried within the budget. Tables come from
+    the request's `pricing`: the wide model's rows are the optimum's and the rules' others,
+    max_vpp's the optimum's and the extra chunks'; only node_size's are all priced anew."""
+    tables = pricing.tables(problem, deadline=budget.deadline, stop=budget.stop)
     layout_model = LayoutModel(tables)
     tries: list[tuple[str, SearchProblem | None]] = [(rule, None) for rule in layout_model.rules]
     tries += list(_relaxed_problems(problem).items())
     found = {}
+    # a relaxed optimum short of this does not bind: no tie-break needed to say so
+    binds_above = best.mfu * (1 + BINDS_RELATIVE)
     for rule, wider in tries:
         settings = budget.settings()
         if settings is None:
             break
         if wider is None:
-            found[rule] = (problem, solve_best(layout_model, settings, frozenset({rule})))
+            dropped = frozenset({rule})
+            found[rule] = (problem, solve_best(layout_model, settings, dropped, None, binds_above))
         else:
-            found[rule] = (wider, best_layout(narrowed(wider), assumptions, settings))
+            widened = best_layout(
+                narrowed(wider), assumptions, settings, pricing=pricing, must_beat_mfu=binds_above
+            )
+            found[rule] = (wider, widened)
     judged = [_not_binding(problem, KV_HEADS, best)] if _kv_rule_idle(problem, layout_model) else []
     # A rule is unsettled when time ran out before a layout (relaxing only widens a feasible
     # space) or, for a verdict of "does not bind", before the proof that nothing beats it.
     unsettled = 0
     for rule, (space, answer) in found.items():
         relaxed = None if answer.layout is None else priced(space, answer.layout, assumptions)
-        if relaxed is not None and relaxed.mfu > best.mfu * (1 + BINDS_RELATIVE):
+        if relaxed is not None and relaxed.mfu > binds_above:
             step_up = None
             if rule == MEMORY_LIMIT:
                 step_up = _smallest_step_up(problem, layout_model, best, assumptions, budget)

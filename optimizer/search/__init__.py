@@ -1,6 +1,7 @@
 """The search: a request's space resolved against a job (space.py, problem.py), the cost
 model's terms tabulated (terms.py, placements.py, tables.py, dominance.py), the CP-SAT model
-(structure.py, model.py, objectives.py), its solves (solve.py, stopping.py), the frontier
+(structure.py, model.py, objectives.py), one request's pricing shared by its searches
+(pricing.py), its solves (solve.py, stopping.py), the frontier
 (frontier.py), and the exhaustive enumerator that is its oracle (enumerator.py).
 
 Other rooms import from this module only.
@@ -9,6 +10,7 @@ Other rooms import from this module only.
 from optimizer.search.enumerator import PricedSpace, layout_grid, price_space, restriction_masks
 from optimizer.search.model import LayoutModel
 from optimizer.search.pareto import frontier
+from optimizer.search.pricing import Pricing
 from optimizer.search.problem import (
     ENGINE_RULE_PREFIX,
     EVEN_STAGES,
@@ -52,6 +54,7 @@ __all__ = [
     "MIN_INTERLEAVED_PP",
     "MIN_SOLVE_S",
     "PRICED_KNOBS",
+    "Pricing",
     "CutShort",
     "Found",
     "PricedSpace",

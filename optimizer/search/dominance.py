@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
 from optimizer.search.problem import KNOBS, SearchProblem
@@ -14,28 +16,47 @@ def _ruled_knobs(problem: SearchProblem) -> list[str]:
     return ruled + [knob for knob in problem.fixed if knob in KNOBS]
 
 
-def without_dominated(problem: SearchProblem, table: Table, terms: tuple[Term, ...]) -> Table:
+def group_keys(problem: SearchProblem, table: Table) -> list[np.ndarray]:
+    """Per row, what a row must share with another to compete with it: the degree tuple,
+    the value of every ruled knob and (engine rules count as ruled) which rules it breaks."""
+    keys = [table.degree_index] + [table.axis_index[k] for k in _ruled_knobs(problem)]
+    if table.breaks:  # rows breaking different engine rules are not interchangeable
+        keys.append(_break_pattern(table))
+    return keys
+
+
+def without_dominated(
+    problem: SearchProblem,
+    table: Table,
+    terms: tuple[Term, ...],
+    finer_keys: Sequence[np.ndarray] = (),
+) -> Table:
     """Drop each layout another beats on both memory and MFU (or equals on both and precedes
     in the tie-break order) with the same degrees and the same values of every ruled knob:
     no cap on memory and no rule can then make it the answer, so the solver never needs it.
-    Engine rules count as ruled knobs: only rows that break the same engine rules compete."""
+    Engine rules count as ruled knobs: only rows that break the same engine rules compete.
+    `finer_keys` split the groups further (rows kept apart for narrower searches to come).
+
+    A row survives if it needs less memory than every row before it in its group, best MFU
+    first: a running minimum per group, computed for all groups at once on memory ranks
+    offset so that no group's minimum reaches into the next one."""
     totals = term_totals(table, terms)
     memory, ln_mfu = totals["memory_bytes"], totals["ln_mfu"]
-    group_keys = [table.degree_index] + [table.axis_index[k] for k in _ruled_knobs(problem)]
-    if table.breaks:  # rows breaking different engine rules are not interchangeable
-        group_keys.append(_break_pattern(table))
+    keys = group_keys(problem, table) + list(finer_keys)
     rank_keys = [table.axis_index[axis] for axis in reversed(table.axes)]
-    order = np.lexsort((*rank_keys, memory, -ln_mfu, *reversed(group_keys)))
-    group = np.stack(group_keys, axis=1)[order]
-    starts = np.flatnonzero(np.r_[True, np.any(group[1:] != group[:-1], axis=1)])
-    ends = np.r_[starts[1:], len(order)]
-    keep = np.zeros(len(order), dtype=bool)
-    for start, end in zip(starts, ends, strict=True):
-        # best MFU first within the group: a row survives if it needs less memory than all
-        # the rows before it
-        segment = memory[order[start:end]]
-        least_before = np.minimum.accumulate(np.r_[np.iinfo(np.int64).max, segment[:-1]])
-        keep[start:end] = segment < least_before
+    order = np.lexsort((*rank_keys, memory, -ln_mfu, *reversed(keys)))
+    if not len(order):
+        return table
+    group = np.stack(keys, axis=1)[order]
+    starts = np.r_[True, np.any(group[1:] != group[:-1], axis=1)]
+    group_id = np.cumsum(starts) - 1
+    # equal memory, equal rank: a row does not survive one of equal memory before it
+    memory_rank = np.unique(memory[order], return_inverse=True)[1].astype(np.int64)
+    # later groups sit below earlier ones, so the running minimum restarts at each group
+    keyed = (int(group_id[-1]) - group_id) * len(order) + memory_rank
+    least_before = np.r_[np.iinfo(np.int64).max, np.minimum.accumulate(keyed)[:-1]]
+    least_before[starts] = np.iinfo(np.int64).max
+    keep = keyed < least_before
     return table.take(np.sort(order[keep]))
 
 

@@ -12,9 +12,10 @@ from ortools.sat.python import cp_model
 from models.layout import Layout
 from optimizer.costmodel import CostAssumptions
 from optimizer.search.model import LayoutModel
+from optimizer.search.pricing import Pricing
 from optimizer.search.problem import SearchProblem
 from optimizer.search.stopping import CutShort, StopSignal
-from optimizer.search.tables import NoLayouts, Tables, build_tables
+from optimizer.search.tables import NoLayouts
 from optimizer.search.terms import LN_MFU_SCALE
 
 
@@ -88,8 +89,12 @@ def solve_best(
     settings: SolveSettings,
     relaxed: frozenset[str] = frozenset(),
     memory_cap_bytes: int | None = None,
+    must_beat_mfu: float | None = None,
 ) -> Found:
-    """Maximise ln(MFU); then, at that value, least memory and the tie-break rank."""
+    """Maximise ln(MFU); then, at that value, least memory and the tie-break rank. With
+    `must_beat_mfu`, a first solve proving that no layout reaches it ends there: the layout
+    is then one of the ties, not the tie-break's (a caller asking whether anything beats an
+    MFU needs no more; the tie-break solve cost as much as the first)."""
     start = time.perf_counter()
     layout_model.enforce(relaxed)
     layout_model.cap_memory(memory_cap_bytes)
@@ -111,6 +116,8 @@ def solve_best(
         best_ln_mfu,
         bound,
     )
+    if proved and _short_of(layout_model, best_ln_mfu, must_beat_mfu):
+        return replace(first, proved=True)
     last = solver
     for stage in range(len(layout_model.tie_break)):
         layout_model.stage_tie_break(best_ln_mfu, last, stage)
@@ -130,6 +137,16 @@ def solve_best(
         best_ln_mfu,
         bound,
     )
+
+
+def _short_of(layout_model: LayoutModel, ln_mfu: int, mfu: float | None) -> bool:
+    """Whether every layout of the proved most `ln_mfu` has a true MFU below `mfu`: each
+    tabulated ln term is rounded by at most half a unit, and one unit more covers the cost
+    model's floats (evaluate against the grid)."""
+    if mfu is None:
+        return False
+    rounding = 0.5 * layout_model.ln_mfu_term_count() + 1
+    return ln_mfu + rounding < LN_MFU_SCALE * math.log(mfu)
 
 
 def frontier_point(
@@ -164,21 +181,23 @@ def best_layout(
     assumptions: CostAssumptions,
     settings: SolveSettings,
     relaxed: frozenset[str] = frozenset(),
-    tables: Tables | None = None,
+    pricing: Pricing | None = None,
+    must_beat_mfu: float | None = None,
 ) -> Found:
+    """The best layout of `problem`, its tables from the request's `pricing` when given
+    (rows another search of the request priced are not priced again)."""
     if len(problem.degrees) == 0:
         return Found(None, True, 0)
     deadline = time.perf_counter() + settings.time_limit_s
+    pricing = pricing or Pricing(problem, assumptions)
     try:
-        layout_model = LayoutModel(
-            tables or build_tables(problem, assumptions, deadline=deadline, stop=settings.stop)
-        )
+        layout_model = LayoutModel(pricing.tables(problem, deadline=deadline, stop=settings.stop))
     except NoLayouts:
         return Found(None, True, 0)
     except CutShort:
         return Found(None, False, 0)
     remaining = settings.with_time_limit(deadline - time.perf_counter())
-    return solve_best(layout_model, remaining, relaxed)
+    return solve_best(layout_model, remaining, relaxed, must_beat_mfu=must_beat_mfu)
 
 
 # How much better, in the solver's ln(MFU) units, a layout must be to count as a step up:

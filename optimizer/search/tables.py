@@ -323,6 +323,21 @@ def _priced_part(
     """One chunk of a table: its rows expanded by the free axes, priced, the unpriced and
     (when `prune`) the dominated ones dropped."""
     k, index = _with_free_axes(problem, classes, axes, *coupled)
+    part = priced_rows(problem, classes, terms, axes, k, index, assumptions)
+    return without_dominated(problem, part, terms) if prune and len(part.degree_index) else part
+
+
+def priced_rows(
+    problem: SearchProblem,
+    classes: PlacementClasses,
+    terms: tuple[Term, ...],
+    axes: tuple[str, ...],
+    k: np.ndarray,
+    index: dict[str, np.ndarray],
+    assumptions: CostAssumptions,
+) -> Table:
+    """The table's rows (degree tuple `k`, axis indices `index`) priced by the cost model,
+    the rows it gives no finite figures dropped. The one place rows are priced."""
     grid = _grid_for_rows(problem, classes, k, index)
     prices = profile_named(problem.profile).price_grid(problem.job, grid, assumptions)
     scaled = _scaled_terms(terms, axes, prices)
@@ -332,8 +347,7 @@ def _priced_part(
     priced = np.all([np.abs(v) <= MAX_TERM for v in scaled.values()], axis=0)
     values = {name: np.rint(v).astype(np.int64) for name, v in scaled.items()}
     breaks = problem.engine_breaks(grid) if whole_layouts(axes) else {}
-    part = Table(axes, k, index, values, breaks).take(priced)
-    return without_dominated(problem, part, terms) if prune and priced.any() else part
+    return Table(axes, k, index, values, breaks).take(priced)
 
 
 def whole_layouts(axes: tuple[str, ...]) -> bool:

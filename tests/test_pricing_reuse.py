@@ -1,0 +1,232 @@
+"""One pricing per optimize request (optimizer/search/pricing.py): the explanations' tables
+are masks of rows priced once, equal to the tables each search would price alone, and the
+explanations say the same as when every table is built whole."""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections import Counter
+
+import numpy as np
+import pytest
+
+from optimizer import explain as explaining
+from optimizer.costmodel import profiles
+from optimizer.costmodel.assumptions import CostAssumptions
+from optimizer.costmodel.profiles import evaluate
+from optimizer.explain.relaxations import BINDS_RELATIVE
+from optimizer.search import (
+    LayoutModel,
+    Pricing,
+    SearchSpace,
+    SolveSettings,
+    Tables,
+    best_layout,
+    build_tables,
+    narrowed,
+    resolve_space,
+    solve_best,
+)
+from optimizer.search.dominance import without_dominated
+from optimizer.search.terms import Table, profile_terms
+from optimizer.searches import optimize, prepared
+from tests.helpers import plate_job
+
+# Requests whose explanations search every kind of derived space: rules relaxed as literals
+# (engine rules, kv heads, allowed recompute, a fixed tp), max_vpp's extra chunks, node_size's
+# doubled node, the choices' narrower spaces (cp, ep, ZeRO-3, interleaving, recompute), MoE.
+CASES = {
+    "70b on 512, megatron": (plate_job(512, "llama3-70b"), SearchSpace(), "megatron"),
+    "405b on 1,024, recompute ruled": (
+        plate_job(1024),
+        SearchSpace(max_vpp=4, recompute=["selective", "full"]),
+        "megatron",
+    ),
+    "8b on 256, tp and zero ruled": (
+        plate_job(256, "llama3-8b"),
+        SearchSpace(zero_stages=[1, 2], tp=2, max_vpp=4),
+        None,
+    ),
+    "mixtral on 64": (plate_job(64, "mixtral-8x7b"), SearchSpace(max_vpp=2), "megatron"),
+}
+
+
+def request(name: str):
+    job, space, engine = CASES[name]
+    problem, costs = prepared(job, space, "standard", CostAssumptions(), engine)
+    return job, space, engine, problem, costs
+
+
+def assert_same_tables(got: Tables, built: Tables) -> None:
+    assert got.memory_unit_bytes == built.memory_unit_bytes
+    assert got.classes.representative == built.classes.representative
+    assert len(got.tables) == len(built.tables)
+    for mine, theirs in zip(got.tables, built.tables, strict=True):
+        assert mine.axes == theirs.axes
+        assert np.array_equal(mine.degree_index, theirs.degree_index)
+        for column in ("axis_index", "values", "breaks"):
+            ours, others = getattr(mine, column), getattr(theirs, column)
+            assert list(ours) == list(others)  # same columns, in the same order
+            for name in ours:
+                assert np.array_equal(ours[name], others[name]), (column, name)
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_each_declared_space_gets_the_table_it_would_build_alone(name: str) -> None:
+    *_, problem, costs = request(name)
+    spaces = explaining.searched_spaces(problem)
+    pricing = Pricing(problem, costs, spaces)
+    # all but node_size's (another cluster) share the request's pricing
+    assert len(pricing.searches) == len(spaces) - 1
+    for space in spaces:  # in the order optimize asks: the optimum's first
+        assert_same_tables(pricing.tables(space), build_tables(space, costs))
+
+
+def test_tables_do_not_depend_on_which_space_is_priced_first() -> None:
+    *_, problem, costs = request("405b on 1,024, recompute ruled")
+    spaces = explaining.searched_spaces(problem)
+    pricing = Pricing(problem, costs, spaces)
+    for space in reversed(spaces):  # the wide model's rows first, the optimum's a mask of them
+        assert_same_tables(pricing.tables(space), build_tables(space, costs))
+
+
+def priced_layouts(monkeypatch: pytest.MonkeyPatch) -> Counter:
+    """Every layout the standard profile prices from now on, counted (with its node size)."""
+    seen: Counter = Counter()
+    standard = profiles.PROFILES["standard"]
+
+    def counting(job, grid, assumptions):
+        columns = [getattr(grid, name) for name in ("tp", "pp", "cp", "dp", "vpp")]
+        columns += [grid.micro_batch, grid.zero, grid.recompute, grid.schedule, grid.ep]
+        rows = np.stack([*columns, grid.placement], axis=1).tolist()
+        seen.update((job.cluster.gpus_per_node, *row) for row in rows)
+        return standard.price_grid(job, grid, assumptions)
+
+    monkeypatch.setitem(
+        profiles.PROFILES, "standard", dataclasses.replace(standard, price_grid=counting)
+    )
+    return seen
+
+
+@pytest.mark.parametrize("name", ["70b on 512, megatron", "mixtral on 64"])
+def test_an_optimize_request_prices_each_layout_once(
+    name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    job, space, engine, *_ = request(name)
+    seen = priced_layouts(monkeypatch)
+    optimum_alone = optimize(job, space, engine=engine, explain=False)
+    alone = set(seen)
+    seen.clear()
+    result = optimize(job, space, engine=engine)
+    assert result.explanations_complete and result.best == optimum_alone.best
+    assert max(seen.values()) == 1  # no layout priced twice
+    assert alone <= set(seen)  # the optimum's rows are the explanations' too
+    # the request's node and node_size's doubled one, each priced in one pass
+    assert {key[0] for key in seen} == {8, 16}
+
+
+def explanation(name: str, shared: bool) -> explaining.Explanation:
+    _, _, _, problem, costs = request(name)
+    declared = explaining.searched_spaces(problem) if shared else ()
+    pricing = Pricing(problem, costs, declared)  # nothing declared: every table built whole
+    found = best_layout(narrowed(problem), costs, SolveSettings(60.0), pricing=pricing)
+    assert found.layout is not None
+    best = explaining.priced(problem, found.layout, costs)
+    budget = explaining.Budget(deadline=time.perf_counter() + 120.0, workers=1)
+    return explaining.explain(problem, best, costs, budget, pricing)
+
+
+@pytest.mark.parametrize("name", ["405b on 1,024, recompute ruled", "8b on 256, tp and zero ruled"])
+def test_explanations_from_one_pricing_equal_those_built_whole(name: str) -> None:
+    shared, whole = explanation(name, shared=True), explanation(name, shared=False)
+    assert shared == whole
+    assert shared.relaxations and not shared.warnings
+
+
+def test_a_request_without_degree_tuples_is_infeasible_not_a_fault() -> None:
+    # 9,999,999 = 3^2 x 239 x 4649 GPUs: no tp divides the heads with pp <= layers and a dp
+    # that divides the batch, so nothing is priced (schemathesis found this)
+    result = optimize(plate_job(9_999_999), time_limit_s=5.0)
+    assert result.status == "infeasible" and [c.name for c in result.conflict] == ["degrees"]
+
+
+def test_a_conflict_from_one_pricing_equals_one_built_whole() -> None:
+    job, space = plate_job(16, "llama3-70b"), SearchSpace(recompute=["none"])
+    problem, costs = prepared(job, space, "standard", CostAssumptions(), None)
+    conflicts = []
+    for declared in (explaining.searched_spaces(problem), ()):
+        pricing = Pricing(problem, costs, declared)
+        found = best_layout(narrowed(problem), costs, SolveSettings(60.0), pricing=pricing)
+        assert found.layout is None and found.proved
+        budget = explaining.Budget(deadline=time.perf_counter() + 120.0, workers=1)
+        conflicts.append(explaining.explain(problem, None, costs, budget, pricing))
+    shared, whole = conflicts
+    assert shared == whole and [item.name for item in shared.conflict] == ["memory_limit"]
+
+
+# --- the cheaper steps beside it keep their answers ------------------------------------
+
+
+def scanned_survivors(memory, ln_mfu, group, rank) -> np.ndarray:
+    """Dominance as it was: per group, best MFU first, keep a row with less memory than all
+    the rows before it."""
+    order = np.lexsort((rank, memory, -ln_mfu, group))
+    keep = np.zeros(len(order), dtype=bool)
+    for g in np.unique(group):
+        least = np.iinfo(np.int64).max
+        for row in order[group[order] == g]:
+            keep[row], least = memory[row] < least, min(least, memory[row])
+    return np.flatnonzero(keep)
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_dominance_keeps_what_a_group_by_group_scan_keeps(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    rows = 2_000
+    group, rank = rng.integers(0, 40, rows), rng.permutation(rows)
+    memory, ln_mfu = rng.integers(0, 30, rows), rng.integers(-5, 0, rows)  # many ties
+    problem = resolve_space(plate_job(8, "llama3-8b"), SearchSpace(), "standard")
+    terms = profile_terms("standard")
+    table = Table(
+        ("vpp",),
+        group,
+        {"vpp": rank},
+        {"weights_bytes": memory, "ln_pipeline_factor": ln_mfu},
+    )
+    kept = without_dominated(problem, table, terms)
+    expected = scanned_survivors(memory, ln_mfu, group, rank)
+    assert np.array_equal(kept.axis_index["vpp"], rank[expected])
+
+
+def test_an_objective_copied_back_is_the_one_written() -> None:
+    *_, problem, costs = request("8b on 256, tp and zero ruled")
+    tables = build_tables(narrowed(problem), costs)
+    fresh, reused = LayoutModel(tables), LayoutModel(tables)
+    fresh.model.maximize(fresh.ln_mfu)
+    reused.stage_most_mfu()
+    reused.stage_least_memory_above(reused.ln_mfu_bounds()[0])
+    reused.stage_most_mfu()  # copied back, not written again
+    assert str(reused.model.proto.objective) == str(fresh.model.proto.objective)
+
+
+def test_a_relaxation_settled_in_one_solve_gives_the_verdict_of_two() -> None:
+    *_, problem, costs = request("405b on 1,024, recompute ruled")
+    optimum = best_layout(narrowed(problem), costs, SolveSettings(60.0))
+    assert optimum.layout is not None
+    best_mfu = evaluate(problem.job, optimum.layout, "standard", costs).mfu
+    binds_above = best_mfu * (1 + BINDS_RELATIVE)
+    layout_model = LayoutModel(build_tables(problem, costs))
+    shortcuts = 0
+    for rule in layout_model.rules:
+        relaxed = frozenset({rule})
+        quick = solve_best(layout_model, SolveSettings(60.0), relaxed, None, binds_above)
+        full = solve_best(layout_model, SolveSettings(60.0), relaxed)
+        assert quick.proved and full.proved and quick.ln_mfu == full.ln_mfu
+        if quick.solves < full.solves:  # settled early: neither layout binds
+            shortcuts += 1
+            for found in (quick, full):
+                assert evaluate(problem.job, found.layout, "standard", costs).mfu <= binds_above
+        else:
+            assert quick.layout == full.layout
+    assert shortcuts  # some rule here does not bind
