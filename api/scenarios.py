@@ -11,17 +11,20 @@ from typing import Any
 from pydantic import ValidationError
 
 from api.errors import detail_from_validation
-from api.schemas import EvaluateRequest, SearchRequest
+from api.schemas import EvaluateRequest, SearchRequest, StagesRequest
 from models.errors import InvalidSpec
 from optimizer.studies import ScenarioError
 
 
 def scenario_request(compute: str, data: dict[str, Any]) -> EvaluateRequest | SearchRequest:
-    """The request a scenario computes (`evaluate` takes a layout, searches a `search`), or
-    `ScenarioError` naming the field, as the HTTP API would name it."""
-    model: type[EvaluateRequest | SearchRequest] = (
-        EvaluateRequest if compute == "evaluate" else SearchRequest
-    )
+    """The request a scenario computes (`evaluate` takes a layout, searches a `search`,
+    `stages` a search and `per_stage_recompute`), or `ScenarioError` naming the field, as the
+    HTTP API would name it."""
+    models: dict[str, type[EvaluateRequest | SearchRequest]] = {
+        "evaluate": EvaluateRequest,
+        "stages": StagesRequest,
+    }
+    model = models.get(compute, SearchRequest)
     try:
         return model.model_validate(data)
     except ValidationError as error:

@@ -265,3 +265,9 @@ def test_a_stage_search_with_no_layout_is_infeasible(api) -> None:
     }
     answer = api.post("/v1/stages", json=body).json()
     assert answer["status"] == "infeasible" and answer["best"] is None
+
+
+def test_stages_are_priced_by_profile_standard_only(api) -> None:
+    response = api.post("/v1/stages", json=_stages_body() | {"profile": "workshop"})
+    assert response.status_code == 422
+    assert "profile standard" in response.json()["error"]["message"]

@@ -11,6 +11,9 @@ from typing import Any
 import pytest
 
 from api.scenarios import scenario_request
+from optimizer.search import SearchSpace
+from optimizer.searches import stage_plans
+from optimizer.staging.oracle import ORACLE_MODEL
 from optimizer.studies import (
     RowWriter,
     ScenarioError,
@@ -30,6 +33,7 @@ from optimizer.studies import (
     whole_node_counts,
     with_overrides,
 )
+from tests.helpers import plate_job
 
 BASE: dict[str, Any] = {
     "model": "llama3-8b",
@@ -254,3 +258,40 @@ def test_executor_names_and_node_counts() -> None:
     assert whole_node_counts(60, 100, 8) == [64, 72, 80, 88, 96]
     with pytest.raises(StudyError, match="125 whole-node counts lie from 8 to 1000"):
         whole_node_counts(8, 1000, 8)
+
+
+def test_stage_rows_carry_each_ranks_layers_and_what_the_plan_buys() -> None:
+    search = {
+        "tp": 2,
+        "cp": 1,
+        "zero_stages": [1],
+        "micro_batches": [1],
+        "schedules": ["1f1b"],
+        "recompute": ["none", "full"],
+    }
+    base = {
+        "model": ORACLE_MODEL.model_dump(mode="json", exclude_defaults=True),
+        "cluster": {"gpus": 16, "gpu": "h100-sxm"},
+        "training": {"global_batch": 32, "seq_len": 8192},
+        "engine": "generic",
+        "search": search,
+        "time_limit_s": 60,
+    }
+    spec = StudySpec.model_validate(
+        {"compute": "stages", "base": base, "grid": {"search.memory_limit_gb": [8, 9]}}
+    )
+    rows = [run_scenario(s, run_settings(spec, scenario_request)) for s in expand(spec)]
+    job = plate_job(16, ORACLE_MODEL, global_batch=32)
+    for row, limit_gb in zip(rows, (8, 9), strict=True):
+        assert row["status"] == "optimal" and row["error"] is None
+        layers = json.loads(row["stage_layers"])
+        assert sum(layers) == ORACLE_MODEL.num_layers and len(layers) == row["pp"]
+        direct = stage_plans(
+            job, SearchSpace(**search, memory_limit_gb=limit_gb), engine="generic", time_limit_s=60
+        )
+        assert direct.best is not None
+        assert row["mfu"] == pytest.approx(direct.best.price.mfu, abs=1e-4)
+        assert row["memory_total_gb"] <= limit_gb
+    # at 8 GB no even split fits (no gain to state); at 9 GB the plan beats the best one
+    assert rows[0]["even_mfu"] is None and rows[0]["stage_gain"] is None
+    assert rows[1]["stage_gain"] > 0.01

@@ -4,9 +4,9 @@ proved)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from models.strict import REQUEST_CONFIG
 from optimizer import StageSearch, stage_plans
@@ -26,6 +26,13 @@ class StagesRequest(SearchRequest):
     the engine allows, its recompute mode). Profile standard; `explain` is not used."""
 
     model_config = REQUEST_CONFIG | ConfigDict(json_schema_extra={"examples": [STAGES_EXAMPLE]})
+
+    @field_validator("profile")
+    @classmethod
+    def _standard_only(cls, profile: str) -> str:
+        if profile != "standard":
+            raise ValueError("stage plans are priced by profile standard, rank by rank")
+        return profile
 
     per_stage_recompute: bool | None = Field(
         None,
@@ -138,10 +145,7 @@ def stages_answer(request: StagesRequest, result: StageSearch) -> StagesOut:
 
     best, even = result.best, result.even_best
     gain = None if best is None or even is None else best.price.mfu / even.price.mfu - 1
-    if best is not None:
-        status: Status = "optimal" if result.proved else "feasible"
-    else:
-        status = "infeasible" if result.proved else "unknown"
+    status = cast(Status, result.status)
     best_out = out(best)
     if best_out is not None and best is not None:
         best_out = best_out.model_copy(update={"export": plan_export(request, best)})

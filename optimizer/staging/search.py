@@ -59,6 +59,13 @@ class StageSearch:
     rounding: float  # the solver's largest relative rounding of a fraction
     wall_s: float = 0.0
 
+    @property
+    def status(self) -> str:
+        """What was proved, in the searches' words."""
+        if self.best is not None:
+            return "optimal" if self.proved else "feasible"
+        return "infeasible" if self.proved else "unknown"
+
 
 # A layout is its row's columns but recompute, which the plan chooses per rank.
 LAYOUT_COLUMNS = ("tp", "pp", "cp", "dp", "vpp", "micro_batch", "zero", "placement")

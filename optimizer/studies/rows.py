@@ -19,7 +19,8 @@ from models.job import TrainingJob
 from optimizer.costmodel import Estimate
 from optimizer.results import OptimizeResult, ParetoResult
 from optimizer.search import StopSignal
-from optimizer.searches import evaluate_on, optimize, pareto
+from optimizer.searches import evaluate_on, optimize, pareto, stage_plans
+from optimizer.staging import StageSearch
 from optimizer.studies.spec import Compute, Parse, Scenario, ScenarioError, StudySpec
 
 Row = dict[str, Any]
@@ -49,6 +50,7 @@ RESULT_COLUMNS = (
     *ESTIMATE_COLUMNS,
     "binding", "binding_relaxed_mfu", "binding_buys_mfu", "binding_all",
     "bound", "gap", "frontier_points", "frontier", "warnings", "solver_wall_s", "wall_s",
+    "stage_layers", "stage_recompute", "even_mfu", "stage_gain",
 )  # fmt: skip
 # Timings differ run to run; every other column is a function of the scenario alone.
 TIMING_COLUMNS = ("solver_wall_s", "wall_s")
@@ -152,6 +154,18 @@ def _answer_fields(
             estimate, job, settings
         )
     limit_s = _time_limit_s(request, settings)
+    if settings.compute == "stages":
+        plans = stage_plans(
+            job,
+            request.search,
+            request.assumptions,
+            limit_s,
+            workers=1,
+            stop=stop,
+            engine=engine,
+            per_stage_recompute=request.per_stage_recompute,
+        )
+        return _stage_fields(plans, job, settings)
     if settings.compute == "pareto":
         found = pareto(job, request.search, *costs, limit_s, workers=1, stop=stop, engine=engine)
         return _pareto_fields(found, job, settings)
@@ -194,6 +208,39 @@ def _binding_fields(result: OptimizeResult, mfu: float) -> Row:
         "binding_buys_mfu": None if relaxed is None else round(relaxed - mfu, 4),
         "binding_all": ";".join(rule.name for rule in result.binding),
     }
+
+
+def _stage_fields(result: StageSearch, job: TrainingJob, settings: RunSettings) -> Row:
+    """The best layout and stage plan: its degrees, MFU, fullest rank and throughput, each
+    rank's layers and recompute, and what the plan buys over the best even split."""
+    row: Row = {"status": result.status, "solver_wall_s": round(result.wall_s, 4)}
+    best, even = result.best, result.even_best
+    if even is not None:
+        row["even_mfu"] = round(even.price.mfu, 4)
+    if best is None:
+        return row
+    layout, plan, price = best.layout, best.plan, best.price
+    per_gpu = job.training.tokens_per_step / (price.step_time_s * job.cluster.gpus)
+    modes = {mode.value for mode in plan.recompute}
+    row.update(
+        {name: getattr(layout, name) for name in ("tp", "pp", "cp", "ep", "vpp", "zero")},
+        dp=layout.data_parallel_size,
+        micro_batch=layout.micro_batch,
+        micro_batches=layout.micro_batches(job.training.global_batch),
+        recompute=modes.pop() if len(modes) == 1 else "per_stage",
+        schedule=layout.schedule.value,
+        placement="<".join(layout.placement),
+        mfu=round(price.mfu, 4),
+        hfu=round(price.hfu, 4),
+        fits=True,
+        memory_total_gb=round(price.memory_bytes / 1e9, 2),
+        step_time_s=round(price.step_time_s, 4),
+        tokens_per_s_per_gpu=round(per_gpu, 2),
+        stage_layers=json.dumps(list(plan.layers)),
+        stage_recompute=json.dumps([mode.value for mode in plan.recompute]),
+        stage_gain=None if even is None else round(price.mfu / even.price.mfu - 1, 4),
+    )
+    return row | _training_time(per_gpu, job.cluster.gpus, settings)
 
 
 def _pareto_fields(result: ParetoResult, job: TrainingJob, settings: RunSettings) -> Row:

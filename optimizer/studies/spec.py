@@ -34,7 +34,7 @@ MAX_VALUES_PER_AXIS = 10_000
 MAX_PATH_DEPTH = 4
 KEY_HEX_DIGITS = 16  # 64 bits: no collision in 1e5 scenarios (odds ~1e-10)
 
-Compute = Literal["optimize", "pareto", "evaluate"]
+Compute = Literal["optimize", "pareto", "evaluate", "stages"]
 # A dotted path into the request. Checked by a validator, not published as the keys' schema:
 # whether a path names a field is the request's rule, found by parsing (check_values).
 FIELD_PATH = re.compile(rf"[a-z_][a-z0-9_]*(\.[a-z_][a-z0-9_]*){{0,{MAX_PATH_DEPTH - 1}}}")
