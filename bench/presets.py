@@ -1,0 +1,80 @@
+"""Every model preset on the GPU counts the test suite uses: `optimize` under the default
+profile and engine, alone and with its explanations, medians in one run.
+
+Run `.venv/bin/python -m bench.presets` (add `--reps N`, `--no-write`). Writes the "## Presets"
+section of docs/performance.md. Issue 13's target: each within 2 s, MoE included.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+from bench.report import machine_line, write_section
+from models.hardware import ClusterSpec
+from models.job import TrainingJob
+from models.presets import gpu_preset, model_preset
+from models.training import TrainingSpec
+from optimizer.searches import optimize
+
+SECTION = "## Presets"
+TARGET_S = 2.0
+CASES = (
+    ("llama3-8b", (8, 64, 1024)),
+    ("mistral-7b", (64,)),
+    ("llama3-70b", (1024, 6144)),
+    ("qwen2.5-72b", (1024,)),
+    ("llama3-405b", (16384, 24576)),
+    ("mixtral-8x7b", (256,)),
+    ("deepseek-v3-shaped", (2048, 16384)),
+)
+
+
+def h100_job(model: str, gpus: int) -> TrainingJob:
+    return TrainingJob(
+        model=model_preset(model),
+        cluster=ClusterSpec(gpus=gpus, gpu=gpu_preset("h100-sxm"), gpus_per_node=8),
+        training=TrainingSpec(global_batch=2048, seq_len=8192),
+    )
+
+
+def median_s(job: TrainingJob, explain: bool, reps: int) -> tuple[float, str]:
+    times, status = [], ""
+    for _ in range(reps):
+        start = time.perf_counter()
+        status = optimize(job, explain=explain, time_limit_s=60).status
+        times.append(time.perf_counter() - start)
+    return statistics.median(times), status
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--reps", type=int, default=3, help="timed runs per figure (default 3)")
+    parser.add_argument("--no-write", action="store_true", help="print only")
+    args = parser.parse_args()
+    rows = []
+    for model, counts in CASES:
+        for gpus in counts:
+            job = h100_job(model, gpus)
+            alone_s, status = median_s(job, False, args.reps)
+            explained_s, _ = median_s(job, True, args.reps)
+            within = "yes" if max(alone_s, explained_s) <= TARGET_S else "no"
+            rows.append(
+                f"| {model} | {gpus:,} | {status} | {alone_s:.2f} | {explained_s:.2f} | {within} |"
+            )
+    lines = [
+        f"{machine_line()}, one CP-SAT worker, profile standard, engine megatron (the "
+        "searches' defaults), 2,048 x 8,192 tokens. Rerun: `.venv/bin/python -m bench.presets`.",
+        "",
+        f"| model | GPUs | status | optimize s | with explanations s | within {TARGET_S:g} s |",
+        "| --- | ---: | --- | ---: | ---: | --- |",
+        *rows,
+    ]
+    print("\n".join(lines))
+    if not args.no_write:
+        write_section(SECTION, lines)
+
+
+if __name__ == "__main__":
+    main()
