@@ -14,11 +14,12 @@ from hypothesis import HealthCheck, given, settings
 from models.errors import InvalidSpec
 from models.layout import Layout, resolve_layout
 from optimizer.costmodel.assumptions import CostAssumptions
-from optimizer.costmodel.profiles import evaluate
+from optimizer.costmodel.profiles import evaluate, profile_named
 from optimizer.search import enumerator
 from optimizer.search import tables as cpsat_tables
+from optimizer.search.enumerator import price_space
 from optimizer.search.model import LayoutModel
-from optimizer.search.placements import placement_classes
+from optimizer.search.placements import placement_class_of, placement_classes
 from optimizer.search.problem import divisors, resolve_space, valid_knob_mask
 from optimizer.search.solve import SolveSettings, solve_best
 from optimizer.search.space import SearchSpace
@@ -253,3 +254,23 @@ def test_grid_spans_follow_each_rows_placement() -> None:
     assert grid.span("pp").tolist() == [8, 4, 64] * 2
     assert grid.span("dp").tolist() == [64, 64, 8] * 2
     assert len(grid.take(np.zeros(codes.size, dtype=bool)).span("tp")) == 0
+
+
+@pytest.mark.parametrize(("gpus", "model"), [(256, "mixtral-8x7b"), (512, "deepseek-v3-shaped")])
+def test_moe_placements_of_one_class_price_alike(gpus: int, model: str) -> None:
+    # every layout priced under its own placement and under its class's representative:
+    # the same memory and MFU, so the search may keep one placement per class (expert groups
+    # included: their all-to-all reads only whether the group fits a domain and how many)
+    problem = resolve_space(plate_job(gpus, model), SearchSpace(max_vpp=1), "standard")
+    space = price_space(problem, CostAssumptions())
+    grid = space.grid
+    of = placement_class_of(problem)
+    tuple_of = {tuple(d): k for k, d in enumerate(problem.degrees.tolist())}
+    rows = np.asarray([tuple_of[t] for t in zip(grid.tp, grid.pp, grid.cp, grid.dp, strict=True)])
+    column = {code: i for i, code in enumerate(problem.placements)}
+    represented = of[rows, [column[int(p)] for p in grid.placement]]
+    assert (represented != grid.placement).any()  # classes do merge placements
+    moved = replace(grid, placement=represented)
+    prices = profile_named("standard").price_grid(problem.job, moved, CostAssumptions())
+    np.testing.assert_allclose(prices.mfu, space.mfu, rtol=1e-12)
+    np.testing.assert_allclose(prices.memory_bytes, space.memory_bytes, rtol=1e-12)

@@ -31,6 +31,7 @@ from optimizer.costmodel.profiles import (
 from optimizer.costmodel.standard import stage_plans
 from optimizer.costmodel.standard.collectives import domains_spanned
 from optimizer.costmodel.standard.compute import attention_efficiency, kernel_efficiency
+from optimizer.costmodel.standard.profile import expert_span
 
 __all__ = [
     "DEFAULT_EVALUATE_PROFILE",
@@ -42,6 +43,7 @@ __all__ = [
     "CostAssumptions",
     "Estimate",
     "domains_spanned",
+    "expert_span",
     "attention_efficiency",
     "kernel_efficiency",
     "GridPrices",

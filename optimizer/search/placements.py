@@ -3,15 +3,16 @@ dimensions grouped by which priced groups fit one NVLink domain."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from models.layout import DIMENSIONS, Dimension
-from optimizer.costmodel import LayoutGrid, domains_spanned
+from optimizer.costmodel import LayoutGrid, domains_spanned, expert_span
 from optimizer.search.problem import (
     SearchProblem,
     degree_columns,
+    divisors,
     fast_link_domain,
     on_fast_links,
 )
@@ -62,10 +63,29 @@ def _priced_links(
         keys.append(on_fast_links(problem, spans["data"]))
     for name, span in spans.items():
         keys.append(domains_spanned(groups[name], span, domain))
+    if problem.job.model.is_moe:
+        keys += _expert_links(problem, grid, domain)
     return keys
 
 
-def placement_classes(problem: SearchProblem) -> PlacementClasses:
+def _expert_links(problem: SearchProblem, grid: LayoutGrid, domain: int) -> list[np.ndarray]:
+    """For each expert-parallel degree the model admits (a divisor of its experts: the same
+    for every search of a request, so their classes agree), what the placement changes in
+    the all-to-all's price: whether the expert group fits one NVLink domain and how many it
+    touches (links.all_to_all_bytes_s reads no more of its span)."""
+    keys = []
+    for ep in divisors(problem.job.model.num_experts):
+        span = expert_span(replace(grid, ep=np.full_like(grid.tp, ep)))
+        keys += [
+            on_fast_links(problem, span),
+            domains_spanned(np.full_like(span, ep), span, domain),
+        ]
+    return keys
+
+
+def placement_class_of(problem: SearchProblem) -> np.ndarray:
+    """[tuple k, i] -> the code of the placement that represents problem.placements[i]'s
+    class for tuple k (its first placement with the same priced links)."""
     codes = np.asarray(problem.placements, dtype=np.int64)
     k, p = np.meshgrid(np.arange(len(problem.degrees)), codes, indexing="ij")
     degrees = problem.degrees[k.ravel()]
@@ -79,15 +99,16 @@ def placement_classes(problem: SearchProblem) -> PlacementClasses:
         placement=p.ravel(),
     )
     dims = PLACEMENT_PRICED_DIMS.get(problem.profile, DIMENSIONS)
-    # expert groups' links depend on more than these fits: keep MoE placements apart
-    apart = problem.job.model.is_moe and problem.profile not in PLACEMENT_PRICED_DIMS
     fits = np.stack(_priced_links(problem, grid, dims), axis=1)
     fits = fits.reshape(*k.shape, -1)
-    representative = []
+    representative = np.empty(k.shape, dtype=np.int64)
     for row in range(len(problem.degrees)):
         seen: dict[bytes, int] = {}
         for col, code in enumerate(codes):
-            key = fits[row, col].tobytes() + (bytes([col]) if apart else b"")
-            seen.setdefault(key, int(code))
-        representative.append(list(seen.values()))
-    return PlacementClasses(representative)
+            representative[row, col] = seen.setdefault(fits[row, col].tobytes(), int(code))
+    return representative
+
+
+def placement_classes(problem: SearchProblem) -> PlacementClasses:
+    of = placement_class_of(problem)
+    return PlacementClasses([list(dict.fromkeys(row.tolist())) for row in of])

@@ -39,6 +39,11 @@ def grid_degrees(grid: LayoutGrid) -> Degrees:
     )
 
 
+def expert_span(grid: LayoutGrid) -> np.ndarray:
+    """GPUs one expert-parallel group spans, row by row (ep carved from cp, then dp)."""
+    return np.asarray(grid_degrees(grid).ep_span)
+
+
 def uneven_stage_warning(job: TrainingJob, layout: Layout) -> list[str]:
     layers, pp, vpp = job.model.num_layers, layout.pp, layout.vpp
     chunks = pp * vpp
