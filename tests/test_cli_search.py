@@ -101,9 +101,9 @@ def test_infeasible_request_explains_the_conflict(capsys: pytest.CaptureFixture[
         (["--schedules", "2f2b"], "search.schedules.0: Input should be '1f1b'"),
         (["--workers", "0"], "--workers must be at least 1"),
         (
-            ["--model", "deepseek-v3-shaped", "--gpus", "1024", "--profile", "standard"]
+            ["--model", "deepseek-v3-shaped", "--gpus", "16384", "--profile", "standard"]
             + ["--micro-batches", "1,2,4,8"],
-            "search space too large: 241 (tp, pp, cp, dp) tuples",
+            "search space too large: 421 (tp, pp, cp, dp) tuples",
         ),
     ],
 )
