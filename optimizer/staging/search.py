@@ -25,7 +25,7 @@ from optimizer.costmodel import stage_plans as sp
 from optimizer.search import SearchProblem, SolveSettings, StopSignal, run_solver
 from optimizer.staging.bounds import least_busy_units, step_bound_s
 from optimizer.staging.model import StageModel
-from optimizer.staging.tables import plan_tables
+from optimizer.staging.tables import plan_tables, with_dp_tables, with_least_dp
 
 
 @dataclass(frozen=True)
@@ -127,12 +127,12 @@ def solve_candidate(
     busy = least_busy_units(tables, uniform)
     if busy is None:  # no plan fits: proved by the capacity count, no solve needed
         return None, True, tables.rounding
-    for with_dp in (False, True):
-        if with_dp:
-            tables = plan_tables(job, a, terms, modes, memory_limit_bytes, False, True)
+    for with_least in (False, True):
+        if with_least:
+            tables = with_least_dp(job, a, terms, tables)
         if incumbent_s is not None and step_bound_s(tables, busy) >= incumbent_s:
             return None, True, tables.rounding  # no plan beats the incumbent
-    tables = plan_tables(job, a, terms, modes, memory_limit_bytes)
+    tables = with_dp_tables(job, a, terms, tables)
     stage = StageModel(tables, uniform)
     solver = cp_model.CpSolver()
     solver.parameters.max_time_in_seconds = max(settings.time_limit_s, 0.01)

@@ -6,7 +6,7 @@ beyond the unit conversion."""
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from fractions import Fraction
 
 import numpy as np
@@ -109,20 +109,32 @@ def rank_kinds(pp: int) -> set[int]:
     return {0, min(1, pp - 1), pp - 1}
 
 
-def rank_tables(
-    job: TrainingJob, a: CostAssumptions, terms: sp.PlanTerms, pp: int, with_dp: bool
-) -> tuple[RankTables, ...]:
-    """Every rank's tables; the data-parallel ones depend only on whether the rank holds
-    the embedding or head, so three kinds of rank share them (left empty without `with_dp`:
-    the bounds need none, and most layouts never reach the solver)."""
+def rank_tables(a: CostAssumptions, terms: sp.PlanTerms, pp: int) -> tuple[RankTables, ...]:
+    """Every rank's bytes; its data-parallel tables are left empty (`with_dp_tables` fills
+    them: the bounds need none, and most layouts never reach the solver)."""
     layer_bytes, fixed = rank_bytes(a, terms, pp)
-    empty: tuple[tuple[int, ...], ...] = ((), (), ())
-    kinds = {r: dp_tables(job, a, terms, r) if with_dp else empty for r in rank_kinds(pp)}
-    tables = []
-    for r in range(pp):
+    return tuple(RankTables(layer_bytes[r], fixed[r], (), (), ()) for r in range(pp))
+
+
+def with_dp_tables(
+    job: TrainingJob, a: CostAssumptions, terms: sp.PlanTerms, tables: PlanTables
+) -> PlanTables:
+    """`tables` with each rank's data-parallel tables, which depend only on whether the rank
+    holds the embedding or head, so three kinds of rank share them."""
+    pp = tables.pp
+    kinds = {r: dp_tables(job, a, terms, r) for r in rank_kinds(pp)}
+    ranks = []
+    for r, rank in enumerate(tables.ranks):
         step, micro_batch, zero3 = kinds[r if r in (0, pp - 1) else 1]
-        tables.append(RankTables(layer_bytes[r], fixed[r], step, micro_batch, zero3))
-    return tuple(tables)
+        ranks.append(RankTables(rank.layer_bytes, rank.fixed_bytes, step, micro_batch, zero3))
+    return replace(tables, ranks=tuple(ranks))
+
+
+def with_least_dp(
+    job: TrainingJob, a: CostAssumptions, terms: sp.PlanTerms, tables: PlanTables
+) -> PlanTables:
+    """`tables` with the data-parallel terms' least values (0 before: a weaker bound)."""
+    return replace(tables, least_dp_units=least_dp_units(job, a, terms, tables.pp))
 
 
 def least_dp_units(
@@ -145,12 +157,13 @@ def plan_tables(
     least_dp: bool = True,
 ) -> PlanTables:
     """The layout's tables; without `with_dp` the data-parallel tables are left empty,
-    without `least_dp` their least values are taken as 0 (a weaker bound, still a bound)."""
+    without `least_dp` their least values are taken as 0 (a weaker bound, still a bound):
+    `with_least_dp` and `with_dp_tables` add them later without rebuilding the rest."""
     pp = int(np.asarray(terms.degrees.pp)[0])
     slots, slots_error = scaled(terms.slots)
     zero3_overlap, z_error = scaled(a.zero3_overlap_fraction)
     dp_overlap, d_error = scaled(a.dp_overlap_microbatches)
-    return PlanTables(
+    tables = PlanTables(
         num_layers=job.model.num_layers,
         pp=pp,
         vpp=int(np.asarray(terms.degrees.vpp)[0]),
@@ -162,8 +175,11 @@ def plan_tables(
         slots_scaled=slots,
         zero3_overlap_scaled=zero3_overlap,
         dp_overlap_scaled=dp_overlap,
-        ranks=rank_tables(job, a, terms, pp, with_dp),
-        least_dp_units=least_dp_units(job, a, terms, pp) if least_dp else (0, 0, 0),
+        ranks=rank_tables(a, terms, pp),
+        least_dp_units=(0, 0, 0),
         memory_limit_bytes=int(math.floor(memory_limit_bytes)),
         rounding=max(slots_error, z_error, d_error),
     )
+    if least_dp:
+        tables = with_least_dp(job, a, terms, tables)
+    return with_dp_tables(job, a, terms, tables) if with_dp else tables
