@@ -200,10 +200,11 @@ def test_stages_on_the_command_line(capsys, tmp_path) -> None:
 
 
 def test_a_stage_search_too_large_is_refused_before_pricing() -> None:
-    # the DeepSeek-V3-shaped preset on 16,384 GPUs has more than 4M valid layouts: refused as
-    # soon as their count passes, before any is priced
+    # the DeepSeek-V3-shaped preset on 16,384 GPUs at two micro-batch sizes has more than 4M
+    # layouts to price (one placement a class): refused as soon as their count passes,
+    # before any is priced
     job = plate_job(16384, "deepseek-v3-shaped")
-    problem, costs = prepared(job, None, "standard", None, None)
+    problem, costs = prepared(job, SearchSpace(micro_batches=[1, 2]), "standard", None, None)
     with pytest.raises(InvalidSpec, match="more than 4,000,000 layouts"):
         search_stage_plans(problem, costs, time_limit_s=600)
 

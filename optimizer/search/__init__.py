@@ -10,6 +10,7 @@ Other rooms import from this module only.
 from optimizer.search.enumerator import PricedSpace, layout_grid, price_space, restriction_masks
 from optimizer.search.model import LayoutModel
 from optimizer.search.pareto import frontier
+from optimizer.search.placements import placement_class_of
 from optimizer.search.pricing import Pricing
 from optimizer.search.problem import (
     ENGINE_RULE_PREFIX,
@@ -72,6 +73,7 @@ __all__ = [
     "layout_grid",
     "least_memory_beating",
     "narrowed",
+    "placement_class_of",
     "new_solver",
     "price_space",
     "priced_knobs",

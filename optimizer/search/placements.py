@@ -87,6 +87,8 @@ def placement_class_of(problem: SearchProblem) -> np.ndarray:
     """[tuple k, i] -> the code of the placement that represents problem.placements[i]'s
     class for tuple k (its first placement with the same priced links)."""
     codes = np.asarray(problem.placements, dtype=np.int64)
+    if len(problem.degrees) == 0:  # no tuple, no class
+        return np.zeros((0, codes.size), dtype=np.int64)
     k, p = np.meshgrid(np.arange(len(problem.degrees)), codes, indexing="ij")
     degrees = problem.degrees[k.ravel()]
     ones = np.ones(k.size, dtype=np.int64)

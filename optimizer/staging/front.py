@@ -30,6 +30,7 @@ from optimizer.search import (
     StopSignal,
     layout_grid,
     narrowed,
+    placement_class_of,
     restriction_masks,
 )
 from optimizer.staging.search import (
@@ -73,12 +74,12 @@ def recompute_per_stage(engine: str | None, requested: bool | None) -> bool:
     return PLAN_ENGINES[name] if requested is None else requested
 
 
-def searchable_rows(problem: SearchProblem, priced: PricedSpace) -> np.ndarray:
+def searchable_rows(priced: PricedSpace, masks: dict[str, np.ndarray]) -> np.ndarray:
     """Rows with figures that every rule but memory and the layer split allows (a plan
     chooses the split, and is held to memory rank by rank)."""
     with np.errstate(all="ignore"):
         base = np.isfinite(priced.mfu) & (priced.mfu > 0)
-    for name, rule in restriction_masks(problem, priced).items():
+    for name, rule in masks.items():
         if name not in SPLIT_RULES and name != MEMORY_LIMIT:
             base &= rule
     return base
@@ -120,15 +121,48 @@ def joined(grids: list[LayoutGrid]) -> LayoutGrid:
     return LayoutGrid(**{f: np.concatenate([getattr(g, f) for g in grids]) for f in fields})
 
 
+def tuple_index(degrees: np.ndarray, grid: LayoutGrid) -> np.ndarray:
+    """Each row's position in `degrees` (its (tp, pp, cp, dp) tuple). Every degree divides
+    the GPU count, so a tuple is three positions among the divisors (dp follows)."""
+    divisors = np.unique(degrees[:, :3])
+
+    def code(tp: np.ndarray, pp: np.ndarray, cp: np.ndarray) -> np.ndarray:
+        n = divisors.size
+        at = [np.searchsorted(divisors, d) for d in (tp, pp, cp)]
+        return (at[0] * n + at[1]) * n + at[2]
+
+    known = code(degrees[:, 0], degrees[:, 1], degrees[:, 2])
+    order = np.argsort(known)
+    return order[np.searchsorted(known[order], code(grid.tp, grid.pp, grid.cp))]
+
+
+def one_placement_a_class(
+    problem: SearchProblem, representative: np.ndarray, grid: LayoutGrid
+) -> LayoutGrid:
+    """The grid's rows whose placement represents its class (`representative`: [tuple k,
+    placement i] -> code, placement_class_of's for the problem's tuples): the others price
+    exactly as it does (search/placements.py), so each would be bounded and solved again
+    for nothing."""
+    k = tuple_index(problem.degrees, grid)
+    column = np.full(max(problem.placements) + 1, -1, dtype=np.int64)
+    column[list(problem.placements)] = np.arange(len(problem.placements))
+    kept = representative[k, column[grid.placement]] == grid.placement
+    return grid.take(kept)
+
+
 def layouts_in_blocks(problem: SearchProblem, deadline: float, stop: StopSignal) -> LayoutGrid:
-    """The problem's valid layouts, a block of degree tuples at a time (memory stays near
-    CHUNK_ROWS however many knob values); refused once they pass MAX_STAGE_LAYOUTS."""
+    """The problem's valid layouts, one placement a class, a block of degree tuples at a
+    time (memory stays near CHUNK_ROWS however many knob values); refused once they pass
+    MAX_STAGE_LAYOUTS."""
     per_tuple = len(problem.placements) * math.prod(len(v) for v in problem.knobs.values())
     block = max(1, CHUNK_ROWS // max(per_tuple, 1))
     grids, rows = [layout_grid(replace(problem, degrees=problem.degrees[:0]))], 0
+    representative = placement_class_of(problem)  # once: per block it costs per call
     for start in range(0, len(problem.degrees), block):
         look(deadline, stop)
-        grids.append(layout_grid(replace(problem, degrees=problem.degrees[start : start + block])))
+        part = replace(problem, degrees=problem.degrees[start : start + block])
+        of = representative[start : start + block]
+        grids.append(one_placement_a_class(part, of, layout_grid(part)))
         rows += len(grids[-1])
         if rows > MAX_STAGE_LAYOUTS:
             raise InvalidSpec(
@@ -191,8 +225,9 @@ def search_stage_plans(
     deadline = start + time_limit_s
     try:
         priced = priced_in_chunks(problem, a, deadline, stop)
-        base = searchable_rows(problem, priced)
-        fits = base & restriction_masks(problem, priced)[MEMORY_LIMIT]
+        masks = restriction_masks(problem, priced)
+        base = searchable_rows(priced, masks)
+        fits = base & masks[MEMORY_LIMIT]
         fits &= sp.exact_split(job.model.num_layers, priced.grid.pp, priced.grid.vpp)
         incumbent = even_incumbent(job, a, priced, np.flatnonzero(fits))
         grid = priced.grid
