@@ -16,6 +16,7 @@ from typing import Any, Literal
 
 from models.errors import InvalidSpec
 from models.job import TrainingJob
+from models.layout import Layout
 from optimizer.costmodel import Estimate
 from optimizer.results import OptimizeResult, ParetoResult
 from optimizer.search import StopSignal
@@ -223,13 +224,8 @@ def _stage_fields(result: StageSearch, job: TrainingJob, settings: RunSettings) 
     per_gpu = job.training.tokens_per_step / (price.step_time_s * job.cluster.gpus)
     modes = {mode.value for mode in plan.recompute}
     row.update(
-        {name: getattr(layout, name) for name in ("tp", "pp", "cp", "ep", "vpp", "zero")},
-        dp=layout.data_parallel_size,
-        micro_batch=layout.micro_batch,
-        micro_batches=layout.micro_batches(job.training.global_batch),
+        _layout_fields(layout, layout.micro_batches(job.training.global_batch)),
         recompute=modes.pop() if len(modes) == 1 else "per_stage",
-        schedule=layout.schedule.value,
-        placement="<".join(layout.placement),
         mfu=round(price.mfu, 4),
         hfu=round(price.hfu, 4),
         fits=True,
@@ -257,9 +253,8 @@ def _pareto_fields(result: ParetoResult, job: TrainingJob, settings: RunSettings
     return row
 
 
-def _estimate_fields(estimate: Estimate, job: TrainingJob, settings: RunSettings) -> Row:
-    layout, memory = estimate.layout, estimate.memory
-    row: Row = {
+def _layout_fields(layout: Layout, micro_batches: int) -> Row:
+    return {
         "tp": layout.tp,
         "pp": layout.pp,
         "cp": layout.cp,
@@ -267,11 +262,17 @@ def _estimate_fields(estimate: Estimate, job: TrainingJob, settings: RunSettings
         "ep": layout.ep,
         "vpp": layout.vpp,
         "micro_batch": layout.micro_batch,
-        "micro_batches": estimate.micro_batches,
+        "micro_batches": micro_batches,
         "zero": layout.zero,
         "recompute": layout.recompute.value,
         "schedule": layout.schedule.value,
         "placement": "<".join(layout.placement),
+    }
+
+
+def _estimate_fields(estimate: Estimate, job: TrainingJob, settings: RunSettings) -> Row:
+    layout, memory = estimate.layout, estimate.memory
+    row: Row = _layout_fields(layout, estimate.micro_batches) | {
         "mfu": round(estimate.mfu, 4),
         "hfu": _round(estimate.hardware_flops_utilization, 4),
         "bubble": round(estimate.bubble, 4),
