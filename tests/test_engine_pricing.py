@@ -97,7 +97,7 @@ def test_torchtitans_selective_checkpointing_replays_every_second_matmul() -> No
     share = (h * kv + h * h + h * f) / (h * h + 2 * h * kv + h * h + 3 * h * f)
     assert every_second_matmul_share(job.model) == pytest.approx(share)  # 0.365
     layout = Layout(tp=8, pp=1, zero=1, recompute="selective")
-    costs = CostAssumptions()
+    costs = CostAssumptions(eager_pointwise=False)  # the recompute policy alone
     megatron = evaluate(job, layout, "standard", engine_assumptions(get_engine("megatron"), costs))
     titan = evaluate(job, layout, "standard", engine_assumptions(get_engine("torchtitan"), costs))
     # the replayed forward of those matmuls: share x a third of the layer's matmul time
@@ -227,3 +227,21 @@ def test_torchtitan_chunks_the_loss_so_its_logits_hold_less() -> None:
     # the only rank holds the logits: 2 x 8192 tokens x 128,256 values x (4 - 1.75) B
     saved = 2 * 8192 * 128256 * (4 - 1.75)
     assert generic.memory.activations - chunked.memory.activations == pytest.approx(saved)
+
+
+def test_torchtitan_runs_its_pointwise_ops_eager_unless_the_request_says_otherwise() -> None:
+    # torchtitan 0.3.0 compiles nothing by default: its rotary and SwiGLU run as eager ops;
+    # the Megatron-Core engines fuse them; a request's own value wins
+    costs = CostAssumptions()
+    assert engine_assumptions(get_engine("torchtitan"), costs).eager_pointwise
+    assert not engine_assumptions(get_engine("megatron"), costs).eager_pointwise
+    compiled = CostAssumptions(eager_pointwise=False)
+    assert not engine_assumptions(get_engine("torchtitan"), compiled).eager_pointwise
+    job = plate_job(16, "llama3-8b", global_batch=8, seq_len=8192)
+    layout = Layout(tp=8, pp=1, zero=1)
+    titan = evaluate(job, layout, "standard", engine_assumptions(get_engine("torchtitan"), costs))
+    fused = evaluate(
+        job, layout, "standard", engine_assumptions(get_engine("torchtitan"), compiled)
+    )
+    assert titan.times_s["matmul"] > fused.times_s["matmul"]
+    assert titan.mfu < fused.mfu

@@ -312,3 +312,34 @@ def test_bubble_grows_with_stages() -> None:
     pp = np.array([2, 4, 8, 16, 32])
     for code in (mem.SCHEDULE_1F1B, mem.SCHEDULE_ZERO_BUBBLE):
         assert np.all(np.diff(tim.warmup_micro_batches(pp, 1, code, 1 / 3)) > 0)
+
+
+def test_eager_kernels_move_the_bytes_their_ops_read_and_write() -> None:
+    # Llama 3 8B (h 4096, q 4096, K and V 1024 wide each, SwiGLU f 14336) on 8 H100, tp 2,
+    # 8,192 tokens a micro-batch, sequence parallel: per token and layer the eager fp32
+    # RMSNorms move 2 x (128 - 10) x 4096 bytes beyond the fused ones, on the rank's half of
+    # the tokens; rotary (40 - 8) x (4096 + 1024), SwiGLU (28 - 16) x 14336, the attention
+    # output's copy 8 x 4096 and repeat_kv's copies 2 x 2 x (2048 + 2 x 4096) bytes, split
+    # over tp
+    job = plate_job(8, "llama3-8b", global_batch=8, seq_len=8192)
+    layout = Layout(tp=2, pp=1, zero=1)
+    fused = evaluate(job, layout, "standard", CostAssumptions())
+    eager = evaluate(
+        job,
+        layout,
+        "standard",
+        CostAssumptions(eager_norms=True, eager_pointwise=True, gqa_kv_copies=True),
+    )
+    hidden = 2 * 118 * 4096
+    projections = 32 * (4096 + 1024) + 12 * 14336 + 8 * 4096 + 4 * (2048 + 8192)
+    extra_s = (hidden + projections) * 8192 / 2 / 3.35e12
+    assert eager.times_s["matmul"] - fused.times_s["matmul"] == pytest.approx(extra_s)
+    # each flag charges only its own part
+    norms_only = evaluate(job, layout, "standard", CostAssumptions(eager_norms=True))
+    assert norms_only.times_s["matmul"] - fused.times_s["matmul"] == pytest.approx(
+        hidden * 8192 / 2 / 3.35e12
+    )
+    # a model with as many KV heads as query heads has nothing for repeat_kv to copy
+    mha = job.model_copy(update={"model": job.model.model_copy(update={"num_kv_heads": 32})})
+    copies = evaluate(mha, layout, "standard", CostAssumptions(gqa_kv_copies=True))
+    assert copies.times_s["matmul"] == evaluate(mha, layout, "standard").times_s["matmul"]

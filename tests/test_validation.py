@@ -212,14 +212,13 @@ def test_gpu_specs_of_rows_carry_their_source() -> None:
 
 # --- the figures --------------------------------------------------------------------------
 
-# Measured (docs/validation.md): the priced rows' mean absolute error is 7.77 points and their
+# Measured (docs/validation.md): the priced rows' mean absolute error is 6.54 points and their
 # worst 35.31, against issue 15's targets of 3 and 8, which the profile does not meet. The
 # bounds are the measured figures plus half a point: a change that makes them worse fails
-# here. Of the 63 bf16 and fp16 rows' 7.69, the six SC21 DeepSpeed ZeRO-3 rows carry 2.2:
-# since a group's ring is priced over all its ranks' NICs (NCCL's rails), they are
-# over-predicted by 15-33 points, while the other 57 rows went from 8.21 to 6.07
-# (docs/cost-model.md, "Known limits"); the 11 FP8 rows joined at 8.21 (above).
-MEAN_ABS_ERROR_BOUND = 0.0827
+# here. It was 7.77 before the six SC21 DeepSpeed ZeRO-3 rows were priced as 2021 DeepSpeed
+# ran them (a blocking fetch: nothing hidden, 23.1 -> 11.1 points) and torchtitan's eager
+# kernels were charged (its eight bf16 rows, 8.0 -> 5.6; docs/cost-model.md, "Eager kernels").
+MEAN_ABS_ERROR_BOUND = 0.0704
 MAX_ABS_ERROR_BOUND = 0.3581
 # peak memory over the priced rows: 19.7% mean absolute error (13.6% before the three FP8
 # Megatron-Bridge SFT rows, over-predicted by 8-38%, joined), bound 20.7%
@@ -245,13 +244,13 @@ def test_issue_6_rows_stay_within_their_target(report) -> None:
     assert rows[0].run.name.startswith("Megatron-LM SC21 GPT 1.7B")
     assert rows[-1].run.name.startswith("NVIDIA Megatron-Bridge Llama 3.1 405B on 256 GB200")
     # the 26 rows beside SC21's six DeepSpeed ZeRO-3 ones keep issue 6's 3-point target; those
-    # six, whose 2021 ZeRO-3 reached about one NIC's bandwidth where rails now price eight,
-    # are held to their measured 23.07-point mean plus half a point
+    # six, priced with nothing hidden as 2021 DeepSpeed's blocking fetch ran them and still
+    # over-predicted, are held to their measured 11.13-point mean plus half a point
     zero3 = [abs(row.error) for row in rows if "SC21 ZeRO-3" in row.run.name]
     rest = [abs(row.error) for row in rows if "SC21 ZeRO-3" not in row.run.name]
     assert (len(zero3), len(rest)) == (6, 26)
     assert sum(rest) / len(rest) <= MEAN_ABS_ERROR_TARGET
-    assert sum(zero3) / len(zero3) <= 0.2357
+    assert sum(zero3) / len(zero3) <= 0.1163
 
 
 def test_docs_state_the_targets_as_not_met(report) -> None:

@@ -72,7 +72,9 @@ The runs, their citations and every figure a source does not print (with what we
 are in `models/presets/published_runs.json`; a row may set only an assumption its source states
 (unfused attention in 2021-22 Megatron-LM, no sequence parallelism before 2022, no gradient
 all-reduce overlap, Llama 3's exposed context-parallel all-gather, the bf16 gradients of
-Megatron-Bridge's benchmark recipes and NeMo 24.09's).
+Megatron-Bridge's benchmark recipes and NeMo 24.09's), or that the code it ran at the time
+shows (2021 DeepSpeed's blocking ZeRO-3 fetch, which hides nothing; torchtitan's eager kernels
+where its config left torch.compile off).
 
 **Which rows the means are over.** Rows with no knob the cost model cannot express are
 *priced*: the headline means are over them, in bf16, fp16 and FP8. FP8 rows are priced in FP8
@@ -151,11 +153,15 @@ Figures as measured when the rows were added; the table above is current.
 - **Expert all-to-all on two H100 nodes.** Qwen3-30B-A3B with EP 16 on 16 H100 runs at 30% MFU
   with the overlap off and 35% with it on; the profile prices both at 15%: the inter-node
   all-to-all (HybridEP) costs less than the profile charges, even with nothing hidden.
-- **FSDP (ZeRO-3) over the network.** torchtitan's FSDP rows on 64 A100 are under-predicted by
+- **FSDP (ZeRO-3) over the network.** torchtitan's FSDP rows on 64 A100 were under-predicted by
   12-27 points, AutoModel's Llama 3 70B (CP 2 x FSDP 32 over 8 nodes) by 26, its DeepSeek-V3 rows
-  by 8-9: the per-micro-batch gathers and reduce-scatters are hidden under compute more than
-  `zero3_overlap_fraction` (0.5, fitted on 2021 rows) allows. torchtitan's A100 page does not
-  describe its network; the preset's 200 Gb/s per GPU is taken.
+  by 8-9, while `zero3_overlap_fraction` was fitted (0.5) on SC21's 2021 DeepSpeed rows; those
+  rows are now priced with nothing hidden, as their code ran (docs/cost-model.md, "ZeRO-3 /
+  FSDP"), and the 0.5 default is a judgement. torchtitan's A100 page does not describe its
+  network; the preset's 200 Gb/s per GPU is taken.
+- **Eager kernels.** torchtitan's bf16 rows ran without torch.compile, some with fp32 eager
+  RMSNorm: charged as their configs say (docs/cost-model.md, "Eager kernels"), their mean error
+  went from 8.0 to 5.6 points; the 8B rows on H100 are still 10-11 points over.
 - **Grand Teton H100s.** torchtitan's 8B FSDP rows on Meta's 500 W H100s are over-predicted by
   15-27 points: the profile divides by the SXM peak as the source does, which its own footnote
   says these parts do not reach (torchtitan prints 33-39% MFU for them).

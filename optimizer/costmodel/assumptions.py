@@ -118,6 +118,37 @@ class KernelAssumptions(BaseModel):
             "memory_bandwidth_gb_s)."
         ),
     )
+    eager_norms: bool = Field(
+        False,
+        description=(
+            "RMSNorm runs as eager fp32 PyTorch ops (x.float(), pow, mean, rsqrt, mul, "
+            "type_as, weight mul), 128 bytes an element forward and backward against a fused "
+            "kernel's 20 (docs/cost-model.md, 'Eager kernels'): torchtitan's norm_type "
+            "'rmsnorm' without torch.compile (pytorch/torchtitan@9dec370 torchtitan/models/"
+            "norms.py l.77-101). Part of the elementwise term."
+        ),
+    )
+    eager_pointwise: bool = Field(
+        False,
+        description=(
+            "Rotary embeddings and the SwiGLU activation run as separate eager PyTorch ops, "
+            "and the attention output is copied to the projection's layout: a model written "
+            "in plain PyTorch without torch.compile (torchtitan's apply_rotary_emb through "
+            "fp32 complex numbers and F.silu(w1(x)) * w3(x), pytorch/torchtitan@9dec370 "
+            "torchtitan/models/llama/model.py l.87-113, 209-213, 253). Part of the "
+            "elementwise term."
+        ),
+    )
+    gqa_kv_copies: bool = Field(
+        False,
+        description=(
+            "Grouped-query attention copies K and V to the query heads' width before "
+            "attention (torchtitan's repeat_kv, pytorch/torchtitan@9dec370 torchtitan/models/"
+            "llama/model.py l.116-125, 201-202), and sums their gradients back; false where "
+            "the attention kernel reads the shared heads itself (SDPA's enable_gqa, flash "
+            "attention, Transformer Engine). Part of the elementwise term."
+        ),
+    )
     fp8_cast_bytes_per_value: float = Field(
         4.0,
         ge=0,
@@ -260,8 +291,10 @@ class CommunicationAssumptions(BaseModel):
         0.5,
         "Share of a micro-batch's compute under which ZeRO-3's per-micro-batch parameter "
         "all-gathers and gradient reduce-scatter (and an engine's per-micro-batch gradient "
-        "sync at ZeRO 0-2) can hide (prefetch, bucketing during backward). Fitted to the three "
-        "ZeRO-3 GPT-3 175B rows of Narayanan et al. SC21 Table 2 (docs/validation.md).",
+        "sync at ZeRO 0-2) can hide (prefetch, bucketing during backward). A judgement: it "
+        "was fitted to SC21 Table 2's ZeRO-3 rows, which are now priced at 0 as the 2021 "
+        "DeepSpeed code ran them (a blocking fetch that synchronises the device, "
+        "docs/cost-model.md 'ZeRO-3 / FSDP'); no current engine's figure has been measured.",
     )
     zero3_gather_unit: Literal["layer", "module"] = Field(
         "layer",

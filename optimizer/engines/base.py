@@ -185,6 +185,9 @@ class EngineRuntime:
     # bytes per vocabulary logit the loss holds at its peak, where the engine's loss code
     # sets it (None: the profile's fp32 default)
     logits_bytes_per_value: float | None = None
+    # whether rotary, the MLP activation and the attention output's copy run as eager ops
+    # (a model in plain PyTorch without torch.compile) rather than fused kernels
+    eager_pointwise: bool = False
 
     def sync_for(self, zero: int) -> GradientSync | None:
         """The stage's synchronisation; None for a stage the engine does not offer."""

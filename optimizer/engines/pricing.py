@@ -69,12 +69,13 @@ def runtime_choices(engine: Engine) -> dict[str, object]:
     """The engine's context-parallel exchange (ring attention that overlaps its steps with
     attention hides under all of it: each step's chunk arrives while the previous one's
     attention runs), what one ZeRO-3 gather covers, which matmuls its selective recompute
-    replays and what its loss holds per logit."""
+    replays, what its loss holds per logit and whether its pointwise ops run eager."""
     exchange = engine.runtime.cp_exchange
     values: dict[str, object] = {
         "cp_exchange": exchange.kind,
         "zero3_gather_unit": engine.runtime.zero3_gather_unit,
         "selective_recompute_matmuls": engine.runtime.selective_recompute_matmuls,
+        "eager_pointwise": engine.runtime.eager_pointwise,
     }
     if exchange.overlaps_attention:
         values["cp_overlap_fraction"] = 1.0

@@ -270,6 +270,14 @@ RUNTIME = EngineRuntime(
     # mm of a layer's forward ({TT}/distributed/activation_checkpoint.py:185-287)
     selective_recompute_matmuls="every_second",
     logits_bytes_per_value=TITAN_LOGITS_BYTES_PER_VALUE,
+    # compile is off unless a config turns it on (CompileConfig.enable False, 0.3.0 wheel
+    # config/configs.py:291-293; the llama3 registry configs leave it): rotary runs through
+    # fp32 complex numbers (models/common/rope.py:255-262) and SwiGLU as
+    # F.silu(w1(x)) * w3(x) (models/common/feed_forward.py:53-54). The norms are torch's
+    # nn.RMSNorm (models/common/nn_modules.py:134-148), a fused aten op in current torch
+    # (UNVERIFIED from which release), and SDPA reads the shared KV heads itself
+    # (enable_gqa, models/common/attention.py:340-373): neither is charged as eager.
+    eager_pointwise=True,
 )
 
 

@@ -64,6 +64,9 @@ def matmul_s(job: TrainingJob, a: CostAssumptions, k: Degrees, tokens: Number) -
     if not a.elementwise_traffic or bandwidth is None:
         return gemms
     elementwise = kern.elementwise_s(model, tokens, k.tp, bandwidth, a.sequence_parallel)
+    if a.eager_norms or a.eager_pointwise or a.gqa_kv_copies:
+        eager = kern.eager_bytes_per_token(model, a.eager_norms, a.eager_pointwise, a.gqa_kv_copies)
+        elementwise = elementwise + kern.hbm_s(eager, tokens, k.tp, bandwidth, a.sequence_parallel)
     if prec.is_fp8(job):
         casts = kern.fp8_cast_bytes_per_token(model, a.fp8_cast_bytes_per_value)
         elementwise = elementwise + kern.hbm_s(casts, tokens, k.tp, bandwidth, a.sequence_parallel)

@@ -93,6 +93,58 @@ def elementwise_bytes_per_token(model: TransformerSpec) -> tuple[float, float]:
     return float(44 * h), float(projections)
 
 
+# HBM bytes an element of the hidden state moves through one RMSNorm, forward and backward,
+# as eager fp32 ops (pytorch/torchtitan@9dec370 torchtitan/models/norms.py l.96-101) and as a
+# fused kernel (4 + 6: elementwise_bytes_per_token's 8h + 12h for two norms). Forward: x.float()
+# 2+4, pow 4+4, mean 4, x * rsqrt 4+4, type_as 4+2, * weight 2+2 = 36. Backward through
+# autograd's formulas: * weight 2+2 and its weight gradient (mul 2+2+2, sum 2) = 12, type_as
+# 2+4, x * rsqrt 4+4 and its rsqrt gradient (mul 4+4+4, sum 4) = 24, mean's expand 4, pow's
+# grad * 2 * x.pow(1) (copy 4+4, scale 4+4, mul 4+4+4) = 28, the two x gradients summed
+# 4+4+4, float's 4+2: 92.
+EAGER_NORM_BYTES_PER_VALUE = 36 + 92
+FUSED_NORM_BYTES_PER_VALUE = 4 + 6
+NORMS_PER_LAYER = 2
+# Rotary through fp32 complex numbers (model.py l.108-113): forward float 2+4, complex mul
+# 4+4, type_as 4+2 = 20; backward the same three in reverse, 20; fused, read and write
+# each way: 8.
+EAGER_ROTARY_BYTES_PER_VALUE = 40
+FUSED_ROTARY_BYTES_PER_VALUE = 8
+# SwiGLU as F.silu(w1(x)) * w3(x) (model.py l.253): forward silu 2+2, mul 2+2+2 = 10;
+# backward the mul's two gradients 4+2 each, silu's 2+2+2: 18; fused 6 + 10.
+EAGER_SWIGLU_BYTES_PER_VALUE = 28
+FUSED_SWIGLU_BYTES_PER_VALUE = 16
+# The attention output's transpose(1, 2).contiguous() (model.py l.210-212): a read and a
+# write each way.
+LAYOUT_COPY_BYTES_PER_VALUE = 8
+
+
+def eager_bytes_per_token(
+    model: TransformerSpec, norms: bool, pointwise: bool, kv_copies: bool
+) -> tuple[float, float]:
+    """HBM bytes per token and layer that eager PyTorch kernels move beyond the fused ones
+    elementwise_bytes_per_token counts, forward and backward: (on the full hidden state, on
+    the tp-split projections). `norms`: RMSNorm as fp32 ops; `pointwise`: rotary through
+    complex numbers, SwiGLU as two kernels (each routed and shared expert copy too) and the
+    attention output's layout copy; `kv_copies`: repeat_kv's K and V at the query width,
+    forward (read kv, write 2q) and their gradients summed back (read 2q, write kv)."""
+    h, q, kv = model.hidden_size, model.q_width, model.kv_width
+    hidden = NORMS_PER_LAYER * (EAGER_NORM_BYTES_PER_VALUE - FUSED_NORM_BYTES_PER_VALUE) * h
+    projections = 0.0
+    if pointwise:
+        rotary = (EAGER_ROTARY_BYTES_PER_VALUE - FUSED_ROTARY_BYTES_PER_VALUE) * (q + kv / 2)
+        per_f = EAGER_SWIGLU_BYTES_PER_VALUE - FUSED_SWIGLU_BYTES_PER_VALUE
+        mlp = per_f * model.ffn_hidden_size if model.gated_mlp else 0.0
+        if model.is_moe and model.expert_ffn_hidden_size is not None and model.gated_mlp:
+            copies = model.experts_per_token + model.num_shared_experts
+            moe_share = model.num_moe_layers / model.num_layers
+            expert = copies * per_f * model.expert_ffn_hidden_size
+            mlp = (1 - moe_share) * mlp + moe_share * expert
+        projections = rotary + mlp + LAYOUT_COPY_BYTES_PER_VALUE * q
+    if kv_copies and model.num_kv_heads < model.num_attention_heads:
+        projections += 2 * BF16_BYTES * (kv + 2 * q)
+    return (float(hidden) if norms else 0.0), float(projections)
+
+
 def fp8_cast_bytes_per_token(model: TransformerSpec, bytes_per_value: float) -> tuple[float, float]:
     """HBM bytes one layer's FP8 casts move per token, forward and backward: (on the full
     hidden state, on the tp-split projections), as elementwise_bytes_per_token splits them.
