@@ -166,14 +166,19 @@ Figures as measured when the rows were added; the table above is current.
   15-27 points: the profile divides by the SXM peak as the source does, which its own footnote
   says these parts do not reach (torchtitan prints 33-39% MFU for them).
 - **Tensor-parallel overlap.** NeMo's Llama 3.1 405B recipe (TP 8 x PP 9 x CP 2) overlaps its
-  tensor-parallel collectives (ub_tp_comm_overlap) and pipeline sends; the profile hides none of
-  either by default, and under-predicts these rows by 6.5-7.7 points (70B, TP 4: about 3).
+  tensor-parallel collectives (ub_tp_comm_overlap) and pipeline sends. With nothing hidden these
+  rows were under-predicted by 6.5-7.7 points (70B, TP 4: about 3); priced with the hidden share
+  the recipe's userbuffer methods give (15/16, docs/cost-model.md "Tensor parallelism") the eight
+  NeMo 24.09 70B and 405B rows went from 6.0 to 2.5 points mean, the FP8 70B row the other way
+  (-0.6 to +9.6). Megatron-Bridge's rows keep the default (their recipes' userbuffer configs not
+  yet read per row).
 - **FP8.** Priced in bf16, Megatron-Bridge's and NeMo's FP8 rows were under-predicted by 24.6
-  points on average (up to 44). Priced in FP8 (docs/cost-model.md, "Precision") they are 8.2 off
-  (max 15.5), 6.3 under on average: Llama 3 70B and 405B in Megatron-Bridge and NeMo 24.09's
-  405B by 12-16 points, the same recipes whose bf16 rows are under-predicted by 3-8 (their
-  tensor-parallel overlap, above); the FP8 GEMM efficiency comes from a single-GEMM shape search
-  (70.9% of H100's FP8 peak), which these large GEMMs may beat. torchtitan's Float8 rows also
+  points on average (up to 44). Priced in FP8 (docs/cost-model.md, "Precision") they are 7.8 off
+  (max 15.4): Megatron-Bridge's Llama 3 70B and 405B rows are under-predicted by 12-15 points
+  (their recipes' tensor-parallel overlap is not yet priced, above), NeMo 24.09's 405B by 2.5
+  once its userbuffer overlap is, its 70B over-predicted by 9.6; the FP8 GEMM efficiency comes
+  from a single-GEMM shape search (70.9% of H100's FP8 peak), which these large GEMMs may
+  beat. torchtitan's Float8 rows also
   ran torch.compile (and AsyncTP at 405B): they are excluded, not just set apart, and their
   memory is off by 18-53% (compile and Float8 buffers, and torchtitan's reserved rather than
   allocated memory).
