@@ -191,9 +191,9 @@ def test_fp8_rows_are_priced_in_fp8_and_excluded_rows_stay_out(report) -> None:
 # Measured (docs/validation.md): the 11 FP8 rows, priced in bf16 before training.precision,
 # were 24.64 points off on average (max 44.2, every one under-predicted); priced in FP8 they
 # are 8.21 (max 15.52), the bf16 rows' size of error, which is why they joined the means;
-# 7.84 (max 15.44) since NeMo 24.09's two hide their tensor-parallel traffic as their
-# userbuffers do. Bounds: the measured figures plus half a point.
-FP8_MEAN_ABS_ERROR_BOUND = 0.0834
+# 7.05 (max 15.44) since NeMo 24.09's two and Megatron-Bridge's 405B on H100 hide their
+# tensor-parallel traffic as their userbuffers do. Bounds: the measured figures plus half a point.
+FP8_MEAN_ABS_ERROR_BOUND = 0.0755
 FP8_MAX_ABS_ERROR_BOUND = 0.1594
 
 
@@ -213,15 +213,16 @@ def test_gpu_specs_of_rows_carry_their_source() -> None:
 
 # --- the figures --------------------------------------------------------------------------
 
-# Measured (docs/validation.md): the priced rows' mean absolute error is 6.17 points and their
+# Measured (docs/validation.md): the priced rows' mean absolute error is 6.05 points and their
 # worst 35.31, against issue 15's targets of 3 and 8, which the profile does not meet. The
 # bounds are the measured figures plus half a point: a change that makes them worse fails
 # here. It was 7.77 before the six SC21 DeepSpeed ZeRO-3 rows were priced as 2021 DeepSpeed
 # ran them (a blocking fetch: nothing hidden, 23.1 -> 11.1 points), torchtitan's eager
 # kernels were charged (its eight bf16 rows, 8.0 -> 5.6; docs/cost-model.md, "Eager kernels")
-# and NeMo 24.09's eight rows hid their tensor-parallel traffic as their userbuffers do
-# (6.0 -> 2.5; "Tensor parallelism").
-MEAN_ABS_ERROR_BOUND = 0.0667
+# and NeMo 24.09's eight rows and Megatron-Bridge's 405B FP8 row on H100 hid their
+# tensor-parallel traffic as their userbuffers do (6.0 -> 2.5 and -12.4 -> +3.7; "Tensor
+# parallelism").
+MEAN_ABS_ERROR_BOUND = 0.0655
 MAX_ABS_ERROR_BOUND = 0.3581
 # peak memory over the priced rows: 19.7% mean absolute error (13.6% before the three FP8
 # Megatron-Bridge SFT rows, over-predicted by 8-38%, joined), bound 20.7%
@@ -287,13 +288,13 @@ def test_published_layouts_rank_in_the_top_five(report) -> None:
     assert misses == KNOWN_RANK_MISSES
     llama = [row.rank for row in report.rows if row.run.name.startswith("Llama 3")]
     assert all(rank is not None and rank <= 5 for rank in llama)
-    # the new rows' misses are reported (docs/validation.md), not pinned here: measured 44 of
+    # the new rows' misses are reported (docs/validation.md), not pinned here: measured 45 of
     # 74 in the top 5 since NeMo 24.09's rows hide 15/16 of their tensor-parallel traffic as
     # their recipe's userbuffers do (49 before: every rival layout is priced with that overlap
     # too, so larger tp ranks higher; 44 of 63 before the FP8 rows joined). The rank is not
     # issue 15's target, the gap is (test below); the bound is the measured count less one
     ranked = report.ranked_rows
-    assert len(ranked) - len(report.top_rank_misses) >= 43
+    assert len(ranked) - len(report.top_rank_misses) >= 44
     # the gap: the median published layout is within 5% of the optimum (measured 0.0%)
     gaps = sorted(row.behind_best for row in ranked if row.behind_best is not None)
     assert gaps[len(gaps) // 2] <= 0.05
