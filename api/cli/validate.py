@@ -170,16 +170,18 @@ Figures as measured when the rows were added; the table above is current.
   rows were under-predicted by 6.5-7.7 points (70B, TP 4: about 3); priced with the hidden share
   the recipe's userbuffer methods give (15/16, docs/cost-model.md "Tensor parallelism") the eight
   NeMo 24.09 70B and 405B rows went from 6.0 to 2.5 points mean, the FP8 70B row the other way
-  (-0.6 to +9.6). Of Megatron-Bridge's rows only the 405B FP8 one on H100 has had its recipe's
-  userbuffer config read (31/32: every reduce-scatter a ring exchange); the others keep the
-  default.
+  (-0.6 to +9.6). Megatron-Bridge's three FP8 Llama rows read their recipes' configs the same way
+  (FP8 below); its BF16 405B row on GB200 keeps the default (the dgxc-benchmarking release it
+  ran was not read).
 - **FP8.** Priced in bf16, Megatron-Bridge's and NeMo's FP8 rows were under-predicted by 24.6
-  points on average (up to 44). Priced in FP8 (docs/cost-model.md, "Precision") they are 7.8 off
-  (max 15.4): Megatron-Bridge's Llama 3 70B on H100 and 405B on GB200 are under-predicted by
-  13-15 points (their recipes' tensor-parallel overlap is not yet priced, above); its 405B on
-  1,024 H100 went from -12.4 to +3.7 once its userbuffers (31/32 hidden) were, NeMo 24.09's 405B
-  from -15.5 to -2.5 (15/16), while its 70B went from -0.6 to +9.6; the FP8 GEMM efficiency comes
-  from a single-GEMM shape search (70.9% of H100's FP8 peak), which these large GEMMs may
+  points on average (up to 44). Priced in FP8 (docs/cost-model.md, "Precision") they are 5.7 off
+  (max 15.3). Megatron-Bridge's three Llama rows went from -12..-15 to -7.5, +3.7 and -6.2 once
+  their recipes' userbuffers were priced (15/16 at tp 4, 31/32 at tp 8: every reduce-scatter a
+  ring exchange), NeMo 24.09's 405B from -15.5 to -2.5 (15/16), while its 70B went from -0.6 to
+  +9.6. Megatron-Bridge's 70B recipe also splits its stages unevenly (its
+  pipeline_model_parallel_layout), which the row's even split does not price. The FP8 GEMM
+  efficiency comes from a single-GEMM shape search (70.9% of H100's FP8 peak), which these
+  large GEMMs may
   beat. torchtitan's Float8 rows also
   ran torch.compile (and AsyncTP at 405B): they are excluded, not just set apart, and their
   memory is off by 18-53% (compile and Float8 buffers, and torchtitan's reserved rather than
