@@ -19,6 +19,7 @@ from optimizer.costmodel import CostAssumptions, evaluate
 from optimizer.costmodel.standard import kernels as kern
 from optimizer.costmodel.standard.compute import layer_gemm_efficiency, matmul_s
 from optimizer.costmodel.standard.degrees import Degrees
+from optimizer.engines import engine_assumptions, get_engine
 from tests.helpers import run_cli
 
 # Llama 3 70B, by hand: h 8192, 64 heads of 128, 8 KV heads, FFN 28672 (SwiGLU).
@@ -106,7 +107,9 @@ def test_fp8_weight_copies_by_hand() -> None:
     assert extra / 1e9 == pytest.approx(4.2782, rel=1e-4)
     fp8, bf16 = evaluate(job(), LAYOUT, "standard"), evaluate(job("bf16"), LAYOUT, "standard")
     assert fp8.memory.weights - bf16.memory.weights == pytest.approx(extra)
-    assert fp8.memory.activations == bf16.memory.activations
+    bf16_inputs = CostAssumptions(fp8_saved_inputs=False)
+    kept = evaluate(job(), LAYOUT, "standard", bf16_inputs).memory.activations
+    assert kept == bf16.memory.activations
     # an engine that keeps its weights in FP8 instead (fp8_param_gather) keeps no copy
     none = CostAssumptions(fp8_weight_copy_bytes_per_param=0.0)
     assert evaluate(job(), LAYOUT, "standard", none).memory.weights == bf16.memory.weights
@@ -224,3 +227,27 @@ def test_cli_fp8_on_a100_exits_2_with_the_reason(capsys: pytest.CaptureFixture[s
     status, out, err = run_cli([*argv, "--precision", "fp8"], capsys)
     assert status == 2 and out == ""
     assert "a100-80gb" in err and "FP8 peak" in err and "Traceback" not in err
+
+
+def test_fp8_gemm_inputs_are_saved_as_their_fp8_casts() -> None:
+    # Transformer Engine keeps a GEMM's input for its weight gradient in FP8: per token and
+    # layer the two norm outputs (2 x 2h -> 2 x h) and the MLP-down input (2f -> f) halve and
+    # the attention output gains a 1-byte copy (q): 2 x 8192 + 28672 - 8192 = 36,864 bytes.
+    # Without recompute on tp 4, each in-flight micro-batch of 8,192 tokens keeps that less a
+    # layer on each rank's 2,048 tokens
+    layout = Layout(tp=4, pp=8, vpp=5, zero=1, recompute="none")
+    fp8, bf16 = evaluate(job(), layout, "standard"), evaluate(job("bf16"), layout, "standard")
+    kept = evaluate(job(), layout, "standard", CostAssumptions(fp8_saved_inputs=False))
+    saved_per_token = 2 * H + F - Q
+    assert saved_per_token == 36_864
+    assert kept.memory.activations == bf16.memory.activations
+    ratio = 1 - fp8.memory.activations / kept.memory.activations
+    per_token = 8 * H + 2 * (Q + KV) + 2 * Q + 6 * F  # the layer's bf16 activations, no recompute
+    assert ratio == pytest.approx(saved_per_token / per_token, rel=0.02)  # the head's logits aside
+    # selective recompute drops the norm and activation outputs: only the copy (q) remains
+    selective = Layout(tp=4, pp=8, vpp=5, zero=1, recompute="selective")
+    more = evaluate(job(), selective, "standard").memory.activations
+    assert more > evaluate(job("bf16"), selective, "standard").memory.activations
+    # torchtitan's Float8 (torchao) keeps the bf16 inputs
+    titan = engine_assumptions(get_engine("torchtitan"), CostAssumptions(), "fp8")
+    assert not titan.fp8_saved_inputs

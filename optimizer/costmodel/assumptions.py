@@ -368,6 +368,14 @@ class MemoryAssumptions(BaseModel):
             "Memory only; the tp traffic is the same."
         ),
     )
+    fp8_saved_inputs: bool = Field(
+        True,
+        description=(
+            "Under precision fp8, a GEMM keeps its input for the weight gradient as the FP8 "
+            "cast it made, as Transformer Engine does (docs/cost-model.md, 'Precision'); false "
+            "where it keeps the bf16 input, as torchao's Float8Linear does (torchtitan)."
+        ),
+    )
     gradient_bytes_per_param: float = Field(
         4.0,
         gt=0,

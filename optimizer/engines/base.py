@@ -188,6 +188,9 @@ class EngineRuntime:
     # whether rotary, the MLP activation and the attention output's copy run as eager ops
     # (a model in plain PyTorch without torch.compile) rather than fused kernels
     eager_pointwise: bool = False
+    # whether a GEMM's input is kept for backward as its FP8 cast (Transformer Engine) or in
+    # bf16 (torchao's Float8Linear), under precision fp8
+    fp8_saved_inputs: bool = True
 
     def sync_for(self, zero: int) -> GradientSync | None:
         """The stage's synchronisation; None for a stage the engine does not offer."""

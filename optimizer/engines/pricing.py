@@ -76,6 +76,7 @@ def runtime_choices(engine: Engine) -> dict[str, object]:
         "zero3_gather_unit": engine.runtime.zero3_gather_unit,
         "selective_recompute_matmuls": engine.runtime.selective_recompute_matmuls,
         "eager_pointwise": engine.runtime.eager_pointwise,
+        "fp8_saved_inputs": engine.runtime.fp8_saved_inputs,
     }
     if exchange.overlaps_attention:
         values["cp_overlap_fraction"] = 1.0

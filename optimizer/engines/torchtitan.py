@@ -278,6 +278,10 @@ RUNTIME = EngineRuntime(
     # (UNVERIFIED from which release), and SDPA reads the shared KV heads itself
     # (enable_gqa, models/common/attention.py:340-373): neither is charged as eager.
     eager_pointwise=True,
+    # Float8 training converts linears to torchao's Float8Linear, whose autograd function
+    # keeps the bf16 input and weight for backward (torchao/float8/float8_linear.py,
+    # matmul_with_hp_or_float8_args.forward: ctx.save_for_backward(input_hp, weight_hp_t))
+    fp8_saved_inputs=False,
 )
 
 

@@ -22,6 +22,7 @@ import numpy as np
 from models.errors import InvalidSpec
 from models.job import TrainingJob
 from optimizer.costmodel.assumptions import CostAssumptions
+from optimizer.costmodel.standard import memory as mem
 
 Number = Any
 FP8 = "fp8"
@@ -72,3 +73,32 @@ def mfu_against_fp8_peak(job: TrainingJob, mfu_bf16_peak: float) -> float | None
     if not is_fp8(job):
         return None
     return mfu_bf16_peak * job.cluster.gpu.peak_flop_s / fp8_peak_flop_s(job)
+
+
+def fp8_saved_input_bytes_per_token(
+    job: TrainingJob, a: CostAssumptions, recompute: Number
+) -> Number:
+    """Bytes per token and layer that FP8 takes off `mem.layer_activation_bytes_per_token`:
+    Transformer Engine saves a GEMM's input for its weight gradient as the FP8 cast it made
+    (1 byte a value), not in bf16 (NVIDIA/TransformerEngine@0004dbd0
+    transformer_engine/pytorch/module/linear.py, _Linear.forward: saved_inputmat = the FP8
+    inputmat when fp8; layernorm_linear.py saves its ln_out quantized the same way). The
+    norm outputs feeding QKV and the MLP (2 x h) and the MLP-down input (f, each expert
+    copy's f_e) halve; the attention output stays in bf16 for FlashAttention's backward and
+    gains an FP8 copy for the output projection (+q). Selective recompute drops the norm and
+    activation outputs anyway (only the copy remains); full recompute keeps the layer input
+    alone (nothing changes). Zero unless the job trains in FP8 with `fp8_saved_inputs`."""
+    if not is_fp8(job) or not a.fp8_saved_inputs:
+        return 0.0
+    model = job.model
+    dense_share = 1 - model.num_moe_layers / model.num_layers
+    down = dense_share * model.ffn_hidden_size
+    if model.is_moe and model.expert_ffn_hidden_size is not None:
+        copies = model.experts_per_token + model.num_shared_experts
+        down = down + (1 - dense_share) * copies * model.expert_ffn_hidden_size
+    none = 2 * model.hidden_size + down - model.q_width
+    return np.where(
+        recompute == mem.RECOMPUTE_NONE,
+        none,
+        np.where(recompute == mem.RECOMPUTE_SELECTIVE, -model.q_width, 0.0),
+    )

@@ -44,6 +44,8 @@ def rank_memory_terms(job: TrainingJob, a: CostAssumptions, k: Degrees) -> RankM
     per_token = per_token + mem.attention_score_bytes_per_token(
         model.num_attention_heads, s, k.recompute, a.fused_attention
     )
+    # under fp8 the GEMMs' saved inputs are their FP8 casts (precision.py)
+    per_token = per_token - prec.fp8_saved_input_bytes_per_token(job, a, k.recompute)
 
     def replicated(recompute: Number) -> Number:
         if a.sequence_parallel:
@@ -54,7 +56,8 @@ def rank_memory_terms(job: TrainingJob, a: CostAssumptions, k: Degrees) -> RankM
     experts = mem.expert_params_per_layer_per_device(model, k.tp, k.ep)
     copies = np.where(k.schedule == mem.SCHEDULE_DUALPIPE, 2, 1)
     full_layer = mem.tp_rank_activation_bytes(
-        mem.full_layer_activation_bytes_per_token(model),
+        mem.full_layer_activation_bytes_per_token(model)
+        - prec.fp8_saved_input_bytes_per_token(job, a, mem.RECOMPUTE_NONE),
         replicated(mem.RECOMPUTE_NONE),
         tokens,
         k.tp,
