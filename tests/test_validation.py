@@ -191,9 +191,10 @@ def test_fp8_rows_are_priced_in_fp8_and_excluded_rows_stay_out(report) -> None:
 # Measured (docs/validation.md): the 11 FP8 rows, priced in bf16 before training.precision,
 # were 24.64 points off on average (max 44.2, every one under-predicted); priced in FP8 they
 # are 8.21 (max 15.52), the bf16 rows' size of error, which is why they joined the means;
-# 5.67 (max 15.31) since NeMo 24.09's two and Megatron-Bridge's three Llama rows hide their
-# tensor-parallel traffic as their userbuffers do. Bounds: the measured figures plus half a point.
-FP8_MEAN_ABS_ERROR_BOUND = 0.0618
+# 5.45 (max 15.31) since NeMo 24.09's two and Megatron-Bridge's three Llama rows hide their
+# tensor-parallel traffic as their userbuffers do (and two of the latter recompute nothing, as
+# their recipes say). Bounds: the measured figures plus half a point.
+FP8_MEAN_ABS_ERROR_BOUND = 0.0595
 FP8_MAX_ABS_ERROR_BOUND = 0.1582
 
 
@@ -213,7 +214,7 @@ def test_gpu_specs_of_rows_carry_their_source() -> None:
 
 # --- the figures --------------------------------------------------------------------------
 
-# Measured (docs/validation.md): the priced rows' mean absolute error is 5.84 points and their
+# Measured (docs/validation.md): the priced rows' mean absolute error is 5.81 points and their
 # worst 35.31, against issue 15's targets of 3 and 8, which the profile does not meet. The
 # bounds are the measured figures plus half a point: a change that makes them worse fails
 # here. It was 7.77 before the six SC21 DeepSpeed ZeRO-3 rows were priced as 2021 DeepSpeed
@@ -222,7 +223,7 @@ def test_gpu_specs_of_rows_carry_their_source() -> None:
 # and NeMo 24.09's eight rows and Megatron-Bridge's three FP8 Llama rows hid their
 # tensor-parallel traffic as their userbuffers do (6.0 -> 2.5 and 13.7 -> 5.8; "Tensor
 # parallelism").
-MEAN_ABS_ERROR_BOUND = 0.0634
+MEAN_ABS_ERROR_BOUND = 0.0631
 MAX_ABS_ERROR_BOUND = 0.3581
 # peak memory over the priced rows: 9.1% mean absolute error (15.6% before Transformer
 # Engine's FP8-saved GEMM inputs were priced and the three FP8 SFT rows took their recipe's

@@ -175,9 +175,9 @@ Figures as measured when the rows were added; the table above is current.
   ran was not read).
 - **FP8.** Priced in bf16, Megatron-Bridge's and NeMo's FP8 rows were under-predicted by 24.6
   points on average (up to 44). Priced in FP8 (docs/cost-model.md, "Precision") they are 5.7 off
-  (max 15.3). Megatron-Bridge's three Llama rows went from -12..-15 to -7.5, +3.7 and -6.2 once
+  (max 15.3). Megatron-Bridge's three Llama rows went from -12..-15 to -6.3, +3.7 and -4.9 once
   their recipes' userbuffers were priced (15/16 at tp 4, 31/32 at tp 8: every reduce-scatter a
-  ring exchange), NeMo 24.09's 405B from -15.5 to -2.5 (15/16), while its 70B went from -0.6 to
+  ring exchange) and their recompute read from the recipes (none), NeMo 24.09's 405B from -15.5 to -2.5 (15/16), while its 70B went from -0.6 to
   +9.6. Megatron-Bridge's 70B recipe also splits its stages unevenly (its
   pipeline_model_parallel_layout), which the row's even split does not price. The FP8 GEMM
   efficiency comes from a single-GEMM shape search (70.9% of H100's FP8 peak), which these
@@ -190,7 +190,8 @@ Figures as measured when the rows were added; the table above is current.
   profile's worst stage by 5% on its two bf16 H100 rows; Qwen3-30B's rank-0 peak allocated is 9%
   below the profile's; Megatron-Bridge's FP8 SFT rows are +15%, +15% and -5% since Transformer
   Engine's FP8-saved GEMM inputs and their recipe's bf16 gradients are priced (+37%, +31%, +7%
-  before). 6 published layouts are priced over their GPU's memory though they ran (11 before).
+  before). 7 published layouts are priced over their GPU's memory though they ran (11 before),
+  Megatron-Bridge's 405B FP8 on GB200 by 0.4%.
 - **Calibration.** Calibrated on the first 3 rows of each engine, the other rows do worse than with
   the defaults for four engines of five, and no engine's held-out rows come within the issue's 2
   points mean. The fits end on their bounds (a kernel efficiency of 0.95, an attention efficiency
