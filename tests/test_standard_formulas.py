@@ -12,6 +12,7 @@ from models.presets import gpu_preset
 from models.transformer import TransformerSpec
 from optimizer.costmodel.assumptions import CostAssumptions
 from optimizer.costmodel.profiles import evaluate
+from optimizer.costmodel.standard import collectives as coll
 from optimizer.costmodel.standard import memory as mem
 from optimizer.costmodel.standard import times as tim
 from tests.helpers import plate_job
@@ -343,3 +344,20 @@ def test_eager_kernels_move_the_bytes_their_ops_read_and_write() -> None:
     mha = job.model_copy(update={"model": job.model.model_copy(update={"num_kv_heads": 32})})
     copies = evaluate(mha, layout, "standard", CostAssumptions(gqa_kv_copies=True))
     assert copies.times_s["matmul"] == evaluate(mha, layout, "standard").times_s["matmul"]
+
+
+def test_a_deduplicated_dispatch_crosses_the_network_once_a_remote_domain() -> None:
+    # 8 copies of a token over experts on two domains: 4 are bound for the remote one, which
+    # a deduplicating dispatcher reaches with 1 - 0.5^8 of one copy (the chance that any of
+    # the 8 lands there): a share of 0.99609375 / 4
+    assert coll.deduplicated_network_share(8, 2) == pytest.approx((1 - 0.5**8) / 4)
+    assert coll.deduplicated_network_share(8, 1) == 1  # one domain: NVLink only
+    # one copy a token: nothing to deduplicate
+    assert coll.deduplicated_network_share(1, 4) == pytest.approx(1.0)
+    # priced: the DeepSeek-V3-shaped preset (top 8) with ep 16 over two 8-GPU H100 nodes, the
+    # network part shrinks by that share; the NVLink cap does not bind at this size
+    job = plate_job(16, "deepseek-v3-shaped", global_batch=64, seq_len=4096)
+    layout = Layout(tp=1, pp=1, ep=16, zero=1)
+    alltoall = evaluate(job, layout, "standard").times_s["moe_all_to_all"]
+    dedup = evaluate(job, layout, "standard", CostAssumptions(moe_dispatch_dedup=True))
+    assert dedup.times_s["moe_all_to_all"] == pytest.approx(alltoall * (1 - 0.5**8) / 4)

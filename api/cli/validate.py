@@ -151,8 +151,12 @@ Figures as measured when the rows were added; the table above is current.
   GPUs of each rack the jobs held is not printed; with 64 (nvlink_domain 64) the same rows are
   predicted at about 44% and 42% against 35% and 33% measured.
 - **Expert all-to-all on two H100 nodes.** Qwen3-30B-A3B with EP 16 on 16 H100 runs at 30% MFU
-  with the overlap off and 35% with it on; the profile prices both at 15%: the inter-node
-  all-to-all (HybridEP) costs less than the profile charges, even with nothing hidden.
+  with the overlap off and 35% with it on; with one copy per expert on the network the profile
+  priced both at 22%. The runs' HybridEP dispatcher sends a token once per remote node
+  (`moe_dispatch_dedup`, docs/cost-model.md "All-to-all"): priced so, both are 40.5%, now over by
+  11 and 5 points (the narrow 768-wide expert GEMMs, which the profile runs at the large-GEMM
+  efficiency, are the likely rest). AutoModel's DeepSeek-V3 rows (DeepEP) went from -4 and -9 to
+  0 and -5.
 - **FSDP (ZeRO-3) over the network.** torchtitan's FSDP rows on 64 A100 were under-predicted by
   12-27 points, AutoModel's Llama 3 70B (CP 2 x FSDP 32 over 8 nodes) by 26, its DeepSeek-V3 rows
   by 8-9, while `zero3_overlap_fraction` was fitted (0.5) on SC21's 2021 DeepSpeed rows; those

@@ -309,6 +309,15 @@ class CommunicationAssumptions(BaseModel):
     pp_p2p_overlap_fraction: float = _fraction(
         0.0, "Share of pipeline point-to-point sends hidden under compute (conservative: none)."
     )
+    moe_dispatch_dedup: bool = Field(
+        False,
+        description=(
+            "The expert dispatch sends a token once to each remote NVLink domain holding its "
+            "experts and forwards it there over NVLink (DeepEP, HybridEP: Megatron-Core's flex "
+            "dispatcher), instead of one copy per expert: the network carries the expected "
+            "distinct remote domains of a balanced routing (docs/cost-model.md, 'Experts')."
+        ),
+    )
     moe_all_to_all_overlap_fraction: float = _fraction(
         0.0,
         "Share of the expert all-to-all hidden under compute with 1F1B schedules; DualPipe's "

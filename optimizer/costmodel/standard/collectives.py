@@ -137,3 +137,16 @@ def domains_spanned(ranks: Number, span: Number, domain: int) -> Number:
     worst_offset = domain - np.gcd(span, domain)
     touched = 1 + (worst_offset + span - 1) // domain
     return np.clip(touched, 1, np.maximum(ranks, 1))
+
+
+def deduplicated_network_share(copies: Number, domains: Number) -> Number:
+    """Of a token's `copies` bound for experts spread evenly over `domains` NVLink domains
+    (routing balanced, as force-balanced benchmarks run), the share that still crosses the
+    network when a dispatcher sends each remote domain one copy and forwards it inside over
+    NVLink (DeepEP's internode kernels, after DeepSeek-V3 section 3.2.2; HybridEP): the
+    expected distinct remote domains, (D - 1)(1 - (1 - 1/D)^k), over the k (D - 1)/D copies
+    bound there. 1 inside one domain."""
+    d = np.maximum(np.asarray(domains, dtype=np.float64), 1.0)
+    remote_copies = copies * (d - 1) / d
+    distinct = (d - 1) * (1 - (1 - 1 / d) ** copies)
+    return np.where(d > 1, distinct / np.maximum(remote_copies, 1e-12), 1.0)

@@ -51,16 +51,25 @@ def rails_per_rank(ranks: Number, span: Number, domain: int) -> Number:
 
 
 def all_to_all_bytes_s(
-    job: TrainingJob, a: CostAssumptions, ranks: Number, span: Number, message_bytes: Number
+    job: TrainingJob,
+    a: CostAssumptions,
+    ranks: Number,
+    span: Number,
+    message_bytes: Number,
+    copies: int = 1,
 ) -> Number:
     """Per-rank bandwidth of an all-to-all over `ranks` spread over `span` ranks: each rank
     sends its share to every other; the shares for ranks in its own NVLink domain go over
     NVLink at the same time as the rest cross its own NIC, so across domains the step runs at
-    one NIC's pace on the remote part alone, (ranks - local) / ranks of the bytes."""
+    one NIC's pace on the remote part alone, (ranks - local) / ranks of the bytes. With
+    `moe_dispatch_dedup`, a token's `copies` cross the network once per remote domain."""
     domain = job.cluster.job_nvlink_domain
     one_nic = link_bytes_s(job, a, span, message_bytes)
-    local = ranks / coll.domains_spanned(ranks, span, domain)
+    domains = coll.domains_spanned(ranks, span, domain)
+    local = ranks / domains
     remote_share = np.maximum(ranks - local, 1.0) / np.maximum(ranks, 1.0)
+    if a.moe_dispatch_dedup:
+        remote_share = remote_share * coll.deduplicated_network_share(copies, domains)
     across = np.minimum(one_nic / remote_share, job.cluster.gpu.intra_node_bytes_s)
     return np.where(fits_one_domain(span, domain), one_nic, across)
 
