@@ -245,3 +245,24 @@ def test_torchtitan_runs_its_pointwise_ops_eager_unless_the_request_says_otherwi
     )
     assert titan.times_s["matmul"] > fused.times_s["matmul"]
     assert titan.mfu < fused.mfu
+
+
+def test_fsdp2_hides_its_gathers_under_the_whole_micro_batch() -> None:
+    # torchtitan's FSDP2 prefetches the next block's all-gather under this one's compute:
+    # the engine sets zero3_overlap_fraction 1, the profile's default elsewhere stays 0.5
+    costs = CostAssumptions()
+    assert engine_assumptions(get_engine("torchtitan"), costs).zero3_overlap_fraction == 1.0
+    assert engine_assumptions(get_engine("megatron"), costs).zero3_overlap_fraction == 0.5
+    mine = CostAssumptions(zero3_overlap_fraction=0.2)  # a request's own value wins
+    assert engine_assumptions(get_engine("torchtitan"), mine).zero3_overlap_fraction == 0.2
+    # priced: Llama 3 70B under ZeRO-3 on 64 H100 with tiny micro-batches, communication-bound
+    job = plate_job(64, "llama3-70b", global_batch=64, seq_len=2048)
+    layout = Layout(tp=1, pp=1, zero=3, recompute="full")
+    titan = evaluate(job, layout, "standard", engine_assumptions(get_engine("torchtitan"), costs))
+    half = evaluate(
+        job,
+        layout,
+        "standard",
+        engine_assumptions(get_engine("torchtitan"), CostAssumptions(zero3_overlap_fraction=0.5)),
+    )
+    assert titan.times_s["zero3_per_micro_batch"] < half.times_s["zero3_per_micro_batch"]

@@ -191,6 +191,9 @@ class EngineRuntime:
     # whether a GEMM's input is kept for backward as its FP8 cast (Transformer Engine) or in
     # bf16 (torchao's Float8Linear), under precision fp8
     fp8_saved_inputs: bool = True
+    # the share of a micro-batch's compute its per-micro-batch parameter gathers and gradient
+    # reduce-scatters can hide under, where the engine's prefetch sets it (None: the profile's)
+    zero3_overlap_fraction: float | None = None
 
     def sync_for(self, zero: int) -> GradientSync | None:
         """The stage's synchronisation; None for a stage the engine does not offer."""

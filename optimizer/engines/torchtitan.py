@@ -282,6 +282,12 @@ RUNTIME = EngineRuntime(
     # keeps the bf16 input and weight for backward (torchao/float8/float8_linear.py,
     # matmul_with_hp_or_float8_args.forward: ctx.save_for_backward(input_hp, weight_hp_t))
     fp8_saved_inputs=False,
+    # FSDP2's default overlap issues the next block's all-gather while this one computes (in
+    # forward, and in backward by reverse post-forward order) and reduce-scatters on its own
+    # stream under the next backward (torch 2.13.0 torch/distributed/fsdp/_fully_shard/
+    # _fully_shard.py:513-531): each layer's traffic hides under a layer's compute, the
+    # whole micro-batch's under all of it
+    zero3_overlap_fraction=1.0,
 )
 
 
