@@ -1,0 +1,177 @@
+"""Assumptions about the collectives: bandwidth reached, latency, and what hides under compute."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from models.strict import SPEC_CONFIG
+
+from .fields import MIN_EFFICIENCY, Volumes, fraction_field, latency_field
+
+
+class CommunicationAssumptions(BaseModel):
+    """The collectives: bandwidth reached, latency, and what hides under compute."""
+
+    model_config = SPEC_CONFIG
+
+    inter_node_bandwidth_efficiency: float = Field(
+        0.74,
+        ge=MIN_EFFICIENCY,
+        le=1,
+        description=(
+            "Share of the NIC line rate a large collective reaches across nodes: 36.95 of "
+            "50 GB/s per GPU for a 16 GiB all-reduce over 4 x 8 B200 on 8 x 400 Gb/s "
+            "(stas00/ml-engineering@744d01e network/README.md l.1400-1423); smaller messages "
+            "reach less (collective_message_size)."
+        ),
+    )
+    collective_message_size: bool = Field(
+        False,
+        description=(
+            "Charge each collective the share of the large-message bus bandwidth its message "
+            "size reaches, inside the NVLink domain and across the network, from published "
+            "nccl-tests curves (profile standard; docs/cost-model.md, 'collectives'). Off by "
+            "default: the curves time one synchronised call at a time, and on they take the "
+            "published runs' mean error from 2.3 to 3.4 points (docs/validation.md), so they "
+            "overstate what back-to-back collectives in a training step lose; a what-if."
+        ),
+    )
+    network_rails_per_domain: bool = Field(
+        True,
+        description=(
+            "A group with k ranks in each NVLink domain reaches k NICs' bandwidth across the "
+            "network (NCCL spreads a ring's channels over the GPUs' own NICs, one rail each), "
+            "up to NVLink's: a tp 1 data-parallel group uses all 8 NICs of a node, a tp 8 one "
+            "its rank's one (docs/cost-model.md, 'Links'). False: one NIC's share always."
+        ),
+    )
+    dp_bucket_params: float = Field(
+        40e6,
+        ge=1,
+        le=1e13,
+        description=(
+            "Parameters per gradient bucket, the message size of the data-parallel sync: "
+            "Megatron-Core's default max(40M, 1M x dp) (megatron/core/distributed/"
+            "distributed_data_parallel.py l.134 @d98e8a6)."
+        ),
+    )
+    gradient_volumes_per_step: list[Volumes] = Field(
+        [2.0, 2.0, 2.0],
+        min_length=3,
+        max_length=3,
+        description=(
+            "Per ZeRO stage 0, 1, 2: the data-parallel traffic made once a step, in volumes of "
+            "the stage's parameters in bf16 sent around the data group's ring ((g-1)/g x 2 B a "
+            "parameter each). 2 = an all-reduce in bf16, or a reduce-scatter plus the updated "
+            "parameters' all-gather (the engine-agnostic default); an engine reducing in fp32 "
+            "counts its gradient passes twice. Set per engine (docs/cost-model.md, 'Engines')."
+        ),
+    )
+    gradient_volumes_per_micro_batch: list[Volumes] = Field(
+        [0.0, 0.0, 0.0],
+        min_length=3,
+        max_length=3,
+        description=(
+            "Per ZeRO stage 0, 1, 2: the data-parallel traffic made every micro-batch, in the "
+            "same volumes: engines that keep gradients sharded across gradient accumulation "
+            "reduce them each backward (DeepSpeed ZeRO-2, FSDP's gradient sharding). Exposed "
+            "beyond zero3_overlap_fraction of the micro-batch's compute, as ZeRO-3's gathers."
+        ),
+    )
+    per_micro_batch_sync_with_pp: bool = Field(
+        True,
+        description=(
+            "Whether the per-micro-batch traffic stays per micro-batch with pp > 1; false "
+            "where the engine's pipeline schedule defers the gradient sync to once a step "
+            "(torch.distributed.pipelining, torchtitan)."
+        ),
+    )
+    tp_overlap_fraction: float = fraction_field(
+        0.0, "Share of tensor-parallel collectives hidden under matmuls (Megatron default: none)."
+    )
+    cp_exchange: Literal["all_gather", "p2p"] = Field(
+        "all_gather",
+        description=(
+            "How the context-parallel group exchanges K and V: 'all_gather' (Llama 3's, an "
+            "NCCL collective: a group with k ranks in each NVLink domain uses their k NICs) or "
+            "'p2p' (ring attention, Megatron-Core's default: each step sends one chunk to the "
+            "next rank, so a step across domains runs at one NIC's pace). Same bytes either way."
+        ),
+    )
+    cp_overlap_fraction: float = fraction_field(
+        0.0,
+        "Share of the attention compute under which the context-parallel K/V exchange hides. "
+        "Default 0: Llama 3 (arXiv 2407.21783, section 3.3.2) all-gathers K and V before "
+        "attention and states the all-gather is exposed in the critical path; ring attention "
+        "(Megatron-LM / Transformer Engine) overlaps each step and may set up to 1.",
+    )
+    collective_base_latency_s: float = latency_field(
+        8.4e-6,
+        "Fixed latency of one NCCL collective (ring algorithm, Simple protocol: baseLat "
+        "8.4 us in NCCL's src/graph/tuning.cc), paid once per collective.",
+    )
+    nvlink_step_latency_s: float = latency_field(
+        3.4e-6,
+        "Latency of one ring step over NVLink (NCCL src/graph/tuning.cc, hwLat NVLink, "
+        "ring, Simple: 3.4 us); a ring collective over g ranks takes g-1 steps.",
+    )
+    network_step_latency_s: float = latency_field(
+        14.0e-6,
+        "Latency of one ring step across the network (NVIDIA/nccl@5067397 "
+        "src/graph/tuning.cc l.171, hwLat NET, ring, Simple: 14.0 us since NCCL 2.18.1); as "
+        "NCCL's tuner does, only the steps between NVLink domains are charged at it, the "
+        "others at nvlink_step_latency_s.",
+    )
+    dp_overlap_microbatches: float = Field(
+        1.0,
+        ge=0,
+        le=1_000,
+        description=(
+            "Micro-batch steps of the busiest stage under which the per-step gradient reduce and "
+            "parameter gather hide (Megatron-LM --overlap-grad-reduce/--overlap-param-gather "
+            "overlap them with the last backward and the first forward)."
+        ),
+    )
+    zero3_overlap_fraction: float = fraction_field(
+        0.5,
+        "Share of a micro-batch's compute under which ZeRO-3's per-micro-batch parameter "
+        "all-gathers and gradient reduce-scatter (and an engine's per-micro-batch gradient "
+        "sync at ZeRO 0-2) can hide (prefetch, bucketing during backward). A judgement: it "
+        "was fitted to SC21 Table 2's ZeRO-3 rows, which are now priced at 0 as the 2021 "
+        "DeepSpeed code ran them (a blocking fetch that synchronises the device, "
+        "docs/cost-model.md 'ZeRO-3 / FSDP'); no current engine's figure has been measured.",
+    )
+    zero3_gather_unit: Literal["layer", "module"] = Field(
+        "layer",
+        description=(
+            "What one ZeRO-3 all-gather (and gradient reduce-scatter) covers, which sets how "
+            "many collectives pay their latency: 'layer', one per transformer layer (FSDP "
+            "wrapping each block, as torchtitan and Megatron-FSDP do), or 'module', one per "
+            "parameterised submodule (DeepSpeed's ZeRO-3 fetches module by module: the two "
+            "norms, the four attention projections and each MLP matrix)."
+        ),
+    )
+    pp_p2p_overlap_fraction: float = fraction_field(
+        0.0, "Share of pipeline point-to-point sends hidden under compute (conservative: none)."
+    )
+    moe_dispatch_dedup: bool = Field(
+        False,
+        description=(
+            "The expert dispatch sends a token once to each remote NVLink domain holding its "
+            "experts and forwards it there over NVLink (DeepEP, HybridEP: Megatron-Core's flex "
+            "dispatcher), instead of one copy per expert: the network carries the expected "
+            "distinct remote domains of a balanced routing (docs/cost-model.md, 'Experts')."
+        ),
+    )
+    moe_all_to_all_overlap_fraction: float = fraction_field(
+        0.0,
+        "Share of the expert all-to-all hidden under compute with 1F1B schedules; DualPipe's "
+        "overlap is dualpipe_all_to_all_overlap_fraction.",
+    )
+    dualpipe_all_to_all_overlap_fraction: float = fraction_field(
+        0.9,
+        "Share of the expert all-to-all DualPipe hides by pairing forward and backward chunks "
+        "(DeepSeek-V3 report, section 3.2.1, claims near-full overlap). Judgement.",
+    )

@@ -1,0 +1,138 @@
+"""Assumptions about the kernels: how much of peak the matmuls, attention and HBM reach."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, Field
+
+from models.strict import SPEC_CONFIG, JsonInt
+
+from .fields import MIN_EFFICIENCY
+
+
+class KernelAssumptions(BaseModel):
+    """The kernels: how much of peak the matmuls and attention reach."""
+
+    model_config = SPEC_CONFIG
+
+    kernel_efficiency: float | None = Field(
+        None,
+        ge=MIN_EFFICIENCY,
+        le=1,
+        description=(
+            "Fraction of peak FLOP/s that the matmul kernels reach with no communication or "
+            "bubble. Default: the workshop plate's 0.6 for H100 (profile workshop everywhere); "
+            "profile standard carries it to other GPUs by their measured matmul ceiling "
+            "(GpuSpec.matmul_efficiency relative to H100's: 0.6 x 0.869 / 0.803 on A100)."
+        ),
+    )
+    attention_kernel_efficiency: float | None = Field(
+        None,
+        ge=MIN_EFFICIENCY,
+        le=1,
+        description=(
+            "Fraction of peak that fused attention reaches over forward and backward (profile "
+            "standard); default: the GPU preset's attention_efficiency (FlashAttention papers), "
+            "else 0.35."
+        ),
+    )
+    fused_attention: bool = Field(
+        True,
+        description=(
+            "FlashAttention-style fused attention. False prices the unfused path of 2021-22 "
+            "Megatron-LM: the s x s scores are stored (Korthikanti et al. 2022 eq. 2's 5as/h "
+            "term) and streamed through HBM, and the masked half is computed too."
+        ),
+    )
+    unfused_attention_bytes_per_score: float = Field(
+        30.0,
+        ge=0,
+        le=1_000,
+        description=(
+            "HBM bytes per attention score of the unfused path over forward and backward: "
+            "QK^T out, scale-mask-softmax in and out, dropout in, out and mask, AV in (13), and "
+            "their gradients (17). Our count."
+        ),
+    )
+    causal_attention_work_fraction: float = Field(
+        0.5,
+        gt=0,
+        le=1,
+        description=(
+            "Share of the full s x s attention a causal kernel computes (FlashAttention skips the "
+            "masked half); model FLOPs still count it in full, as PaLM and Megatron-LM do."
+        ),
+    )
+    gemm_wave_quantization: bool = Field(
+        False,
+        description=(
+            "Charge each GEMM its wave quantisation on the GPU's SMs (profile standard) for one "
+            "fixed tile (gemm_tile_rows x gemm_tile_cols). Off by default: cuBLAS picks among "
+            "tiles (and split-K) per shape, so one fixed tile overstates the loss (it took "
+            "10 points off Megatron-LM's 7.5B row on A100); a what-if for a fixed kernel."
+        ),
+    )
+    gemm_tile_rows: JsonInt = Field(
+        128,
+        ge=1,
+        le=4096,
+        description=(
+            "Rows of the output tile a GEMM kernel computes per SM pass, for wave quantisation "
+            "(profile standard): cuBLAS's large bf16 tiles are 128 x 256 or 256 x 128 (NVIDIA, "
+            "Matrix Multiplication Background User's Guide, section 2.3)."
+        ),
+    )
+    gemm_tile_cols: JsonInt = Field(
+        256, ge=1, le=4096, description="Columns of that tile (see gemm_tile_rows)."
+    )
+    elementwise_traffic: bool = Field(
+        True,
+        description=(
+            "Charge the memory-bound elementwise kernels (norms, residual adds, rotary, the MLP "
+            "activation) their HBM time beside the GEMMs (profile standard; needs the GPU's "
+            "memory_bandwidth_gb_s)."
+        ),
+    )
+    eager_norms: bool = Field(
+        False,
+        description=(
+            "RMSNorm runs as eager fp32 PyTorch ops (x.float(), pow, mean, rsqrt, mul, "
+            "type_as, weight mul), 128 bytes an element forward and backward against a fused "
+            "kernel's 20 (docs/cost-model.md, 'Eager kernels'): torchtitan's norm_type "
+            "'rmsnorm' without torch.compile (pytorch/torchtitan@9dec370 torchtitan/models/"
+            "norms.py l.77-101). Part of the elementwise term."
+        ),
+    )
+    eager_pointwise: bool = Field(
+        False,
+        description=(
+            "Rotary embeddings and the SwiGLU activation run as separate eager PyTorch ops, "
+            "and the attention output is copied to the projection's layout: a model written "
+            "in plain PyTorch without torch.compile (torchtitan's apply_rotary_emb through "
+            "fp32 complex numbers and F.silu(w1(x)) * w3(x), pytorch/torchtitan@9dec370 "
+            "torchtitan/models/llama/model.py l.87-113, 209-213, 253). Part of the "
+            "elementwise term."
+        ),
+    )
+    gqa_kv_copies: bool = Field(
+        False,
+        description=(
+            "Grouped-query attention copies K and V to the query heads' width before "
+            "attention (torchtitan's repeat_kv, pytorch/torchtitan@9dec370 torchtitan/models/"
+            "llama/model.py l.116-125, 201-202), and sums their gradients back; false where "
+            "the attention kernel reads the shared heads itself (SDPA's enable_gqa, flash "
+            "attention, Transformer Engine). Part of the elementwise term."
+        ),
+    )
+    fp8_cast_bytes_per_value: float = Field(
+        4.0,
+        ge=0,
+        le=64,
+        description=(
+            "Under training.precision fp8, HBM bytes per value of each GEMM operand cast from "
+            "bf16 (a layer's inputs forward, its output gradients backward): read 2, write the "
+            "FP8 copy and its transpose, 1 each (Hopper's FP8 GEMMs take one layout, so "
+            "Transformer Engine casts and transposes in one kernel), with the amax taken in the "
+            "same pass as delayed scaling does; part of the elementwise traffic. Current "
+            "scaling's separate amax pass would read 2 more (UNVERIFIED whether it is fused)."
+        ),
+    )

@@ -1,0 +1,63 @@
+"""Assumptions about what a device keeps: sequence parallelism, bytes per parameter and logit."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, Field
+
+from models.strict import SPEC_CONFIG
+
+
+class MemoryAssumptions(BaseModel):
+    """What a device keeps: sequence parallelism and the bytes per parameter and logit."""
+
+    model_config = SPEC_CONFIG
+
+    sequence_parallel: bool = Field(
+        True,
+        description=(
+            "Megatron-LM's sequence parallelism with tensor parallelism (Korthikanti et al. "
+            "2022): every stored activation is split by tp. False prices engines without it "
+            "(2021 Megatron-LM, Megatron-DeepSpeed): the norms' inputs and outputs, or under "
+            "full recompute the layer input, are kept whole on every tp rank (their eq. 1). "
+            "Memory only; the tp traffic is the same."
+        ),
+    )
+    fp8_saved_inputs: bool = Field(
+        True,
+        description=(
+            "Under precision fp8, a GEMM keeps its input for the weight gradient as the FP8 "
+            "cast it made, as Transformer Engine does (docs/cost-model.md, 'Precision'); false "
+            "where it keeps the bf16 input, as torchao's Float8Linear does (torchtitan)."
+        ),
+    )
+    gradient_bytes_per_param: float = Field(
+        4.0,
+        gt=0,
+        le=16,
+        description="Gradient accumulation buffer (fp32 main grads in Megatron-LM and Llama 3).",
+    )
+    optimizer_bytes_per_param: float = Field(
+        12.0, gt=0, le=64, description="fp32 master weights plus Adam's two fp32 moments."
+    )
+    fp8_weight_copy_bytes_per_param: float = Field(
+        2.0,
+        ge=0,
+        le=16,
+        description=(
+            "Under training.precision fp8, bytes per transformer-layer weight kept beside the "
+            "bf16 weights below ZeRO-3: the FP8 copy and its transpose, cast on the first "
+            "micro-batch and reused by the others (Megatron-LM passes Transformer Engine "
+            "is_first_microbatch unless disable_parameter_transpose_cache: NVIDIA/Megatron-LM"
+            "@d98e8a6 megatron/core/extensions/transformer_engine.py l.1336-1345; that TE "
+            "keeps both for the step is UNVERIFIED, its source was not read). 0 where the "
+            "engine keeps the weights in FP8 instead of bf16 (--fp8-param-gather, which "
+            "Megatron-Bridge's FP8 recipes set). ZeRO-3 gathers and casts each layer's "
+            "weights where they are used, so keeps no copy."
+        ),
+    )
+    logits_bytes_per_value: float = Field(
+        4.0,
+        ge=0,
+        le=16,
+        description="Bytes per vocabulary logit kept for the loss on the last stage (fp32).",
+    )

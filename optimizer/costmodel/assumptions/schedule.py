@@ -1,0 +1,43 @@
+"""Assumptions about recomputation and pipeline schedules."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from models.strict import SPEC_CONFIG
+
+from .fields import fraction_field
+
+
+class ScheduleAssumptions(BaseModel):
+    """Recomputation and pipeline schedules: their time beyond the plain step."""
+
+    model_config = SPEC_CONFIG
+
+    selective_recompute_time_overhead: float = Field(
+        0.02,
+        ge=0,
+        le=1,
+        description=(
+            "Extra layer time of selective recompute (Korthikanti et al. 2022, Fig. 8: 2% for "
+            "the 530B and 1T models, 4% for 22B)."
+        ),
+    )
+    selective_recompute_matmuls: Literal["none", "every_second"] = Field(
+        "none",
+        description=(
+            "Which matmuls selective recompute replays. 'none': Korthikanti et al. 2022's "
+            "selective recompute (Megatron-LM, NeMo, DeepSpeed) replays the attention core "
+            "and elementwise work only. 'every_second': op-level selective checkpointing "
+            "(torchtitan's activation_checkpoint:selective) saves every op's output but every "
+            "second matmul of a layer's forward, so that matmul's forward runs again in the "
+            "backward (docs/cost-model.md, 'Engines'); set by the torchtitan engine."
+        ),
+    )
+    zero_bubble_weight_grad_fraction: float = fraction_field(
+        1 / 3,
+        "The weight-gradient pass W as a share of a micro-batch's F+B+W time (Qi et al. 2024 "
+        "take T_F = T_B = T_W).",
+    )
