@@ -214,17 +214,17 @@ def test_gpu_specs_of_rows_carry_their_source() -> None:
 
 # --- the figures --------------------------------------------------------------------------
 
-# Measured (docs/validation.md): the priced rows' mean absolute error is 5.63 points and their
+# Measured (docs/validation.md): the priced rows' mean absolute error is 5.59 points and their
 # worst 35.31, against issue 15's targets of 3 and 8, which the profile does not meet. The
 # bounds are the measured figures plus half a point: a change that makes them worse fails
 # here. It was 7.77 before the six SC21 DeepSpeed ZeRO-3 rows were priced as 2021 DeepSpeed
 # ran them (a blocking fetch: nothing hidden, 23.1 -> 11.1 points), torchtitan's eager
 # kernels were charged (its eight bf16 rows, 8.0 -> 5.6; docs/cost-model.md, "Eager kernels")
-# and NeMo 24.09's eight rows and Megatron-Bridge's three FP8 Llama rows hid their
+# and NeMo 24.09's eight rows and Megatron-Bridge's four Llama rows hid their
 # tensor-parallel traffic as their userbuffers do (6.0 -> 2.5 and 13.7 -> 5.8; "Tensor
 # parallelism"), and the four rows whose runs name DeepEP or HybridEP send a token once per
 # remote domain (8.6 -> 5.3; "Deduplicated dispatch").
-MEAN_ABS_ERROR_BOUND = 0.0613
+MEAN_ABS_ERROR_BOUND = 0.0609
 MAX_ABS_ERROR_BOUND = 0.3581
 # peak memory over the priced rows: 9.1% mean absolute error (15.6% before Transformer
 # Engine's FP8-saved GEMM inputs were priced and the three FP8 SFT rows took their recipe's
@@ -325,12 +325,16 @@ def test_a_tuned_context_parallel_recipe_at_8k_ranks_in_the_top_five(report) -> 
     (row,) = [row for row in report.rows if "on 256 GB200, cp 2" in row.run.name]
     assert row.run.search.cp is None and row.run.job.training.seq_len == 8192
     assert row.run.degrees == (4, 8, 2, 4)
-    # measured: 11th, 12.8% behind a cp 8 optimum (the ring attention's exchange hides under
-    # attention in Megatron-Core, so the model leans to more cp than the recipe's 2)
-    assert row.rank is not None and row.rank <= 12
-    # the optimum itself shards the sequence: cp is chosen at 8K, not ruled out
-    _tp, _pp, best_cp, _dp = next(iter(ranked_degrees(row.run, "standard")))
-    assert best_cp >= 2
+    # measured: 14th, 5.4% behind the optimum (the ring attention's exchange hides under
+    # attention in Megatron-Core, so the model leans to more cp than the recipe's 2; since the
+    # row hides 15/16 of its tensor-parallel traffic as NeMo's userbuffers do, every rival does
+    # too and ties multiply: 11th and 12.8% behind before). The gap is what is held
+    assert row.rank is not None and row.rank <= 14
+    assert row.behind_best is not None and row.behind_best <= 0.06
+    # context parallelism is chosen at 8K, not ruled out: degree tuples with cp 2 and 8 stand
+    # among the optimiser's first five (measured: 3rd cp 8, 4th cp 2, behind tp 8 x cp 1)
+    top_five = list(ranked_degrees(row.run, "standard"))[:5]
+    assert any(cp >= 2 for _tp, _pp, cp, _dp in top_five)
 
 
 def test_a_searched_layout_ranks_first(report) -> None:

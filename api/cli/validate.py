@@ -175,8 +175,8 @@ Figures as measured when the rows were added; the table above is current.
   the recipe's userbuffer methods give (15/16, docs/cost-model.md "Tensor parallelism") the eight
   NeMo 24.09 70B and 405B rows went from 6.0 to 2.5 points mean, the FP8 70B row the other way
   (-0.6 to +9.6). Megatron-Bridge's three FP8 Llama rows read their recipes' configs the same way
-  (FP8 below); its BF16 405B row on GB200 keeps the default (the dgxc-benchmarking release it
-  ran was not read).
+  (FP8 below); its BF16 405B row on GB200 (NeMo's GB200 userbuffers, pipelined reduce-scatters of
+  4: 15/16) went from -3.3 to -0.9.
 - **FP8.** Priced in bf16, Megatron-Bridge's and NeMo's FP8 rows were under-predicted by 24.6
   points on average (up to 44). Priced in FP8 (docs/cost-model.md, "Precision") they are 5.7 off
   (max 15.3). Megatron-Bridge's three Llama rows went from -12..-15 to -6.3, +3.7 and -4.9 once
