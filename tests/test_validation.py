@@ -182,7 +182,9 @@ def test_fp8_rows_are_priced_in_fp8_and_excluded_rows_stay_out(report) -> None:
     assert all(row.run.group in ("priced", "excluded") for row in fp8)
     excluded = [row for row in report.rows if row.run.group == "excluded"]
     assert all(row.run.excluded_from_mean for row in excluded)
-    head = [row for row in report.rows if row.run.group == "priced"]
+    # the means are over the priced rows that report a utilisation or throughput (a
+    # memory-only row is in the memory mean alone)
+    head = [row for row in report.rows if row.run.group == "priced" and row.compares_utilisation]
     assert any(row.run.precision == "fp8" for row in head)
     assert report.mean_abs_error == pytest.approx(sum(abs(row.error) for row in head) / len(head))
     assert all(row.rank is None for row in excluded)  # no evidence for the ranking
@@ -200,7 +202,7 @@ FP8_MAX_ABS_ERROR_BOUND = 0.1582
 
 def test_fp8_rows_error_within_the_measured_bound(report) -> None:
     errors = [abs(row.error) for row in report.rows if row.run.precision == "fp8"
-              and row.run.group == "priced"]  # fmt: skip
+              and row.run.group == "priced" and row.compares_utilisation]  # fmt: skip
     assert len(errors) == 11
     assert sum(errors) / len(errors) <= FP8_MEAN_ABS_ERROR_BOUND
     assert max(errors) <= FP8_MAX_ABS_ERROR_BOUND
@@ -226,10 +228,10 @@ def test_gpu_specs_of_rows_carry_their_source() -> None:
 # remote domain (8.6 -> 5.3; "Deduplicated dispatch").
 MEAN_ABS_ERROR_BOUND = 0.0609
 MAX_ABS_ERROR_BOUND = 0.3581
-# peak memory over the priced rows: 9.1% mean absolute error (15.6% before Transformer
-# Engine's FP8-saved GEMM inputs were priced and the three FP8 SFT rows took their recipe's
-# bf16 gradients; 19.7% before that), bound 9.6%
-MEMORY_MEAN_ERROR_BOUND = 0.096
+# peak memory over the priced rows: 9.2% mean absolute error over 7 (15.6% over 6 before
+# Transformer Engine's FP8-saved GEMM inputs were priced and the three FP8 SFT rows took their
+# recipe's bf16 gradients; 19.7% before that; the VPP 10 memory-only row, +10%, joined), bound 9.7%
+MEMORY_MEAN_ERROR_BOUND = 0.097
 
 
 def test_mean_error_within_the_measured_bound(report) -> None:

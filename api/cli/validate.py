@@ -195,7 +195,9 @@ Figures as measured when the rows were added; the table above is current.
   below the profile's; Megatron-Bridge's FP8 SFT rows are +15%, +15% and -5% since Transformer
   Engine's FP8-saved GEMM inputs and their recipe's bf16 gradients are priced (+37%, +31%, +7%
   before). 7 published layouts are priced over their GPU's memory though they ran (11 before),
-  Megatron-Bridge's 405B FP8 on GB200 by 0.4%.
+  Megatron-Bridge's 405B FP8 on GB200 by 0.4%. The same SFT recipe at VPP 10 peaked 1.4 GB above
+  VPP 5 (60.2 GB); the profile prices it 1.5 GB below, since interleaving's in-flight count falls
+  with vpp (p + (p - 1)/v stages' worth): whatever grows per chunk is not priced.
 - **Calibration.** Calibrated on the first 3 rows of each engine, the other rows do worse than with
   the defaults for four engines of five, and no engine's held-out rows come within the issue's 2
   points mean. The fits end on their bounds (a kernel efficiency of 0.95, an attention efficiency
