@@ -38,7 +38,7 @@ from optimizer.search.solve import (
     solve_best,
 )
 from optimizer.search.space import MAX_MICRO_BATCH_VALUES, MAX_SEARCH_VPP, SearchSpace
-from optimizer.search.stopping import CutShort, StopSignal
+from optimizer.search.stopping import CutShort, StopSignal, time_is_up
 from optimizer.search.tables import Tables, build_tables
 from optimizer.search.terms import LN_MFU_SCALE, MAX_TERM
 
@@ -81,4 +81,5 @@ __all__ = [
     "restriction_masks",
     "run_solver",
     "solve_best",
+    "time_is_up",
 ]

@@ -21,7 +21,6 @@ every row's links), is built whole by `build_tables`.
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -30,7 +29,7 @@ from optimizer.costmodel import CostAssumptions
 from optimizer.search.dominance import _ruled_knobs, without_dominated
 from optimizer.search.placements import PlacementClasses, placement_classes
 from optimizer.search.problem import SearchProblem
-from optimizer.search.stopping import CutShort, StopSignal
+from optimizer.search.stopping import CutShort, StopSignal, time_is_up
 from optimizer.search.tables import (
     COUPLED_KNOBS,
     NoLayouts,
@@ -108,11 +107,6 @@ def _same_space(a: SearchProblem, b: SearchProblem) -> bool:
     )
 
 
-def _cut_short(deadline: float | None, stop: StopSignal | None) -> bool:
-    past = deadline is not None and time.perf_counter() > deadline
-    return past or (stop is not None and stop.stopped)
-
-
 class Pricing:
     """The tables of one request's searches, their rows priced once (module docstring)."""
 
@@ -148,7 +142,7 @@ class Pricing:
         classes = self._classes(i)
         # the search's own valid rows: its size checks and refusals come first, as built
         coupled = _coupled_valid_rows(
-            problem, classes, self._axes, True, lambda: _cut_short(deadline, stop)
+            problem, classes, self._axes, True, lambda: time_is_up(deadline, stop)
         )
         if len(coupled[0]) == 0:
             raise NoLayouts()
@@ -196,7 +190,7 @@ class Pricing:
     ) -> None:
         """Each chunk's rows not yet priced, priced and pruned within the finer groups."""
         for rows in _chunks(_rows_per_coupled_row(search, classes, self._axes, k)):
-            if _cut_short(deadline, stop):
+            if time_is_up(deadline, stop):
                 raise CutShort()
             chunk = (k[rows], {axis: column[rows] for axis, column in index.items()})
             rows_k, rows_index = _with_free_axes(search, classes, self._axes, *chunk)

@@ -10,6 +10,7 @@ is claimed.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Protocol
@@ -63,3 +64,10 @@ class StopSignal:
 class CutShort(Exception):
     """The caller's deadline passed, or its stop signal was set, before the work was done:
     no answer, and nothing proved."""
+
+
+def time_is_up(deadline: float | None, stop: StopSignal | None) -> bool:
+    """Whether `deadline` (a time.perf_counter() value; None: none) has passed or `stop`
+    has been set: the check every long step makes between chunks."""
+    past = deadline is not None and time.perf_counter() > deadline
+    return past or (stop is not None and stop.stopped)

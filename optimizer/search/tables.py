@@ -9,7 +9,6 @@ the one cost model. Terms with the same knobs share one table (one row literal p
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -20,7 +19,7 @@ from optimizer.costmodel import CostAssumptions, GridPrices, LayoutGrid, profile
 from optimizer.search.dominance import without_dominated
 from optimizer.search.placements import PlacementClasses, placement_classes
 from optimizer.search.problem import KNOBS, SearchProblem, degree_columns, valid_knob_mask
-from optimizer.search.stopping import CutShort, StopSignal
+from optimizer.search.stopping import CutShort, StopSignal, time_is_up
 from optimizer.search.terms import (
     LN_MFU_SCALE,
     MAX_TERM,
@@ -269,8 +268,7 @@ def build_tables(
     all_axes = tuple(dict.fromkeys(term.axes for term in terms))
 
     def cut_short() -> bool:
-        past = deadline is not None and time.perf_counter() > deadline
-        return past or (stop is not None and stop.stopped)
+        return time_is_up(deadline, stop)
 
     tables = []
     for axes in all_axes:

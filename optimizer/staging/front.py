@@ -32,6 +32,7 @@ from optimizer.search import (
     narrowed,
     placement_class_of,
     restriction_masks,
+    time_is_up,
 )
 from optimizer.staging.search import (
     Candidates,
@@ -112,7 +113,7 @@ def plan_space_size(
 
 def look(deadline: float, stop: StopSignal) -> None:
     """CutShort when the time is up or the stop signal is set: nothing is claimed."""
-    if stop.stopped or time.perf_counter() > deadline:
+    if time_is_up(deadline, stop):
         raise CutShort()
 
 
