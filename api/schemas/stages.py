@@ -4,7 +4,7 @@ proved)."""
 
 from __future__ import annotations
 
-from typing import Any, cast
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -145,7 +145,7 @@ def stages_answer(request: StagesRequest, result: StageSearch) -> StagesOut:
 
     best, even = result.best, result.even_best
     gain = None if best is None or even is None else best.price.mfu / even.price.mfu - 1
-    status = cast(Status, result.status)
+    status = result.status
     best_out = out(best)
     if best_out is not None and best is not None:
         best_out = best_out.model_copy(update={"export": plan_export(request, best)})

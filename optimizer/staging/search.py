@@ -22,6 +22,7 @@ from models.layout import Layout
 from models.stage_plan import StagePlan
 from optimizer.costmodel import RECOMPUTE_CODES, CostAssumptions, LayoutGrid
 from optimizer.costmodel import stage_plans as sp
+from optimizer.results import Status, status_of
 from optimizer.search import SearchProblem, SolveSettings, StopSignal, run_solver
 from optimizer.staging.bounds import least_busy_units, step_bound_s
 from optimizer.staging.model import StageModel
@@ -60,11 +61,9 @@ class StageSearch:
     wall_s: float = 0.0
 
     @property
-    def status(self) -> str:
+    def status(self) -> Status:
         """What was proved, in the searches' words."""
-        if self.best is not None:
-            return "optimal" if self.proved else "feasible"
-        return "infeasible" if self.proved else "unknown"
+        return status_of(self.best is not None, self.proved)
 
 
 # A layout is its row's columns but recompute, which the plan chooses per rank.
