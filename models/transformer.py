@@ -235,6 +235,25 @@ class TransformerSpec(BaseModel):
         return self.num_layers - self.dense_layers if self.is_moe else 0
 
     @property
+    def moe_layer_share(self) -> float:
+        """The share of the layers that are MoE layers (0 for a dense model)."""
+        return self.num_moe_layers / self.num_layers
+
+    @property
+    def expert_copies_per_token(self) -> int:
+        """The expert MLPs one token passes through in an MoE layer: routed and shared."""
+        return self.experts_per_token + self.num_shared_experts if self.is_moe else 0
+
+    @property
+    def mlp_width_per_token(self) -> float:
+        """The MLP intermediate width one token passes through in a layer, averaged over the
+        layers: f in a dense layer, f_e for each routed and shared expert copy in an MoE
+        one (the per-token factor of every MLP-activation byte count)."""
+        experts = self.expert_copies_per_token * (self.expert_ffn_hidden_size or 0)
+        share = self.moe_layer_share
+        return (1 - share) * self.ffn_hidden_size + share * experts
+
+    @property
     def router_params(self) -> int:
         return self.hidden_size * self.num_experts
 

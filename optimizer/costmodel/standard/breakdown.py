@@ -177,7 +177,7 @@ def layer_times(job: TrainingJob, a: CostAssumptions, k: Degrees) -> dict[str, N
                 tokens / k.tp * moe_token_bytes,
                 model.experts_per_token,
             ),
-            model.num_moe_layers / model.num_layers,
+            model.moe_layer_share,
             a2a_overlap,
         ),
     }

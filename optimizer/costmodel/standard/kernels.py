@@ -83,13 +83,8 @@ def elementwise_bytes_per_token(model: TransformerSpec) -> tuple[float, float]:
     h, q = model.hidden_size, model.q_width
     rotary = 8 * (q + model.kv_width / 2)
     per_f = 16 if model.gated_mlp else 10
-    dense = per_f * model.ffn_hidden_size
-    moe = 0.0
-    if model.is_moe and model.expert_ffn_hidden_size is not None:
-        copies = model.experts_per_token + model.num_shared_experts
-        moe = copies * per_f * model.expert_ffn_hidden_size + model.experts_per_token * 8 * h
-    moe_share = model.num_moe_layers / model.num_layers
-    projections = rotary + (1 - moe_share) * dense + moe_share * moe
+    permutations = model.moe_layer_share * model.experts_per_token * 8 * h
+    projections = rotary + per_f * model.mlp_width_per_token + permutations
     return float(44 * h), float(projections)
 
 
@@ -133,12 +128,7 @@ def eager_bytes_per_token(
     if pointwise:
         rotary = (EAGER_ROTARY_BYTES_PER_VALUE - FUSED_ROTARY_BYTES_PER_VALUE) * (q + kv / 2)
         per_f = EAGER_SWIGLU_BYTES_PER_VALUE - FUSED_SWIGLU_BYTES_PER_VALUE
-        mlp = per_f * model.ffn_hidden_size if model.gated_mlp else 0.0
-        if model.is_moe and model.expert_ffn_hidden_size is not None and model.gated_mlp:
-            copies = model.experts_per_token + model.num_shared_experts
-            moe_share = model.num_moe_layers / model.num_layers
-            expert = copies * per_f * model.expert_ffn_hidden_size
-            mlp = (1 - moe_share) * mlp + moe_share * expert
+        mlp = per_f * model.mlp_width_per_token if model.gated_mlp else 0.0
         projections = rotary + mlp + LAYOUT_COPY_BYTES_PER_VALUE * q
     if kv_copies and model.num_kv_heads < model.num_attention_heads:
         projections += 2 * BF16_BYTES * (kv + 2 * q)
@@ -158,15 +148,10 @@ def fp8_cast_bytes_per_token(model: TransformerSpec, bytes_per_value: float) -> 
     cast the same per routed and shared copy (2h + (1 or 2) f_e + f_e). Attention's own
     batched matmuls stay in bf16."""
     h, q, kv = model.hidden_size, model.q_width, model.kv_width
-    up = model.mlp_matrices - 1
-    moe_share = model.num_moe_layers / model.num_layers
-    dense_mlp = (up + 1) * model.ffn_hidden_size
-    moe_mlp = 0.0
-    if model.is_moe and model.expert_ffn_hidden_size is not None:
-        copies = model.experts_per_token + model.num_shared_experts
-        moe_mlp = copies * (2 * h + (up + 1) * model.expert_ffn_hidden_size)
+    moe_share = model.moe_layer_share
+    expert_inputs = moe_share * model.expert_copies_per_token * 2 * h
     hidden = 2 * h + (1 - moe_share) * 2 * h
-    projections = 2 * q + kv + (1 - moe_share) * dense_mlp + moe_share * moe_mlp
+    projections = 2 * q + kv + model.mlp_matrices * model.mlp_width_per_token + expert_inputs
     return float(bytes_per_value * hidden), float(bytes_per_value * projections)
 
 

@@ -71,20 +71,12 @@ def layer_activation_bytes_per_token(model: TransformerSpec, recompute: Number) 
     recompute (Korthikanti's criterion): the two norm outputs (4h) and the activation
     function's output (2f per expert copy). Full recompute keeps the layer input only (2h).
     """
-    h, gated = model.hidden_size, model.gated_mlp
+    h = model.hidden_size
     attention = 8 * h + 2 * (model.q_width + model.kv_width) + 2 * model.q_width
-    dense_mlp = mlp_activation_bytes(model.ffn_hidden_size, gated)
-    dense_selective_saving = 4 * h + 2 * model.ffn_hidden_size
-    moe_mlp, moe_saving = 0.0, 0.0
-    if model.is_moe and model.expert_ffn_hidden_size is not None:
-        copies = model.experts_per_token + model.num_shared_experts
-        # each routed copy also keeps its dispatched input and combine input (2 x 2h)
-        moe_mlp = copies * mlp_activation_bytes(model.expert_ffn_hidden_size, gated)
-        moe_mlp += model.experts_per_token * 4 * h
-        moe_saving = 4 * h + 2 * copies * model.expert_ffn_hidden_size
-    dense_share = 1 - model.num_moe_layers / model.num_layers
-    mlp = dense_share * dense_mlp + (1 - dense_share) * moe_mlp
-    saving = dense_share * dense_selective_saving + (1 - dense_share) * moe_saving
+    # each routed copy also keeps its dispatched input and combine input (2 x 2h)
+    dispatched = model.moe_layer_share * model.experts_per_token * 4 * h
+    mlp = mlp_activation_bytes(model.mlp_width_per_token, model.gated_mlp) + dispatched
+    saving = 4 * h + 2 * model.mlp_width_per_token
     none = attention + mlp
     return np.where(
         recompute == RECOMPUTE_FULL,
@@ -171,7 +163,7 @@ def in_flight_on_rank(
 def dense_params_per_layer_per_device(model: TransformerSpec, tp: Number) -> Number:
     """Parameters of one layer a device holds that every data-parallel rank replicates,
     averaged over dense and MoE layers: attention, dense MLP, router, shared experts."""
-    dense_share = 1 - model.num_moe_layers / model.num_layers
+    dense_share = 1 - model.moe_layer_share
     moe_dense_part = (
         model.attention_params_per_layer
         + model.router_params
@@ -183,7 +175,7 @@ def dense_params_per_layer_per_device(model: TransformerSpec, tp: Number) -> Num
 def expert_params_per_layer_per_device(model: TransformerSpec, tp: Number, ep: Number) -> Number:
     """Routed-expert parameters per layer per device: experts split over ep, each over tp
     (Megatron-LM's default expert tensor parallelism equals tp)."""
-    moe_share = model.num_moe_layers / model.num_layers
+    moe_share = model.moe_layer_share
     return moe_share * model.num_experts * model.expert_params / (ep * tp)
 
 

@@ -91,12 +91,7 @@ def fp8_saved_input_bytes_per_token(
     if not is_fp8(job) or not a.fp8_saved_inputs:
         return 0.0
     model = job.model
-    dense_share = 1 - model.num_moe_layers / model.num_layers
-    down = dense_share * model.ffn_hidden_size
-    if model.is_moe and model.expert_ffn_hidden_size is not None:
-        copies = model.experts_per_token + model.num_shared_experts
-        down = down + (1 - dense_share) * copies * model.expert_ffn_hidden_size
-    none = 2 * model.hidden_size + down - model.q_width
+    none = 2 * model.hidden_size + model.mlp_width_per_token - model.q_width
     return np.where(
         recompute == mem.RECOMPUTE_NONE,
         none,
