@@ -8,14 +8,9 @@ section of docs/performance.md. Issue 13's target: each within 2 s, MoE included
 from __future__ import annotations
 
 import argparse
-import statistics
-import time
 
-from bench.report import machine_line, write_section
-from models.hardware import ClusterSpec
+from bench.report import h100_job, machine_line, median_s, write_section
 from models.job import TrainingJob
-from models.presets import gpu_preset, model_preset
-from models.training import TrainingSpec
 from optimizer.searches import optimize
 
 SECTION = "## Presets"
@@ -31,21 +26,9 @@ CASES = (
 )
 
 
-def h100_job(model: str, gpus: int) -> TrainingJob:
-    return TrainingJob(
-        model=model_preset(model),
-        cluster=ClusterSpec(gpus=gpus, gpu=gpu_preset("h100-sxm"), gpus_per_node=8),
-        training=TrainingSpec(global_batch=2048, seq_len=8192),
-    )
-
-
-def median_s(job: TrainingJob, explain: bool, reps: int) -> tuple[float, str]:
-    times, status = [], ""
-    for _ in range(reps):
-        start = time.perf_counter()
-        status = optimize(job, explain=explain, time_limit_s=60).status
-        times.append(time.perf_counter() - start)
-    return statistics.median(times), status
+def timed(job: TrainingJob, explain: bool, reps: int) -> tuple[float, str]:
+    seconds, result = median_s(lambda: optimize(job, explain=explain, time_limit_s=60), reps)
+    return seconds, result.status
 
 
 def main() -> None:
@@ -56,9 +39,9 @@ def main() -> None:
     rows = []
     for model, counts in CASES:
         for gpus in counts:
-            job = h100_job(model, gpus)
-            alone_s, status = median_s(job, False, args.reps)
-            explained_s, _ = median_s(job, True, args.reps)
+            job = h100_job(gpus, model)
+            alone_s, status = timed(job, False, args.reps)
+            explained_s, _ = timed(job, True, args.reps)
             within = "yes" if max(alone_s, explained_s) <= TARGET_S else "no"
             rows.append(
                 f"| {model} | {gpus:,} | {status} | {alone_s:.2f} | {explained_s:.2f} | {within} |"

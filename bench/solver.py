@@ -10,25 +10,20 @@ from __future__ import annotations
 import argparse
 import os
 import platform
-import re
 import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import ortools
 
-from models.hardware import ClusterSpec
+from bench.report import h100_job, write_section
 from models.job import TrainingJob
-from models.presets import gpu_preset, model_preset
-from models.training import TrainingSpec
 from optimizer.costmodel import CostAssumptions, evaluate
 from optimizer.search import SearchSpace, enumerator
 from optimizer.searches import optimize, pareto, prepared
 
-REPORT = Path(__file__).resolve().parent.parent / "docs" / "performance.md"
 SECTION = "## Solver"
 
 
@@ -42,11 +37,7 @@ class Scenario:
     engine: str | None = None  # None: no engine's rules, the engine-agnostic prices
 
     def job(self) -> TrainingJob:
-        return TrainingJob(
-            model=model_preset(self.model),
-            cluster=ClusterSpec(gpus=self.gpus, gpu=gpu_preset("h100-sxm"), gpus_per_node=8),
-            training=TrainingSpec(global_batch=2048, seq_len=8192),
-        )
+        return h100_job(self.gpus, self.model)
 
 
 SCENARIOS = (
@@ -271,15 +262,6 @@ What was tried (plate's case, one worker):
 """
 
 
-def write_section(lines: list[str]) -> None:
-    text = REPORT.read_text()
-    body = "\n".join(lines) + "\n"
-    pattern = re.compile(rf"^{re.escape(SECTION)}\n.*?(?=^## |\Z)", re.S | re.M)
-    if not pattern.search(text):
-        raise SystemExit(f"{REPORT} has no '{SECTION}' section to fill")
-    REPORT.write_text(pattern.sub(lambda _: f"{SECTION}\n\n{body}\n", text, count=1))
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--reps", type=int, default=9, help="timed runs per figure (default 9)")
@@ -295,7 +277,7 @@ def main() -> None:
     lines = [header, "", *table(rows), "", NOTES]
     print("\n".join(lines))
     if not args.no_write:
-        write_section(lines)
+        write_section(SECTION, lines)
 
 
 if __name__ == "__main__":

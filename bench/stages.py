@@ -10,18 +10,9 @@ load, which the report records.
 from __future__ import annotations
 
 import argparse
-import statistics
-import time
-from collections.abc import Callable
-from typing import Any
 
-from bench.report import machine_line, write_section
-from models.hardware import ClusterSpec
-from models.job import TrainingJob
+from bench.report import h100_job, machine_line, median_s, write_section
 from models.layout import Layout, resolve_layout
-from models.presets import gpu_preset, model_preset
-from models.training import TrainingSpec
-from models.transformer import TransformerSpec
 from optimizer.costmodel import CostAssumptions
 from optimizer.costmodel import stage_plans as sp
 from optimizer.search import SolveSettings
@@ -38,24 +29,6 @@ SCENARIOS = (
     ("8B on 64, megatron", "llama3-8b", 64, "megatron"),
 )
 SMALL = ORACLE_MODEL
-
-
-def h100_job(gpus: int, model: str | TransformerSpec, global_batch: int = 2048) -> TrainingJob:
-    spec = model_preset(model) if isinstance(model, str) else model
-    return TrainingJob(
-        model=spec,
-        cluster=ClusterSpec(gpus=gpus, gpu=gpu_preset("h100-sxm"), gpus_per_node=8),
-        training=TrainingSpec(global_batch=global_batch, seq_len=8192),
-    )
-
-
-def median_s(run: Callable[[], Any], reps: int) -> tuple[float, Any]:
-    times, result = [], None
-    for _ in range(reps):
-        start = time.perf_counter()
-        result = run()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times), result
 
 
 def measure(name: str, model: str, gpus: int, engine: str, reps: int) -> str:
