@@ -4,7 +4,6 @@ explanations say the same as when every table is built whole."""
 
 from __future__ import annotations
 
-import dataclasses
 import time
 from collections import Counter
 
@@ -12,7 +11,6 @@ import numpy as np
 import pytest
 
 from optimizer import explain as explaining
-from optimizer.costmodel import profiles
 from optimizer.costmodel.assumptions import CostAssumptions
 from optimizer.costmodel.profiles import evaluate
 from optimizer.explain.relaxations import BINDS_RELATIVE
@@ -28,8 +26,10 @@ from optimizer.search import (
     resolve_space,
     solve_best,
 )
+from optimizer.search import tables as tables_module
 from optimizer.search.dominance import without_dominated
-from optimizer.search.terms import Table, profile_terms
+from optimizer.search.problem import KNOBS
+from optimizer.search.terms import PLACEMENT, Table, profile_terms
 from optimizer.searches import optimize, prepared
 from tests.helpers import plate_job
 
@@ -92,20 +92,19 @@ def test_tables_do_not_depend_on_which_space_is_priced_first() -> None:
 
 
 def priced_layouts(monkeypatch: pytest.MonkeyPatch) -> Counter:
-    """Every layout the standard profile prices from now on, counted (with its node size)."""
+    """Every layout the standard profile's tables price from now on (the rows each box
+    pricing reads back), counted with its node size."""
     seen: Counter = Counter()
-    standard = profiles.PROFILES["standard"]
+    boxed = tables_module.boxed_prices
 
-    def counting(job, grid, assumptions):
-        columns = [getattr(grid, name) for name in ("tp", "pp", "cp", "dp", "vpp")]
-        columns += [grid.micro_batch, grid.zero, grid.recompute, grid.schedule, grid.ep]
-        rows = np.stack([*columns, grid.placement], axis=1).tolist()
-        seen.update((job.cluster.gpus_per_node, *row) for row in rows)
-        return standard.price_grid(job, grid, assumptions)
+    def counting(profile, problem, classes, k, index, assumptions):
+        knobs = [np.asarray(problem.knobs[n])[index[n]] for n in KNOBS]
+        codes = classes.codes()[k, index[PLACEMENT]]
+        rows = np.column_stack([problem.degrees[k], *knobs, codes]).tolist()
+        seen.update((problem.job.cluster.gpus_per_node, *row) for row in rows)
+        return boxed(profile, problem, classes, k, index, assumptions)
 
-    monkeypatch.setitem(
-        profiles.PROFILES, "standard", dataclasses.replace(standard, price_grid=counting)
-    )
+    monkeypatch.setattr(tables_module, "boxed_prices", counting)
     return seen
 
 

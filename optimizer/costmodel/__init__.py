@@ -9,10 +9,12 @@ Other rooms import from this module only.
 from optimizer.costmodel.assumptions import MIN_EFFICIENCY, CostAssumptions
 from optimizer.costmodel.estimate import Estimate, MemoryBytes, MfuStep
 from optimizer.costmodel.grid import (
+    BOX_KNOBS,
     PLACEMENTS,
     RECOMPUTE_CODES,
     SCHEDULE_CODES,
     GridPrices,
+    LayoutBox,
     LayoutGrid,
     placement_code,
     recompute_code,
@@ -34,6 +36,7 @@ from optimizer.costmodel.standard.compute import attention_efficiency, kernel_ef
 from optimizer.costmodel.standard.profile import expert_span
 
 __all__ = [
+    "BOX_KNOBS",
     "DEFAULT_EVALUATE_PROFILE",
     "MIN_EFFICIENCY",
     "PLACEMENTS",
@@ -47,6 +50,7 @@ __all__ = [
     "attention_efficiency",
     "kernel_efficiency",
     "GridPrices",
+    "LayoutBox",
     "LayoutGrid",
     "MemoryBytes",
     "MfuStep",

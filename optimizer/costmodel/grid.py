@@ -172,3 +172,55 @@ class GridPrices:
             + self.optimizer_bytes
             + self.activations_bytes
         )
+
+
+_DEGREE_COLUMNS: tuple[Dimension, ...] = ("tp", "pp", "cp", "dp")  # a search's degree rows
+# The knobs of a LayoutBox, one axis each in this order between the tuple and the placement.
+BOX_KNOBS = ("vpp", "micro_batch", "zero", "recompute", "schedule", "ep")
+
+
+@dataclass(frozen=True)
+class LayoutBox:
+    """Every combination of some degree tuples, knob values and placements, as arrays that
+    broadcast against each other instead of one row per layout: axis 0 the tuple, then one
+    axis per knob (BOX_KNOBS), the last the tuple's placements. A formula that reads only
+    tp and micro_batch is then computed once per (tuple, micro-batch), not once per layout:
+    the cost model's own functions, unchanged, factor the pricing by what each depends on.
+    Combinations that are not layouts (vpp 8 under DualPipe, padding past a tuple's last
+    placement) are priced too and left for the caller to ignore."""
+
+    degrees: np.ndarray  # (T, 4) int64 rows of (tp, pp, cp, dp)
+    knobs: dict[str, tuple[int, ...]]  # every BOX_KNOBS name -> its values (codes)
+    placements: np.ndarray  # (T, J) placement codes per tuple; any valid code as padding
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        knob_sizes = tuple(len(self.knobs[knob]) for knob in BOX_KNOBS)
+        return (len(self.degrees), *knob_sizes, self.placements.shape[1])
+
+    def _along(self, values: np.ndarray, axes: tuple[int, ...]) -> np.ndarray:
+        """`values` laid on `axes` of the box, size 1 on the others."""
+        shape = [1] * len(self.shape)
+        for axis in axes:
+            shape[axis] = self.shape[axis]
+        return np.asarray(values, dtype=np.int64).reshape(shape)
+
+    def degree(self, dim: Dimension) -> np.ndarray:
+        return self._along(self.degrees[:, _DEGREE_COLUMNS.index(dim)], (0,))
+
+    def knob(self, name: str) -> np.ndarray:
+        return self._along(np.asarray(self.knobs[name]), (1 + BOX_KNOBS.index(name),))
+
+    def span(self, dim: Dimension) -> np.ndarray:
+        """GPUs one `dim` group spans, per tuple and placement."""
+        tuples, per_tuple = self.placements.shape
+        ones = np.ones(tuples * per_tuple, dtype=np.int64)
+        flat = LayoutGrid(
+            **{d: np.repeat(self.degrees[:, i], per_tuple) for i, d in enumerate(_DEGREE_COLUMNS)},
+            vpp=ones,
+            micro_batch=ones,
+            zero=0 * ones,
+            recompute=0 * ones,
+            placement=self.placements.ravel(),
+        )
+        return self._along(flat.span(dim).reshape(tuples, per_tuple), (0, len(self.shape) - 1))

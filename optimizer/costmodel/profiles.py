@@ -18,26 +18,33 @@ from models.job import TrainingJob
 from models.layout import Layout, resolve_layout
 from optimizer.costmodel.assumptions import CostAssumptions
 from optimizer.costmodel.estimate import Estimate
-from optimizer.costmodel.grid import GridPrices, LayoutGrid
-from optimizer.costmodel.standard.profile import price_standard, price_standard_grid
+from optimizer.costmodel.grid import GridPrices, LayoutBox, LayoutGrid
+from optimizer.costmodel.standard.profile import (
+    price_standard,
+    price_standard_box,
+    price_standard_grid,
+)
 from optimizer.costmodel.workshop.profile import price_workshop, price_workshop_grid
 
 Pricer = Callable[[TrainingJob, Layout, CostAssumptions], Estimate]
 GridPricer = Callable[[TrainingJob, LayoutGrid, CostAssumptions], GridPrices]
+BoxPricer = Callable[[TrainingJob, LayoutBox, CostAssumptions], GridPrices]
 
 
 @dataclass(frozen=True)
 class Profile:
-    """A named cost model: one layout in full detail, or a grid of layouts at once."""
+    """A named cost model: one layout in full detail, a grid of layouts at once, or (when
+    its formulas broadcast) a box of every combination, factored by what each reads."""
 
     name: str
     price: Pricer
     price_grid: GridPricer
+    price_box: BoxPricer | None = None
 
 
 PROFILES: dict[str, Profile] = {
     "workshop": Profile("workshop", price_workshop, price_workshop_grid),
-    "standard": Profile("standard", price_standard, price_standard_grid),
+    "standard": Profile("standard", price_standard, price_standard_grid, price_standard_box),
 }
 
 

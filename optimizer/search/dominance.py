@@ -43,12 +43,15 @@ def without_dominated(
     totals = term_totals(table, terms)
     memory, ln_mfu = totals["memory_bytes"], totals["ln_mfu"]
     keys = group_keys(problem, table) + list(finer_keys)
-    rank_keys = [table.axis_index[axis] for axis in reversed(table.axes)]
-    order = np.lexsort((*rank_keys, memory, -ln_mfu, *reversed(keys)))
-    if not len(order):
+    if not len(memory):
         return table
-    group = np.stack(keys, axis=1)[order]
-    starts = np.r_[True, np.any(group[1:] != group[:-1], axis=1)]
+    # each list of keys as one integer (mixed radix, first key most significant): one
+    # sort key instead of a dozen, the same order
+    group = _one_key(keys)
+    rank = _one_key([table.axis_index[axis] for axis in table.axes])
+    order = np.lexsort((rank, memory, -ln_mfu, group))
+    group = group[order]
+    starts = np.r_[True, group[1:] != group[:-1]]
     group_id = np.cumsum(starts) - 1
     # equal memory, equal rank: a row does not survive one of equal memory before it
     memory_rank = np.unique(memory[order], return_inverse=True)[1].astype(np.int64)
@@ -58,6 +61,18 @@ def without_dominated(
     least_before[starts] = np.iinfo(np.int64).max
     keep = keyed < least_before
     return table.take(np.sort(order[keep]))
+
+
+def _one_key(columns: Sequence[np.ndarray]) -> np.ndarray:
+    """Non-negative integer columns as one int64 that sorts as they do, first column most
+    significant; columns too wide together for 63 bits are first replaced by their ranks."""
+    if not columns:
+        return np.zeros(0, dtype=np.int64)
+    sizes = [int(column.max()) + 1 for column in columns]
+    if sum(np.log2(sizes)) >= 62:
+        columns = [np.unique(column, return_inverse=True)[1].reshape(-1) for column in columns]
+        sizes = [int(column.max()) + 1 for column in columns]
+    return np.ravel_multi_index(tuple(np.asarray(c, dtype=np.int64) for c in columns), sizes)
 
 
 def _break_pattern(table: Table) -> np.ndarray:

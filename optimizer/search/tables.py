@@ -16,6 +16,7 @@ import numpy as np
 
 from models.errors import InvalidSpec
 from optimizer.costmodel import CostAssumptions, GridPrices, LayoutGrid, profile_named
+from optimizer.search.boxes import boxed_prices
 from optimizer.search.dominance import without_dominated
 from optimizer.search.placements import PlacementClasses, placement_classes
 from optimizer.search.problem import KNOBS, SearchProblem, degree_columns, valid_knob_mask
@@ -337,7 +338,11 @@ def priced_rows(
     """The table's rows (degree tuple `k`, axis indices `index`) priced by the cost model,
     the rows it gives no finite figures dropped. The one place rows are priced."""
     grid = _grid_for_rows(problem, classes, k, index)
-    prices = profile_named(problem.profile).price_grid(problem.job, grid, assumptions)
+    profile = profile_named(problem.profile)
+    if profile.price_box is not None and whole_layouts(axes):
+        prices = boxed_prices(profile, problem, classes, k, index, assumptions)
+    else:
+        prices = profile.price_grid(problem.job, grid, assumptions)
     scaled = _scaled_terms(terms, axes, prices)
     for term in terms:
         if term.kind == "memory_bytes" and term.name in scaled:

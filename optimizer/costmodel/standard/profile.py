@@ -13,7 +13,7 @@ from models.job import TrainingJob
 from models.layout import Layout
 from optimizer.costmodel.assumptions import CostAssumptions
 from optimizer.costmodel.estimate import Estimate, MemoryBytes, MfuStep
-from optimizer.costmodel.grid import GridPrices, LayoutGrid
+from optimizer.costmodel.grid import GridPrices, LayoutBox, LayoutGrid
 from optimizer.costmodel.standard.breakdown import MFU_STEP_NAMES, Breakdown, breakdown
 from optimizer.costmodel.standard.degrees import Degrees
 from optimizer.costmodel.standard.precision import mfu_against_fp8_peak
@@ -36,6 +36,23 @@ def grid_degrees(grid: LayoutGrid) -> Degrees:
         cp_span=grid.span("cp"),
         pp_span=grid.span("pp"),
         dp_span=grid.span("dp"),
+    )
+
+
+def box_degrees(box: LayoutBox) -> Degrees:
+    """The box's degrees, knobs and spans, each on the axes it varies along."""
+    return Degrees(
+        tp=box.degree("tp"),
+        pp=box.degree("pp"),
+        cp=box.degree("cp"),
+        dp=box.degree("dp"),
+        **{knob: box.knob(knob) for knob in ("vpp", "micro_batch", "zero", "recompute")},
+        schedule=box.knob("schedule"),
+        ep=box.knob("ep"),
+        tp_span=box.span("tp"),
+        cp_span=box.span("cp"),
+        pp_span=box.span("pp"),
+        dp_span=box.span("dp"),
     )
 
 
@@ -138,3 +155,11 @@ def price_standard_grid(
     job: TrainingJob, grid: LayoutGrid, assumptions: CostAssumptions
 ) -> GridPrices:
     return _grid_prices(breakdown(job, assumptions, grid_degrees(grid)))
+
+
+def price_standard_box(
+    job: TrainingJob, box: LayoutBox, assumptions: CostAssumptions
+) -> GridPrices:
+    """The grid's figures for every combination of the box, each array broadcastable to
+    box.shape: the same `breakdown`, each formula computed over the axes it reads."""
+    return _grid_prices(breakdown(job, assumptions, box_degrees(box)))

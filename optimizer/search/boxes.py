@@ -1,0 +1,98 @@
+"""Rows of whole layouts priced through boxes: the rows' degree tuples times every value of
+every knob and placement class, priced by the profile's `price_box` (each formula over the
+axes it reads), then read back at the rows. The same functions as `price_grid`, so the same
+figures, bit for bit (tests/test_pricing_boxes.py holds them equal); several times faster,
+since most of a layout's cost (a layer's compute and collectives, the data-parallel sync,
+the schedule's bubble) depends on a few of its choices.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from optimizer.costmodel import BOX_KNOBS, CostAssumptions, GridPrices, LayoutBox, Profile
+from optimizer.search.placements import PlacementClasses
+from optimizer.search.problem import KNOBS, SearchProblem
+from optimizer.search.terms import PLACEMENT
+
+# Cells of one box (every combination, valid or not): the largest arrays a box pricing
+# holds are this many float64s, 16 MB each.
+BOX_CELLS = 2_000_000
+
+assert BOX_KNOBS == KNOBS, "a box's axes are the search's knobs, in its order"
+
+PRICE_FIELDS = (
+    "weights_bytes",
+    "gradients_bytes",
+    "optimizer_bytes",
+    "activations_bytes",
+    "bubble",
+    "mfu",
+)
+
+
+def boxed_prices(
+    profile: Profile,
+    problem: SearchProblem,
+    classes: PlacementClasses,
+    k: np.ndarray,
+    index: dict[str, np.ndarray],
+    assumptions: CostAssumptions,
+) -> GridPrices:
+    """The figures of the rows (degree tuple `k`, each knob's and the placement class's
+    value index in `index`), priced a block of tuples at a time over the values the rows
+    take (a relaxation's extra rows price only their own knob values)."""
+    assert profile.price_box is not None
+    names = (*KNOBS, PLACEMENT)
+    sizes = {name: len(problem.knobs[name]) for name in KNOBS} | {PLACEMENT: classes.count}
+    present = {name: _present(index[name], sizes[name]) for name in names}
+    at = [_positions(present[name], sizes[name])[index[name]] for name in names]
+    tuples = _present(k, len(problem.degrees))
+    row_tuple = _positions(tuples, len(problem.degrees))[k]
+    knobs = {n: tuple(np.asarray(problem.knobs[n])[present[n]].tolist()) for n in KNOBS}
+    # placement classes by position; past a tuple's last class, padding priced as code 0
+    codes = np.maximum(classes.codes()[tuples][:, present[PLACEMENT]], 0)
+    cells_per_tuple = int(np.prod([len(values) for values in present.values()]))
+    block = max(1, BOX_CELLS // cells_per_tuple)
+    out = {name: np.empty(k.size) for name in PRICE_FIELDS}
+    row_block = row_tuple // block
+    for rows in np.split(np.argsort(row_block, kind="stable"), _starts(row_block)):
+        first = int(row_tuple[rows[0]]) // block * block
+        chosen = slice(first, first + block)
+        box = LayoutBox(problem.degrees[tuples[chosen]], knobs, codes[chosen])
+        with np.errstate(all="ignore"):  # combinations that are not layouts may overflow
+            prices = profile.price_box(problem.job, box, assumptions)
+        where = (row_tuple[rows] - first, *(column[rows] for column in at))
+        for name in PRICE_FIELDS:
+            out[name][rows] = _read(np.asarray(getattr(prices, name)), box.shape, where)
+    return GridPrices(**out)
+
+
+def _read(values: np.ndarray, shape: tuple[int, ...], where: tuple[np.ndarray, ...]) -> np.ndarray:
+    """`values` (broadcastable to `shape`) at the cells `where`, indexing only the axes it
+    varies along (no full-size copy of a term that depends on two choices)."""
+    values = values.reshape((1,) * (len(shape) - values.ndim) + values.shape)
+    axes = [axis for axis, size in enumerate(values.shape) if size > 1]
+    if not axes:
+        return np.full(where[0].size, values.reshape(-1)[0])
+    dims = tuple(values.shape[axis] for axis in axes)
+    flat = np.ravel_multi_index(tuple(where[axis] for axis in axes), dims)
+    return values.reshape(-1).take(flat)
+
+
+def _present(values: np.ndarray, size: int) -> np.ndarray:
+    """The distinct values of an index column into range(size), in increasing order."""
+    return np.flatnonzero(np.bincount(values, minlength=size))
+
+
+def _positions(present: np.ndarray, size: int) -> np.ndarray:
+    """Lookup from a value of range(size) to its position among `present`."""
+    positions = np.full(size, -1, dtype=np.int64)
+    positions[present] = np.arange(present.size)
+    return positions
+
+
+def _starts(row_block: np.ndarray) -> np.ndarray:
+    """Where each block's rows begin in the rows sorted by block."""
+    counts = np.bincount(row_block)
+    return np.cumsum(counts[counts > 0])[:-1]
