@@ -157,19 +157,30 @@ The load average is in the header line: on a shared machine absolute times are n
 on an idle one.
 
 On workshop's small spaces (a few thousand layouts) CP-SAT is 3-8x slower than numpy for the
-optimum and 5-75x for the frontier; on standard's plate (962,496 layouts with interleaving
-up to 8 chunks, its default) the optimum is about 2-3x faster than numpy, the frontier (23-30
-points) 1.2-2.3x slower. CP-SAT's value is the
+optimum and 5-75x for the frontier; on standard's plate (interleaving up to 8 chunks, its
+default) the optimum is 4-6x faster than the enumerator, which prices every layout row by row
+(the searches price through boxes), the frontier (23-54 points) 0.6-1.2x its time. CP-SAT's
+value is the
 proof, the explanations, the minimal conflicts and a model that later extensions (uneven
 stages, several jobs, network tiers) can grow where enumeration explodes.
 
 Misses against issue 13's targets, measured in the table above (`python -m bench.solver
---reps 5`, the load average in its header) on the searches' defaults (`standard, megatron:
-plate`): the optimum takes 0.80 s against <= 100 ms, with explanations 3.7 s against <= 0.5
-s (5.4 s in the table this one replaced, at load 0.9, before one pricing per request), the
-frontier 2.9 s against <= 0.5 s (3.7 s then): all three are still missed. Of the optimum's
-0.8 s, pricing its rows by the cost model (numpy) is 0.54 s and CP-SAT's two solves 0.08 s,
-so no reuse can bring the optimum with explanations under 0.5 s. Before one pricing per
+--reps 3`, the load average in its header) on the searches' defaults (`standard, megatron:
+plate`): the optimum takes about 0.55 s against <= 100 ms, with explanations about 2.9 s
+against <= 0.5 s, the frontier about 2.8 s against <= 0.5 s: all three are still missed.
+Since 2026-12-01 20:00 the tables of whole layouts are priced through boxes
+(optimizer/search/boxes.py): the rows' degree tuples times every knob value and placement
+class, each on its own array axis, so the cost model's unchanged `breakdown` computes each
+formula over only the choices it reads (a layer's compute and collectives once per tuple,
+micro-batch, recompute and placement, not once per layout) and the rows are read back bit
+for bit (tests/test_pricing_boxes.py; the enumerator, which still prices rows, agrees on
+every scenario above). Dominance sorts on two packed integer keys instead of a lexsort over a
+dozen columns. Whole-process A/B against the commit before (9c4f30e), three optimizes a
+process, pairs alternated, load about 0.9: optimum 3.65 -> 2.31 s (0.64x), with
+explanations 13.3 -> 9.6 s (0.72x). What is left of the optimum's 0.55 s: the row machinery
+around the boxes (valid rows, expansion, engine rules, dominance; ~0.2 s), CP-SAT's model
+build (~0.15 s of OR-Tools' Python for ~6,600 row literals) and its two solves (~0.1 s, most
+of each loading the model). Before one pricing per
 request (cProfile, same case) the explanations' 4.8 s were six table builds (3.1 s: the
 relaxations' wide model with the rules as literals, the max_vpp and node-size spaces, each
 less common choice's space, each priced whole) and 21 solves (1.1 s). Now
