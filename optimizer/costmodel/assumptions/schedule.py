@@ -22,7 +22,9 @@ class ScheduleAssumptions(BaseModel):
         le=1,
         description=(
             "Extra layer time of selective recompute (Korthikanti et al. 2022, Fig. 8: 2% for "
-            "the 530B and 1T models, 4% for 22B)."
+            "the 530B and 1T models, 4% for 22B). Under selective_recompute_matmuls "
+            "'every_second' (op-level checkpointing) the replay is priced op by op instead: "
+            "those matmuls' forward and every elementwise kernel's."
         ),
     )
     selective_recompute_matmuls: Literal["none", "every_second"] = Field(
@@ -33,7 +35,8 @@ class ScheduleAssumptions(BaseModel):
             "and elementwise work only. 'every_second': op-level selective checkpointing "
             "(torchtitan's activation_checkpoint:selective) saves every op's output but every "
             "second matmul of a layer's forward, so that matmul's forward runs again in the "
-            "backward (docs/cost-model.md, 'Engines'); set by the torchtitan engine."
+            "backward, with the forward of every elementwise kernel, which it does not save "
+            "(docs/cost-model.md, 'Engines'); set by the torchtitan engine."
         ),
     )
     zero_bubble_weight_grad_fraction: float = fraction_field(

@@ -24,8 +24,9 @@ from optimizer.costmodel.standard import ranks as rnk
 from optimizer.costmodel.standard import times as tim
 from optimizer.costmodel.standard.compute import (
     attention_time_s,
+    elementwise_s,
     every_second_matmul_share,
-    matmul_s,
+    gemm_s,
 )
 from optimizer.costmodel.standard.degrees import Degrees
 from optimizer.costmodel.standard.links import all_to_all_bytes_s, latency_s, link_bytes_s
@@ -129,7 +130,8 @@ def layer_times(job: TrainingJob, a: CostAssumptions, k: Degrees) -> dict[str, N
 
     tokens = s * k.micro_batch / k.cp
     moe_token_bytes = model.experts_per_token * model.hidden_size * mem.BF16_BYTES
-    matmul = matmul_s(job, a, k, tokens)
+    gemm = gemm_s(job, a, k, tokens)
+    matmul = gemm + elementwise_s(job, a, k, tokens)
     attention = attention_time_s(job, a, k, tokens)
     cp_bytes = tim.cp_exchange_bytes(
         k.cp, s * k.micro_batch, model.kv_width, model.num_kv_heads, k.tp, k.recompute
@@ -149,10 +151,7 @@ def layer_times(job: TrainingJob, a: CostAssumptions, k: Degrees) -> dict[str, N
     return {
         "matmul": matmul,
         "attention": attention,
-        "recompute": tim.recompute_s(
-            matmul + attention, k.recompute, a.selective_recompute_time_overhead
-        )
-        + replayed_matmul_share(job, a, k.recompute) * matmul / 3,
+        "recompute": recompute_s(job, a, k, tokens, gemm, matmul + attention),
         "tp_comm": tim.tp_comm_s(
             k.tp,
             tokens,
@@ -313,6 +312,26 @@ def step_waterfall(
         slots * (busy + p2p),
         slots * per_mb + dp_exposed,
     )
+
+
+def recompute_s(
+    job: TrainingJob, a: CostAssumptions, k: Degrees, tokens: Number, gemm: Number, compute: Number
+) -> Number:
+    """Seconds a layer's recomputation adds on one micro-batch. Full: its forward again, a
+    third of `compute`. Selective, as Megatron-LM runs it (Korthikanti et al. 2022): a stated
+    share of the layer. Selective at op level (torchtitan): every op whose output the policy
+    does not save runs its forward again. The saved ones are aten.mm (all but every second
+    of a layer's), SDPA, reduce-scatter, abs and max (pytorch/torchtitan@9dec370
+    torchtitan/parallelisms/parallelize_llama.py l.214-258), so the replay is every second
+    matmul's forward plus the whole forward of the elementwise kernels (norms, rotary, the
+    MLP activation, residual adds), and no attention."""
+    if a.selective_recompute_matmuls == "none":
+        return tim.recompute_s(compute, k.recompute, a.selective_recompute_time_overhead)
+    op_level = replayed_matmul_share(job, a, k.recompute) * gemm / 3 + elementwise_s(
+        job, a, k, tokens, forward_only=True
+    )
+    full = tim.recompute_s(compute, k.recompute, 0.0)
+    return np.where(k.recompute == mem.RECOMPUTE_SELECTIVE, op_level, full)
 
 
 def replayed_matmul_share(job: TrainingJob, a: CostAssumptions, recompute: Number) -> Number:

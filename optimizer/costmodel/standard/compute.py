@@ -47,9 +47,13 @@ def layer_gemm_efficiency(job: TrainingJob, a: CostAssumptions) -> float:
 
 
 def matmul_s(job: TrainingJob, a: CostAssumptions, k: Degrees, tokens: Number) -> Number:
-    """One layer's GEMMs at their kernel efficiency (in FP8 under precision fp8), less what
-    their shapes lose to wave quantisation on the GPU's SMs, plus the memory-bound
-    elementwise work beside them and, under fp8, the casts of their operands (kernels.py)."""
+    """One layer's GEMMs and the memory-bound elementwise work beside them."""
+    return gemm_s(job, a, k, tokens) + elementwise_s(job, a, k, tokens)
+
+
+def gemm_s(job: TrainingJob, a: CostAssumptions, k: Degrees, tokens: Number) -> Number:
+    """One layer's GEMMs, forward and backward, at their kernel efficiency (in FP8 under
+    precision fp8), less what their shapes lose to wave quantisation on the GPU's SMs."""
     model, gpu = job.model, job.cluster.gpu
     avg_params = model.active_layer_params / model.num_layers
     efficiency: Number = layer_gemm_efficiency(job, a)
@@ -59,18 +63,32 @@ def matmul_s(job: TrainingJob, a: CostAssumptions, k: Degrees, tokens: Number) -
         )
         efficiency = efficiency * waves
     peak = prec.layer_gemm_peak_flop_s(job)
-    gemms = tim.matmul_s(6 * avg_params, tokens, k.tp, peak, efficiency)
-    bandwidth = gpu.memory_bandwidth_bytes_s
+    return tim.matmul_s(6 * avg_params, tokens, k.tp, peak, efficiency)
+
+
+def elementwise_s(
+    job: TrainingJob, a: CostAssumptions, k: Degrees, tokens: Number, forward_only: bool = False
+) -> Number:
+    """One layer's memory-bound elementwise kernels at HBM bandwidth (kernels.py): the fused
+    ones, the eager ones the assumptions name and, under fp8, the casts of the GEMMs'
+    operands; `forward_only`, the forward pass's alone (what op-level selective
+    checkpointing replays; the FP8 casts are then left out, UNVERIFIED whether torchao's
+    casts replay)."""
+    model, bandwidth = job.model, job.cluster.gpu.memory_bandwidth_bytes_s
     if not a.elementwise_traffic or bandwidth is None:
-        return gemms
-    elementwise = kern.elementwise_s(model, tokens, k.tp, bandwidth, a.sequence_parallel)
+        return 0.0
+    sequence_parallel = a.sequence_parallel
+
+    def seconds(bytes_per_token: tuple[float, float]) -> Number:
+        return kern.hbm_s(bytes_per_token, tokens, k.tp, bandwidth, sequence_parallel)
+
+    total = seconds(kern.elementwise_bytes_per_token(model, forward_only))
     if a.eager_norms or a.eager_pointwise or a.gqa_kv_copies:
-        eager = kern.eager_bytes_per_token(model, a.eager_norms, a.eager_pointwise, a.gqa_kv_copies)
-        elementwise = elementwise + kern.hbm_s(eager, tokens, k.tp, bandwidth, a.sequence_parallel)
-    if prec.is_fp8(job):
-        casts = kern.fp8_cast_bytes_per_token(model, a.fp8_cast_bytes_per_value)
-        elementwise = elementwise + kern.hbm_s(casts, tokens, k.tp, bandwidth, a.sequence_parallel)
-    return gemms + elementwise
+        flags = (a.eager_norms, a.eager_pointwise, a.gqa_kv_copies)
+        total = total + seconds(kern.eager_bytes_per_token(model, *flags, forward_only))
+    if prec.is_fp8(job) and not forward_only:
+        total = total + seconds(kern.fp8_cast_bytes_per_token(model, a.fp8_cast_bytes_per_value))
+    return total
 
 
 def attention_efficiency(job: TrainingJob, a: CostAssumptions) -> float:

@@ -68,70 +68,94 @@ def layer_gemm_efficiency(
     return 1.0 / seconds_per_flop
 
 
-def elementwise_bytes_per_token(model: TransformerSpec) -> tuple[float, float]:
+def elementwise_bytes_per_token(
+    model: TransformerSpec, forward_only: bool = False
+) -> tuple[float, float]:
     """HBM bytes one layer's memory-bound elementwise kernels move per token, forward and
-    backward, in bf16: (on the full hidden state, on the tp-split projections).
+    backward (or forward alone), in bf16: (on the full hidden state, on the tp-split
+    projections).
 
     Hidden state: two norms forward (read and write h: 8h) and backward (read input and
     gradient, write a gradient: 12h); two residual adds forward (read 2h, write h: 12h) and
     their gradients backward (12h). Projections: rotary on Q and K forward and backward
-    (read and write: 8(q + k)); the MLP activation, SwiGLU forward (read gate and up, write
-    their product: 6f) and backward (read both and the gradient, write two: 10f), GeLU 4f
-    and 6f; MoE layers count each routed and shared expert copy, and the dispatch and
-    combine permutations (read and write h per copy, both ways: 8h). Attention's own traffic
-    is inside the fused attention kernel."""
+    (read and write: 4(q + k) each way); the MLP activation, SwiGLU forward (read gate and
+    up, write their product: 6f) and backward (read both and the gradient, write two: 10f),
+    GeLU 4f and 6f; MoE layers count each routed and shared expert copy, and the dispatch
+    and combine permutations (read and write h per copy: 4h each way). Attention's own
+    traffic is inside the fused attention kernel."""
     h, q = model.hidden_size, model.q_width
-    rotary = 8 * (q + model.kv_width / 2)
-    per_f = 16 if model.gated_mlp else 10
-    permutations = model.moe_layer_share * model.experts_per_token * 8 * h
+    passes = 1 if forward_only else 2
+    norms_and_adds = NORMS_PER_LAYER * (FUSED_NORM_BYTES[0] + RESIDUAL_ADD_BYTES[0])
+    if not forward_only:
+        norms_and_adds += NORMS_PER_LAYER * (FUSED_NORM_BYTES[1] + RESIDUAL_ADD_BYTES[1])
+    rotary = sum(FUSED_ROTARY_BYTES[:passes]) * (q + model.kv_width / 2)
+    per_f = sum((FUSED_SWIGLU_BYTES if model.gated_mlp else FUSED_GELU_BYTES)[:passes])
+    permutations = model.moe_layer_share * model.experts_per_token * PERMUTE_BYTES * passes * h
     projections = rotary + per_f * model.mlp_width_per_token + permutations
-    return float(44 * h), float(projections)
+    return float(norms_and_adds * h), float(projections)
 
 
+# A residual add reads two values and writes one (6 bytes in bf16); its gradient backward
+# as much; two a layer, one after each norm's sublayer. An MoE permutation reads and writes
+# each copy's h once a pass.
+RESIDUAL_ADD_BYTES = (6, 6)
+PERMUTE_BYTES = 4
 # HBM bytes an element of the hidden state moves through one RMSNorm, forward and backward,
 # as eager fp32 ops (pytorch/torchtitan@9dec370 torchtitan/models/norms.py l.96-101) and as a
-# fused kernel (4 + 6: elementwise_bytes_per_token's 8h + 12h for two norms). Forward: x.float()
+# fused kernel (4 + 6: elementwise_bytes_per_token's 8h + 12h for two norms), forward and
+# backward. Forward: x.float()
 # 2+4, pow 4+4, mean 4, x * rsqrt 4+4, type_as 4+2, * weight 2+2 = 36. Backward through
 # autograd's formulas: * weight 2+2 and its weight gradient (mul 2+2+2, sum 2) = 12, type_as
 # 2+4, x * rsqrt 4+4 and its rsqrt gradient (mul 4+4+4, sum 4) = 24, mean's expand 4, pow's
 # grad * 2 * x.pow(1) (copy 4+4, scale 4+4, mul 4+4+4) = 28, the two x gradients summed
 # 4+4+4, float's 4+2: 92.
-EAGER_NORM_BYTES_PER_VALUE = 36 + 92
-FUSED_NORM_BYTES_PER_VALUE = 4 + 6
+EAGER_NORM_BYTES = (36, 92)  # (forward, backward), as each constant below
+FUSED_NORM_BYTES = (4, 6)
 NORMS_PER_LAYER = 2
 # Rotary through fp32 complex numbers (model.py l.108-113): forward float 2+4, complex mul
 # 4+4, type_as 4+2 = 20; backward the same three in reverse, 20; fused, read and write
-# each way: 8.
-EAGER_ROTARY_BYTES_PER_VALUE = 40
-FUSED_ROTARY_BYTES_PER_VALUE = 8
+# each way: 4 + 4.
+EAGER_ROTARY_BYTES = (20, 20)
+FUSED_ROTARY_BYTES = (4, 4)
 # SwiGLU as F.silu(w1(x)) * w3(x) (model.py l.253): forward silu 2+2, mul 2+2+2 = 10;
-# backward the mul's two gradients 4+2 each, silu's 2+2+2: 18; fused 6 + 10.
-EAGER_SWIGLU_BYTES_PER_VALUE = 28
-FUSED_SWIGLU_BYTES_PER_VALUE = 16
+# backward the mul's two gradients 4+2 each, silu's 2+2+2: 18; fused 6 + 10; GeLU 4 + 6.
+EAGER_SWIGLU_BYTES = (10, 18)
+FUSED_SWIGLU_BYTES = (6, 10)
+FUSED_GELU_BYTES = (4, 6)
 # The attention output's transpose(1, 2).contiguous() (model.py l.210-212): a read and a
 # write each way.
-LAYOUT_COPY_BYTES_PER_VALUE = 8
+LAYOUT_COPY_BYTES = (4, 4)
 
 
 def eager_bytes_per_token(
-    model: TransformerSpec, norms: bool, pointwise: bool, kv_copies: bool
+    model: TransformerSpec,
+    norms: bool,
+    pointwise: bool,
+    kv_copies: bool,
+    forward_only: bool = False,
 ) -> tuple[float, float]:
     """HBM bytes per token and layer that eager PyTorch kernels move beyond the fused ones
-    elementwise_bytes_per_token counts, forward and backward: (on the full hidden state, on
-    the tp-split projections). `norms`: RMSNorm as fp32 ops; `pointwise`: rotary through
-    complex numbers, SwiGLU as two kernels (each routed and shared expert copy too) and the
-    attention output's layout copy; `kv_copies`: repeat_kv's K and V at the query width,
-    forward (read kv, write 2q) and their gradients summed back (read 2q, write kv)."""
+    elementwise_bytes_per_token counts, forward and backward (or forward alone): (on the
+    full hidden state, on the tp-split projections). `norms`: RMSNorm as fp32 ops;
+    `pointwise`: rotary through complex numbers, SwiGLU as two kernels (each routed and
+    shared expert copy too) and the attention output's layout copy; `kv_copies`: repeat_kv's
+    K and V at the query width, forward (read kv, write 2q) and their gradients summed back
+    (read 2q, write kv)."""
     h, q, kv = model.hidden_size, model.q_width, model.kv_width
-    hidden = NORMS_PER_LAYER * (EAGER_NORM_BYTES_PER_VALUE - FUSED_NORM_BYTES_PER_VALUE) * h
+    passes = 1 if forward_only else 2
+
+    def extra(eager: tuple[int, int], fused: tuple[int, int] = (0, 0)) -> int:
+        return sum(eager[:passes]) - sum(fused[:passes])
+
+    hidden = NORMS_PER_LAYER * extra(EAGER_NORM_BYTES, FUSED_NORM_BYTES) * h
     projections = 0.0
     if pointwise:
-        rotary = (EAGER_ROTARY_BYTES_PER_VALUE - FUSED_ROTARY_BYTES_PER_VALUE) * (q + kv / 2)
-        per_f = EAGER_SWIGLU_BYTES_PER_VALUE - FUSED_SWIGLU_BYTES_PER_VALUE
+        rotary = extra(EAGER_ROTARY_BYTES, FUSED_ROTARY_BYTES) * (q + kv / 2)
+        per_f = extra(EAGER_SWIGLU_BYTES, FUSED_SWIGLU_BYTES)
         mlp = per_f * model.mlp_width_per_token if model.gated_mlp else 0.0
-        projections = rotary + mlp + LAYOUT_COPY_BYTES_PER_VALUE * q
+        projections = rotary + mlp + extra(LAYOUT_COPY_BYTES) * q
     if kv_copies and model.num_kv_heads < model.num_attention_heads:
-        projections += 2 * BF16_BYTES * (kv + 2 * q)
+        projections += passes * BF16_BYTES * (kv + 2 * q)
     return (float(hidden) if norms else 0.0), float(projections)
 
 
@@ -168,14 +192,3 @@ def hbm_s(
     hidden, projections = bytes_per_token
     hidden_share = tokens / tp if sequence_parallel else tokens
     return (hidden * hidden_share + projections * tokens / tp) / memory_bytes_s
-
-
-def elementwise_s(
-    model: TransformerSpec,
-    tokens: Number,
-    tp: Number,
-    memory_bytes_s: float,
-    sequence_parallel: bool,
-) -> Number:
-    """Seconds of one layer's elementwise kernels on one rank, at HBM bandwidth."""
-    return hbm_s(elementwise_bytes_per_token(model), tokens, tp, memory_bytes_s, sequence_parallel)
