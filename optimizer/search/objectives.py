@@ -95,19 +95,18 @@ class Objectives:
             [memory_kb], [1], self.most_memory // self._step(TIE_MEMORY_UNIT_BYTES) + 1
         )
         self.tie_break = tie_break_stages([memory_key, *self.tie_break_keys()], self.model)
-        # The frontier's one-solve objective: most ln(MFU), then least memory in MB.
+        # The frontier's one-solve objective: most ln(MFU), then least memory in MB, over a
+        # variable equal to ln(MFU): CP-SAT bounds a weighted sum by its terms' magnitudes,
+        # and over the rows themselves that is every row's ln term (6,600 of them on the
+        # plate) times the weight, past int64 on standard's tables, which then took two
+        # solves a point; over one variable it is the largest |ln(MFU)| times the weight
         most_mb = self.most_memory // self._step(FRONTIER_MEMORY_UNIT_BYTES) + 1
         memory_mb = self._memory_in_units(FRONTIER_MEMORY_UNIT_BYTES, "memory_mb")
-        self.mfu_then_memory = (most_mb + 1) * self.ln_mfu - memory_mb
-        # every row's ln term is weighed by most_mb + 1: CP-SAT refuses a sum that could
-        # overflow int64, and the frontier then takes two solves a point instead
-        ln_terms = [
-            np.abs(table.values[t.name]).sum()
-            for table in self.tables.tables
-            for t in self.tables.terms
-            if t.kind == "ln_mfu" and t.name in table.values
-        ]
-        self.frontier_in_one_solve = (most_mb + 1) * int(sum(ln_terms)) < INT64_MAX // 4
+        self.ln_mfu_value = self.model.new_int_var(low, high, "ln_mfu")
+        self.model.add(self.ln_mfu == self.ln_mfu_value)
+        self.mfu_then_memory = (most_mb + 1) * self.ln_mfu_value - memory_mb
+        largest_ln = max(abs(low), abs(high))
+        self.frontier_in_one_solve = (most_mb + 1) * (largest_ln + 1) < INT64_MAX // 4
 
     def to_units(self, value_bytes: float) -> int:
         """Bytes in the model's memory units (`Tables.memory_unit_bytes`), rounded down."""
