@@ -159,28 +159,41 @@ on an idle one.
 On workshop's small spaces (a few thousand layouts) CP-SAT is 3-8x slower than numpy for the
 optimum and 5-75x for the frontier; on standard's plate (interleaving up to 8 chunks, its
 default) the optimum is 4-6x faster than the enumerator, which prices every layout row by row
-(the searches price through boxes), the frontier (23-54 points) 0.6-1.2x its time. CP-SAT's
+(the searches price through boxes), the frontier (23-54 points) 0.6-0.9x its time. CP-SAT's
 value is the
 proof, the explanations, the minimal conflicts and a model that later extensions (uneven
 stages, several jobs, network tiers) can grow where enumeration explodes.
 
 Misses against issue 13's targets, measured in the table above (`python -m bench.solver
 --reps 3`, the load average in its header) on the searches' defaults (`standard, megatron:
-plate`): the optimum takes about 0.55 s against <= 100 ms, with explanations about 2.9 s
-against <= 0.5 s, the frontier about 2.8 s against <= 0.5 s: all three are still missed.
-Since 2026-12-01 20:00 the tables of whole layouts are priced through boxes
-(optimizer/search/boxes.py): the rows' degree tuples times every knob value and placement
-class, each on its own array axis, so the cost model's unchanged `breakdown` computes each
-formula over only the choices it reads (a layer's compute and collectives once per tuple,
-micro-batch, recompute and placement, not once per layout) and the rows are read back bit
-for bit (tests/test_pricing_boxes.py; the enumerator, which still prices rows, agrees on
-every scenario above). Dominance sorts on two packed integer keys instead of a lexsort over a
-dozen columns. Whole-process A/B against the commit before (9c4f30e), three optimizes a
-process, pairs alternated, load about 0.9: optimum 3.65 -> 2.31 s (0.64x), with
-explanations 13.3 -> 9.6 s (0.72x). What is left of the optimum's 0.55 s: the row machinery
-around the boxes (valid rows, expansion, engine rules, dominance; ~0.2 s), CP-SAT's model
-build (~0.15 s of OR-Tools' Python for ~6,600 row literals) and its two solves (~0.1 s, most
-of each loading the model). Before one pricing per
+plate`): the optimum takes 0.44 s against <= 100 ms, with explanations 2.3 s against <= 0.5
+s, the frontier 1.4 s against <= 0.5 s (at this session's start, 2026-12-01 19:45: 0.80,
+3.7 and 2.9 s): all three are still missed. What changed:
+- Box pricing (optimizer/search/boxes.py): the tables of whole layouts are priced a box at
+  a time, the chunk's degree tuples, knob values and placement classes each on its own
+  array axis (each schedule's rows in a box of their own), so the cost model's unchanged
+  `breakdown` computes each formula over only the choices it reads (a layer's compute and
+  collectives once per tuple, micro-batch, recompute and placement, not once per layout);
+  the rows are read back bit for bit (tests/test_pricing_boxes.py; the enumerator, which
+  still prices rows, agrees on every scenario above). Dominance sorts on two packed integer
+  keys instead of a lexsort over a dozen columns (numpy's lexsort took 2.3 s on a 3M-row MoE
+  table, one argsort of a packed key 0.15 s). Whole-process A/B against the commit before
+  (9c4f30e), three optimizes a process, pairs alternated, load about 0.9: optimum 3.65 ->
+  2.31 s (0.64x), with explanations 13.3 -> 9.6 s (0.72x).
+- The CP-SAT model: channelling sums written into the proto from the rows' variable indices
+  (OR-Tools' expression objects took ~5 ms an axis on a 6,600-row table), memory and ln(MFU)
+  one weighted sum of rows each, symmetry detection off (15% of a solve: 46 -> 39 ms on the
+  plate's model, nothing found to use), and the frontier's one-solve objective over a
+  variable equal to ln(MFU): over the rows the weight overflowed CP-SAT's int64 bound on
+  standard's tables, so each point took two solves (megatron plate 47 -> 24 solves, the same
+  23 points).
+What is left of the optimum's 0.44 s: the row machinery around the boxes (valid rows,
+expansion, engine rules, dominance; ~0.2 s), the model build (~0.09 s) and two solves (~0.08
+s, most of each loading a model of ~6,600 row literals). Of the explanations' 2.3 s: six
+model builds (~0.5 s), 17 solves of ~50 ms (~0.85 s), node_size's table on the doubled node
+(~0.3 s) and the wide model's extra rows. Tried and not kept: dropping every rule but the
+memory limit in one solve, to prove at once that none binds; under Megatron-LM's rules one
+of them (the schedule) always binds, so it cost a solve more. Before one pricing per
 request (cProfile, same case) the explanations' 4.8 s were six table builds (3.1 s: the
 relaxations' wide model with the rules as literals, the max_vpp and node-size spaces, each
 less common choice's space, each priced whole) and 21 solves (1.1 s). Now
