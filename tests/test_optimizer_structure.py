@@ -214,15 +214,15 @@ def test_tables_built_in_small_chunks_are_the_same_tables(
 
     whole = rows(build_tables(problem, CostAssumptions()))
     monkeypatch.setattr("optimizer.search.tables.CHUNK_ROWS", 500)
-    assert len(cpsat_tables._chunks(_coupled(problem)[1])) > 10
+    assert len(cpsat_tables.row_chunks(_coupled(problem)[1])) > 10
     assert rows(build_tables(problem, CostAssumptions())) == whole
 
 
 def _coupled(problem) -> tuple:
     classes = placement_classes(problem)
     axes = profile_terms("standard")[0].axes
-    k, _ = cpsat_tables._coupled_valid_rows(problem, classes, axes, True)
-    return k, cpsat_tables._rows_per_coupled_row(problem, classes, axes, k)
+    k, _ = cpsat_tables.coupled_valid_rows(problem, classes, axes, True)
+    return k, cpsat_tables.rows_per_coupled_row(problem, classes, axes, k)
 
 
 def test_a_build_past_its_deadline_is_not_an_answer() -> None:

@@ -10,7 +10,7 @@ from optimizer.search.problem import KNOBS, SearchProblem
 from optimizer.search.terms import Table, Term, term_totals
 
 
-def _ruled_knobs(problem: SearchProblem) -> list[str]:
+def ruled_knobs(problem: SearchProblem) -> list[str]:
     """Knobs some rule of the problem restricts (which a relaxation may then free)."""
     ruled = [k for k, allowed in problem.allowed.items() if set(problem.knobs[k]) - set(allowed)]
     return ruled + [knob for knob in problem.fixed if knob in KNOBS]
@@ -19,7 +19,7 @@ def _ruled_knobs(problem: SearchProblem) -> list[str]:
 def group_keys(problem: SearchProblem, table: Table) -> list[np.ndarray]:
     """Per row, what a row must share with another to compete with it: the degree tuple,
     the value of every ruled knob and (engine rules count as ruled) which rules it breaks."""
-    keys = [table.degree_index] + [table.axis_index[k] for k in _ruled_knobs(problem)]
+    keys = [table.degree_index] + [table.axis_index[k] for k in ruled_knobs(problem)]
     if table.breaks:  # rows breaking different engine rules are not interchangeable
         keys.append(_break_pattern(table))
     return keys

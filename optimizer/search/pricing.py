@@ -26,7 +26,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from optimizer.costmodel import CostAssumptions
-from optimizer.search.dominance import _ruled_knobs, without_dominated
+from optimizer.search.dominance import ruled_knobs, without_dominated
 from optimizer.search.placements import PlacementClasses, placement_classes
 from optimizer.search.problem import SearchProblem
 from optimizer.search.stopping import CutShort, StopSignal, time_is_up
@@ -34,16 +34,16 @@ from optimizer.search.tables import (
     COUPLED_KNOBS,
     NoLayouts,
     Tables,
-    _chunks,
-    _concatenated,
-    _coupled_valid_rows,
-    _free_axes,
-    _rows_per_coupled_row,
-    _with_free_axes,
     build_tables,
+    concatenated,
+    coupled_valid_rows,
+    free_axes,
     priced_rows,
+    row_chunks,
+    rows_per_coupled_row,
     unpriced,
     whole_layouts,
+    with_free_axes,
 )
 from optimizer.search.terms import PLACEMENT, Table, Term, in_memory_units, profile_terms
 
@@ -103,7 +103,7 @@ def _same_space(a: SearchProblem, b: SearchProblem) -> bool:
         (a.job, a.profile, a.engine, a.placements) == (b.job, b.profile, b.engine, b.placements)
         and np.array_equal(a.degrees, b.degrees)
         and a.knobs == b.knobs
-        and sorted(_ruled_knobs(a)) == sorted(_ruled_knobs(b))
+        and sorted(ruled_knobs(a)) == sorted(ruled_knobs(b))
     )
 
 
@@ -141,7 +141,7 @@ class Pricing:
             return build_tables(problem, self.assumptions, deadline=deadline, stop=stop)
         classes = self._classes(i)
         # the search's own valid rows: its size checks and refusals come first, as built
-        coupled = _coupled_valid_rows(
+        coupled = coupled_valid_rows(
             problem, classes, self._axes, True, lambda: time_is_up(deadline, stop)
         )
         if len(coupled[0]) == 0:
@@ -189,11 +189,11 @@ class Pricing:
         stop: StopSignal | None,
     ) -> None:
         """Each chunk's rows not yet priced, priced and pruned within the finer groups."""
-        for rows in _chunks(_rows_per_coupled_row(search, classes, self._axes, k)):
+        for rows in row_chunks(rows_per_coupled_row(search, classes, self._axes, k)):
             if time_is_up(deadline, stop):
                 raise CutShort()
             chunk = (k[rows], {axis: column[rows] for axis, column in index.items()})
-            rows_k, rows_index = _with_free_axes(search, classes, self._axes, *chunk)
+            rows_k, rows_index = with_free_axes(search, classes, self._axes, *chunk)
             framed_k, framed_index = self._to_frame(i, rows_k, rows_index)
             new = ~self._held(self.priced, framed_k, framed_index)
             if not new.any():
@@ -249,7 +249,7 @@ class Pricing:
         ruled = {
             knob
             for search in self.searches
-            for knob in _ruled_knobs(search)
+            for knob in ruled_knobs(search)
             if len(search.knobs[knob]) > 1
         }
         return [held_by, *(table.axis_index[knob] for knob in sorted(ruled))]
@@ -262,7 +262,7 @@ class Pricing:
         kept = [part for part in kept if len(part.degree_index)]
         if not kept:
             raise unpriced(self.assumptions)
-        table = _concatenated(self._axes, kept)
+        table = concatenated(self._axes, kept)
         own_k = _inverse(where.degrees, len(self.frame.degrees))[table.degree_index]
         own_index = {
             axis: column
@@ -271,7 +271,7 @@ class Pricing:
             for axis, column in table.axis_index.items()
         }
         coupled = [axis for axis in self._axes if axis in COUPLED_KNOBS]
-        made_in = [own_k, *(own_index[axis] for axis in (*coupled, *_free_axes(self._axes)))]
+        made_in = [own_k, *(own_index[axis] for axis in (*coupled, *free_axes(self._axes)))]
         table = replace(table, degree_index=own_k, axis_index=own_index)
         table = table.take(np.lexsort(tuple(reversed(made_in))))
         scaled, unit = in_memory_units((without_dominated(search, table, self.terms),), self.terms)

@@ -117,8 +117,8 @@ def valid_rows(
 ) -> tuple[LayoutGrid, np.ndarray, dict[str, np.ndarray]]:
     """The table's rows that are layouts (valid_knob_mask): their grid, degree-tuple index
     and axis indices."""
-    k, index = _coupled_valid_rows(problem, classes, axes, structure)
-    k, index = _with_free_axes(problem, classes, axes, k, index)
+    k, index = coupled_valid_rows(problem, classes, axes, structure)
+    k, index = with_free_axes(problem, classes, axes, k, index)
     return _grid_for_rows(problem, classes, k, index), k, index
 
 
@@ -126,7 +126,7 @@ def valid_rows(
 COUPLED_KNOBS = ("vpp", "micro_batch", "schedule", "ep")
 
 
-def _coupled_valid_rows(
+def coupled_valid_rows(
     problem: SearchProblem,
     classes: PlacementClasses,
     axes: tuple[str, ...],
@@ -162,7 +162,7 @@ def _coupled_valid_rows(
             structure=structure,
         )
         parts.append((k[valid], {axis: column[valid] for axis, column in index.items()}))
-        table_rows += int(_rows_per_coupled_row(problem, classes, axes, parts[-1][0]).sum())
+        table_rows += int(rows_per_coupled_row(problem, classes, axes, parts[-1][0]).sum())
         _refuse_if_too_large(problem, axes, table_rows, MAX_TABLE_ROWS)
     k = np.concatenate([part[0] for part in parts]) if parts else np.zeros(0, dtype=np.int64)
     index = {axis: np.concatenate([part[1][axis] for part in parts]) for axis in coupled}
@@ -178,11 +178,11 @@ def _free_axis_sizes(
     return np.full(k.size, len(problem.knobs[axis]), dtype=np.int64)
 
 
-def _free_axes(axes: tuple[str, ...]) -> tuple[str, ...]:
+def free_axes(axes: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(axis for axis in axes if axis not in COUPLED_KNOBS)
 
 
-def _with_free_axes(
+def with_free_axes(
     problem: SearchProblem,
     classes: PlacementClasses,
     axes: tuple[str, ...],
@@ -190,7 +190,7 @@ def _with_free_axes(
     index: dict[str, np.ndarray],
 ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
     """Each row once per value of every free axis."""
-    for axis in _free_axes(axes):
+    for axis in free_axes(axes):
         counts = _free_axis_sizes(problem, classes, axis, k)
         repeat = np.repeat(np.arange(k.size), counts)
         position = np.arange(repeat.size) - np.repeat(np.cumsum(counts) - counts, counts)
@@ -199,12 +199,12 @@ def _with_free_axes(
     return k, index
 
 
-def _rows_per_coupled_row(
+def rows_per_coupled_row(
     problem: SearchProblem, classes: PlacementClasses, axes: tuple[str, ...], k: np.ndarray
 ) -> np.ndarray:
     """How many table rows each coupled row becomes once the free axes multiply it."""
     per_row = np.ones(k.size, dtype=np.int64)
-    for axis in _free_axes(axes):
+    for axis in free_axes(axes):
         per_row *= _free_axis_sizes(problem, classes, axis, k)
     return per_row
 
@@ -215,8 +215,8 @@ def valid_table_rows(
     """Rows a table over `axes` will hold: per degree tuple, the valid combinations of the
     coupled knobs (interleaving only under 1F1B, ep dividing dp x cp, ...) times the other
     knobs' values and the tuple's placement classes, counted without building the table."""
-    k, _ = _coupled_valid_rows(problem, classes, axes, structure=True)
-    return int(_rows_per_coupled_row(problem, classes, axes, k).sum())
+    k, _ = coupled_valid_rows(problem, classes, axes, structure=True)
+    return int(rows_per_coupled_row(problem, classes, axes, k).sum())
 
 
 def _refuse_if_too_large(
@@ -273,20 +273,20 @@ def build_tables(
 
     tables = []
     for axes in all_axes:
-        k, index = _coupled_valid_rows(problem, classes, axes, structure, cut_short)
-        per_row = _rows_per_coupled_row(problem, classes, axes, k)
+        k, index = coupled_valid_rows(problem, classes, axes, structure, cut_short)
+        per_row = rows_per_coupled_row(problem, classes, axes, k)
         if len(k) == 0:
             raise NoLayouts()
         parts = []
         prune = len(all_axes) == 1
-        for rows in _chunks(per_row):
+        for rows in row_chunks(per_row):
             if cut_short():
                 raise CutShort()
             coupled = (k[rows], {axis: column[rows] for axis, column in index.items()})
             parts.append(_priced_part(problem, classes, terms, axes, coupled, assumptions, prune))
         if not any(len(part.degree_index) for part in parts):
             raise unpriced(assumptions)
-        table = _concatenated(axes, parts)
+        table = concatenated(axes, parts)
         # a tuple split between chunks was pruned in pieces: once more over the survivors
         tables.append(without_dominated(problem, table, terms) if prune else table)
     if problem.engine is not None and not any(whole_layouts(axes) for axes in all_axes):
@@ -299,7 +299,7 @@ def build_tables(
 CHUNK_ROWS = 250_000
 
 
-def _chunks(per_row: np.ndarray) -> list[np.ndarray]:
+def row_chunks(per_row: np.ndarray) -> list[np.ndarray]:
     """Consecutive coupled rows in chunks that expand to about CHUNK_ROWS table rows each
     (one coupled row expands to at most a few hundred)."""
     if per_row.size == 0:
@@ -321,7 +321,7 @@ def _priced_part(
 ) -> Table:
     """One chunk of a table: its rows expanded by the free axes, priced, the unpriced and
     (when `prune`) the dominated ones dropped."""
-    k, index = _with_free_axes(problem, classes, axes, *coupled)
+    k, index = with_free_axes(problem, classes, axes, *coupled)
     part = priced_rows(problem, classes, terms, axes, k, index, assumptions)
     return without_dominated(problem, part, terms) if prune and len(part.degree_index) else part
 
@@ -366,7 +366,7 @@ def rules_table(problem: SearchProblem, classes: PlacementClasses, structure: bo
     return Table(KNOBS, k, index, {}, problem.engine_breaks(grid))
 
 
-def _concatenated(axes: tuple[str, ...], parts: list[Table]) -> Table:
+def concatenated(axes: tuple[str, ...], parts: list[Table]) -> Table:
     def joined(column: str) -> dict[str, np.ndarray]:
         first = getattr(parts[0], column)
         return {n: np.concatenate([getattr(part, column)[n] for part in parts]) for n in first}
