@@ -3,7 +3,7 @@ interface contract (../shared/spec/interface.md), and the error shape."""
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel, Field
 
@@ -16,6 +16,7 @@ from optimizer import (
     ParetoResult,
     Relaxation,
     Slack,
+    Status,
 )
 
 MEMORY_DECIMALS = 2  # GB, as the plate prints
@@ -234,9 +235,6 @@ class SolverOut(BaseModel):
     gap: float | None = Field(
         None, description="(bound - mfu) / bound of the answer: 0 when optimal."
     )
-
-
-Status = Literal["optimal", "feasible", "infeasible", "unknown"]
 
 
 STATUS_DESCRIPTION = (
