@@ -190,8 +190,10 @@ Figures as measured when the rows were added; the table above is current.
   ran torch.compile (and AsyncTP at 405B): they are excluded, not just set apart, and their
   memory is off by 18-53% (compile and Float8 buffers, and torchtitan's reserved rather than
   allocated memory).
-- **Memory.** torchtitan's readings (the caching allocator's peak reserved memory) exceed the
-  profile's worst stage by 5% on its two bf16 H100 rows; Qwen3-30B's rank-0 peak allocated is 9%
+- **Memory.** The profile's worst stage exceeds torchtitan's readings (the caching allocator's
+  peak reserved memory) by 5% on its two eager bf16 H100 rows, and by 12% on the same run with
+  torch.compile (77.0 GiB against 82.4): the profile's activations do not depend on compile,
+  whose fused kernels save fewer intermediates; Qwen3-30B's rank-0 peak allocated is 9%
   below the profile's; Megatron-Bridge's FP8 SFT rows are +15%, +15% and -5% since Transformer
   Engine's FP8-saved GEMM inputs and their recipe's bf16 gradients are priced (+37%, +31%, +7%
   before). 7 published layouts are priced over their GPU's memory though they ran (11 before),
