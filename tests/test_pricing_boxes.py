@@ -43,6 +43,7 @@ def test_boxes_price_every_row_as_the_grid_does(
     name: str, cells: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(boxes, "BOX_CELLS", cells)  # 997: a few tuples a box, many boxes
+    monkeypatch.setattr(boxes, "MAX_CELLS_PER_ROW", 10**9)  # boxes however sparse
     problem, classes, grid, k, index, costs = rows_of(name)
     assert len(k) > 1000
     # shuffled, so that a block's rows are not contiguous
@@ -51,7 +52,7 @@ def test_boxes_price_every_row_as_the_grid_does(
     grid = grid.take(order)
     profile = profile_named("standard")
     expected = profile.price_grid(problem.job, grid, costs)
-    got = boxes.boxed_prices(profile, problem, classes, k, index, costs)
+    got = boxes.boxed_prices(profile, problem, classes, k, index, costs, grid)
     for field in boxes.PRICE_FIELDS:
         assert np.array_equal(getattr(got, field), getattr(expected, field)), field
 
@@ -72,3 +73,17 @@ def test_a_box_lays_each_choice_on_its_own_axis() -> None:
     assert box.span("tp").shape == (2, 1, 1, 1, 1, 1, 1, 2)
     assert box.span("tp")[:, 0, 0, 0, 0, 0, 0, 1].tolist() == [16384, 16384]  # tp outermost
     assert box.span("dp")[:, 0, 0, 0, 0, 0, 0, 1].tolist() == [128, 256]
+
+
+def test_rows_too_sparse_for_a_box_are_priced_row_by_row_in_their_place(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    problem, classes, grid, k, index, costs = rows_of("70b at 32k on 256, context parallel")
+    profile = profile_named("standard")
+    dense = boxes._cells(problem, classes, k, index) / len(k)
+    assert dense > 1  # a box holds cells no layout takes
+    expected = profile.price_grid(problem.job, grid, costs)
+    monkeypatch.setattr(boxes, "MAX_CELLS_PER_ROW", 0)  # every schedule's rows priced as rows
+    got = boxes.boxed_prices(profile, problem, classes, k, index, costs, grid)
+    for field in boxes.PRICE_FIELDS:
+        assert np.array_equal(getattr(got, field), getattr(expected, field)), field

@@ -97,12 +97,12 @@ def priced_layouts(monkeypatch: pytest.MonkeyPatch) -> Counter:
     seen: Counter = Counter()
     boxed = tables_module.boxed_prices
 
-    def counting(profile, problem, classes, k, index, assumptions):
+    def counting(profile, problem, classes, k, index, assumptions, grid):
         knobs = [np.asarray(problem.knobs[n])[index[n]] for n in KNOBS]
         codes = classes.codes()[k, index[PLACEMENT]]
         rows = np.column_stack([problem.degrees[k], *knobs, codes]).tolist()
         seen.update((problem.job.cluster.gpus_per_node, *row) for row in rows)
-        return boxed(profile, problem, classes, k, index, assumptions)
+        return boxed(profile, problem, classes, k, index, assumptions, grid)
 
     monkeypatch.setattr(tables_module, "boxed_prices", counting)
     return seen

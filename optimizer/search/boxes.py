@@ -10,14 +10,24 @@ from __future__ import annotations
 
 import numpy as np
 
-from optimizer.costmodel import BOX_KNOBS, CostAssumptions, GridPrices, LayoutBox, Profile
+from optimizer.costmodel import (
+    BOX_KNOBS,
+    CostAssumptions,
+    GridPrices,
+    LayoutBox,
+    LayoutGrid,
+    Profile,
+)
 from optimizer.search.placements import PlacementClasses
 from optimizer.search.problem import KNOBS, SearchProblem
 from optimizer.search.terms import PLACEMENT
 
 # Cells of one box (every combination, valid or not): the largest arrays a box pricing
-# holds are this many float64s, 16 MB each.
-BOX_CELLS = 2_000_000
+# holds are this many float64s, 8 MB each.
+BOX_CELLS = 1_000_000
+# Beyond this many box cells a row, rows are priced one by one: on the plate a box of 5 cells
+# a row prices 6x faster than its rows; one of 16 micro-batch sizes, 40 a row, was slower.
+MAX_CELLS_PER_ROW = 16
 
 assert BOX_KNOBS == KNOBS, "a box's axes are the search's knobs, in its order"
 
@@ -38,16 +48,22 @@ def boxed_prices(
     k: np.ndarray,
     index: dict[str, np.ndarray],
     assumptions: CostAssumptions,
+    grid: LayoutGrid,
 ) -> GridPrices:
     """The figures of the rows (degree tuple `k`, each knob's and the placement class's
-    value index in `index`): the rows of each schedule in boxes of their own, since only
+    value index in `index`; `grid`, the same rows as layouts): the rows of each schedule in boxes of their own, since only
     1F1B interleaves (one box over every vpp and schedule would be 2.4x larger, its extra
-    cells no layout)."""
+    cells no layout). Rows whose box would hold more than MAX_CELLS_PER_ROW cells a row
+    (many micro-batch sizes, of which each tuple's dp admits a few) are priced row by row,
+    as `price_grid` prices them: a box would then be slower and larger than the rows."""
     out = {name: np.empty(k.size) for name in PRICE_FIELDS}
     schedule = index["schedule"]
     for rows in np.split(np.argsort(schedule, kind="stable"), _starts(schedule)):
         part = {name: column[rows] for name, column in index.items()}
-        prices = _boxes(profile, problem, classes, k[rows], part, assumptions)
+        if _cells(problem, classes, k[rows], part) > MAX_CELLS_PER_ROW * rows.size:
+            prices = profile.price_grid(problem.job, grid.take(rows), assumptions)
+        else:
+            prices = _boxes(profile, problem, classes, k[rows], part, assumptions)
         for name in PRICE_FIELDS:
             out[name][rows] = getattr(prices, name)
     return GridPrices(**out)
@@ -87,6 +103,17 @@ def _boxes(
         for name in PRICE_FIELDS:
             out[name][rows] = _read(np.asarray(getattr(prices, name)), box.shape, where)
     return GridPrices(**out)
+
+
+def _cells(
+    problem: SearchProblem, classes: PlacementClasses, k: np.ndarray, index: dict[str, np.ndarray]
+) -> int:
+    """Cells of the boxes over these rows: their tuples times the values each axis takes."""
+    sizes = {name: len(problem.knobs[name]) for name in KNOBS} | {PLACEMENT: classes.count}
+    cells = _present(k, len(problem.degrees)).size
+    for name, size in sizes.items():
+        cells *= _present(index[name], size).size
+    return cells
 
 
 def _read(values: np.ndarray, shape: tuple[int, ...], where: tuple[np.ndarray, ...]) -> np.ndarray:

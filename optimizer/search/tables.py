@@ -340,7 +340,7 @@ def priced_rows(
     grid = _grid_for_rows(problem, classes, k, index)
     profile = profile_named(problem.profile)
     if profile.price_box is not None and whole_layouts(axes):
-        prices = boxed_prices(profile, problem, classes, k, index, assumptions)
+        prices = boxed_prices(profile, problem, classes, k, index, assumptions, grid)
     else:
         prices = profile.price_grid(problem.job, grid, assumptions)
     scaled = _scaled_terms(terms, axes, prices)
