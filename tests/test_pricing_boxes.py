@@ -80,7 +80,7 @@ def test_rows_too_sparse_for_a_box_are_priced_row_by_row_in_their_place(
 ) -> None:
     problem, classes, grid, k, index, costs = rows_of("70b at 32k on 256, context parallel")
     profile = profile_named("standard")
-    dense = boxes._cells(problem, classes, k, index) / len(k)
+    dense = boxes.Rows(problem, classes, k, index).cells / len(k)
     assert dense > 1  # a box holds cells no layout takes
     expected = profile.price_grid(problem.job, grid, costs)
     monkeypatch.setattr(boxes, "MAX_CELLS_PER_ROW", 0)  # every schedule's rows priced as rows

@@ -8,6 +8,8 @@ the schedule's bubble) depends on a few of its choices.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from optimizer.costmodel import (
@@ -41,6 +43,36 @@ PRICE_FIELDS = (
 )
 
 
+@dataclass(frozen=True)
+class Rows:
+    """Table rows to price: degree tuple `k`, each knob's and the placement class's value
+    index in `index`, all into `problem`'s lists and `classes`."""
+
+    problem: SearchProblem
+    classes: PlacementClasses
+    k: np.ndarray
+    index: dict[str, np.ndarray]
+
+    def part(self, rows: np.ndarray) -> Rows:
+        return Rows(
+            self.problem, self.classes, self.k[rows], {n: c[rows] for n, c in self.index.items()}
+        )
+
+    @property
+    def axis_sizes(self) -> dict[str, int]:
+        """Values each axis of the problem has (placement: the most classes of a tuple)."""
+        knobs = {name: len(self.problem.knobs[name]) for name in KNOBS}
+        return knobs | {PLACEMENT: self.classes.count}
+
+    @property
+    def cells(self) -> int:
+        """Cells of the boxes over these rows: their tuples times the values each axis takes."""
+        cells = _present(self.k, len(self.problem.degrees)).size
+        for name, size in self.axis_sizes.items():
+            cells *= _present(self.index[name], size).size
+        return cells
+
+
 def boxed_prices(
     profile: Profile,
     problem: SearchProblem,
@@ -51,69 +83,52 @@ def boxed_prices(
     grid: LayoutGrid,
 ) -> GridPrices:
     """The figures of the rows (degree tuple `k`, each knob's and the placement class's
-    value index in `index`; `grid`, the same rows as layouts): the rows of each schedule in boxes of their own, since only
-    1F1B interleaves (one box over every vpp and schedule would be 2.4x larger, its extra
-    cells no layout). Rows whose box would hold more than MAX_CELLS_PER_ROW cells a row
-    (many micro-batch sizes, of which each tuple's dp admits a few) are priced row by row,
-    as `price_grid` prices them: a box would then be slower and larger than the rows."""
+    value index in `index`; `grid`, the same rows as layouts): the rows of each schedule in
+    boxes of their own, since only 1F1B interleaves (one box over every vpp and schedule
+    would be 2.4x larger, its extra cells no layout). Rows whose box would hold more than
+    MAX_CELLS_PER_ROW cells a row (many micro-batch sizes, of which each tuple's dp admits a
+    few) are priced row by row, as `price_grid` prices them: a box would then be slower and
+    larger than the rows."""
     out = {name: np.empty(k.size) for name in PRICE_FIELDS}
+    every = Rows(problem, classes, k, index)
     schedule = index["schedule"]
     for rows in np.split(np.argsort(schedule, kind="stable"), _starts(schedule)):
-        part = {name: column[rows] for name, column in index.items()}
-        if _cells(problem, classes, k[rows], part) > MAX_CELLS_PER_ROW * rows.size:
+        part = every.part(rows)
+        if part.cells > MAX_CELLS_PER_ROW * rows.size:
             prices = profile.price_grid(problem.job, grid.take(rows), assumptions)
         else:
-            prices = _boxes(profile, problem, classes, k[rows], part, assumptions)
+            prices = _boxes(profile, part, assumptions)
         for name in PRICE_FIELDS:
             out[name][rows] = getattr(prices, name)
     return GridPrices(**out)
 
 
-def _boxes(
-    profile: Profile,
-    problem: SearchProblem,
-    classes: PlacementClasses,
-    k: np.ndarray,
-    index: dict[str, np.ndarray],
-    assumptions: CostAssumptions,
-) -> GridPrices:
+def _boxes(profile: Profile, rows: Rows, assumptions: CostAssumptions) -> GridPrices:
     """The rows priced a block of tuples at a time over the values the rows take (a
     relaxation's extra rows price only their own knob values)."""
     assert profile.price_box is not None
-    names = (*KNOBS, PLACEMENT)
-    sizes = {name: len(problem.knobs[name]) for name in KNOBS} | {PLACEMENT: classes.count}
-    present = {name: _present(index[name], sizes[name]) for name in names}
-    at = [_positions(present[name], sizes[name])[index[name]] for name in names]
+    problem, k, index, sizes = rows.problem, rows.k, rows.index, rows.axis_sizes
+    present = {name: _present(index[name], size) for name, size in sizes.items()}
+    at = [_positions(present[name], size)[index[name]] for name, size in sizes.items()]
     tuples = _present(k, len(problem.degrees))
     row_tuple = _positions(tuples, len(problem.degrees))[k]
     knobs = {n: tuple(np.asarray(problem.knobs[n])[present[n]].tolist()) for n in KNOBS}
     # placement classes by position; past a tuple's last class, padding priced as code 0
-    codes = np.maximum(classes.codes()[tuples][:, present[PLACEMENT]], 0)
+    codes = np.maximum(rows.classes.codes()[tuples][:, present[PLACEMENT]], 0)
     cells_per_tuple = int(np.prod([len(values) for values in present.values()]))
     block = max(1, BOX_CELLS // cells_per_tuple)
     out = {name: np.empty(k.size) for name in PRICE_FIELDS}
     row_block = row_tuple // block
-    for rows in np.split(np.argsort(row_block, kind="stable"), _starts(row_block)):
-        first = int(row_tuple[rows[0]]) // block * block
+    for chunk in np.split(np.argsort(row_block, kind="stable"), _starts(row_block)):
+        first = int(row_tuple[chunk[0]]) // block * block
         chosen = slice(first, first + block)
         box = LayoutBox(problem.degrees[tuples[chosen]], knobs, codes[chosen])
         with np.errstate(all="ignore"):  # combinations that are not layouts may overflow
             prices = profile.price_box(problem.job, box, assumptions)
-        where = (row_tuple[rows] - first, *(column[rows] for column in at))
+        where = (row_tuple[chunk] - first, *(column[chunk] for column in at))
         for name in PRICE_FIELDS:
-            out[name][rows] = _read(np.asarray(getattr(prices, name)), box.shape, where)
+            out[name][chunk] = _read(np.asarray(getattr(prices, name)), box.shape, where)
     return GridPrices(**out)
-
-
-def _cells(
-    problem: SearchProblem, classes: PlacementClasses, k: np.ndarray, index: dict[str, np.ndarray]
-) -> int:
-    """Cells of the boxes over these rows: their tuples times the values each axis takes."""
-    sizes = {name: len(problem.knobs[name]) for name in KNOBS} | {PLACEMENT: classes.count}
-    cells = _present(k, len(problem.degrees)).size
-    for name, size in sizes.items():
-        cells *= _present(index[name], size).size
-    return cells
 
 
 def _read(values: np.ndarray, shape: tuple[int, ...], where: tuple[np.ndarray, ...]) -> np.ndarray:
