@@ -108,6 +108,26 @@ def test_frontier_equals_enumerator(job: TrainingJob, space: SearchSpace) -> Non
     assert_frontier_matches(job, space)
 
 
+def test_two_layouts_of_one_mfu_make_one_frontier_point() -> None:
+    # found by the test above: two layouts whose MFUs are equal to 2 ulps (12.6 and 14.2 MB)
+    # have ln(MFU) terms rounded in different workshop tables, a unit apart; the frontier
+    # kept both where the enumerator (and a user) sees one point
+    model = TransformerSpec(
+        num_layers=3,
+        hidden_size=256,
+        ffn_hidden_size=512,
+        num_attention_heads=4,
+        num_kv_heads=2,
+        vocab_size=32000,
+    )
+    cluster = ClusterSpec(gpus=128, gpu=gpu_preset("h100-sxm"), gpus_per_node=4)
+    job = TrainingJob(
+        model=model, cluster=cluster, training=TrainingSpec(global_batch=96, seq_len=4096)
+    )
+    space = SearchSpace(max_vpp=1, micro_batches=[1], require_tp_divides_kv_heads=False)
+    assert_frontier_matches(job, space)
+
+
 BIG_CASES = [
     (16384, "llama3-405b", SearchSpace()),  # the plate: OR-Tools' presolve once lost a point
     (24576, "llama3-405b", SearchSpace()),

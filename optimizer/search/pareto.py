@@ -13,7 +13,8 @@ from __future__ import annotations
 import time
 
 from models.layout import Layout
-from optimizer.costmodel import CostAssumptions
+from optimizer.costmodel import CostAssumptions, evaluate
+from optimizer.search.enumerator import FLOAT_NOISE_RELATIVE
 from optimizer.search.model import LayoutModel
 from optimizer.search.problem import SearchProblem
 from optimizer.search.solve import Found, SolveSettings, frontier_point
@@ -43,8 +44,27 @@ def frontier(
         if found.layout is None or found.memory_bytes is None or not found.proved:
             proved = found.layout is None and found.proved  # a point short of its proof may
             break  # be dominated: stop honestly
-        if points and points[-1].ln_mfu == found.ln_mfu:
+        if points and _matched(problem, assumptions, points[-1], found):
             points.pop()  # same MFU for less memory: the earlier point is dominated
         points.append(found)
         cap_bytes = found.memory_bytes - 1
     return [point.layout for point in reversed(points) if point.layout is not None], proved
+
+
+def _matched(
+    problem: SearchProblem, assumptions: CostAssumptions, earlier: Found, found: Found
+) -> bool:
+    """Whether `found` (less memory) reaches `earlier`'s MFU: equal ln(MFU) in the model's
+    units, or, when the ln values differ, the cost model's MFUs equal to float noise, as the
+    enumerator judges (two layouts of one MFU whose terms round in different tables can sit
+    a unit of ln(MFU) apart)."""
+    if earlier.ln_mfu == found.ln_mfu:
+        return True
+    if earlier.layout is None or found.layout is None:
+        return False
+    before, now = (_mfu(problem, assumptions, p) for p in (earlier.layout, found.layout))
+    return before <= now * (1 + FLOAT_NOISE_RELATIVE)
+
+
+def _mfu(problem: SearchProblem, assumptions: CostAssumptions, layout: Layout) -> float:
+    return evaluate(problem.job, layout, problem.profile, assumptions).mfu
