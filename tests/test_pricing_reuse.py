@@ -202,7 +202,7 @@ def test_an_objective_copied_back_is_the_one_written() -> None:
     *_, problem, costs = request("8b on 256, tp and zero ruled")
     tables = build_tables(narrowed(problem), costs)
     fresh, reused = LayoutModel(tables), LayoutModel(tables)
-    fresh.model.maximize(fresh.ln_mfu)
+    fresh.model.maximize(fresh.ln_mfu_value)
     reused.stage_most_mfu()
     reused.stage_least_memory_above(reused.ln_mfu_bounds()[0])
     reused.stage_most_mfu()  # copied back, not written again

@@ -110,7 +110,7 @@ def solve_best(
     if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         return Found(None, False, 1, bound_ln_mfu=objective_bound(solver))
     proved = status == cp_model.OPTIMAL
-    best_ln_mfu = int(round(solver.value(layout_model.ln_mfu)))
+    best_ln_mfu = int(round(solver.value(layout_model.ln_mfu_value)))
     bound = best_ln_mfu if proved else objective_bound(solver)
     first = Found(
         layout_model.layout(solver),
@@ -176,7 +176,7 @@ def solve_once(layout_model: LayoutModel, settings: SolveSettings) -> Found:
         status == cp_model.OPTIMAL,
         1,
         layout_model.memory_bytes(solver),
-        int(solver.value(layout_model.ln_mfu)),
+        int(solver.value(layout_model.ln_mfu_value)),
     )
 
 
