@@ -186,7 +186,9 @@ s, the frontier 1.4 s against <= 0.5 s (at this session's start, 2026-12-01 19:4
   plate's model, nothing found to use), and the frontier's one-solve objective over a
   variable equal to ln(MFU): over the rows the weight overflowed CP-SAT's int64 bound on
   standard's tables, so each point took two solves (megatron plate 47 -> 24 solves, the same
-  23 points).
+  23 points); ln(MFU) is that one variable for the floor, the objectives and the read-back
+  too (a sum over the rows took ~20 ms to write as an objective): about 5% off the
+  explanations.
 What is left of the optimum's 0.44 s: the row machinery around the boxes (valid rows,
 expansion, engine rules, dominance; ~0.2 s), the model build (~0.09 s) and two solves (~0.08
 s, most of each loading a model of ~6,600 row literals). Of the explanations' 2.3 s: six
