@@ -84,22 +84,28 @@ def elementwise_bytes_per_token(
     and combine permutations (read and write h per copy: 4h each way). Attention's own
     traffic is inside the fused attention kernel."""
     h, q = model.hidden_size, model.q_width
-    passes = 1 if forward_only else 2
-    norms_and_adds = NORMS_PER_LAYER * (FUSED_NORM_BYTES[0] + RESIDUAL_ADD_BYTES[0])
-    if not forward_only:
-        norms_and_adds += NORMS_PER_LAYER * (FUSED_NORM_BYTES[1] + RESIDUAL_ADD_BYTES[1])
-    rotary = sum(FUSED_ROTARY_BYTES[:passes]) * (q + model.kv_width / 2)
-    per_f = sum((FUSED_SWIGLU_BYTES if model.gated_mlp else FUSED_GELU_BYTES)[:passes])
-    permutations = model.moe_layer_share * model.experts_per_token * PERMUTE_BYTES * passes * h
+
+    def bytes_of(by_pass: tuple[int, int]) -> int:
+        return passes_bytes(by_pass, forward_only)
+
+    norms_and_adds = NORMS_PER_LAYER * (bytes_of(FUSED_NORM_BYTES) + bytes_of(RESIDUAL_ADD_BYTES))
+    rotary = bytes_of(FUSED_ROTARY_BYTES) * (q + model.kv_width / 2)
+    per_f = bytes_of(FUSED_SWIGLU_BYTES if model.gated_mlp else FUSED_GELU_BYTES)
+    permutations = model.moe_layer_share * model.experts_per_token * bytes_of(PERMUTE_BYTES) * h
     projections = rotary + per_f * model.mlp_width_per_token + permutations
     return float(norms_and_adds * h), float(projections)
+
+
+def passes_bytes(by_pass: tuple[int, int], forward_only: bool) -> int:
+    """A kernel's (forward, backward) bytes a value: both passes, or the forward alone."""
+    return by_pass[0] if forward_only else by_pass[0] + by_pass[1]
 
 
 # A residual add reads two values and writes one (6 bytes in bf16); its gradient backward
 # as much; two a layer, one after each norm's sublayer. An MoE permutation reads and writes
 # each copy's h once a pass.
 RESIDUAL_ADD_BYTES = (6, 6)
-PERMUTE_BYTES = 4
+PERMUTE_BYTES = (4, 4)
 # HBM bytes an element of the hidden state moves through one RMSNorm, forward and backward,
 # as eager fp32 ops (pytorch/torchtitan@9dec370 torchtitan/models/norms.py l.96-101) and as a
 # fused kernel (4 + 6: elementwise_bytes_per_token's 8h + 12h for two norms), forward and
@@ -125,6 +131,9 @@ FUSED_GELU_BYTES = (4, 6)
 # The attention output's transpose(1, 2).contiguous() (model.py l.210-212): a read and a
 # write each way.
 LAYOUT_COPY_BYTES = (4, 4)
+# repeat_kv: forward reads kv and writes 2q, backward reads 2q and writes kv, in bf16; per
+# value of (kv + 2q) a pass.
+KV_COPY_BYTES = (BF16_BYTES, BF16_BYTES)
 
 
 def eager_bytes_per_token(
@@ -142,10 +151,9 @@ def eager_bytes_per_token(
     K and V at the query width, forward (read kv, write 2q) and their gradients summed back
     (read 2q, write kv)."""
     h, q, kv = model.hidden_size, model.q_width, model.kv_width
-    passes = 1 if forward_only else 2
 
     def extra(eager: tuple[int, int], fused: tuple[int, int] = (0, 0)) -> int:
-        return sum(eager[:passes]) - sum(fused[:passes])
+        return passes_bytes(eager, forward_only) - passes_bytes(fused, forward_only)
 
     hidden = NORMS_PER_LAYER * extra(EAGER_NORM_BYTES, FUSED_NORM_BYTES) * h
     projections = 0.0
@@ -155,7 +163,7 @@ def eager_bytes_per_token(
         mlp = per_f * model.mlp_width_per_token if model.gated_mlp else 0.0
         projections = rotary + mlp + extra(LAYOUT_COPY_BYTES) * q
     if kv_copies and model.num_kv_heads < model.num_attention_heads:
-        projections += passes * BF16_BYTES * (kv + 2 * q)
+        projections += extra(KV_COPY_BYTES) * (kv + 2 * q)
     return (float(hidden) if norms else 0.0), float(projections)
 
 
