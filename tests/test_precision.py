@@ -17,7 +17,7 @@ from models.presets import gpu_preset, model_preset
 from models.training import TrainingSpec
 from optimizer.costmodel import CostAssumptions, evaluate
 from optimizer.costmodel.standard import kernels as kern
-from optimizer.costmodel.standard.compute import layer_gemm_efficiency, matmul_s
+from optimizer.costmodel.standard.compute import elementwise_s, gemm_s, layer_gemm_efficiency
 from optimizer.costmodel.standard.degrees import Degrees
 from optimizer.engines import engine_assumptions, get_engine
 from tests.helpers import run_cli
@@ -71,10 +71,11 @@ def test_fp8_gemm_time_by_hand() -> None:
     a = CostAssumptions(elementwise_traffic=False)
     hand = 6 * LAYER_PARAMS * 8192 / (4 * 1979e12 * (0.6 * 0.709 / 0.803))
     assert hand == pytest.approx(10.0287e-3, rel=1e-4)
-    assert float(matmul_s(job(), a, degrees(), 8192)) == pytest.approx(hand)
+    assert float(gemm_s(job(), a, degrees(), 8192)) == pytest.approx(hand)
+    assert elementwise_s(job(), a, degrees(), 8192) == 0.0
     # in bf16 the same GEMMs take 6 x 855,638,016 x 8192 / (4 x 989e12 x 0.6) = 17.7 ms
     bf16 = 6 * LAYER_PARAMS * 8192 / (4 * 989e12 * 0.6)
-    assert float(matmul_s(job("bf16"), a, degrees(), 8192)) == pytest.approx(bf16)
+    assert float(gemm_s(job("bf16"), a, degrees(), 8192)) == pytest.approx(bf16)
 
 
 def test_fp8_cast_bytes_per_token_by_hand() -> None:
@@ -93,9 +94,12 @@ def test_fp8_casts_add_their_hbm_time_by_hand() -> None:
     casts = 8192 * (4.0 * 4 * H + 4.0 * (2 * Q + KV + 3 * F)) / 4 / 3.35e12
     assert casts == pytest.approx(0.33554e-3, rel=1e-4)
     on, off = CostAssumptions(), CostAssumptions(elementwise_traffic=False)
-    fp8_extra = float(matmul_s(job(), on, degrees(), 8192) - matmul_s(job(), off, degrees(), 8192))
+    fp8_extra = float(
+        elementwise_s(job(), on, degrees(), 8192) - elementwise_s(job(), off, degrees(), 8192)
+    )
     bf16_extra = float(
-        matmul_s(job("bf16"), on, degrees(), 8192) - matmul_s(job("bf16"), off, degrees(), 8192)
+        elementwise_s(job("bf16"), on, degrees(), 8192)
+        - elementwise_s(job("bf16"), off, degrees(), 8192)
     )
     assert fp8_extra - bf16_extra == pytest.approx(casts)
 

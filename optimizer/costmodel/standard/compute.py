@@ -46,11 +46,6 @@ def layer_gemm_efficiency(job: TrainingJob, a: CostAssumptions) -> float:
     return min(efficiency * prec.fp8_ceiling_ratio(job), 1.0)
 
 
-def matmul_s(job: TrainingJob, a: CostAssumptions, k: Degrees, tokens: Number) -> Number:
-    """One layer's GEMMs and the memory-bound elementwise work beside them."""
-    return gemm_s(job, a, k, tokens) + elementwise_s(job, a, k, tokens)
-
-
 def gemm_s(job: TrainingJob, a: CostAssumptions, k: Degrees, tokens: Number) -> Number:
     """One layer's GEMMs, forward and backward, at their kernel efficiency (in FP8 under
     precision fp8), less what their shapes lose to wave quantisation on the GPU's SMs."""
