@@ -10,6 +10,7 @@ from optimizer.costmodel.assumptions import MIN_EFFICIENCY, CostAssumptions
 from optimizer.costmodel.estimate import Estimate, MemoryBytes, MfuStep
 from optimizer.costmodel.grid import (
     BOX_KNOBS,
+    DEGREE_COLUMNS,
     PLACEMENTS,
     RECOMPUTE_CODES,
     SCHEDULE_CODES,
@@ -37,6 +38,7 @@ from optimizer.costmodel.standard.profile import expert_span
 
 __all__ = [
     "BOX_KNOBS",
+    "DEGREE_COLUMNS",
     "DEFAULT_EVALUATE_PROFILE",
     "MIN_EFFICIENCY",
     "PLACEMENTS",

@@ -21,6 +21,8 @@ SCHEDULE_CODES: tuple[Schedule, ...] = (
     Schedule.ZERO_BUBBLE,
     Schedule.DUALPIPE,
 )
+# The columns of a search's degree rows, in order.
+DEGREE_COLUMNS: tuple[Dimension, ...] = ("tp", "pp", "cp", "dp")
 # Every order of the four dimensions, innermost first; a grid names one by its index.
 PLACEMENTS: tuple[tuple[Dimension, ...], ...] = tuple(permutations(DIMENSIONS))
 
@@ -119,6 +121,21 @@ class LayoutGrid:
         return LayoutGrid(**{name: getattr(self, name)[index] for name in _FIELDS})
 
     @classmethod
+    def placed(cls, degrees: np.ndarray, placement: np.ndarray) -> LayoutGrid:
+        """Degree rows (N, 4) of (tp, pp, cp, dp) under placement codes (N,), every other
+        knob at its plainest (vpp 1, micro-batch 1, ZeRO 0, no recompute): for what depends
+        only on where the groups land (their spans)."""
+        ones = np.ones(len(degrees), dtype=np.int64)
+        return cls(
+            **{dim: degrees[:, i] for i, dim in enumerate(DEGREE_COLUMNS)},
+            vpp=ones,
+            micro_batch=ones,
+            zero=0 * ones,
+            recompute=0 * ones,
+            placement=placement,
+        )
+
+    @classmethod
     def from_layouts(cls, layouts: list[Layout]) -> LayoutGrid:
         def column(values: list[int]) -> np.ndarray:
             return np.asarray(values, dtype=np.int64)
@@ -174,7 +191,6 @@ class GridPrices:
         )
 
 
-_DEGREE_COLUMNS: tuple[Dimension, ...] = ("tp", "pp", "cp", "dp")  # a search's degree rows
 # The knobs of a LayoutBox, one axis each in this order between the tuple and the placement.
 BOX_KNOBS = ("vpp", "micro_batch", "zero", "recompute", "schedule", "ep")
 
@@ -206,7 +222,7 @@ class LayoutBox:
         return np.asarray(values, dtype=np.int64).reshape(shape)
 
     def degree(self, dim: Dimension) -> np.ndarray:
-        return self._along(self.degrees[:, _DEGREE_COLUMNS.index(dim)], (0,))
+        return self._along(self.degrees[:, DEGREE_COLUMNS.index(dim)], (0,))
 
     def knob(self, name: str) -> np.ndarray:
         return self._along(np.asarray(self.knobs[name]), (1 + BOX_KNOBS.index(name),))
@@ -214,13 +230,6 @@ class LayoutBox:
     def span(self, dim: Dimension) -> np.ndarray:
         """GPUs one `dim` group spans, per tuple and placement."""
         tuples, per_tuple = self.placements.shape
-        ones = np.ones(tuples * per_tuple, dtype=np.int64)
-        flat = LayoutGrid(
-            **{d: np.repeat(self.degrees[:, i], per_tuple) for i, d in enumerate(_DEGREE_COLUMNS)},
-            vpp=ones,
-            micro_batch=ones,
-            zero=0 * ones,
-            recompute=0 * ones,
-            placement=self.placements.ravel(),
-        )
+        degrees = np.repeat(self.degrees, per_tuple, axis=0)
+        flat = LayoutGrid.placed(degrees, self.placements.ravel())
         return self._along(flat.span(dim).reshape(tuples, per_tuple), (0, len(self.shape) - 1))

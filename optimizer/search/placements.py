@@ -11,7 +11,6 @@ from models.layout import DIMENSIONS, Dimension
 from optimizer.costmodel import LayoutGrid, domains_spanned, expert_span
 from optimizer.search.problem import (
     SearchProblem,
-    degree_columns,
     divisors,
     fast_link_domain,
     on_fast_links,
@@ -90,16 +89,7 @@ def placement_class_of(problem: SearchProblem) -> np.ndarray:
     if len(problem.degrees) == 0:  # no tuple, no class
         return np.zeros((0, codes.size), dtype=np.int64)
     k, p = np.meshgrid(np.arange(len(problem.degrees)), codes, indexing="ij")
-    degrees = problem.degrees[k.ravel()]
-    ones = np.ones(k.size, dtype=np.int64)
-    grid = LayoutGrid(
-        **degree_columns(degrees),
-        vpp=ones,
-        micro_batch=ones,
-        zero=0 * ones,
-        recompute=0 * ones,
-        placement=p.ravel(),
-    )
+    grid = LayoutGrid.placed(problem.degrees[k.ravel()], p.ravel())
     dims = PLACEMENT_PRICED_DIMS.get(problem.profile, DIMENSIONS)
     fits = np.stack(_priced_links(problem, grid, dims), axis=1)
     fits = fits.reshape(*k.shape, -1)

@@ -19,7 +19,13 @@ from models.errors import InvalidSpec
 from models.hardware import fits_one_domain
 from models.job import TrainingJob
 from models.layout import Recompute, Schedule
-from optimizer.costmodel import PLACEMENTS, LayoutGrid, recompute_code, schedule_code
+from optimizer.costmodel import (
+    DEGREE_COLUMNS,
+    PLACEMENTS,
+    LayoutGrid,
+    recompute_code,
+    schedule_code,
+)
 from optimizer.engines import Engine, EngineRule, rule_masks
 from optimizer.search.space import SearchSpace
 
@@ -284,7 +290,7 @@ def valid_knob_mask(
 
 def degree_columns(degrees: np.ndarray) -> dict[str, np.ndarray]:
     """(K, 4) degree rows as LayoutGrid's tp, pp, cp, dp columns."""
-    return {name: degrees[:, i] for i, name in enumerate(("tp", "pp", "cp", "dp"))}
+    return {name: degrees[:, i] for i, name in enumerate(DEGREE_COLUMNS)}
 
 
 def narrowed(problem: SearchProblem) -> SearchProblem:
