@@ -11,6 +11,8 @@ ln(MFU) to 1 / LN_MFU_SCALE.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
+from functools import cache
 
 from models.layout import Layout
 from optimizer.costmodel import CostAssumptions, evaluate
@@ -37,6 +39,11 @@ def frontier(
     except CutShort:
         return [], False
     points: list[Found] = []
+
+    @cache  # each point is compared twice, with the one before and the one after
+    def mfu_of(layout: Layout) -> float:
+        return evaluate(problem.job, layout, problem.profile, assumptions).mfu
+
     cap_bytes: int | None = None
     proved = False
     while (remaining_s := deadline - time.perf_counter()) > 0:
@@ -44,16 +51,14 @@ def frontier(
         if found.layout is None or found.memory_bytes is None or not found.proved:
             proved = found.layout is None and found.proved  # a point short of its proof may
             break  # be dominated: stop honestly
-        if points and _matched(problem, assumptions, points[-1], found):
+        if points and _matched(mfu_of, points[-1], found):
             points.pop()  # same MFU for less memory: the earlier point is dominated
         points.append(found)
         cap_bytes = found.memory_bytes - 1
     return [point.layout for point in reversed(points) if point.layout is not None], proved
 
 
-def _matched(
-    problem: SearchProblem, assumptions: CostAssumptions, earlier: Found, found: Found
-) -> bool:
+def _matched(mfu_of: Callable[[Layout], float], earlier: Found, found: Found) -> bool:
     """Whether `found` (less memory) reaches `earlier`'s MFU: equal ln(MFU) in the model's
     units, or, when the ln values differ, the cost model's MFUs equal to float noise, as the
     enumerator judges (two layouts of one MFU whose terms round in different tables can sit
@@ -62,9 +67,4 @@ def _matched(
         return True
     if earlier.layout is None or found.layout is None:
         return False
-    before, now = (_mfu(problem, assumptions, p) for p in (earlier.layout, found.layout))
-    return before <= now * (1 + FLOAT_NOISE_RELATIVE)
-
-
-def _mfu(problem: SearchProblem, assumptions: CostAssumptions, layout: Layout) -> float:
-    return evaluate(problem.job, layout, problem.profile, assumptions).mfu
+    return mfu_of(earlier.layout) <= mfu_of(found.layout) * (1 + FLOAT_NOISE_RELATIVE)
