@@ -279,3 +279,23 @@ def test_fsdp2_hides_its_gathers_under_the_whole_micro_batch() -> None:
         engine_assumptions(get_engine("torchtitan"), CostAssumptions(zero3_overlap_fraction=0.5)),
     )
     assert titan.times_s["zero3_per_micro_batch"] < half.times_s["zero3_per_micro_batch"]
+
+
+def test_each_engine_prices_its_own_loss_kernels() -> None:
+    """Megatron-LM's unfused cross entropy (the default, 52 B a logit), torchtitan's
+    cross_entropy(logits.float()) (36 B), Megatron-Bridge's Transformer Engine kernel on the
+    bf16 logits in place (10 B): docs/cost-model.md, "The loss"."""
+    by_engine = {
+        name: engine_assumptions(get_engine(name), CostAssumptions()).loss_bytes_per_logit
+        for name in ("megatron", "generic", "deepspeed", "torchtitan", "nemo")
+    }
+    assert by_engine == {
+        "megatron": 52,
+        "generic": 52,
+        "deepspeed": 52,
+        "torchtitan": 6 + 8 + 4 + 12 + 6,
+        "nemo": 2 + 4 + 4,
+    }
+    # a request's own figure wins over the engine's
+    mine = CostAssumptions(loss_bytes_per_logit=20)
+    assert engine_assumptions(get_engine("nemo"), mine).loss_bytes_per_logit == 20

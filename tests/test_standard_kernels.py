@@ -122,3 +122,20 @@ def test_ring_attention_sends_at_one_nics_pace() -> None:
     gathered = evaluate(job, layout, "standard", CostAssumptions(**quiet))
     ring = evaluate(job, layout, "standard", CostAssumptions(cp_exchange="p2p", **quiet))
     assert ring.times_s["cp_comm"] == pytest.approx(8 * gathered.times_s["cp_comm"])
+
+
+def test_the_loss_moves_its_logits_bytes_at_hbm_bandwidth() -> None:
+    """The loss over the last rank's vocabulary shard: every token's V / tp logits at
+    `loss_bytes_per_logit` bytes each, at the GPU's HBM bandwidth, in the head's time."""
+    job, layout = plate_job(), Layout(tp=8, pp=16, vpp=4, zero=1)
+    with_loss = evaluate(job, layout, "standard")
+    without = evaluate(job, layout, "standard", CostAssumptions(loss_bytes_per_logit=0))
+    # 8,192 tokens x 128,256 / 8 logits x 52 B over H100's 3,350 GB/s
+    by_hand_s = 8192 * 128256 / 8 * 52 / 3350e9
+    assert CostAssumptions().loss_bytes_per_logit == 52
+    assert job.model.vocab_size == 128256 and job.training.seq_len == 8192
+    assert with_loss.times_s["head"] - without.times_s["head"] == pytest.approx(by_hand_s)
+    assert with_loss.times_s["matmul"] == without.times_s["matmul"]
+    off = evaluate(job, layout, "standard", CostAssumptions(elementwise_traffic=False))
+    no_traffic = CostAssumptions(elementwise_traffic=False, loss_bytes_per_logit=0)
+    assert off.times_s["head"] == evaluate(job, layout, "standard", no_traffic).times_s["head"]

@@ -185,6 +185,9 @@ class EngineRuntime:
     # bytes per vocabulary logit the loss holds at its peak, where the engine's loss code
     # sets it (None: the profile's fp32 default)
     logits_bytes_per_value: float | None = None
+    # HBM bytes the engine's loss kernels move per logit (None: the profile's default,
+    # Megatron-Core's unfused cross entropy)
+    loss_bytes_per_logit: float | None = None
     # whether rotary, the MLP activation and the attention output's copy run as eager ops
     # (a model in plain PyTorch without torch.compile) rather than fused kernels
     eager_pointwise: bool = False

@@ -323,7 +323,12 @@ RING_ATTENTION = CpExchange(
 )
 
 
-def runtime(overlaps: tuple[Overlap, ...]) -> EngineRuntime:
+def runtime(
+    overlaps: tuple[Overlap, ...], loss_bytes_per_logit: float | None = None
+) -> EngineRuntime:
     return EngineRuntime(
-        gradient_sync=gradient_sync(), overlaps=overlaps, cp_exchange=RING_ATTENTION
+        gradient_sync=gradient_sync(),
+        overlaps=overlaps,
+        cp_exchange=RING_ATTENTION,
+        loss_bytes_per_logit=loss_bytes_per_logit,
     )

@@ -185,6 +185,16 @@ def _hydra(value: object) -> str:
 
 _OFFERS = mcore.offers(FIELDS, SOURCES)
 
+# Megatron-Bridge's models fuse the loss (GPTModelProvider cross_entropy_loss_fusion True:
+# Megatron-Bridge@067f987 src/megatron/bridge/models/gpt_provider.py l.205) and its performance
+# scripts pick Transformer Engine's kernel (cross_entropy_fusion_impl "te":
+# scripts/performance/utils/overrides.py l.83-84). That kernel works on the bf16 logits in
+# place (NVIDIA/TransformerEngine@1b2b4a8 transformer_engine/pytorch/triton/cross_entropy.py):
+# an online-softmax pass reads them (2), a second reads them and writes the gradient over them
+# (2 + 2), and backward scales it by the per-token loss gradient (2 + 2; Megatron-Core's loss
+# is per token, so the multiply is not skipped).
+TE_FUSED_LOSS_BYTES_PER_LOGIT = 2 + 4 + 4
+
 NEMO = Engine(
     name="nemo",
     label=LABEL,
@@ -205,6 +215,6 @@ NEMO = Engine(
             "src/megatron/bridge/recipes at this commit)",
         ),
     ),
-    runtime=mcore.runtime(OVERLAPS),
+    runtime=mcore.runtime(OVERLAPS, TE_FUSED_LOSS_BYTES_PER_LOGIT),
     exporter=export,
 )

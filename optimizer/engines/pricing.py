@@ -82,6 +82,8 @@ def runtime_choices(engine: Engine) -> dict[str, object]:
         values["cp_overlap_fraction"] = 1.0
     if engine.runtime.logits_bytes_per_value is not None:
         values["logits_bytes_per_value"] = engine.runtime.logits_bytes_per_value
+    if engine.runtime.loss_bytes_per_logit is not None:
+        values["loss_bytes_per_logit"] = engine.runtime.loss_bytes_per_logit
     if engine.runtime.zero3_overlap_fraction is not None:
         values["zero3_overlap_fraction"] = engine.runtime.zero3_overlap_fraction
     return values

@@ -197,6 +197,11 @@ def _no_expert_tp_rule() -> EngineRule:
 # gradient and the log-softmax's input gradient (12 B): 14 B per value of one chunk.
 TITAN_LOSS_CHUNKS = 8
 TITAN_LOGITS_BYTES_PER_VALUE = (2 + 12) / TITAN_LOSS_CHUNKS
+# The same cross_entropy(logits.float()), its HBM traffic per logit, one read of each operand
+# a kernel: forward the fp32 cast (read 2, write 4) and log_softmax (4 + 4); backward the
+# nll gradient written dense (4), log_softmax's backward (reads the gradient and its output,
+# writes one: 12) and the cast back (4 + 2). Chunking changes when, not how much.
+TITAN_LOSS_BYTES_PER_LOGIT = 6 + 8 + 4 + 12 + 6
 
 RUNTIME = EngineRuntime(
     gradient_sync=(
@@ -270,6 +275,7 @@ RUNTIME = EngineRuntime(
     # mm of a layer's forward ({TT}/distributed/activation_checkpoint.py:185-287)
     selective_recompute_matmuls="every_second",
     logits_bytes_per_value=TITAN_LOGITS_BYTES_PER_VALUE,
+    loss_bytes_per_logit=TITAN_LOSS_BYTES_PER_LOGIT,
     # compile is off unless a config turns it on (CompileConfig.enable False, 0.3.0 wheel
     # config/configs.py:291-293; the llama3 registry configs leave it): rotary runs through
     # fp32 complex numbers (models/common/rope.py:255-262) and SwiGLU as

@@ -55,6 +55,20 @@ class MemoryAssumptions(BaseModel):
             "weights where they are used, so keeps no copy."
         ),
     )
+    loss_bytes_per_logit: float = Field(
+        52.0,
+        ge=0,
+        le=1_000,
+        description=(
+            "HBM bytes the loss moves per vocabulary logit, forward and backward (profile "
+            "standard; charged at HBM bandwidth beside the output head's matmul). Default: "
+            "Megatron-Core's unfused vocab-parallel cross entropy, its default "
+            "(cross_entropy_loss_fusion False: NVIDIA/Megatron-LM@d98e8a6 "
+            "megatron/core/model_parallel_config.py l.320), one eager kernel per op: the fp32 "
+            "cast 6, max 4, subtract 8, exp 8, sum 4, divide 8 forward; the gradient's "
+            "multiply 8 and cast back 6 (megatron/core/tensor_parallel/cross_entropy.py)."
+        ),
+    )
     logits_bytes_per_value: float = Field(
         4.0,
         ge=0,

@@ -128,7 +128,19 @@ def head_s(job: TrainingJob, a: CostAssumptions, k: Degrees) -> Number:
     model, gpu = job.model, job.cluster.gpu
     tokens = job.training.seq_len * k.micro_batch / k.cp
     head_flops = 6 * model.vocab_size * model.hidden_size
-    return tim.matmul_s(head_flops, tokens, k.tp, gpu.peak_flop_s, kernel_efficiency(job, a))
+    matmul_s = tim.matmul_s(head_flops, tokens, k.tp, gpu.peak_flop_s, kernel_efficiency(job, a))
+    return matmul_s + loss_s(job, a, k, tokens)
+
+
+def loss_s(job: TrainingJob, a: CostAssumptions, k: Degrees, tokens: Number) -> Number:
+    """The loss over the rank's vocabulary shard, forward and backward, at HBM bandwidth:
+    every token's V/tp logits pass through the engine's cross-entropy kernels, which move
+    `loss_bytes_per_logit` bytes each (the sequence is whole at the loss: the output
+    layer gathers it before its matmul)."""
+    bandwidth = job.cluster.gpu.memory_bandwidth_bytes_s
+    if not a.elementwise_traffic or bandwidth is None:
+        return 0.0
+    return tokens * job.model.vocab_size / k.tp * a.loss_bytes_per_logit / bandwidth
 
 
 def p2p_s(job: TrainingJob, a: CostAssumptions, k: Degrees) -> Number:
