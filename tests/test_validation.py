@@ -216,8 +216,9 @@ def test_gpu_specs_of_rows_carry_their_source() -> None:
 
 # --- the figures --------------------------------------------------------------------------
 
-# Measured (docs/validation.md): the priced rows' mean absolute error is 5.51 points and their
-# worst 34.96, against issue 15's targets of 3 and 8, which the profile does not meet. The
+# Measured (docs/validation.md): the priced rows' mean absolute error is 5.45 points (5.51
+# before Megatron-Core's nine weak-scaling rows joined, 4.96 over them) and their worst 34.96,
+# against issue 15's targets of 3 and 8, which the profile does not meet. The
 # bounds are the measured figures plus half a point: a change that makes them worse fails
 # here. It was 7.77 before the six SC21 DeepSpeed ZeRO-3 rows were priced as 2021 DeepSpeed
 # ran them (a blocking fetch: nothing hidden, 23.1 -> 11.1 points), torchtitan's eager
@@ -227,7 +228,7 @@ def test_gpu_specs_of_rows_carry_their_source() -> None:
 # parallelism"), and the four rows whose runs name DeepEP or HybridEP send a token once per
 # remote domain (8.6 -> 5.3; "Deduplicated dispatch"); 5.64 before each engine's loss kernels
 # were charged at HBM bandwidth ("The loss").
-MEAN_ABS_ERROR_BOUND = 0.0601
+MEAN_ABS_ERROR_BOUND = 0.0595
 MAX_ABS_ERROR_BOUND = 0.3546
 # peak memory over the priced rows: 9.2% mean absolute error over 7 (15.6% over 6 before
 # Transformer Engine's FP8-saved GEMM inputs were priced and the three FP8 SFT rows took their

@@ -166,6 +166,15 @@ Figures as measured when the rows were added; the table above is current.
 - **Eager kernels.** torchtitan's bf16 rows ran without torch.compile, some with fp32 eager
   RMSNorm: charged as their configs say (docs/cost-model.md, "Eager kernels"), their mean error
   went from 8.0 to 5.6 points; the 8B rows on H100 are still 10-11 points over.
+- **Megatron-Core's weak-scaling table** (the Megatron-LM README's nine H100 rows, 1.7B to
+  462B at dp 48). Small hidden sizes are over-predicted (1.7B at tp 1: +10.7, 7.1B: +8.0, after
+  the loss's HBM traffic took 5.3 and 1.1 points off them: docs/cost-model.md "The loss"); the
+  16B and 32B rows, whose tp 4 and tp 8 put their dp-48 gradient sync on one NIC a rank, are
+  under-predicted by 4.6 and 11.8: at 4 micro-batches a step the profile hides the fp32
+  reduce-scatter and the gather (24 GB a rank for the 32B) under one micro-batch only and
+  exposes 0.47 s of a 1.19 s step, where the run's whole step was about 0.89 s. Not fitted:
+  the published table does not say which of the overlaps' reach, NCCL's algorithm or the
+  fabric accounts for it.
 - **Grand Teton H100s.** torchtitan's 8B FSDP rows on Meta's 500 W H100s are over-predicted by
   15-27 points: the profile divides by the SXM peak as the source does, which its own footnote
   says these parts do not reach (torchtitan prints 33-39% MFU for them).
