@@ -155,9 +155,12 @@ class LayoutModel(Objectives):
         ranks = [table.axis_index[axis] for axis in reversed(table.axes)]
         order = np.lexsort((*ranks, parts["memory_bytes"], -parts["ln_mfu"]))
         rows = self.table_rows[largest]
-        self.model.add_decision_strategy(
-            [rows[r] for r in order], cp_model.CHOOSE_FIRST, cp_model.SELECT_MAX_VALUE
-        )
+        # written into the proto as variable indices: OR-Tools' add_decision_strategy wraps
+        # each row in an expression object, ~24 ms on a 6,600-row table, a quarter of a build
+        strategy = self.model.proto.search_strategy.add()
+        strategy.variables.extend([rows[r].index for r in order])
+        strategy.variable_selection_strategy = cp_model.CHOOSE_FIRST
+        strategy.domain_reduction_strategy = cp_model.SELECT_MAX_VALUE
 
     def _channel(self, row_index: np.ndarray, index: np.ndarray, literals: list) -> None:
         """The rows of each value of an axis sum to that value's literal. Written into the
