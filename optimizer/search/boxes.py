@@ -44,6 +44,11 @@ PRICE_FIELDS = (
 )
 
 
+def axis_values(problem: SearchProblem, classes: PlacementClasses, axis: str) -> int:
+    """Values an axis of the tables has: a knob's, or the most placement classes of a tuple."""
+    return classes.count if axis == PLACEMENT else len(problem.knobs[axis])
+
+
 @dataclass(frozen=True)
 class Rows:
     """Table rows to price: degree tuple `k`, each knob's and the placement class's value
@@ -62,8 +67,7 @@ class Rows:
     @property
     def axis_sizes(self) -> dict[str, int]:
         """Values each axis of the problem has (placement: the most classes of a tuple)."""
-        knobs = {name: len(self.problem.knobs[name]) for name in KNOBS}
-        return knobs | {PLACEMENT: self.classes.count}
+        return {name: axis_values(self.problem, self.classes, name) for name in (*KNOBS, PLACEMENT)}
 
     @property
     def cells(self) -> int:

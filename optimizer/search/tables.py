@@ -16,7 +16,7 @@ import numpy as np
 
 from models.errors import InvalidSpec
 from optimizer.costmodel import CostAssumptions, GridPrices, LayoutGrid, profile_named
-from optimizer.search.boxes import boxed_prices
+from optimizer.search.boxes import axis_values, boxed_prices
 from optimizer.search.dominance import without_dominated
 from optimizer.search.placements import PlacementClasses, placement_classes
 from optimizer.search.problem import KNOBS, SearchProblem, degree_columns, valid_knob_mask
@@ -381,6 +381,4 @@ def concatenated(axes: tuple[str, ...], parts: list[Table]) -> Table:
 
 
 def axis_size(tables: Tables, axis: str) -> int:
-    if axis == PLACEMENT:
-        return tables.classes.count
-    return len(tables.problem.knobs[axis])
+    return axis_values(tables.problem, tables.classes, axis)

@@ -13,6 +13,7 @@ import numpy as np
 
 from models.job import TrainingJob
 from optimizer.costmodel.assumptions import CostAssumptions
+from optimizer.costmodel.standard import kernels as kern
 from optimizer.costmodel.standard import memory as mem
 from optimizer.costmodel.standard import precision as prec
 from optimizer.costmodel.standard import times as tim
@@ -140,7 +141,8 @@ def loss_s(job: TrainingJob, a: CostAssumptions, k: Degrees, tokens: Number) -> 
     bandwidth = job.cluster.gpu.memory_bandwidth_bytes_s
     if not a.elementwise_traffic or bandwidth is None:
         return 0.0
-    return tokens * job.model.vocab_size / k.tp * a.loss_bytes_per_logit / bandwidth
+    vocabulary_bytes = job.model.vocab_size * a.loss_bytes_per_logit  # split over tp
+    return kern.hbm_s((0.0, vocabulary_bytes), tokens, k.tp, bandwidth, a.sequence_parallel)
 
 
 def p2p_s(job: TrainingJob, a: CostAssumptions, k: Degrees) -> Number:
