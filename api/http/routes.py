@@ -206,6 +206,7 @@ async def readyz(request: Request, solver: SolverDep) -> ReadyOut | JSONResponse
     answer = ReadyOut(
         status="ready" if ready else "draining",
         solver_admitted=solver.pool.admitted,
+        solver_running=solver.pool.running,
         solver_capacity=solver.pool.capacity,
     )
     return answer if ready else JSONResponse(answer.model_dump(), status_code=503)

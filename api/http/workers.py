@@ -108,6 +108,7 @@ class SolverPool:
         self._executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="solver")
         self._slots = threading.BoundedSemaphore(self.capacity)
         self._admitted = 0
+        self._running = 0
         self._lock = threading.Lock()
         self._queued: set[Future[Any]] = set()  # submitted, not yet started
         self._mean_wall_s = 0.0
@@ -116,6 +117,11 @@ class SolverPool:
     def admitted(self) -> int:
         """Jobs running or waiting right now."""
         return self._admitted
+
+    @property
+    def running(self) -> int:
+        """Of the admitted jobs, those a worker has started."""
+        return self._running
 
     def retry_after(self) -> int:
         """Seconds until a slot is likely free: the queue ahead drained by the workers at
@@ -164,10 +170,14 @@ class SolverPool:
 
     def _started(self, work: Callable[..., Answer], *args: Any) -> Answer:
         start = time.perf_counter()
+        with self._lock:
+            self._running += 1
         try:
             return work(*args)
         finally:
             wall_s = time.perf_counter() - start
+            with self._lock:
+                self._running -= 1
             self._mean_wall_s += WALL_EWMA_WEIGHT * (wall_s - self._mean_wall_s)
 
     def _finished(self, future: Future[Any], slot: Slot | None) -> None:

@@ -177,6 +177,7 @@ class PresetsOut(BaseModel):
 class ReadyOut(BaseModel):
     status: str
     solver_admitted: int = Field(description="Solves running or queued now.")
+    solver_running: int = Field(description="Of those, the solves a worker has started.")
     solver_capacity: int = Field(description="Workers plus queue depth: more gets 503.")
 
 
