@@ -16,10 +16,10 @@ from models.training import TrainingSpec
 from models.transformer import TransformerSpec
 from optimizer.costmodel.assumptions import CostAssumptions
 from optimizer.costmodel.profiles import evaluate
-from optimizer.search import enumerator
+from optimizer.search import build_tables, enumerator, narrowed
 from optimizer.search.problem import resolve_space
 from optimizer.search.space import SearchSpace
-from optimizer.searches import DEFAULT_SEARCH_PROFILE, optimize
+from optimizer.searches import DEFAULT_SEARCH_PROFILE, optimize, prepared
 from tests.helpers import plate_job
 from tests.test_optimizer_properties import assert_frontier_matches, assert_optimum_matches
 
@@ -182,3 +182,23 @@ def test_cpsat_matches_the_enumerator_on_random_jobs(
     job: TrainingJob, max_vpp: int, limit: float | None
 ) -> None:
     assert_optimum_matches(job, SearchSpace(max_vpp=max_vpp, memory_limit_gb=limit), "standard")
+
+
+@pytest.mark.parametrize("engine", [None, "megatron"])
+def test_the_argmax_of_the_pruned_table_is_the_solvers_and_the_enumerators(
+    engine: str | None,
+) -> None:
+    # the benchmark's numpy baseline (bench/solver.py) searches the rows CP-SAT picks from:
+    # it must find the optimum the solver proves and the enumerator finds over every row
+    job = plate_job(1024, "llama3-70b")
+    problem, costs = prepared(job, SearchSpace(), "standard", CostAssumptions(), engine)
+    argmax = enumerator.best_of_tables(build_tables(narrowed(problem), costs))
+    result = optimize(job, SearchSpace(), engine=engine, explain=False, time_limit_s=60)
+    expected = enumerator.best_layout(problem, costs)
+    assert argmax is not None and result.best is not None and expected is not None
+    mfu = evaluate(job, argmax, "standard", costs).mfu
+    assert mfu == pytest.approx(result.best.mfu, rel=1e-6)
+    assert mfu == pytest.approx(evaluate(job, expected, "standard", costs).mfu, rel=1e-6)
+    workshop = prepared(job, SearchSpace(), "workshop", CostAssumptions(), None)
+    with pytest.raises(ValueError, match="one table of whole layouts"):
+        enumerator.best_of_tables(build_tables(narrowed(workshop[0]), workshop[1]))

@@ -21,6 +21,8 @@ from optimizer.search.problem import (
     SearchProblem,
     valid_knob_mask,
 )
+from optimizer.search.tables import Tables, table_grid, whole_layouts
+from optimizer.search.terms import LN_MFU_SCALE
 
 
 @dataclass(frozen=True)
@@ -116,6 +118,33 @@ def best_layout(
 ) -> Layout | None:
     space = price_space(problem, assumptions)
     rows = np.flatnonzero(feasible(problem, space, relaxed))
+    if rows.size == 0:
+        return None
+    return space.grid.layout(int(tie_break_order(space, rows)[0]))
+
+
+def best_of_tables(tables: Tables) -> Layout | None:
+    """The numpy argmax over the rows a CP-SAT model of `tables` picks from (one table of
+    whole layouts, dominance-pruned): the request's rules as masks, the solver's tie-break
+    (its ln(MFU) integers, then memory, then the degrees and knobs). What the solver adds
+    beyond this is the proof, the explanations and the conflicts; the benchmark times both.
+    ValueError for tables of factored terms (workshop's), which only a join could search."""
+    if len(tables.tables) != 1 or not whole_layouts(tables.tables[0].axes):
+        raise ValueError("best_of_tables needs one table of whole layouts")
+    table = tables.tables[0]
+    memory = sum(table.values[t.name] for t in tables.terms if t.kind == "memory_bytes")
+    ln_mfu = sum(table.values[t.name] for t in tables.terms if t.kind == "ln_mfu")
+    zeros = np.zeros(len(table.degree_index))
+    prices = GridPrices(
+        weights_bytes=np.asarray(memory, dtype=float) * tables.memory_unit_bytes,
+        gradients_bytes=zeros,
+        optimizer_bytes=zeros,
+        activations_bytes=zeros,
+        bubble=zeros,
+        mfu=np.exp(np.asarray(ln_mfu, dtype=float) / LN_MFU_SCALE),
+    )
+    space = PricedSpace(table_grid(tables, table), prices)
+    rows = np.flatnonzero(feasible(tables.problem, space, frozenset()))
     if rows.size == 0:
         return None
     return space.grid.layout(int(tie_break_order(space, rows)[0]))

@@ -94,6 +94,11 @@ def _table_rows(
     return rows[0], index
 
 
+def table_grid(tables: Tables, table: Table) -> LayoutGrid:
+    """The layouts of a table's rows (placement: each class's first)."""
+    return _grid_for_rows(tables.problem, tables.classes, table.degree_index, table.axis_index)
+
+
 def _grid_for_rows(
     problem: SearchProblem, classes: PlacementClasses, k: np.ndarray, index: dict[str, np.ndarray]
 ) -> LayoutGrid:
