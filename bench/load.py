@@ -71,9 +71,13 @@ def evaluate_bodies() -> list[dict[str, Any]]:
     return bodies
 
 
-def optimize_bodies(time_limit_s: float) -> list[dict[str, Any]]:
-    """A few optimize requests: three models on a few cluster sizes."""
-    base = {key: value for key, value in PLATE_EXAMPLE.items() if key != "layout"}
+def optimize_bodies(time_limit_s: float, profile: str) -> list[dict[str, Any]]:
+    """A few optimize requests: three models on a few cluster sizes, priced under `profile`
+    ("default": the field left out, so the service's defaults apply, profile standard and
+    engine megatron, as a request that names neither gets them)."""
+    base = {key: value for key, value in PLATE_EXAMPLE.items() if key not in ("layout", "profile")}
+    if profile != "default":
+        base["profile"] = profile
     jobs = itertools.product(("llama3-8b", "llama3-70b", "llama3-405b"), (1024, 4096, 16384))
     return [
         {**base, "model": model, "cluster": {**base["cluster"], "gpus": gpus}}
@@ -109,7 +113,7 @@ async def drive(
     """Run the clients until the deadline; sample the server's RSS once a second meanwhile."""
     bodies = {
         "evaluate": evaluate_bodies(),
-        "optimize": optimize_bodies(args.optimize_time_limit_s),
+        "optimize": optimize_bodies(args.optimize_time_limit_s, args.optimize_profile),
     }
     # Idle connections retire before uvicorn's 5 s keep-alive closes them under a request.
     limits = httpx.Limits(
@@ -301,7 +305,8 @@ def report(
     )
     lines = [
         f"{args.clients} clients, {args.duration_s:g} s, {args.optimize_share:.0%} optimize "
-        f"(time limit {args.optimize_time_limit_s:g} s); server WORKERS={args.workers} "
+        f"(time limit {args.optimize_time_limit_s:g} s, profile {args.optimize_profile}); "
+        f"server WORKERS={args.workers} "
         f"QUEUE_DEPTH={args.queue_depth} CACHE_SIZE={args.cache_size}",
         "",
         f"- throughput: {total / args.duration_s:,.1f} requests/s ({total:,} requests)",
@@ -351,6 +356,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--clients", type=int, default=32)
     parser.add_argument("--optimize-share", type=float, default=0.2)
     parser.add_argument("--optimize-time-limit-s", type=float, default=2.0)
+    parser.add_argument(
+        "--optimize-profile",
+        choices=("default", "standard", "workshop"),
+        default="default",
+        help="the optimize requests' profile; default: none named, so the service's default "
+        "(standard, engine megatron) applies. Runs before 2026-12-02 sent the plate "
+        "example's workshop",
+    )
     parser.add_argument("--workers", type=int, default=2, help="server WORKERS")
     parser.add_argument("--queue-depth", type=int, default=8, help="server QUEUE_DEPTH")
     parser.add_argument("--cache-size", type=int, default=1024, help="server CACHE_SIZE")

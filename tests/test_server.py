@@ -19,7 +19,7 @@ from api.schemas import (
     evaluate_answer,
 )
 from api.schemas.exports import under_engine
-from bench.load import free_port, start_server, stop_server
+from bench.load import free_port, optimize_bodies, start_server, stop_server
 from models.layout import Layout, resolve_layout
 from models.stage_plan import StagePlan
 from optimizer.costmodel import CostAssumptions, stage_plans
@@ -150,3 +150,11 @@ def test_client_stages_over_a_real_server(client: Client) -> None:
     assert sum(plan.layers) == SMALL.num_layers
     price = stage_plans.price_plan(job, CostAssumptions(), resolve_layout(layout, job), plan)
     assert best.mfu == pytest.approx(price.mfu, abs=1e-4)
+
+
+def test_the_load_benchmark_sends_what_a_default_request_is() -> None:
+    # its figure is issue 13's "uncached optimize" one, which is about the service's default
+    # profile; the bodies once carried the plate example's workshop without saying so
+    bodies = optimize_bodies(2.0, "default")
+    assert len(bodies) == 9 and all("profile" not in body for body in bodies)
+    assert all(body["profile"] == "workshop" for body in optimize_bodies(2.0, "workshop"))
