@@ -194,7 +194,7 @@ def test_published_rows_read_as_measured_runs() -> None:
 
 
 def test_validate_calibrates_each_engine_and_checks_the_rest() -> None:
-    results = calibrate_engines(3, by_gpu=False)
+    results = calibrate_engines(3)
     engines = {r.engine for r in results}
     assert {"megatron", "nemo", "torchtitan", "deepspeed", "generic"} <= engines
     for r in results:

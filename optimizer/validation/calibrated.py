@@ -90,10 +90,14 @@ def usable(run: PublishedRun) -> bool:
     return run.group == "priced" and run.metric is not None
 
 
-def group_key(by_gpu: bool) -> Callable[[PublishedRun], str]:
-    if by_gpu:
-        return lambda run: f"{run.engine} on {run.job.cluster.gpu.name}"
-    return lambda run: run.engine
+# How the rows are grouped for calibration: by engine; by engine and GPU type; or by engine,
+# source and GPU type, the nearest the published rows come to one user's own runs (one
+# software stack on one cluster).
+GROUPINGS: dict[str, Callable[[PublishedRun], str]] = {
+    "engine": lambda run: run.engine,
+    "gpu": lambda run: f"{run.engine} on {run.job.cluster.gpu.name}",
+    "source": lambda run: f"{run.engine}, {run.source_label}, on {run.job.cluster.gpu.name}",
+}
 
 
 def calibrate_group(
@@ -127,12 +131,13 @@ def calibrate_engines(
     n: int,
     profile: str = VALIDATION_PROFILE,
     selection: str = "first",
-    by_gpu: bool = False,
+    grouping: str = "engine",
 ) -> tuple[EngineCalibration, ...]:
-    """Per engine (or per engine and GPU type): calibrate on n of its usable rows chosen by
-    `selection` ("first" or "spread"), check on the others. Groups with no row beyond the n
-    are left out when grouped by GPU."""
-    key = group_key(by_gpu)
+    """Per group of `grouping` (GROUPINGS: engine, engine and GPU type, or engine, source
+    and GPU type): calibrate on n of its usable rows chosen by `selection` ("first" or
+    "spread"), check on the others. Groups finer than the engine are left out when no row
+    is left beyond the n."""
+    key = GROUPINGS[grouping]
     groups: dict[str, list[PublishedRun]] = {}
     for run in published_runs():
         if usable(run):
@@ -141,7 +146,7 @@ def calibrate_engines(
     return tuple(
         calibrate_group(name, rows, n, profile, select)
         for name, rows in groups.items()
-        if not by_gpu or len(rows) > n
+        if grouping == "engine" or len(rows) > n
     )
 
 
