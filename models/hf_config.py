@@ -3,8 +3,9 @@
 Mixtral, GPT-OSS, Qwen-MoE and DeepSeek styles (models/hf_moe.py), and DeepSeek's multi-head
 latent attention. `describe_import` says what was imported, for a user to check.
 
-Not modelled, and not needed for the parameter count: GPT-OSS's sliding window on every other
-layer (priced as full attention) and its attention sinks; DeepSeek-V3's multi-token-prediction
+Sliding-window attention (`sliding_window`, and which layers use it: `layer_types`, or the
+family's default) is imported and priced. Not modelled, and not needed for the parameter
+count: GPT-OSS's attention sinks; DeepSeek-V3's multi-token-prediction
 module (num_nextn_predict_layers), which the published 671B leaves out as well
 (deepseek-ai/DeepSeek-V3@9b4e978 README.md: "685B, which includes 671B of the Main Model
 weights and 14B of the Multi-Token Prediction (MTP) Module weights")."""
@@ -115,6 +116,42 @@ def _mla_fields(config: Mapping[str, Any]) -> dict[str, Any]:
     return fields
 
 
+# Which layers a window applies to when config.json gives `sliding_window` but no
+# `layer_types` list: transformers' defaults for the family (huggingface/transformers
+# configuration_gemma2.py l.95-98 and configuration_gpt_oss.py l.102-105: layers 0, 2, 4,
+# ...; configuration_gemma3.py l.109-115: all but every `sliding_window_pattern`-th, 6 by
+# default; Qwen2Config and Qwen3Config: the layers from `max_window_layers` on, 28 by default,
+# and only with `use_sliding_window`). Any other family windows every layer (Mistral 7B v0.1,
+# Phi-3, Starcoder2).
+QWEN_FAMILIES = ("qwen2", "qwen2_moe", "qwen3", "qwen3_moe")
+
+
+def _windowed_layer_count(config: Mapping[str, Any]) -> int:
+    layers = int(config["num_hidden_layers"])
+    types = config.get("layer_types")
+    if isinstance(types, list):
+        return sum(kind == "sliding_attention" for kind in types)
+    model_type = config.get("model_type")
+    if model_type in ("gemma2", "gpt_oss"):
+        return (layers + 1) // 2
+    if model_type == "gemma3_text":
+        pattern = config.get("sliding_window_pattern") or 6
+        return layers - layers // int(pattern)
+    if model_type in QWEN_FAMILIES:
+        return max(layers - int(config.get("max_window_layers", 28)), 0)
+    return layers
+
+
+def _window_fields(config: Mapping[str, Any]) -> dict[str, Any]:
+    """Sliding-window attention: the window and how many layers use it. Qwen's configs carry
+    a `sliding_window` that `use_sliding_window: false` switches off."""
+    window = config.get("sliding_window")
+    enabled = config.get("use_sliding_window", config.get("model_type") not in QWEN_FAMILIES)
+    if not window or not enabled:
+        return {}
+    return {"sliding_window": window, "sliding_window_layers": _windowed_layer_count(config)}
+
+
 def looks_like_hf_config(data: Mapping[str, Any]) -> bool:
     """config.json carries `model_type`; a bare dict with its layer keys is taken as one too."""
     return "model_type" in data or ("num_hidden_layers" in data and "hidden_size" in data)
@@ -148,6 +185,7 @@ def from_hf_config(config: Mapping[str, Any]) -> TransformerSpec:
     if config.get("head_dim") and not mla:
         fields["head_dim"] = config["head_dim"]
     fields.update(mla)
+    fields.update(_window_fields(config))
     name = config.get("_name_or_path") or config.get("model_type") or "hf-config"
     fields["name"] = str(name)[:200]
     try:
@@ -165,12 +203,18 @@ def describe_import(spec: TransformerSpec) -> str:
     the active count both with the input embedding (as total_params counts) and without it
     (as DeepSeek and OpenAI publish theirs; see TransformerSpec.active_params)."""
     total = f"imported {spec.name}: {_billions(spec.total_params)} parameters"
+    window = (
+        f"; a {spec.sliding_window:,}-token sliding window on {spec.windowed_layers} of "
+        f"{spec.num_layers} layers"
+        if spec.windowed_layers
+        else ""
+    )
     if not spec.is_moe:
-        return f"{total} (dense: all active per token)"
+        return f"{total} (dense: all active per token){window}"
     without_input = spec.active_params - spec.input_embedding_params
     return (
         f"{total}, {_billions(spec.active_params)} active per token "
-        f"({_billions(without_input)} without the input embedding)"
+        f"({_billions(without_input)} without the input embedding){window}"
     )
 
 

@@ -18,6 +18,7 @@ from models.strict import SPEC_CONFIG, JsonInt
 MAX_LAYERS = 10_000
 MAX_HIDDEN = 1_000_000
 MAX_VOCAB = 10_000_000
+MAX_WINDOW = 100_000_000  # as long as the longest sequence a job may train on
 
 
 class TransformerSpec(BaseModel):
@@ -69,12 +70,29 @@ class TransformerSpec(BaseModel):
     v_head_dim: JsonInt | None = Field(
         None, gt=0, le=MAX_HIDDEN, description="MLA: per-head value width."
     )
+    # Sliding-window attention (Mistral 7B v0.1, Gemma 2 and 3, GPT-OSS): a windowed layer's
+    # query attends itself and the keys just before it, `sliding_window` in all.
+    sliding_window: JsonInt | None = Field(
+        None,
+        gt=0,
+        le=MAX_WINDOW,
+        description="Keys a query of a windowed layer attends (itself and those just before "
+        "it); None: every layer attends the whole sequence.",
+    )
+    sliding_window_layers: JsonInt | None = Field(
+        None,
+        ge=0,
+        le=MAX_LAYERS,
+        description="Layers that attend within the window, the others the whole sequence "
+        "(Gemma 2 and GPT-OSS: every other one); default every layer when a window is given.",
+    )
 
     @model_validator(mode="after")
     def _is_consistent(self) -> TransformerSpec:
         self._heads_are_consistent()
         self._mla_is_consistent()
         self._moe_is_consistent()
+        self._window_is_consistent()
         return self
 
     def _heads_are_consistent(self) -> None:
@@ -141,6 +159,24 @@ class TransformerSpec(BaseModel):
             raise ValueError(
                 f"dense_layers({self.dense_layers}) leaves no MoE layer of num_layers({self.num_layers})"
             )
+
+    def _window_is_consistent(self) -> None:
+        count = self.sliding_window_layers
+        if count is None:
+            return
+        if self.sliding_window is None:
+            raise ValueError("sliding_window_layers needs sliding_window, the window's length")
+        if count > self.num_layers:
+            raise ValueError(
+                f"sliding_window_layers({count}) is more than num_layers({self.num_layers})"
+            )
+
+    @property
+    def windowed_layers(self) -> int:
+        """Layers whose attention is windowed (sliding_window set): every one by default."""
+        if self.sliding_window is None:
+            return 0
+        return self.num_layers if self.sliding_window_layers is None else self.sliding_window_layers
 
     @property
     def is_moe(self) -> bool:

@@ -311,7 +311,38 @@ def test_the_cli_reports_a_config_import_on_stderr(
     assert status == 0 and json.loads(out)["memory_gb"]
     assert err == (
         "imported gpt_oss: 116.79B parameters, 5.71B active per token "
-        "(5.13B without the input embedding)\n"
+        "(5.13B without the input embedding); a 128-token sliding window on 18 of 36 layers\n"
     )
     # a preset is not an import: nothing to report
     assert run_cli(["evaluate", "--model", "llama3-8b", "--gpus", "64"], capsys)[2] == ""
+
+
+GEMMA3_27B_TEXT = {"model_type": "gemma3_text", "num_hidden_layers": 62, "hidden_size": 5376,
+                   "intermediate_size": 21504, "num_attention_heads": 32,
+                   "num_key_value_heads": 16, "head_dim": 128, "vocab_size": 262208,
+                   "sliding_window": 1024}  # fmt: skip
+
+
+def test_sliding_windows_are_imported_with_the_layers_that_use_them() -> None:
+    # where config.json lists no layer_types, transformers' family defaults decide: Gemma 2
+    # and GPT-OSS window layers 0, 2, 4, ... (21 of 42, 18 of 36), Gemma 3 all but every
+    # sixth (62 - 10 = 52), Qwen the layers from max_window_layers on and only when
+    # use_sliding_window says so; Mistral 7B v0.1 windows every layer
+    gemma2 = from_hf_config({**ROWS["Gemma-2-9B"].config, "sliding_window": 4096})
+    assert (gemma2.sliding_window, gemma2.windowed_layers) == (4096, 21)
+    oss = from_hf_config(ROWS["gpt-oss-120b"].config)
+    assert (oss.sliding_window, oss.windowed_layers) == (128, 18)
+    assert from_hf_config(GEMMA3_27B_TEXT).windowed_layers == 52
+    listed = {
+        **ROWS["gpt-oss-120b"].config,
+        "layer_types": ["full_attention"] * 35 + ["sliding_attention"],
+    }
+    assert from_hf_config(listed).windowed_layers == 1
+    qwen = {**ROWS["Qwen2.5-72B"].config, "sliding_window": 131072, "max_window_layers": 70}
+    assert from_hf_config({**qwen, "use_sliding_window": False}).windowed_layers == 0
+    assert from_hf_config(qwen).windowed_layers == 0  # Qwen's default: off
+    assert from_hf_config({**qwen, "use_sliding_window": True}).windowed_layers == 10
+    mistral = {**LLAMA, "model_type": "mistral", "sliding_window": 4096}
+    assert from_hf_config(mistral).windowed_layers == 32
+    # the window changes no parameter count
+    assert gemma2.total_params == from_hf_config(ROWS["Gemma-2-9B"].config).total_params

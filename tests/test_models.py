@@ -114,6 +114,18 @@ def test_hf_config_of_an_unknown_family_asks_instead_of_guessing() -> None:
     assert stated.total_params == from_hf_config(PYTHIA_6_9B_CONFIG).total_params
 
 
+def test_a_sliding_window_names_its_length_and_at_most_every_layer() -> None:
+    small = {"num_layers": 4, "hidden_size": 64, "ffn_hidden_size": 64,
+             "num_attention_heads": 4, "num_kv_heads": 4, "vocab_size": 8}  # fmt: skip
+    assert TransformerSpec(**small, sliding_window=16).windowed_layers == 4
+    assert TransformerSpec(**small, sliding_window=16, sliding_window_layers=0).windowed_layers == 0
+    assert TransformerSpec(**small).windowed_layers == 0
+    with pytest.raises(ValidationError, match="sliding_window_layers needs sliding_window"):
+        TransformerSpec(**small, sliding_window_layers=2)
+    with pytest.raises(ValidationError, match=r"sliding_window_layers\(5\) is more than"):
+        TransformerSpec(**small, sliding_window=16, sliding_window_layers=5)
+
+
 def test_heads_must_group_evenly() -> None:
     with pytest.raises(
         ValidationError, match=r"num_attention_heads\(32\) is not divisible by num_kv_heads\(5\)"

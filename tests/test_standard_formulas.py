@@ -291,6 +291,37 @@ def test_model_and_hardware_flops() -> None:
     assert tim.recompute_flops_per_token(100, 2, 4, 8, SELECTIVE) == 0
 
 
+def test_a_sliding_window_scores_its_band() -> None:
+    # 4 layers, 2 of them windowed, w = 2 of s = 8. Keys a query scores, full-square
+    # convention: (2 x 8 + 2 x 2) / 4 = 5; no window, or one as long as the sequence: 8
+    assert tim.attended_keys(8, 2, 2, 4) == 5
+    assert tim.attended_keys(8, None, 0, 4) == 8 and tim.attended_keys(8, 16, 4, 4) == 8
+    # the causal band: sum_i min(i, 2) = 1 + 2 x 7 = 15 scores of the triangle's 36, so a
+    # windowed layer computes 0.5 x 15 / 36 of the square at causal_fraction 0.5
+    share = tim.attention_work_share(8, 2, 2, 4, 0.5)
+    assert share == pytest.approx((2 * 0.5 + 2 * 0.5 * 15 / 36) / 4)
+    assert tim.attention_work_share(8, 8, 4, 4, 0.5) == pytest.approx(0.5)
+
+
+def test_a_windowed_model_pays_for_its_band_and_counts_it_as_model_work() -> None:
+    # Llama 3 8B with every layer windowed to 1,024 of 8,192 tokens: fused attention takes
+    # the band's (1024 x 8192 - 1024 x 1023 / 2) / (8192 x 8193 / 2) = 0.2344 of the causal
+    # layer's time, and model FLOPs count 1,024 keys a query instead of 8,192
+    full = plate_job(64, "llama3-8b")
+    spec = full.model.model_copy(update={"sliding_window": 1024})
+    windowed = full.model_copy(update={"model": TransformerSpec.model_validate(spec.model_dump())})
+    layout = Layout(tp=1, pp=1, cp=1, vpp=1, micro_batch=1, zero=1)
+    before, after = evaluate(full, layout, "standard"), evaluate(windowed, layout, "standard")
+    band = (1024 * 8192 - 1024 * 1023 / 2) / (8192 * 8193 / 2)
+    assert after.times_s["attention"] == pytest.approx(before.times_s["attention"] * band)
+    m = full.model
+    per_token = 6 * (m.active_layer_params + m.vocab_size * m.hidden_size)
+    attention = m.num_layers * 12 * m.q_width
+    flops_ratio = (per_token + attention * 1024) / (per_token + attention * 8192)
+    tokens_ratio = after.tokens_per_s_per_gpu / before.tokens_per_s_per_gpu
+    assert after.mfu / before.mfu == pytest.approx(flops_ratio * tokens_ratio)
+
+
 def test_recompute_time() -> None:
     # full replays the forward: a third of forward plus backward; selective a stated share
     assert tim.recompute_s(9.0, FULL, 0.02) == pytest.approx(3)

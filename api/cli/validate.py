@@ -142,9 +142,10 @@ Figures as measured when the rows were added; the table above is current.
 
 - **Small experts on Blackwell.** GPT-OSS 120B (128 experts 2,880 wide, top 4) on 64 B200 or
   GB200 is over-predicted by 14-27 points (measured 14-29% MFU); on H100 by 10-18. The profile
-  has one matmul efficiency for every shape, and these expert GEMMs are small. (It also prices
-  GPT-OSS's 128-token sliding window, on every other layer, as full attention, which errs the
-  other way.)
+  has one matmul efficiency for every shape, and these expert GEMMs are small. (Pricing
+  GPT-OSS's 128-token sliding window on every other layer, once priced as full attention,
+  lowered both the measured MFU, which counts fewer model FLOPs a token, and the predicted,
+  less: the errors grew by 0.3-0.7 points.)
 - **Expert parallelism across racks.** DeepSeek-V3 and Qwen3-235B on 256 GB200 are
   under-predicted by about 23 points: with the preset's 72-GPU NVLink domain, expert groups of 32
   and 64 consecutive ranks straddle racks and their all-to-all is priced on the network. How many

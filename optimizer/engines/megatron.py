@@ -180,7 +180,7 @@ def _recompute(s: McoreSettings) -> Pairs:
 def _model_shape(job: TrainingJob) -> Pairs:
     """What the TransformerSpec determines (flags from transformer_config.py:65-221 and
     arguments.py:2382-2460, 3305, 3518-3520); norm, position embedding, tokenizer and data
-    are not in the spec and not written."""
+    are not in the spec and not written, nor is a sliding window (docs/engines.md)."""
     m, seq = job.model, str(job.training.seq_len)
     pairs: Pairs = [
         ("--num-layers", str(m.num_layers)),

@@ -345,12 +345,14 @@ def replayed_matmul_share(job: TrainingJob, a: CostAssumptions, recompute: Numbe
 
 def step_flops(job: TrainingJob, a: CostAssumptions, recompute: Number) -> tuple[Number, Number]:
     """(model, hardware) FLOPs of a whole step of the job."""
-    model, s = job.model, job.training.seq_len
+    model, L = job.model, job.model.num_layers
     tokens = job.training.tokens_per_step
     head = model.vocab_size * model.hidden_size
     layers, q = model.active_layer_params, model.q_width
-    model_flops = tokens * tim.model_flops_per_token(layers, head, model.num_layers, q, s)
-    extra = tokens * tim.recompute_flops_per_token(layers, model.num_layers, q, s, recompute)
+    # windowed layers score min(w, s) keys a query: the model's work, as MFU counts it
+    keys = tim.attended_keys(job.training.seq_len, model.sliding_window, model.windowed_layers, L)
+    model_flops = tokens * tim.model_flops_per_token(layers, head, L, q, keys)
+    extra = tokens * tim.recompute_flops_per_token(layers, L, q, keys, recompute)
     replayed = tokens * 2 * layers * replayed_matmul_share(job, a, recompute)
     return model_flops, model_flops + extra + replayed
 

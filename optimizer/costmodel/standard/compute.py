@@ -93,18 +93,20 @@ def attention_efficiency(job: TrainingJob, a: CostAssumptions) -> float:
 
 
 def attention_time_s(job: TrainingJob, a: CostAssumptions, k: Degrees, tokens: Number) -> Number:
-    """Fused: the causal share of the square at the attention kernels' efficiency. Unfused:
-    the whole square as batched matmuls, plus the scores streamed through HBM."""
+    """Fused: the causal share of the square (of a windowed layer, its band) at the attention
+    kernels' efficiency. Unfused: the whole square as batched matmuls, plus the scores
+    streamed through HBM; a window is a mask there, which saves nothing."""
     model, gpu, s = job.model, job.cluster.gpu, job.training.seq_len
     if a.fused_attention:
-        return tim.attention_s(
-            model.q_width,
+        share = tim.attention_work_share(
             s,
-            tokens,
-            k.tp,
-            gpu.peak_flop_s,
-            attention_efficiency(job, a),
+            model.sliding_window,
+            model.windowed_layers,
+            model.num_layers,
             a.causal_attention_work_fraction,
+        )
+        return tim.attention_s(
+            model.q_width, s, tokens, k.tp, gpu.peak_flop_s, attention_efficiency(job, a), share
         )
     bandwidth = gpu.memory_bandwidth_bytes_s
     if bandwidth is None:

@@ -43,10 +43,37 @@ TP_COLLECTIVES_PER_LAYER = 4
 # --- FLOPs ------------------------------------------------------------------------------
 
 
-def attention_flops_per_token_per_layer(q_width: Number, seq_len: Number) -> Number:
-    """Forward plus backward of QK^T and AV over the full s x s square: 12 * a * hd * s
-    (PaLM appendix B; Narayanan et al. SC21 eq. 3's s/6h term). Causal kernels do less."""
-    return 12 * q_width * seq_len
+def attention_flops_per_token_per_layer(q_width: Number, keys: Number) -> Number:
+    """Forward plus backward of QK^T and AV for a query against `keys` keys, the whole
+    sequence s unless windowed: 12 * a * hd * s over the full s x s square (PaLM appendix B;
+    Narayanan et al. SC21 eq. 3's s/6h term). Causal kernels do less."""
+    return 12 * q_width * keys
+
+
+def attended_keys(seq_len: int, window: int | None, windowed: int, num_layers: int) -> float:
+    """Keys a query scores, in the full-square convention of model FLOPs (the s x s square
+    counted whole, causal or not), averaged over the layers: the whole sequence where a layer
+    attends it, `min(window, s)` in each of the `windowed` layers (the s x w band)."""
+    if window is None or windowed == 0:
+        return seq_len
+    local = min(window, seq_len)
+    return ((num_layers - windowed) * seq_len + windowed * local) / num_layers
+
+
+def attention_work_share(
+    seq_len: int, window: int | None, windowed: int, num_layers: int, causal_fraction: float
+) -> float:
+    """Share of the s x s square the fused attention kernels compute, averaged over the
+    layers: `causal_fraction` where a layer attends the whole sequence; in a windowed one its
+    causal band, sum_i min(i, w) = w s - w (w - 1) / 2 scores, over the causal triangle's
+    s (s + 1) / 2, times `causal_fraction` (a window as long as the sequence is a causal
+    layer). Kernels skip the masked blocks (FlashAttention's window_size)."""
+    if window is None or windowed == 0:
+        return causal_fraction
+    s, w = seq_len, min(window, seq_len)
+    band_over_triangle = (w * s - w * (w - 1) / 2) / (s * (s + 1) / 2)
+    local = causal_fraction * band_over_triangle
+    return ((num_layers - windowed) * causal_fraction + windowed * local) / num_layers
 
 
 def model_flops_per_token(
@@ -54,11 +81,12 @@ def model_flops_per_token(
     head_params: Number,
     num_layers: Number,
     q_width: Number,
-    seq_len: Number,
+    keys: Number,
 ) -> Number:
     """Model FLOPs as PaLM and Llama 3 count them: 6 per active weight (the output head
-    included, the input lookup not) plus the attention term; recompute is not model work."""
-    attention = num_layers * attention_flops_per_token_per_layer(q_width, seq_len)
+    included, the input lookup not) plus the attention term over `keys` keys a query
+    (attended_keys); recompute is not model work."""
+    attention = num_layers * attention_flops_per_token_per_layer(q_width, keys)
     return 6 * (active_layer_params + head_params) + attention
 
 
@@ -66,13 +94,13 @@ def recompute_flops_per_token(
     active_layer_params: Number,
     num_layers: Number,
     q_width: Number,
-    seq_len: Number,
+    keys: Number,
     recompute: Number,
 ) -> Number:
     """Hardware FLOPs beyond model FLOPs: full recompute replays every layer's forward
     (2 per weight plus a third of the attention term); selective recompute replays only
     elementwise work, which we do not count as FLOPs (its time is an assumption)."""
-    forward = 2 * active_layer_params + num_layers * 4 * q_width * seq_len
+    forward = 2 * active_layer_params + num_layers * 4 * q_width * keys
     return np.where(recompute == RECOMPUTE_FULL, forward, 0.0)
 
 
