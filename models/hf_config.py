@@ -126,6 +126,9 @@ def _mla_fields(config: Mapping[str, Any]) -> dict[str, Any]:
 QWEN_FAMILIES = ("qwen2", "qwen2_moe", "qwen3", "qwen3_moe")
 
 
+ATTENTION_LAYER_TYPES = ("full_attention", "sliding_attention")
+
+
 def _windowed_layer_count(config: Mapping[str, Any]) -> int:
     layers = int(config["num_hidden_layers"])
     types = config.get("layer_types")
@@ -142,9 +145,26 @@ def _windowed_layer_count(config: Mapping[str, Any]) -> int:
     return layers
 
 
+def _refuse_other_layer_types(config: Mapping[str, Any]) -> None:
+    """Layers that are not softmax attention (Qwen3-Next's and MiniMax's linear attention,
+    state-space blocks) have other projections and costs: refused, not priced as attention."""
+    types = config.get("layer_types")
+    if not isinstance(types, list):
+        return
+    others = sorted({str(kind) for kind in types} - set(ATTENTION_LAYER_TYPES))
+    if others:
+        raise InvalidSpec(
+            f"config.json: layer_types has {', '.join(others)} layers, which the spec does not "
+            f"model (only {' and '.join(ATTENTION_LAYER_TYPES)}); rather than price them as "
+            "attention, the import stops here",
+            "model",
+        )
+
+
 def _window_fields(config: Mapping[str, Any]) -> dict[str, Any]:
     """Sliding-window attention: the window and how many layers use it. Qwen's configs carry
     a `sliding_window` that `use_sliding_window: false` switches off."""
+    _refuse_other_layer_types(config)
     window = config.get("sliding_window")
     enabled = config.get("use_sliding_window", config.get("model_type") not in QWEN_FAMILIES)
     if not window or not enabled:

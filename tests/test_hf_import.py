@@ -346,3 +346,16 @@ def test_sliding_windows_are_imported_with_the_layers_that_use_them() -> None:
     assert from_hf_config(mistral).windowed_layers == 32
     # the window changes no parameter count
     assert gemma2.total_params == from_hf_config(ROWS["Gemma-2-9B"].config).total_params
+
+
+def test_layers_that_are_not_attention_are_refused_not_priced_as_attention() -> None:
+    # Qwen3-Next lists three linear-attention layers for each full one (transformers
+    # Qwen3NextConfig layer_types); pricing them as attention would be a silent wrong answer
+    hybrid = {
+        **LLAMA,
+        "model_type": "qwen3",
+        "layer_types": ["linear_attention"] * 3 + ["full_attention"],
+    }
+    hybrid["num_hidden_layers"] = 4
+    with pytest.raises(InvalidSpec, match="linear_attention layers, which the spec does not model"):
+        from_hf_config(hybrid)
