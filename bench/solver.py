@@ -315,6 +315,21 @@ What was tried (plate's case, one worker):
   either may return another of two layouts tied to the byte, where the tie-break now decides.
 - Two workers gain nothing on 2 cores and cost determinism without an explicit tie-break,
   which the model has: max ln(MFU), then least memory (kB), then smallest tp, pp, cp, knobs.
+- The factored encoding issue 13 asks for, measured (`python -m bench.factored [MODEL GPUS
+  [WORKERS]]`, 2026-12-02): each of standard's terms taken from the cost model's functions on
+  a box, so it spans exactly the choices it reads, as an element table (a layer's time over
+  tuple, recompute, schedule and placement class; the data-parallel sync and ZeRO-3 gathers
+  over tuple, vpp, ZeRO and class; the worst stage's memory over tuple, vpp, ZeRO, recompute
+  and schedule; ...), the busiest stage three products and a maximum, each exposure a bound,
+  the step `slots x per micro-batch + exposed sync` one more product; CP-SAT minimises the
+  step. On Llama 3 8B on 64 GPUs (73 tuples, 54,150 layouts that fit) it finds the numpy
+  optimum of the box to the nanosecond and proves it in 10.7-12.9 s (1,221 branches; 11.3 s
+  with two workers), where the row model's optimize takes about 0.06 s. On the plate (283
+  tuples) its tables hold 45,846-163,008 entries each, against 6,600 rows of the pruned table
+  of whole layouts, and after 60 s it has a layout 48% slower than the optimum (8.35 against
+  5.64 s) and no proof. The products over wide domains bound the step loosely, so the search
+  enumerates; as the formulas are written, factoring them makes the model larger and the
+  proof slower, not faster.
 """
 
 
