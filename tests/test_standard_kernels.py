@@ -33,6 +33,35 @@ def test_wave_quantisation_is_a_what_if_that_only_slows_gemms() -> None:
     assert on.times_s["tp_comm"] == off.times_s["tp_comm"]
 
 
+def test_short_reductions_by_hand() -> None:
+    # a tile's main loop over 2,048 elements against a fixed cost worth 275 of them
+    assert kern.reduction_efficiency(2048, 275) == pytest.approx(2048 / 2323)
+    # Llama 3 8B at tp 1 on 8,192 tokens: QKV (N 6,144, K 4,096), output (4,096, 4,096), gate
+    # and up (28,672, 4,096), down (4,096, 14,336), each pass a third of its GEMM's FLOPs,
+    # reducing over K, N and the 8,192 tokens in turn
+    model = plate_job(8, "llama3-8b").model
+    shapes = [(6144, 4096, 6144 * 4096), (4096, 4096, 4096**2), (28672, 4096, 28672 * 4096),
+              (4096, 14336, 4096 * 14336)]  # fmt: skip
+    total = sum(w for _, _, w in shapes)
+    seconds = sum(w / total / 3 * sum((d + 275) / d for d in (k, n, 8192)) for n, k, w in shapes)
+    got = kern.layer_reduction_efficiency(model, 8192, 1, 275)
+    assert got == pytest.approx(1 / seconds)
+
+
+def test_short_reductions_leave_the_plate_as_it_is_and_slow_high_tp_small_models() -> None:
+    # the kernel efficiency is the plate's, so its own shapes keep it: Llama 3 405B, tp 8
+    # (a what-if, off by default: CostAssumptions' field says why)
+    job, layout = plate_job(), Layout(tp=8, pp=16, cp=1, vpp=4, micro_batch=1, zero=2)
+    on = CostAssumptions(gemm_reduction_overhead_elements=275)
+    assert CostAssumptions().gemm_reduction_overhead_elements == 0
+    plate_on, plate_off = evaluate(job, layout, "standard", on), evaluate(job, layout, "standard")
+    assert plate_on.times_s["matmul"] == pytest.approx(plate_off.times_s["matmul"])
+    # Llama 3 8B at tp 8: q / tp = 512 and f / tp = 1,792 deep output and down projections
+    small, tp8 = plate_job(64, "llama3-8b"), Layout(tp=8, pp=1, cp=1, vpp=1, micro_batch=1, zero=1)
+    slower = evaluate(small, tp8, "standard", on).times_s["matmul"]
+    assert slower > evaluate(small, tp8, "standard").times_s["matmul"] * 1.05
+
+
 def test_kernel_efficiency_follows_each_gpus_matmul_ceiling() -> None:
     # the plate's 0.6 on H100 (ceiling 0.803), A100's ceiling 0.869: 0.6 x 0.869 / 0.803
     h100 = plate_job()

@@ -62,6 +62,23 @@ class KernelAssumptions(BaseModel):
             "masked half); model FLOPs still count it in full, as PaLM and Megatron-LM do."
         ),
     )
+    gemm_reduction_overhead_elements: float = Field(
+        0.0,
+        ge=0,
+        le=1_000_000,
+        description=(
+            "A what-if (profile standard), off at 0: a GEMM tile's fixed cost (pipeline fill, "
+            "epilogue) in bf16 elements of its reduction loop (FP8 stages hold twice the "
+            "elements, so twice it); each pass of each GEMM then runs at depth / (depth + "
+            "this) of a deep one, relative to the plate's Llama 3 405B at tp 8, where "
+            "kernel_efficiency is set. 275 is half the 550 FP8 elements that fit DeepGEMM's "
+            "published H800 GEMMs at M 4,096 (deepseek-ai/DeepGEMM@327ec92 README.md "
+            "l.38-59). Off by default: at 275 it moved validation's mean from 5.50 to 5.37 "
+            "points but took a point more off the 530B-1T rows it already under-predicts "
+            "(their 2,048-token weight gradients count as short), so it does not explain "
+            "the error's trend with model size (docs/cost-model.md, 'Kernels')."
+        ),
+    )
     gemm_wave_quantization: bool = Field(
         False,
         description=(

@@ -5,10 +5,12 @@ quantisation takes, plus the elementwise work beside them; and attention, fused 
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from models.errors import InvalidSpec
 from models.job import TrainingJob
+from models.presets import model_preset
 from models.transformer import TransformerSpec
 from optimizer.costmodel.assumptions import (
     PLATE_GPU_MATMUL_EFFICIENCY,
@@ -22,6 +24,9 @@ from optimizer.costmodel.standard.degrees import Degrees
 
 Number = Any
 
+# The plate's layout, at whose GEMM shapes the kernel efficiency is set (docs/cost-model.md,
+# "Reference figures"): Llama 3 405B, tp 8, one 8,192-token sequence a micro-batch.
+PLATE_MODEL, PLATE_TP, PLATE_TOKENS = "llama3-405b", 8, 8192
 # Fused attention efficiency for GPUs whose preset names none: FlashAttention-2 on H100.
 DEFAULT_ATTENTION_EFFICIENCY = 0.35
 
@@ -57,8 +62,25 @@ def gemm_s(job: TrainingJob, a: CostAssumptions, k: Degrees, tokens: Number) -> 
             model, tokens, k.tp, gpu.sm_count, a.gemm_tile_rows, a.gemm_tile_cols
         )
         efficiency = efficiency * waves
+    if a.gemm_reduction_overhead_elements > 0:
+        efficiency = efficiency * reduction_factor(job, a, k, tokens)
     peak = prec.layer_gemm_peak_flop_s(job)
     return tim.matmul_s(6 * avg_params, tokens, k.tp, peak, efficiency)
+
+
+def reduction_factor(job: TrainingJob, a: CostAssumptions, k: Degrees, tokens: Number) -> Number:
+    """What the layer's reduction depths (kernels.layer_reduction_efficiency) make of the
+    kernel efficiency, against the plate's shapes, at which kernel_efficiency is set: 1 for
+    Llama 3 405B at tp 8 on 8,192 tokens."""
+    overhead = a.gemm_reduction_overhead_elements * (2 if prec.is_fp8(job) else 1)
+    layer = kern.layer_reduction_efficiency(job.model, tokens, k.tp, overhead)
+    return layer / plate_reduction_efficiency(overhead)
+
+
+@functools.lru_cache(maxsize=64)
+def plate_reduction_efficiency(overhead_elements: float) -> float:
+    plate = model_preset(PLATE_MODEL)
+    return float(kern.layer_reduction_efficiency(plate, PLATE_TOKENS, PLATE_TP, overhead_elements))
 
 
 def elementwise_s(

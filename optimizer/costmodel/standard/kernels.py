@@ -2,13 +2,20 @@
 the memory-bound elementwise work beside them (docs/cost-model.md, "standard: kernels").
 
 One kernel efficiency for every shape over-predicted small models and under-predicted large
-ones. Two effects with a closed form and a source replace part of it:
+ones. Effects with a closed form and a source replace part of it:
 
 - **Wave quantisation.** A GEMM whose output is tiled into C tiles of `tile_m x tile_n` runs
   in ceil(C / S) waves on S SMs, and a part-full wave costs a full one: efficiency
   C / (S * ceil(C / S)) (NVIDIA, "Matrix Multiplication Background User's Guide",
   DU-09799-001, sections 3.1-3.2; Anthony et al. 2024, arXiv 2401.14489). Forward, input
   gradient and weight gradient GEMMs have different output shapes (M x N, M x K, N x K).
+- **Short reductions.** A tile's main loop runs over the GEMM's reduction depth; its fixed
+  cost (filling the pipeline, the epilogue) weighs more when that depth is short, as the
+  output projection's and MLP-down's q / tp and f / tp are at high tp. DeepGEMM's published
+  FP8 GEMMs on H800 at M = 4,096 (deepseek-ai/DeepGEMM@327ec92 README.md l.38-59) fall from
+  1,520 TFLOPS at K = 16,384 to 1,410 at 7,168, 1,212 at 1,536 and 775 at 512: depth /
+  (depth + K0) with K0 = 550 FP8 elements fits those four within 7%. A what-if, off by
+  default (`gemm_reduction_overhead_elements`): it does not follow validation's trend.
 - **Elementwise traffic.** Norms, residual adds, rotary embeddings and the MLP's activation
   read and write activations at HBM speed; their time per token grows with h while the
   GEMMs' grows with h^2, so small models and fast GPUs lose most.
@@ -64,6 +71,28 @@ def layer_gemm_efficiency(
     for n, k, share in gemm_shapes(model, tp):
         for rows, cols in ((tokens, n), (tokens, k), (n, k)):
             efficiency = wave_efficiency(rows, cols, sm_count, tile_m, tile_n)
+            seconds_per_flop = seconds_per_flop + share / 3 / efficiency
+    return 1.0 / seconds_per_flop
+
+
+def reduction_efficiency(depth: Number, overhead_elements: float) -> Number:
+    """Share of a GEMM tile's time spent in its main loop over a reduction of `depth`
+    elements, against a fixed cost per tile (pipeline fill, epilogue) worth
+    `overhead_elements` of that loop: depth / (depth + overhead)."""
+    return depth / (depth + overhead_elements)
+
+
+def layer_reduction_efficiency(
+    model: TransformerSpec, tokens: Number, tp: Number, overhead_elements: float
+) -> Number:
+    """Main-loop share of one layer's GEMMs, forward and backward, FLOP-weighted: the forward
+    pass reduces over K, the input gradient over N, the weight gradient over the tokens M;
+    each pass is a third of a GEMM's FLOPs, so the layer's time is their sum over their
+    efficiencies (as layer_gemm_efficiency sums waves)."""
+    seconds_per_flop = 0.0
+    for n, k, share in gemm_shapes(model, tp):
+        for depth in (k, n, tokens):
+            efficiency = reduction_efficiency(depth, overhead_elements)
             seconds_per_flop = seconds_per_flop + share / 3 / efficiency
     return 1.0 / seconds_per_flop
 
