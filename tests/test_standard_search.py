@@ -19,7 +19,7 @@ from optimizer.costmodel.profiles import evaluate
 from optimizer.search import build_tables, enumerator, narrowed
 from optimizer.search.problem import resolve_space
 from optimizer.search.space import SearchSpace
-from optimizer.searches import DEFAULT_SEARCH_PROFILE, optimize, prepared
+from optimizer.searches import DEFAULT_SEARCH_PROFILE, optimize, pareto, prepared
 from tests.helpers import plate_job
 from tests.test_optimizer_properties import assert_frontier_matches, assert_optimum_matches
 
@@ -202,3 +202,25 @@ def test_the_argmax_of_the_pruned_table_is_the_solvers_and_the_enumerators(
     workshop = prepared(job, SearchSpace(), "workshop", CostAssumptions(), None)
     with pytest.raises(ValueError, match="one table of whole layouts"):
         enumerator.best_of_tables(build_tables(narrowed(workshop[0]), workshop[1]))
+
+
+@pytest.mark.parametrize("engine", [None, "megatron"])
+def test_the_frontier_solved_over_its_undominated_rows_is_the_enumerators(
+    engine: str | None,
+) -> None:
+    # the frontier's model holds only the rows every rule allows that no such row beats
+    # (pareto.frontier_rows): its points must still be the enumerator's over every layout,
+    # engine rules (which the table carries as broken rows) included
+    job = plate_job(1024, "llama3-70b")
+    problem, costs = prepared(job, SearchSpace(), "standard", CostAssumptions(), engine)
+    expected = enumerator.frontier_points(problem, costs)
+    result = pareto(job, SearchSpace(), engine=engine, time_limit_s=60)
+    assert result.proved and len(result.frontier) == len(expected) > 3
+    for estimate, (memory, mfu, _) in zip(result.frontier, expected, strict=True):
+        assert estimate.memory.total == pytest.approx(memory, rel=1e-9, abs=4)
+        assert estimate.mfu == pytest.approx(mfu, rel=1e-6)
+    tables = build_tables(narrowed(problem), costs)
+    assert (
+        len(enumerator.frontier_rows(tables).tables[0].degree_index)
+        < len(tables.tables[0].degree_index) / 10
+    )

@@ -40,12 +40,33 @@ def without_dominated(
     A row survives if it needs less memory than every row before it in its group, best MFU
     first: a running minimum per group, computed for all groups at once on memory
     offset so that no group's minimum reaches into the next one."""
+    keys = group_keys(problem, table) + list(finer_keys)
+    rank = [table.axis_index[axis] for axis in table.axes]
+    return _undominated_in_groups(table, terms, keys, rank)
+
+
+def without_dominated_anywhere(
+    problem: SearchProblem, table: Table, terms: tuple[Term, ...]
+) -> Table:
+    """Drop each row another row of the table beats on memory and MFU, whatever its degrees
+    and knobs (ties: the solver's tie-break order, tp, pp, cp, then the knobs). Exact for a
+    search that relaxes nothing over rows every rule allows (the frontier's): a beaten row
+    is never the best under any memory cap."""
+    ordered = np.unique(problem.degrees[:, :3], axis=0, return_inverse=True)[1].reshape(-1)
+    rank = [ordered[table.degree_index]] + [table.axis_index[axis] for axis in table.axes]
+    one_group = [np.zeros(len(table.degree_index), dtype=np.int64)]
+    return _undominated_in_groups(table, terms, one_group, rank)
+
+
+def _undominated_in_groups(
+    table: Table, terms: tuple[Term, ...], keys: Sequence[np.ndarray], rank: list[np.ndarray]
+) -> Table:
+    """The rows no row of their group (`keys`) beats on memory and MFU, or equals on both and
+    precedes in `rank`."""
     totals = term_totals(table, terms)
     memory, ln_mfu = totals["memory_bytes"], totals["ln_mfu"]
-    keys = group_keys(problem, table) + list(finer_keys)
     if not len(memory):
         return table
-    rank = [table.axis_index[axis] for axis in table.axes]
     # one integer per sort level, so that two stable argsorts do what a lexsort over a
     # dozen columns did (15x faster on a 3M-row MoE table): the group and MFU, best first,
     # then memory and the tie-break rank

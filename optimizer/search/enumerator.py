@@ -1,17 +1,19 @@
 """Exhaustive search: every layout of a `SearchProblem`, priced at once by `profile.price_grid`.
 
-The oracle for the CP-SAT model's tests and the baseline of its benchmark, never the
-production path. Same space, same restrictions, same tie-breaks as the solver.
+The oracle for the CP-SAT model's tests and the baseline of its benchmark. Same space, same
+restrictions, same tie-breaks as the solver; its restriction masks also give the searches
+that relax no rule their rows (frontier_rows).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from models.layout import Layout
 from optimizer.costmodel import CostAssumptions, GridPrices, LayoutGrid, profile_named
+from optimizer.search.dominance import without_dominated_anywhere
 from optimizer.search.problem import (
     EVEN_STAGES,
     KNOBS,
@@ -131,6 +133,16 @@ def best_of_tables(tables: Tables) -> Layout | None:
     ValueError for tables of factored terms (workshop's), which only a join could search."""
     if len(tables.tables) != 1 or not whole_layouts(tables.tables[0].axes):
         raise ValueError("best_of_tables needs one table of whole layouts")
+    space = table_space(tables)
+    rows = np.flatnonzero(feasible(tables.problem, space, frozenset()))
+    if rows.size == 0:
+        return None
+    return space.grid.layout(int(tie_break_order(space, rows)[0]))
+
+
+def table_space(tables: Tables) -> PricedSpace:
+    """The rows of a search's one table of whole layouts as a priced space: their layouts,
+    memory in bytes and MFU, both from the rows' integer terms as the solver reads them."""
     table = tables.tables[0]
     memory = sum(table.values[t.name] for t in tables.terms if t.kind == "memory_bytes")
     ln_mfu = sum(table.values[t.name] for t in tables.terms if t.kind == "ln_mfu")
@@ -143,11 +155,7 @@ def best_of_tables(tables: Tables) -> Layout | None:
         bubble=zeros,
         mfu=np.exp(np.asarray(ln_mfu, dtype=float) / LN_MFU_SCALE),
     )
-    space = PricedSpace(table_grid(tables, table), prices)
-    rows = np.flatnonzero(feasible(tables.problem, space, frozenset()))
-    if rows.size == 0:
-        return None
-    return space.grid.layout(int(tie_break_order(space, rows)[0]))
+    return PricedSpace(table_grid(tables, table), prices)
 
 
 # Two layouts whose MFUs differ by a few ulps tie: the same number computed along two paths
@@ -170,3 +178,18 @@ def frontier_points(
         if not points or mfu > points[-1][1] * (1 + FLOAT_NOISE_RELATIVE):
             points.append((float(space.memory_bytes[row]), mfu, space.grid.layout(int(row))))
     return points
+
+
+def frontier_rows(tables: Tables) -> Tables:
+    """For one table of whole layouts, only the rows every rule allows that no such row beats
+    on memory and MFU: every frontier point, and the best layout of any search that relaxes
+    no rule, is among them, and their solves load tens of rows instead of thousands (the
+    table is pruned only within groups of rows alike, for the searches that relax a rule).
+    Other tables as they are."""
+    if len(tables.tables) != 1 or not whole_layouts(tables.tables[0].axes):
+        return tables
+    allowed = tables.tables[0].take(feasible(tables.problem, table_space(tables), frozenset()))
+    if not len(allowed.degree_index):
+        return tables  # nothing fits: the model proves it, with every rule in place
+    kept = without_dominated_anywhere(tables.problem, allowed, tables.terms)
+    return replace(tables, tables=(kept,))

@@ -16,7 +16,7 @@ from functools import cache
 
 from models.layout import Layout
 from optimizer.costmodel import CostAssumptions, evaluate
-from optimizer.search.enumerator import FLOAT_NOISE_RELATIVE
+from optimizer.search.enumerator import FLOAT_NOISE_RELATIVE, frontier_rows
 from optimizer.search.model import LayoutModel
 from optimizer.search.problem import SearchProblem
 from optimizer.search.solve import Found, SolveSettings, frontier_point
@@ -33,7 +33,7 @@ def frontier(
         return [], True
     try:
         tables = build_tables(problem, assumptions, deadline=deadline, stop=settings.stop)
-        layout_model = LayoutModel(tables)
+        layout_model = LayoutModel(frontier_rows(tables))
     except NoLayouts:
         return [], True
     except CutShort:

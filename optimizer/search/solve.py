@@ -11,6 +11,7 @@ from ortools.sat.python import cp_model
 
 from models.layout import Layout
 from optimizer.costmodel import CostAssumptions
+from optimizer.search.enumerator import frontier_rows
 from optimizer.search.model import LayoutModel
 from optimizer.search.pricing import Pricing
 from optimizer.search.problem import SearchProblem
@@ -195,7 +196,9 @@ def best_layout(
     deadline = time.perf_counter() + settings.time_limit_s
     pricing = pricing or Pricing(problem, assumptions)
     try:
-        layout_model = LayoutModel(pricing.tables(problem, deadline=deadline, stop=settings.stop))
+        tables = pricing.tables(problem, deadline=deadline, stop=settings.stop)
+        # relaxing no rule, the best is among the rows no allowed row beats
+        layout_model = LayoutModel(frontier_rows(tables) if not relaxed else tables)
     except NoLayouts:
         return Found(None, True, 0)
     except CutShort:
