@@ -214,25 +214,41 @@ def rank_data_parallel_s(
     dense = n_layers * layer_params + embedding
     experts = n_layers * mem.expert_params_per_layer_per_device(model, k.tp, k.ep)
     group = k.dp * k.cp
-    groups = (dense, experts, group, group / k.ep)
+    # experts reduce over their own data-parallel group, every ep-th rank of the dense one
+    # over the same span, so with as many fewer NICs a node (Megatron-Core gives expert
+    # parameters buffers of their own on intra_expt_dp_group: megatron/core/distributed/
+    # distributed_data_parallel.py l.280-292, parallel_state.py l.872-895 @d98e8a6)
+    expert_group = group / k.ep
     per_step, per_micro_batch = gradient_volumes(a, k)
     # gradients go in buckets of Megatron-Core's size, max(40M, 1M x dp) parameters
     # (megatron/core/distributed/distributed_data_parallel.py l.134 @d98e8a6)
     bucket = np.minimum(np.maximum(a.dp_bucket_params, 1e6 * group), dense + experts)
-    buckets = np.ceil((dense + experts) / np.maximum(bucket, 1.0))
-    bandwidth = link_bytes_s(job, a, k.data_group_span, bucket * mem.BF16_BYTES, group)
+    bucket_bytes = bucket * mem.BF16_BYTES
+
+    def moved_s(passes: Number, message_bytes: Number) -> Number:
+        """Dense bytes over the data group's links, the experts' over theirs."""
+        dense_bytes = tim.data_group_bytes(passes, dense, 0.0, group, expert_group)
+        expert_bytes = tim.data_group_bytes(passes, 0.0, experts, group, expert_group)
+        span = k.data_group_span
+        return dense_bytes / link_bytes_s(job, a, span, message_bytes, group) + np.where(
+            experts > 0, expert_bytes / link_bytes_s(job, a, span, message_bytes, expert_group), 0.0
+        )
 
     def synced_s(volumes: Number, collectives: int) -> Number:
-        latency = buckets * latency_s(job, a, group, k.data_group_span, collectives)
-        moved = tim.data_group_bytes(volumes, *groups) / bandwidth
-        return np.where(volumes > 0, moved + latency, 0.0)
+        span = k.data_group_span
+        latency = np.ceil(dense / np.maximum(bucket, 1.0)) * latency_s(
+            job, a, group, span, collectives
+        ) + np.ceil(experts / np.maximum(bucket, 1.0)) * latency_s(
+            job, a, expert_group, span, collectives
+        )
+        return np.where(volumes > 0, moved_s(volumes, bucket_bytes) + latency, 0.0)
 
     # ZeRO-3 gathers each layer's parameters before forward and backward, and scatters
     # its gradients after: one layer a message
     gather_message = layer_params * mem.BF16_BYTES
     gathers = n_layers * zero3_gathers_per_layer(model, a)
-    zero3_s = tim.data_group_bytes(tim.ZERO3_PASSES_PER_MICRO_BATCH, *groups) / link_bytes_s(
-        job, a, k.data_group_span, gather_message / gathers * n_layers, group
+    zero3_s = moved_s(
+        tim.ZERO3_PASSES_PER_MICRO_BATCH, gather_message / gathers * n_layers
     ) + gathers * latency_s(job, a, group, k.data_group_span, tim.ZERO3_PASSES_PER_MICRO_BATCH)
     zero3 = k.zero >= 3
     return (
