@@ -164,7 +164,6 @@ def _refuse_other_layer_types(config: Mapping[str, Any]) -> None:
 def _window_fields(config: Mapping[str, Any]) -> dict[str, Any]:
     """Sliding-window attention: the window and how many layers use it. Qwen's configs carry
     a `sliding_window` that `use_sliding_window: false` switches off."""
-    _refuse_other_layer_types(config)
     window = config.get("sliding_window")
     enabled = config.get("use_sliding_window", config.get("model_type") not in QWEN_FAMILIES)
     if not window or not enabled:
@@ -205,6 +204,7 @@ def from_hf_config(config: Mapping[str, Any]) -> TransformerSpec:
     if config.get("head_dim") and not mla:
         fields["head_dim"] = config["head_dim"]
     fields.update(mla)
+    _refuse_other_layer_types(config)
     fields.update(_window_fields(config))
     name = config.get("_name_or_path") or config.get("model_type") or "hf-config"
     fields["name"] = str(name)[:200]

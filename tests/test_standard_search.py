@@ -209,7 +209,7 @@ def test_the_frontier_solved_over_its_undominated_rows_is_the_enumerators(
     engine: str | None,
 ) -> None:
     # the frontier's model holds only the rows every rule allows that no such row beats
-    # (pareto.frontier_rows): its points must still be the enumerator's over every layout,
+    # (enumerator.frontier_rows): its points must still be the enumerator's over every layout,
     # engine rules (which the table carries as broken rows) included
     job = plate_job(1024, "llama3-70b")
     problem, costs = prepared(job, SearchSpace(), "standard", CostAssumptions(), engine)

@@ -81,7 +81,7 @@ def _held(job: PlanJob, pool: Pool) -> frozenset[int]:
 def traffic_gb_per_step(job: PlanJob, estimate: Estimate) -> dict[str, float]:
     """Bytes each GPU sends per step over pipeline and data parallelism, in GB: the payloads
     the cost model prices (standard/times.py: `pp_p2p_s`, one activation send forward and
-    one gradient send back per chunk and micro-batch, sharded over tp; `data_group_bytes`,
+    one gradient send back per chunk and micro-batch, sharded over tp; `ring_pass_bytes`,
     a ring all-reduce of the bf16 gradients, 2(g-1)/g of them, over the data group)."""
     lay, model, training = estimate.layout, job.request.model, job.request.training
     tokens = lay.micro_batch * training.seq_len / lay.cp

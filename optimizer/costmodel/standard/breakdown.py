@@ -223,25 +223,27 @@ def rank_data_parallel_s(
     # gradients go in buckets of Megatron-Core's size, max(40M, 1M x dp) parameters
     # (megatron/core/distributed/distributed_data_parallel.py l.134 @d98e8a6)
     bucket = np.minimum(np.maximum(a.dp_bucket_params, 1e6 * group), dense + experts)
-    bucket_bytes = bucket * mem.BF16_BYTES
+    span = k.data_group_span
+    shares = ((dense, group), (experts, expert_group))  # parameters over each group's ranks
 
     def moved_s(passes: Number, message_bytes: Number) -> Number:
-        """Dense bytes over the data group's links, the experts' over theirs."""
-        dense_bytes = tim.data_group_bytes(passes, dense, 0.0, group, expert_group)
-        expert_bytes = tim.data_group_bytes(passes, 0.0, experts, group, expert_group)
-        span = k.data_group_span
-        return dense_bytes / link_bytes_s(job, a, span, message_bytes, group) + np.where(
-            experts > 0, expert_bytes / link_bytes_s(job, a, span, message_bytes, expert_group), 0.0
+        """Each group's bytes over its own links."""
+        return sum(
+            np.where(
+                params > 0,
+                tim.ring_pass_bytes(passes, params, ranks)
+                / link_bytes_s(job, a, span, message_bytes, ranks),
+                0.0,
+            )
+            for params, ranks in shares
         )
 
     def synced_s(volumes: Number, collectives: int) -> Number:
-        span = k.data_group_span
-        latency = np.ceil(dense / np.maximum(bucket, 1.0)) * latency_s(
-            job, a, group, span, collectives
-        ) + np.ceil(experts / np.maximum(bucket, 1.0)) * latency_s(
-            job, a, expert_group, span, collectives
+        latency = sum(
+            np.ceil(params / np.maximum(bucket, 1.0)) * latency_s(job, a, ranks, span, collectives)
+            for params, ranks in shares
         )
-        return np.where(volumes > 0, moved_s(volumes, bucket_bytes) + latency, 0.0)
+        return np.where(volumes > 0, moved_s(volumes, bucket * mem.BF16_BYTES) + latency, 0.0)
 
     # ZeRO-3 gathers each layer's parameters before forward and backward, and scatters
     # its gradients after: one layer a message
@@ -249,7 +251,7 @@ def rank_data_parallel_s(
     gathers = n_layers * zero3_gathers_per_layer(model, a)
     zero3_s = moved_s(
         tim.ZERO3_PASSES_PER_MICRO_BATCH, gather_message / gathers * n_layers
-    ) + gathers * latency_s(job, a, group, k.data_group_span, tim.ZERO3_PASSES_PER_MICRO_BATCH)
+    ) + gathers * latency_s(job, a, group, span, tim.ZERO3_PASSES_PER_MICRO_BATCH)
     zero3 = k.zero >= 3
     return (
         synced_s(per_step, tim.GRAD_SYNC_PASSES),

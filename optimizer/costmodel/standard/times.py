@@ -263,14 +263,11 @@ def pp_p2p_s(
 # --- data-parallel communication --------------------------------------------------------
 
 
-def data_group_bytes(
-    passes: Number, dense_params: Number, expert_params: Number, group: Number, expert_group: Number
-) -> Number:
-    """Bytes each rank sends in `passes` ring passes of (g-1)/g of its bf16 parameters, the
-    dense ones over the data group (dp * cp), the experts' over theirs (dp * cp / ep)."""
-    dense = passes * (group - 1) / group * BF16_BYTES * dense_params
-    experts = passes * (expert_group - 1) / expert_group * BF16_BYTES * expert_params
-    return dense + experts
+def ring_pass_bytes(passes: Number, params: Number, ranks: Number) -> Number:
+    """Bytes each rank sends in `passes` ring passes of (g-1)/g of its bf16 `params` over a
+    group of `ranks` (the dense parameters over the data group, dp * cp; the experts' over
+    theirs, dp * cp / ep)."""
+    return passes * (ranks - 1) / ranks * BF16_BYTES * params
 
 
 # --- schedule ------------------------------------------------------------------------------
