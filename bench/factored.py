@@ -28,6 +28,7 @@ from ortools.sat.python import cp_model
 from bench.report import h100_job
 from optimizer.costmodel import CostAssumptions, LayoutBox
 from optimizer.costmodel.standard import breakdown as bd
+from optimizer.costmodel.standard import data_parallel as dpl
 from optimizer.costmodel.standard import memory as mem
 from optimizer.costmodel.standard import ranks as rnk
 from optimizer.costmodel.standard import times as tim
@@ -70,7 +71,7 @@ def priced_box(model: str, gpus: int) -> Box:
         warmup = tim.warmup_micro_batches(
             k.pp, k.vpp, k.schedule, a.zero_bubble_weight_grad_fraction
         )
-        dp_step, dp_mb, zero3_mb = bd.data_parallel_s(job, a, k, layers)
+        dp_step, dp_mb, zero3_mb = dpl.data_parallel_s(job, a, k, layers)
         parts = bd.stage_memory(job, a, k, m)
         terms = {
             "layer": sum(times[part] for part in bd.LAYER_PARTS),

@@ -5,7 +5,8 @@ interleaving's in-flight penalty, schedules), context parallelism's K/V exchange
 gathers, pipeline sends, selective recompute, mixture-of-experts all-to-alls, NVLink domains
 larger than a node, and MFU as model FLOPs (attention included) with hardware FLOPs beside.
 One function, `breakdown`, prices a single layout and a whole grid alike, from the degrees
-(degrees.py), a layer's compute (compute.py) and the links its groups land on (links.py).
+(degrees.py), a layer's compute (compute.py), the links its groups land on (links.py) and
+the data-parallel sync (data_parallel.py).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from optimizer.costmodel.standard.compute import (
     every_second_matmul_share,
     gemm_s,
 )
+from optimizer.costmodel.standard.data_parallel import data_parallel_s
 from optimizer.costmodel.standard.degrees import Degrees
 from optimizer.costmodel.standard.links import all_to_all_bytes_s, latency_s, link_bytes_s
 
@@ -188,101 +190,6 @@ def busiest_stage_s(layers: mem.StageLayers, pp: Number, layer_s: Number, head_s
     middle = np.where(pp > 2, layers.middle * layer_s, 0.0)
     last = layers.last * layer_s + head_s
     return np.maximum(np.maximum(first, middle), last)
-
-
-def data_parallel_s(
-    job: TrainingJob, a: CostAssumptions, k: Degrees, layers: mem.StageLayers
-) -> tuple[Number, Number, Number]:
-    """(per step, per micro-batch gradient sync, per micro-batch ZeRO-3) exposure-free seconds
-    of data-parallel traffic: each rank syncs its own parameters, the step waits for the
-    slowest (the first and last hold the embedding and head, a middle rank may hold more
-    layers)."""
-    embedding = mem.embedding_params_per_device(job.model, k.tp, k.pp)
-    ends = rank_data_parallel_s(job, a, k, np.maximum(layers.first, layers.last), embedding)
-    # with pp <= 2 no middle rank exists: the first's layers without the embedding stand in
-    middle = rank_data_parallel_s(job, a, k, np.where(k.pp > 2, layers.middle, layers.first), 0.0)
-    return tuple(np.maximum(e, m) for e, m in zip(ends, middle, strict=True))  # type: ignore[return-value]
-
-
-def rank_data_parallel_s(
-    job: TrainingJob, a: CostAssumptions, k: Degrees, n_layers: Number, embedding: Number
-) -> tuple[Number, Number, Number]:
-    """The same seconds for a pipeline rank of `n_layers` layers and `embedding` parameters
-    (its share of the embedding and output head)."""
-    model = job.model
-    layer_params = mem.dense_params_per_layer_per_device(model, k.tp)
-    dense = n_layers * layer_params + embedding
-    experts = n_layers * mem.expert_params_per_layer_per_device(model, k.tp, k.ep)
-    group = k.dp * k.cp
-    # experts reduce over their own data-parallel group, every ep-th rank of the dense one
-    # over the same span, so with as many fewer NICs a node (Megatron-Core gives expert
-    # parameters buffers of their own on intra_expt_dp_group: megatron/core/distributed/
-    # distributed_data_parallel.py l.280-292, parallel_state.py l.872-895 @d98e8a6)
-    expert_group = group / k.ep
-    per_step, per_micro_batch = gradient_volumes(a, k)
-    # gradients go in buckets of Megatron-Core's size, max(40M, 1M x dp) parameters
-    # (megatron/core/distributed/distributed_data_parallel.py l.134 @d98e8a6)
-    bucket = np.minimum(np.maximum(a.dp_bucket_params, 1e6 * group), dense + experts)
-    span = k.data_group_span
-    shares = ((dense, group), (experts, expert_group))  # parameters over each group's ranks
-
-    def moved_s(passes: Number, message_bytes: Number) -> Number:
-        """Each group's bytes over its own links."""
-        return sum(
-            np.where(
-                params > 0,
-                tim.ring_pass_bytes(passes, params, ranks)
-                / link_bytes_s(job, a, span, message_bytes, ranks),
-                0.0,
-            )
-            for params, ranks in shares
-        )
-
-    def synced_s(volumes: Number, collectives: int) -> Number:
-        latency = sum(
-            np.ceil(params / np.maximum(bucket, 1.0)) * latency_s(job, a, ranks, span, collectives)
-            for params, ranks in shares
-        )
-        return np.where(volumes > 0, moved_s(volumes, bucket * mem.BF16_BYTES) + latency, 0.0)
-
-    # ZeRO-3 gathers each layer's parameters before forward and backward, and scatters
-    # its gradients after: one layer a message
-    gather_message = layer_params * mem.BF16_BYTES
-    gathers = n_layers * zero3_gathers_per_layer(model, a)
-    zero3_s = moved_s(
-        tim.ZERO3_PASSES_PER_MICRO_BATCH, gather_message / gathers * n_layers
-    ) + gathers * latency_s(job, a, group, span, tim.ZERO3_PASSES_PER_MICRO_BATCH)
-    zero3 = k.zero >= 3
-    return (
-        synced_s(per_step, tim.GRAD_SYNC_PASSES),
-        synced_s(per_micro_batch, 1),
-        np.where(zero3, zero3_s, 0.0),
-    )
-
-
-# Parameterised submodules of a layer besides its MLP matrices: two norms, Q, K, V, output.
-NORMS_AND_ATTENTION_MODULES = 6
-
-
-def zero3_gathers_per_layer(model: Any, a: CostAssumptions) -> int:
-    """ZeRO-3 collectives per layer and pass: one, or one per parameterised submodule."""
-    if a.zero3_gather_unit == "layer":
-        return 1
-    return NORMS_AND_ATTENTION_MODULES + model.mlp_matrices
-
-
-def gradient_volumes(a: CostAssumptions, k: Degrees) -> tuple[Number, Number]:
-    """(per step, per micro-batch) volumes of the stage's bf16 parameters the ZeRO 0-2 sync
-    sends (none at ZeRO-3, priced apart); with pp and an engine that defers it, the
-    per-micro-batch share moves to the step."""
-    stage = np.clip(np.asarray(k.zero, dtype=np.int64), 0, 2)
-    per_step = np.asarray(a.gradient_volumes_per_step)[stage]
-    per_micro_batch = np.asarray(a.gradient_volumes_per_micro_batch)[stage]
-    if not a.per_micro_batch_sync_with_pp:
-        deferred = np.where(np.asarray(k.pp) > 1, per_micro_batch, 0.0)
-        per_step, per_micro_batch = per_step + deferred, per_micro_batch - deferred
-    zero3 = np.asarray(k.zero) >= 3
-    return np.where(zero3, 0.0, per_step), np.where(zero3, 0.0, per_micro_batch)
 
 
 # What a layer's time on one micro-batch is made of (layer_times' keys, the head apart).

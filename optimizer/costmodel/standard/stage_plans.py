@@ -23,6 +23,7 @@ from models.stage_plan import StagePlan
 from optimizer.costmodel.assumptions import CostAssumptions
 from optimizer.costmodel.grid import RECOMPUTE_CODES, LayoutGrid, recompute_code
 from optimizer.costmodel.standard import breakdown as brk
+from optimizer.costmodel.standard import data_parallel as dpl
 from optimizer.costmodel.standard import memory as mem
 from optimizer.costmodel.standard import ranks as rnk
 from optimizer.costmodel.standard import times as tim
@@ -125,7 +126,7 @@ def rank_data_parallel_s(
     parameters; recompute does not change them."""
     k = mode_degrees(terms, 0)
     embedding = rank_embedding_params(terms, int(k.pp), rank)
-    return brk.rank_data_parallel_s(job, a, k, layers, embedding)
+    return dpl.rank_data_parallel_s(job, a, k, layers, embedding)
 
 
 @dataclass(frozen=True)
@@ -201,7 +202,7 @@ def step_lower_bounds_s(job: TrainingJob, a: CostAssumptions, grid: LayoutGrid) 
     )
     p2p = rnk.p2p_s(job, a, k)
     most_layers = np.ceil(L / k.pp)
-    dp_step, dp_mb, zero3 = brk.rank_data_parallel_s(job, a, k, most_layers, 0.0)
+    dp_step, dp_mb, zero3 = dpl.rank_data_parallel_s(job, a, k, most_layers, 0.0)
     _, _, per_mb, dp_exposed = brk.micro_batch_and_step_s(a, busy, p2p, zero3, dp_mb, dp_step)
     monotone = (a.zero3_overlap_fraction <= 0.5) | (np.minimum(zero3, dp_mb) == 0)
     monotone &= a.dp_overlap_microbatches <= slots
