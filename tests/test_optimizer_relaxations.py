@@ -10,11 +10,12 @@ import pytest
 from models.layout import Recompute
 from optimizer.costmodel.assumptions import CostAssumptions
 from optimizer.costmodel.profiles import evaluate
-from optimizer.search import enumerator
+from optimizer.search import LayoutModel, build_tables, enumerator
 from optimizer.search.problem import resolve_space
 from optimizer.search.space import SearchSpace
 from optimizer.searches import optimize as search_optimize
 from optimizer.searches import pareto as search_pareto
+from optimizer.searches import prepared
 from tests.helpers import plate_job
 
 optimize = partial(search_optimize, profile="workshop")
@@ -178,3 +179,28 @@ def test_knob_rules_that_rule_each_other_out_are_a_conflict_not_an_error() -> No
     assert result.status == "infeasible" and result.solver.proved_optimal
     assert {item.name for item in result.conflict} == {"fixed_vpp", "schedule_allowed"}
     assert search_pareto(job, space, "standard").frontier == ()
+
+
+@pytest.mark.parametrize("engine", [None, "megatron"])
+def test_standard_relaxations_over_their_own_rows_match_the_wide_model_and_enumerator(
+    engine: str | None,
+) -> None:
+    # under standard each rule is re-solved over the rows allowed without it that no such row
+    # beats (enumerator.frontier_rows with it relaxed), and the rules are named from a model
+    # of a few rows: they must be the wide model's rules, each verdict the enumerator's
+    job = plate_job(1024, "llama3-70b")
+    problem, costs = prepared(job, SearchSpace(), "standard", CostAssumptions(), engine)
+    result = search_optimize(job, SearchSpace(), engine=engine, time_limit_s=60)
+    assert result.status == "optimal" and result.explanations_complete
+    wide_rules = set(LayoutModel(build_tables(problem, costs)).rules)
+    assert {r.name for r in result.relaxations} - {"max_vpp", "node_size"} == wide_rules
+    bound = 0
+    for relaxation in (r for r in result.relaxations if r.name in wide_rules):
+        layout = enumerator.best_layout(problem, costs, frozenset({relaxation.name}))
+        assert layout is not None
+        expected = evaluate(job, layout, "standard", costs).mfu
+        assert relaxation.binds == (expected > result.best.mfu * (1 + 1e-7)), relaxation.name
+        if relaxation.binds:
+            bound += 1
+            assert relaxation.relaxed_mfu == pytest.approx(expected, rel=1e-6)
+    assert bound >= 1

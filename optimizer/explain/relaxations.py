@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import numpy as np
+
 from optimizer.costmodel import CostAssumptions, Estimate
 from optimizer.explain.budget import Budget, priced
 from optimizer.explain.words import _not_binding, _relaxation_words
@@ -21,7 +23,9 @@ from optimizer.search import (
     LayoutModel,
     Pricing,
     SearchProblem,
+    Tables,
     best_layout,
+    frontier_rows,
     least_memory_beating,
     narrowed,
     solve_best,
@@ -64,10 +68,11 @@ def relaxations(
     """Each relaxable rule of the request, whether relaxing it raises the best MFU and, if so,
     what it would buy; and whether every rule was tried within the budget. Tables come from
     the request's `pricing`: the wide model's rows are the optimum's and the rules' others,
-    max_vpp's the optimum's and the extra chunks'; only node_size's are all priced anew."""
+    max_vpp's the optimum's and the extra chunks'; only node_size's are all priced anew. The
+    wide model names the rules; each is re-solved over the rows it may then choose."""
     tables = pricing.tables(problem, deadline=budget.deadline, stop=budget.stop)
-    layout_model = LayoutModel(tables)
-    tries: list[tuple[str, SearchProblem | None]] = [(rule, None) for rule in layout_model.rules]
+    rules = _rules_of(tables)
+    tries: list[tuple[str, SearchProblem | None]] = [(rule, None) for rule in rules]
     tries += list(_relaxed_problems(problem).items())
     found = {}
     # a relaxed optimum short of this does not bind: no tie-break needed to say so
@@ -78,13 +83,14 @@ def relaxations(
             break
         if wider is None:
             dropped = frozenset({rule})
-            found[rule] = (problem, solve_best(layout_model, settings, dropped, None, binds_above))
+            rows = LayoutModel(frontier_rows(tables, dropped))
+            found[rule] = (problem, solve_best(rows, settings, dropped, None, binds_above))
         else:
             widened = best_layout(
                 narrowed(wider), assumptions, settings, pricing=pricing, must_beat_mfu=binds_above
             )
             found[rule] = (wider, widened)
-    judged = [_not_binding(problem, KV_HEADS, best)] if _kv_rule_idle(problem, layout_model) else []
+    judged = [_not_binding(problem, KV_HEADS, best)] if _kv_rule_idle(problem, rules) else []
     # A rule is unsettled when time ran out before a layout (relaxing only widens a feasible
     # space) or, for a verdict of "does not bind", before the proof that nothing beats it.
     unsettled = 0
@@ -93,7 +99,7 @@ def relaxations(
         if relaxed is not None and relaxed.mfu > binds_above:
             step_up = None
             if rule == MEMORY_LIMIT:
-                step_up = _smallest_step_up(problem, layout_model, best, assumptions, budget)
+                step_up = _smallest_step_up(problem, tables, best, assumptions, budget)
             words = _relaxation_words(problem, rule, best, relaxed, step_up)
             judged.append(Relaxation(rule, words, relaxed.mfu, relaxed, step_up=step_up))
         elif relaxed is not None and answer.proved:
@@ -105,7 +111,7 @@ def relaxations(
 
 def _smallest_step_up(
     problem: SearchProblem,
-    layout_model: LayoutModel,
+    tables: Tables,
     best: Estimate,
     assumptions: CostAssumptions,
     budget: Budget,
@@ -115,14 +121,29 @@ def _smallest_step_up(
     settings = budget.settings()
     if settings is None:
         return None
-    found = least_memory_beating(layout_model, settings, best.mfu, frozenset({MEMORY_LIMIT}))
+    unlimited = frozenset({MEMORY_LIMIT})
+    layout_model = LayoutModel(frontier_rows(tables, unlimited))
+    found = least_memory_beating(layout_model, settings, best.mfu, unlimited)
     if found.layout is None:
         return None
     step_up = priced(problem, found.layout, assumptions)
     return step_up if step_up.mfu > best.mfu * (1 + BINDS_RELATIVE) else None
 
 
-def _kv_rule_idle(problem: SearchProblem, layout_model: LayoutModel) -> bool:
+def _kv_rule_idle(problem: SearchProblem, rules: tuple[str, ...]) -> bool:
     """The request keeps the KV-head rule, but every candidate tp already meets it (so the
     model holds no literal for it): relaxing it cannot help."""
-    return problem.require_kv_divisibility and KV_HEADS not in layout_model.rules
+    return problem.require_kv_divisibility and KV_HEADS not in rules
+
+
+def _rules_of(tables: Tables) -> tuple[str, ...]:
+    """The rules a model of `tables` holds a literal for, read off a model of a few rows: the
+    first and one breaking each engine rule. LayoutModel gives an engine rule a literal when
+    some row breaks it, every other rule from the problem's degrees and knobs alone, so a few
+    rows name the same rules as thousands (the wide model's rows cost 0.1 s to load)."""
+    if len(tables.tables) != 1:
+        return tuple(LayoutModel(tables).rules)
+    table = tables.tables[0]
+    breaking = {int(np.argmax(broken)) for broken in table.breaks.values() if broken.any()}
+    few = table.take(np.array(sorted(breaking | {0})))
+    return tuple(LayoutModel(replace(tables, tables=(few,))).rules)

@@ -7,7 +7,13 @@ model's terms tabulated (terms.py, placements.py, tables.py, dominance.py), the 
 Other rooms import from this module only.
 """
 
-from optimizer.search.enumerator import PricedSpace, layout_grid, price_space, restriction_masks
+from optimizer.search.enumerator import (
+    PricedSpace,
+    frontier_rows,
+    layout_grid,
+    price_space,
+    restriction_masks,
+)
 from optimizer.search.model import LayoutModel
 from optimizer.search.pareto import frontier
 from optimizer.search.placements import placement_class_of
@@ -70,6 +76,7 @@ __all__ = [
     "divisors",
     "fast_link_domain",
     "frontier",
+    "frontier_rows",
     "layout_grid",
     "least_memory_beating",
     "narrowed",

@@ -50,8 +50,8 @@ def without_dominated_anywhere(
 ) -> Table:
     """Drop each row another row of the table beats on memory and MFU, whatever its degrees
     and knobs (ties: the solver's tie-break order, tp, pp, cp, then the knobs). Exact for a
-    search that relaxes nothing over rows every rule allows (the frontier's): a beaten row
-    is never the best under any memory cap."""
+    search over rows every rule it keeps allows (the frontier's, a relaxation's): a beaten
+    row is never the best under any memory cap."""
     ordered = np.unique(problem.degrees[:, :3], axis=0, return_inverse=True)[1].reshape(-1)
     rank = [ordered[table.degree_index]] + [table.axis_index[axis] for axis in table.axes]
     one_group = [np.zeros(len(table.degree_index), dtype=np.int64)]

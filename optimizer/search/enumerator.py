@@ -1,8 +1,8 @@
 """Exhaustive search: every layout of a `SearchProblem`, priced at once by `profile.price_grid`.
 
 The oracle for the CP-SAT model's tests and the baseline of its benchmark. Same space, same
-restrictions, same tie-breaks as the solver; its restriction masks also give the searches
-that relax no rule their rows (frontier_rows).
+restrictions, same tie-breaks as the solver; its restriction masks also give each search
+over a table of whole layouts the few rows it can choose (frontier_rows).
 """
 
 from __future__ import annotations
@@ -180,15 +180,15 @@ def frontier_points(
     return points
 
 
-def frontier_rows(tables: Tables) -> Tables:
-    """For one table of whole layouts, only the rows every rule allows that no such row beats
-    on memory and MFU: every frontier point, and the best layout of any search that relaxes
-    no rule, is among them, and their solves load tens of rows instead of thousands (the
-    table is pruned only within groups of rows alike, for the searches that relax a rule).
-    Other tables as they are."""
+def frontier_rows(tables: Tables, relaxed: frozenset[str] = frozenset()) -> Tables:
+    """For one table of whole layouts, only the rows every rule but the `relaxed` ones allows
+    that no such row beats on memory and MFU: every frontier point, and the best layout of a
+    search that relaxes those rules, is among them, and their solves load tens of rows
+    instead of thousands (the table is pruned only within groups of rows alike, so that each
+    relaxation finds its own rows in it). Other tables as they are."""
     if len(tables.tables) != 1 or not whole_layouts(tables.tables[0].axes):
         return tables
-    allowed = tables.tables[0].take(feasible(tables.problem, table_space(tables), frozenset()))
+    allowed = tables.tables[0].take(feasible(tables.problem, table_space(tables), relaxed))
     if not len(allowed.degree_index):
         return tables  # nothing fits: the model proves it, with every rule in place
     kept = without_dominated_anywhere(tables.problem, allowed, tables.terms)

@@ -197,8 +197,8 @@ def best_layout(
     pricing = pricing or Pricing(problem, assumptions)
     try:
         tables = pricing.tables(problem, deadline=deadline, stop=settings.stop)
-        # relaxing no rule, the best is among the rows no allowed row beats
-        layout_model = LayoutModel(frontier_rows(tables) if not relaxed else tables)
+        # the best is among the rows no row allowed without the relaxed rules beats
+        layout_model = LayoutModel(frontier_rows(tables, relaxed))
     except NoLayouts:
         return Found(None, True, 0)
     except CutShort:
