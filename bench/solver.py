@@ -186,21 +186,29 @@ value is the
 proof, the explanations, the minimal conflicts and a model that later extensions (uneven
 stages, several jobs, network tiers) can grow where enumeration explodes.
 
-Misses against issue 13's targets, measured in the table above (`python -m bench.solver
---reps 3`, the load average in its header) on the searches' defaults (`standard, megatron:
-plate`): the optimum takes 0.19 s against <= 100 ms and with explanations 1.28 s against
-<= 0.5 s, both still missed; the frontier takes 0.32 s, within its 0.5 s (0.53 s without an
-engine's rules, `standard: plate`). Since ea13ebc the searches that relax no rule (the
-optimum, the frontier, the widened and restricted explanations) solve over `frontier_rows`:
-the rows every rule allows that no such row beats on memory and MFU anywhere in the table,
-tens instead of thousands, so each solve loads a tiny model (exact: such a row is never the
-best under any cap; the enumerator agrees on every scenario above). Same machine, same hour,
-the commit before: optimum 0.28 s, with explanations 1.38 s, frontier 0.92 s (0.44, 2.3 and
-1.4 s on 2026-12-01 20:33 on a busier machine; 0.80, 3.7 and 2.9 s at 19:45 before the
-changes below). The numpy argmax of the pruned table (`enumerator.best_of_tables`, before
-that reduction) takes 0.22 s against the optimum's 0.19: building and pruning the table is
-nearly all of the cost, and the solver earns the proof, the explanations and the conflicts,
-not speed, as long as the table of whole layouts is what it searches. What changed:
+Misses against issue 13's targets, measured in the table above (`python -m bench.solver`,
+the load average in its header) on the searches' defaults (`standard, megatron: plate`): the
+optimum takes 0.22 s against <= 100 ms and with explanations 0.91 s against <= 0.5 s, both
+still missed; the frontier takes 0.32 s, within its 0.5 s (0.65 s without an engine's rules,
+`standard: plate`, on this run's slower machine: the enumerator took 1.55 s, 1.42 s the run
+before). Since ea13ebc the searches that relax no rule (the optimum, the frontier, the
+widened and restricted explanations) solve over `frontier_rows`: the rows every rule allows
+that no such row beats on memory and MFU anywhere in the table, tens instead of thousands, so
+each solve loads a tiny model (exact: such a row is never the best under any cap; the
+enumerator agrees on every scenario above). Since a15a68e each relaxation that drops a rule
+solves over the same kind of rows, those every other rule allows (each solve 55-160 ms -> 7
+ms), and the wide model that names the rules is built over a few rows: with explanations
+1.28 -> 0.91 s here; CPU, the commit before and after in turn, three processes each, medians
+of five: 1.37 / 1.22 / 1.55 s -> 0.85 / 0.90 / 0.92 s (`standard: plate` 0.92 / 0.82 / 0.85
+-> 0.67 / 0.59 / 0.86 s). What is left of the 0.91 s: the optimum's pricing (0.22 s), the
+node-size relaxation, which doubles the node and so prices every row anew (0.22-0.28 s), the
+wide table's rows and max_vpp's extra chunks (0.08 and 0.1 s), the choices (0.05 s). Same
+machine, same hour as ea13ebc, the commit before it: optimum 0.28 s, with explanations 1.38
+s, frontier 0.92 s (0.44, 2.3 and 1.4 s on 2026-12-01 20:33 on a busier machine; 0.80, 3.7
+and 2.9 s at 19:45 before the changes below). The numpy argmax of the pruned table
+(`enumerator.best_of_tables`, before that reduction) takes 0.21 s against the optimum's 0.22:
+building and pruning the table is nearly all of the cost, and the solver earns the proof, the
+explanations and the conflicts, not speed, as long as the table of whole layouts is what it searches. What changed:
 - Box pricing (optimizer/search/boxes.py): the tables of whole layouts are priced a box at
   a time, the chunk's degree tuples, knob values and placement classes each on its own
   array axis (each schedule's rows in a box of their own), so the cost model's unchanged
