@@ -19,6 +19,7 @@ from optimizer.search import (
     SearchProblem,
     Tables,
     new_solver,
+    rule_names,
     run_solver,
 )
 
@@ -128,7 +129,7 @@ def _conflict_item(
     # Knob allowances outside the conflict are let go (the conflict stands without them);
     # the degree rules stay, so the layout shown is one the request could otherwise take.
     # Failing that, the rest of a minimal conflict alone holds together.
-    rules = set(LayoutModel(tables).rules) - {name}
+    rules = set(rule_names(tables)) - {name}
     kept = {rule for rule in rules if rule in core or not rule.endswith("_allowed")}
     least = _least_memory(tables, kept, budget) or _least_memory(tables, set(core) - {name}, budget)
     if least is None:

@@ -11,8 +11,6 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-import numpy as np
-
 from optimizer.costmodel import CostAssumptions, Estimate
 from optimizer.explain.budget import Budget, priced
 from optimizer.explain.words import _not_binding, _relaxation_words
@@ -20,14 +18,14 @@ from optimizer.results import Relaxation
 from optimizer.search import (
     KV_HEADS,
     MEMORY_LIMIT,
-    LayoutModel,
     Pricing,
     SearchProblem,
     Tables,
     best_layout,
-    frontier_rows,
+    choosable_model,
     least_memory_beating,
     narrowed,
+    rule_names,
     solve_best,
 )
 
@@ -71,7 +69,7 @@ def relaxations(
     max_vpp's the optimum's and the extra chunks'; only node_size's are all priced anew. The
     wide model names the rules; each is re-solved over the rows it may then choose."""
     tables = pricing.tables(problem, deadline=budget.deadline, stop=budget.stop)
-    rules = _rules_of(tables)
+    rules = rule_names(tables)
     tries: list[tuple[str, SearchProblem | None]] = [(rule, None) for rule in rules]
     tries += list(_relaxed_problems(problem).items())
     found = {}
@@ -83,7 +81,7 @@ def relaxations(
             break
         if wider is None:
             dropped = frozenset({rule})
-            rows = LayoutModel(frontier_rows(tables, dropped))
+            rows = choosable_model(tables, dropped)
             found[rule] = (problem, solve_best(rows, settings, dropped, None, binds_above))
         else:
             widened = best_layout(
@@ -122,7 +120,7 @@ def _smallest_step_up(
     if settings is None:
         return None
     unlimited = frozenset({MEMORY_LIMIT})
-    layout_model = LayoutModel(frontier_rows(tables, unlimited))
+    layout_model = choosable_model(tables, unlimited)
     found = least_memory_beating(layout_model, settings, best.mfu, unlimited)
     if found.layout is None:
         return None
@@ -134,16 +132,3 @@ def _kv_rule_idle(problem: SearchProblem, rules: tuple[str, ...]) -> bool:
     """The request keeps the KV-head rule, but every candidate tp already meets it (so the
     model holds no literal for it): relaxing it cannot help."""
     return problem.require_kv_divisibility and KV_HEADS not in rules
-
-
-def _rules_of(tables: Tables) -> tuple[str, ...]:
-    """The rules a model of `tables` holds a literal for, read off a model of a few rows: the
-    first and one breaking each engine rule. LayoutModel gives an engine rule a literal when
-    some row breaks it, every other rule from the problem's degrees and knobs alone, so a few
-    rows name the same rules as thousands (the wide model's rows cost 0.1 s to load)."""
-    if len(tables.tables) != 1:
-        return tuple(LayoutModel(tables).rules)
-    table = tables.tables[0]
-    breaking = {int(np.argmax(broken)) for broken in table.breaks.values() if broken.any()}
-    few = table.take(np.array(sorted(breaking | {0})))
-    return tuple(LayoutModel(replace(tables, tables=(few,))).rules)

@@ -7,14 +7,8 @@ model's terms tabulated (terms.py, placements.py, tables.py, dominance.py), the 
 Other rooms import from this module only.
 """
 
-from optimizer.search.enumerator import (
-    PricedSpace,
-    frontier_rows,
-    layout_grid,
-    price_space,
-    restriction_masks,
-)
-from optimizer.search.model import LayoutModel
+from optimizer.search.enumerator import PricedSpace, layout_grid, price_space, restriction_masks
+from optimizer.search.model import LayoutModel, rule_names
 from optimizer.search.pareto import frontier
 from optimizer.search.placements import placement_class_of
 from optimizer.search.pricing import Pricing
@@ -38,6 +32,7 @@ from optimizer.search.solve import (
     Found,
     SolveSettings,
     best_layout,
+    choosable_model,
     least_memory_beating,
     new_solver,
     run_solver,
@@ -73,10 +68,10 @@ __all__ = [
     "Tables",
     "best_layout",
     "build_tables",
+    "choosable_model",
     "divisors",
     "fast_link_domain",
     "frontier",
-    "frontier_rows",
     "layout_grid",
     "least_memory_beating",
     "narrowed",
@@ -86,6 +81,7 @@ __all__ = [
     "priced_knobs",
     "resolve_space",
     "restriction_masks",
+    "rule_names",
     "run_solver",
     "solve_best",
     "time_is_up",

@@ -16,10 +16,9 @@ from functools import cache
 
 from models.layout import Layout
 from optimizer.costmodel import CostAssumptions, evaluate
-from optimizer.search.enumerator import FLOAT_NOISE_RELATIVE, frontier_rows
-from optimizer.search.model import LayoutModel
+from optimizer.search.enumerator import FLOAT_NOISE_RELATIVE
 from optimizer.search.problem import SearchProblem
-from optimizer.search.solve import Found, SolveSettings, frontier_point
+from optimizer.search.solve import Found, SolveSettings, choosable_model, frontier_point
 from optimizer.search.stopping import CutShort
 from optimizer.search.tables import NoLayouts, build_tables
 
@@ -33,7 +32,7 @@ def frontier(
         return [], True
     try:
         tables = build_tables(problem, assumptions, deadline=deadline, stop=settings.stop)
-        layout_model = LayoutModel(frontier_rows(tables))
+        layout_model = choosable_model(tables)
     except NoLayouts:
         return [], True
     except CutShort:

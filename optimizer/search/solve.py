@@ -16,7 +16,7 @@ from optimizer.search.model import LayoutModel
 from optimizer.search.pricing import Pricing
 from optimizer.search.problem import SearchProblem
 from optimizer.search.stopping import CutShort, StopSignal
-from optimizer.search.tables import NoLayouts
+from optimizer.search.tables import NoLayouts, Tables
 from optimizer.search.terms import LN_MFU_SCALE
 
 
@@ -42,6 +42,12 @@ class Found:
     # The solver's proved upper bound on ln(MFU) (same units), where it has one: with a
     # layout short of its proof, how much better any layout could be.
     bound_ln_mfu: int | None = None
+
+
+def choosable_model(tables: Tables, relaxed: frozenset[str] = frozenset()) -> LayoutModel:
+    """The model of a search of `tables` that relaxes `relaxed`, over only the rows it can
+    choose: those no row allowed without the relaxed rules beats (frontier_rows)."""
+    return LayoutModel(frontier_rows(tables, relaxed))
 
 
 def run_solver(
@@ -197,8 +203,7 @@ def best_layout(
     pricing = pricing or Pricing(problem, assumptions)
     try:
         tables = pricing.tables(problem, deadline=deadline, stop=settings.stop)
-        # the best is among the rows no row allowed without the relaxed rules beats
-        layout_model = LayoutModel(frontier_rows(tables, relaxed))
+        layout_model = choosable_model(tables, relaxed)
     except NoLayouts:
         return Found(None, True, 0)
     except CutShort:
