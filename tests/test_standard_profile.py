@@ -153,6 +153,20 @@ def test_zero3_charges_traffic_that_zero1_does_not() -> None:
     assert zero3.mfu < zero1.mfu
 
 
+def test_zero3_list_copies_cost_one_copy_a_rank_a_collective() -> None:
+    # the plate's model on one stage, tp 8: a ZeRO-3 group of 16384 / 8 = 2,048 ranks.
+    # Module by module, a Llama layer has 6 + 3 (gated MLP) = 9 collectives a pass, three
+    # passes a micro-batch (gather forward, gather backward, reduce-scatter): 126 x 9 x 3 =
+    # 3,402 collectives, each copying 2,048 tensors at 1 us: 6.967296 s more per micro-batch
+    job, layout = plate_job(), Layout(tp=8, pp=1, zero=3)
+    settings = {"zero3_overlap_fraction": 0, "zero3_gather_unit": "module"}
+    flat = standard(job, layout, **settings)
+    lists = standard(job, layout, zero3_copy_per_rank_s=1e-6, **settings)
+    extra_s = lists.times_s["zero3_per_micro_batch"] - flat.times_s["zero3_per_micro_batch"]
+    assert extra_s == pytest.approx(126 * 9 * 3 * 2048 * 1e-6)
+    assert lists.mfu < flat.mfu
+
+
 def test_interleaving_trades_bubble_for_memory_and_sends() -> None:
     job = plate_job()
     plain = standard(job, Layout(tp=8, pp=16, vpp=1, zero=2))

@@ -28,8 +28,9 @@ are in `models/presets/published_runs.json`; a row may set only an assumption it
 (unfused attention in 2021-22 Megatron-LM, no sequence parallelism before 2022, no gradient
 all-reduce overlap, Llama 3's exposed context-parallel all-gather, the bf16 gradients of
 Megatron-Bridge's benchmark recipes and NeMo 24.09's), or that the code it ran at the time
-shows (2021 DeepSpeed's blocking ZeRO-3 fetch, which hides nothing; torchtitan's eager kernels
-where its config left torch.compile off).
+shows (2021 DeepSpeed's blocking ZeRO-3 fetch, which hides nothing, and its list collectives,
+which PyTorch copies a rank at a time; torchtitan's eager kernels where its config left
+torch.compile off).
 
 **Which rows the means are over.** Rows with no knob the cost model cannot express are
 *priced*: the headline means are over them, in bf16, fp16 and FP8. FP8 rows are priced in FP8

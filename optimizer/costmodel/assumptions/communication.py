@@ -143,6 +143,22 @@ class CommunicationAssumptions(BaseModel):
         "DeepSpeed code ran them (a blocking fetch that synchronises the device, "
         "docs/cost-model.md 'ZeRO-3 / FSDP'); no current engine's figure has been measured.",
     )
+    zero3_copy_per_rank_s: float = latency_field(
+        0.0,
+        "Host time each ZeRO-3 collective spends per rank of its group copying between a list "
+        "of per-rank tensors and NCCL's flat buffer, serialised with the collective (a blocking "
+        "fetch). 0 for engines that gather into one flat tensor (all_gather_into_tensor, "
+        "reduce_scatter_tensor). PyTorch 1.8's ProcessGroupNCCL took lists: allgather copies "
+        "the flat output into each of the world-size outputs after ncclAllGather, "
+        "reduce_scatter each input into a flat buffer before ncclReduceScatter, one copy_ a "
+        "rank (pytorch/pytorch@00f5dfd torch/lib/c10d/ProcessGroupNCCL.cpp, allgather and "
+        "reduce_scatter), and 2021 DeepSpeed called both with lists per parameter "
+        "(deepspeedai/DeepSpeed@adac058ac deepspeed/runtime/zero/partition_parameters.py "
+        "l.603-643, 740-778); such a row sets 3.8 us, a back-to-back launch of a short kernel "
+        "(NVIDIA, 'Getting Started with CUDA Graphs', 2019: 3.8 us a kernel launched without "
+        "synchronisation, V100; UNVERIFIED on A100), a lower bound on a copy_ through "
+        "PyTorch's dispatcher.",
+    )
     zero3_gather_unit: Literal["layer", "module"] = Field(
         "layer",
         description=(

@@ -78,9 +78,12 @@ def rank_data_parallel_s(
     # its gradients after: one layer a message
     gather_message = layer_params * mem.BF16_BYTES
     gathers = n_layers * zero3_gathers_per_layer(model, a)
-    zero3_s = moved_s(
-        tim.ZERO3_PASSES_PER_MICRO_BATCH, gather_message / gathers * n_layers
-    ) + gathers * latency_s(job, a, group, span, tim.ZERO3_PASSES_PER_MICRO_BATCH)
+    collectives = gathers * tim.ZERO3_PASSES_PER_MICRO_BATCH
+    zero3_s = (
+        moved_s(tim.ZERO3_PASSES_PER_MICRO_BATCH, gather_message / gathers * n_layers)
+        + gathers * latency_s(job, a, group, span, tim.ZERO3_PASSES_PER_MICRO_BATCH)
+        + collectives * group * a.zero3_copy_per_rank_s  # list copies, one a rank
+    )
     zero3 = k.zero >= 3
     return (
         synced_s(per_step, tim.GRAD_SYNC_PASSES),
