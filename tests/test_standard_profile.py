@@ -167,6 +167,25 @@ def test_zero3_list_copies_cost_one_copy_a_rank_a_collective() -> None:
     assert lists.mfu < flat.mfu
 
 
+def test_zero3_counts_from_the_code_set_the_collectives_a_layer() -> None:
+    # 2021 DeepSpeed on a Megatron GPT layer: 4 gathers a pass (weights over the persistence
+    # threshold), 12 reduce-scatters (every parameter): 2 x 4 + 12 = 20 collectives a layer
+    # and micro-batch, each copying 2,048 tensors at 1 us, on the plate's 126 layers
+    job, layout = plate_job(), Layout(tp=8, pp=1, zero=3)
+    settings = {
+        "zero3_overlap_fraction": 0,
+        "zero3_gathers_per_layer": 4,
+        "zero3_reduce_scatters_per_layer": 12,
+    }
+    flat = standard(job, layout, **settings)
+    lists = standard(job, layout, zero3_copy_per_rank_s=1e-6, **settings)
+    extra_s = lists.times_s["zero3_per_micro_batch"] - flat.times_s["zero3_per_micro_batch"]
+    assert extra_s == pytest.approx(126 * 20 * 2048 * 1e-6)
+    # the bytes do not depend on the count; the latency grows with the collectives
+    module = standard(job, layout, zero3_overlap_fraction=0, zero3_gather_unit="module")
+    assert module.times_s["zero3_per_micro_batch"] > flat.times_s["zero3_per_micro_batch"]
+
+
 def test_interleaving_trades_bubble_for_memory_and_sends() -> None:
     job = plate_job()
     plain = standard(job, Layout(tp=8, pp=16, vpp=1, zero=2))

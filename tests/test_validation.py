@@ -232,8 +232,10 @@ def test_gpu_specs_of_rows_carry_their_source() -> None:
 # 4.92 once Megatron-Bridge's GB200 table rows took the racks of 64 its performance guide
 # runs them on (Qwen3-235B's ep 32 all-to-all back on NVLink: -18.6 -> +4.7 points); 4.63
 # once 2021 DeepSpeed's list all-gathers and reduce-scatters paid PyTorch's copy a rank (the
-# six SC21 ZeRO-3 rows, +5.5..+15.0 -> +3.2..+10.4; "ZeRO-3 / FSDP").
-MEAN_ABS_ERROR_BOUND = 0.0513
+# six SC21 ZeRO-3 rows, +5.5..+15.0 -> +3.2..+10.4; "ZeRO-3 / FSDP"); 4.73 once those rows
+# counted the collectives as DeepSpeed's code makes them, 4 gathers a pass and 12 scatters a
+# layer, not one per submodule (+4.1..+11.6: the count follows the code, not the fit).
+MEAN_ABS_ERROR_BOUND = 0.0523
 MAX_ABS_ERROR_BOUND = 0.2150
 # peak memory over the priced rows: 9.2% mean absolute error over 7 (15.6% over 6 before
 # Transformer Engine's FP8-saved GEMM inputs were priced and the three FP8 SFT rows took their

@@ -30,8 +30,8 @@ all-reduce overlap, Llama 3's exposed context-parallel all-gather, the bf16 grad
 Megatron-Bridge's benchmark recipes and NeMo 24.09's, whose Apex optimiser keeps an int16
 remainder for the fp32 master), or that the code it ran at the time
 shows (2021 DeepSpeed's blocking ZeRO-3 fetch, which hides nothing, and its list collectives,
-which PyTorch copies a rank at a time; torchtitan's eager kernels where its config left
-torch.compile off).
+one a parameter above its persistence threshold, which PyTorch copies a rank at a time;
+torchtitan's eager kernels where its config left torch.compile off).
 
 **Which rows the means are over.** Rows with no knob the cost model cannot express are
 *priced*: the headline means are over them, in bf16, fp16 and FP8. FP8 rows are priced in FP8

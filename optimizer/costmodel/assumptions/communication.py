@@ -169,6 +169,32 @@ class CommunicationAssumptions(BaseModel):
             "norms, the four attention projections and each MLP matrix)."
         ),
     )
+    zero3_gathers_per_layer: int | None = Field(
+        None,
+        ge=1,
+        le=1000,
+        description=(
+            "ZeRO-3 all-gathers a layer takes each pass (forward, backward) where the engine's "
+            "code gives the count; None: one per zero3_gather_unit. 2021 DeepSpeed gathers one "
+            "a parameter and never those under stage3_param_persistence_threshold, 100,000 "
+            "elements by default (deepspeedai/DeepSpeed@adac058ac deepspeed/runtime/zero/"
+            "partition_parameters.py l.480-492, 603-643; stage3.py l.567, 1054-1061): of a "
+            "Megatron GPT layer's 12 parameters (fused QKV, output and two MLP matrices and two "
+            "norms, a weight and a bias each) the 4 weight matrices, for hidden sizes whose "
+            "4h bias stays under it."
+        ),
+    )
+    zero3_reduce_scatters_per_layer: int | None = Field(
+        None,
+        ge=1,
+        le=1000,
+        description=(
+            "ZeRO-3 gradient reduce-scatters a layer takes a micro-batch where the engine's "
+            "code gives the count; None: one per zero3_gather_unit. 2021 DeepSpeed scatters "
+            "one a parameter, the persistent ones too (partition_parameters.py l.709-718): 12 "
+            "for a Megatron GPT layer."
+        ),
+    )
     pp_p2p_overlap_fraction: float = fraction_field(
         0.0, "Share of pipeline point-to-point sends hidden under compute (conservative: none)."
     )

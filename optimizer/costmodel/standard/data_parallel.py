@@ -75,13 +75,13 @@ def rank_data_parallel_s(
         return np.where(volumes > 0, moved_s(volumes, bucket * mem.BF16_BYTES) + latency, 0.0)
 
     # ZeRO-3 gathers each layer's parameters before forward and backward, and scatters
-    # its gradients after: one layer a message
+    # its gradients after: a layer's parameters split over its gathers' messages
     gather_message = layer_params * mem.BF16_BYTES
-    gathers = n_layers * zero3_gathers_per_layer(model, a)
-    collectives = gathers * tim.ZERO3_PASSES_PER_MICRO_BATCH
+    gathers, scatters = zero3_collectives_per_layer(model, a)
+    collectives = n_layers * (tim.ZERO3_GATHER_PASSES * gathers + scatters)
     zero3_s = (
-        moved_s(tim.ZERO3_PASSES_PER_MICRO_BATCH, gather_message / gathers * n_layers)
-        + gathers * latency_s(job, a, group, span, tim.ZERO3_PASSES_PER_MICRO_BATCH)
+        moved_s(tim.ZERO3_PASSES_PER_MICRO_BATCH, gather_message / gathers)
+        + n_layers * latency_s(job, a, group, span, tim.ZERO3_GATHER_PASSES * gathers + scatters)
         + collectives * group * a.zero3_copy_per_rank_s  # list copies, one a rank
     )
     zero3 = k.zero >= 3
@@ -96,11 +96,15 @@ def rank_data_parallel_s(
 NORMS_AND_ATTENTION_MODULES = 6
 
 
-def zero3_gathers_per_layer(model: Any, a: CostAssumptions) -> int:
-    """ZeRO-3 collectives per layer and pass: one, or one per parameterised submodule."""
-    if a.zero3_gather_unit == "layer":
-        return 1
-    return NORMS_AND_ATTENTION_MODULES + model.mlp_matrices
+def zero3_collectives_per_layer(model: Any, a: CostAssumptions) -> tuple[int, int]:
+    """(all-gathers a layer and pass, gradient reduce-scatters a layer): one each, or one per
+    parameterised submodule, unless the engine's code gives the counts (the assumptions)."""
+    unit = 1 if a.zero3_gather_unit == "layer" else NORMS_AND_ATTENTION_MODULES + model.mlp_matrices
+    gathers = unit if a.zero3_gathers_per_layer is None else a.zero3_gathers_per_layer
+    scatters = (
+        unit if a.zero3_reduce_scatters_per_layer is None else a.zero3_reduce_scatters_per_layer
+    )
+    return gathers, scatters
 
 
 def gradient_volumes(a: CostAssumptions, k: Degrees) -> tuple[Number, Number]:

@@ -35,6 +35,7 @@ MOE_ALL_TO_ALLS_PER_LAYER = 4
 # reduce-scatter of the gradients after.
 GRAD_SYNC_PASSES = 2
 ZERO3_PASSES_PER_MICRO_BATCH = 3
+ZERO3_GATHER_PASSES = 2  # of those three, the gathers
 # Megatron-LM TP with sequence parallelism: two all-gathers and two reduce-scatters per layer
 # forward and backward, the same bytes as the workshop's four all-reduces.
 TP_COLLECTIVES_PER_LAYER = 4
