@@ -234,7 +234,9 @@ def test_gpu_specs_of_rows_carry_their_source() -> None:
 # once 2021 DeepSpeed's list all-gathers and reduce-scatters paid PyTorch's copy a rank (the
 # six SC21 ZeRO-3 rows, +5.5..+15.0 -> +3.2..+10.4; "ZeRO-3 / FSDP"); 4.73 once those rows
 # counted the collectives as DeepSpeed's code makes them, 4 gathers a pass and 12 scatters a
-# layer, not one per submodule (+4.1..+11.6: the count follows the code, not the fit).
+# layer, not one per submodule (+4.1..+11.6: the count follows the code, not the fit); 4.67
+# once DeepSeek-V3's H100 row ran as its benchmark script does (selective recompute, DeepEP,
+# no gradient-reduce overlap: -15.4 -> -10.1).
 MEAN_ABS_ERROR_BOUND = 0.0523
 MAX_ABS_ERROR_BOUND = 0.2150
 # peak memory over the priced rows: 9.2% mean absolute error over 7 (15.6% over 6 before
@@ -360,8 +362,9 @@ def test_a_searched_layout_ranks_first(report) -> None:
 def test_issue_6_layouts_fit(report) -> None:
     assert [row.run.name for row in report.rows[:ISSUE_6_ROWS] if not row.estimate.fits] == []
     # newer rows the profile prices over their GPU's memory are listed in the table ("no"):
-    # 5 measured (7 before NeMo 24.09's rows priced Apex's bf16 gradients and int16 remainders)
-    assert sum(not row.estimate.fits for row in report.rows) <= 5
+    # 6 measured (7 before NeMo 24.09's rows priced Apex's bf16 gradients and int16 remainders;
+    # 5 before DeepSeek-V3's H100 row took its script's selective recompute, not full)
+    assert sum(not row.estimate.fits for row in report.rows) <= 6
 
 
 def test_nemo_2409_rows_keep_apex_distributed_adams_state(report) -> None:
