@@ -4,6 +4,7 @@ knob it prices, and one-layout pricing agreeing with grid pricing."""
 from __future__ import annotations
 
 import pytest
+from pydantic import ValidationError
 
 from models.errors import InvalidSpec
 from models.hardware import ClusterSpec
@@ -181,6 +182,11 @@ def test_zero3_counts_from_the_code_set_the_collectives_a_layer() -> None:
     lists = standard(job, layout, zero3_copy_per_rank_s=1e-6, **settings)
     extra_s = lists.times_s["zero3_per_micro_batch"] - flat.times_s["zero3_per_micro_batch"]
     assert extra_s == pytest.approx(126 * 20 * 2048 * 1e-6)
+    # JSON's integral numbers are counts too (a schema-valid 12.0), fractions are not
+    counts = {"zero3_gathers_per_layer": 4.0, "zero3_reduce_scatters_per_layer": 12.0}
+    assert CostAssumptions.model_validate(counts).zero3_reduce_scatters_per_layer == 12
+    with pytest.raises(ValidationError):
+        CostAssumptions.model_validate({"zero3_gathers_per_layer": 2.5})
     # the bytes do not depend on the count; the latency grows with the collectives
     module = standard(job, layout, zero3_overlap_fraction=0, zero3_gather_unit="module")
     assert module.times_s["zero3_per_micro_batch"] > flat.times_s["zero3_per_micro_batch"]

@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from models.strict import SPEC_CONFIG
+from models.strict import SPEC_CONFIG, JsonInt
 
 from .fields import MIN_EFFICIENCY, Volumes, fraction_field, latency_field
 
@@ -169,7 +169,7 @@ class CommunicationAssumptions(BaseModel):
             "norms, the four attention projections and each MLP matrix)."
         ),
     )
-    zero3_gathers_per_layer: int | None = Field(
+    zero3_gathers_per_layer: JsonInt | None = Field(
         None,
         ge=1,
         le=1000,
@@ -184,7 +184,7 @@ class CommunicationAssumptions(BaseModel):
             "4h bias stays under it."
         ),
     )
-    zero3_reduce_scatters_per_layer: int | None = Field(
+    zero3_reduce_scatters_per_layer: JsonInt | None = Field(
         None,
         ge=1,
         le=1000,
