@@ -147,21 +147,6 @@ def test_a_row_that_names_an_unknown_engine_or_metric_is_refused() -> None:
         _run({**entry, "tflops": 1}, {})
 
 
-def test_memory_rows_compare_memory_with_the_worst_stage(report) -> None:
-    memory = [row for row in report.rows if row.compares_memory]
-    assert len(memory) >= 8
-    for row in memory:
-        predicted = row.estimate.memory.total / 1e9
-        assert row.memory_error == pytest.approx(predicted / row.run.reported_memory_gb - 1)
-    # a row may report memory alone: it still prices, and only its memory is compared
-    entry = json.loads(DATA.read_text())["runs"][0]
-    alone = _run({**entry, "reported": {"peak_memory_gib": 40.0}}, {})
-    row = compare(alone)
-    assert not row.compares_utilisation and row.memory_error == pytest.approx(
-        row.estimate.memory.total / 1e9 / (40 * GIB) - 1
-    )
-
-
 def test_throughput_rows_compare_through_the_profiles_own_flops(report) -> None:
     # tokens/s and step time become an MFU on the profile's scale: the measured throughput
     # over the predicted one, times the predicted MFU
@@ -365,21 +350,6 @@ def test_issue_6_layouts_fit(report) -> None:
     # 6 measured (7 before NeMo 24.09's rows priced Apex's bf16 gradients and int16 remainders;
     # 5 before DeepSeek-V3's H100 row took its script's selective recompute, not full)
     assert sum(not row.estimate.fits for row in report.rows) <= 6
-
-
-def test_nemo_2409_rows_keep_apex_distributed_adams_state(report) -> None:
-    # NeMo 24.09 + Apex DistributedFusedAdam: a whole bf16 gradient buffer (grad_sync_dtype),
-    # and for bf16 weights two fp32 moments plus an int16 remainder per sharded parameter
-    # (store_param_remainders), 10 bytes; FP8 runs set fp8_params and store the fp32 master
-    names = ("8B on 8 H100 (DGX Cloud benchmark, BF16)", "8B on 8 H100 (DGX Cloud benchmark, FP8)")
-    for suffix, state_bytes in zip(names, (10, 12), strict=True):
-        (row,) = [row for row in report.rows if row.run.name.endswith(suffix)]
-        params, layout = row.run.job.model.total_params, row.estimate.layout
-        assert (layout.tp, layout.pp, layout.dp * layout.cp, layout.zero) == (1, 1, 8, 1)
-        memory = row.estimate.memory
-        assert memory.gradients == pytest.approx(2 * params)
-        assert memory.optimizer == pytest.approx(state_bytes * params / 8)
-        assert row.estimate.fits, row.run.name
 
 
 def test_docs_validation_is_current(report) -> None:

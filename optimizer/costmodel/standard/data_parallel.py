@@ -78,11 +78,11 @@ def rank_data_parallel_s(
     # its gradients after: a layer's parameters split over its gathers' messages
     gather_message = layer_params * mem.BF16_BYTES
     gathers, scatters = zero3_collectives_per_layer(model, a)
-    collectives = n_layers * (tim.ZERO3_GATHER_PASSES * gathers + scatters)
+    per_layer = tim.ZERO3_GATHER_PASSES * gathers + scatters  # collectives a micro-batch
     zero3_s = (
         moved_s(tim.ZERO3_PASSES_PER_MICRO_BATCH, gather_message / gathers)
-        + n_layers * latency_s(job, a, group, span, tim.ZERO3_GATHER_PASSES * gathers + scatters)
-        + collectives * group * a.zero3_copy_per_rank_s  # list copies, one a rank
+        + n_layers * latency_s(job, a, group, span, per_layer)
+        + n_layers * per_layer * group * a.zero3_copy_per_rank_s  # list copies, one a rank
     )
     zero3 = k.zero >= 3
     return (
