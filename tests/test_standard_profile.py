@@ -286,3 +286,19 @@ def test_tensor_parallelism_across_an_nvl72_domain_is_nvlink() -> None:
     assert straddling.times_s["tp_comm"] == pytest.approx(payload / 37e9 + 560e-6)
     # groups 0-15 ... 48-63 sit in the first rack; 64-79 is the first to cross into the next
     assert any("ranks 64-79 straddle two domains" in w for w in straddling.warnings)
+
+
+def test_fixed_buckets_pay_the_ring_latency_on_every_bucket() -> None:
+    # The plate (tp 8, pp 16, dp 128, one GPU of each node in a data-parallel group): the
+    # busiest rank is a middle one, 8 layers of 398,458,880 parameters = 3,187,671,040. Grown
+    # buckets hold max(40M, 1M x 128) = 128M: 25 of them; fixed 40M buckets (Apex's
+    # DistributedFusedAdam): 80. Each bucket pays two collectives (reduce-scatter and
+    # all-gather) over 128 nodes, one rank each, at NCCL's PAT latency (cheaper there than
+    # the ring's 8.4 + 127 x 14 us): 8 + log2(128) x 14 / 3.5 + 128 x 2.8 = 394.4 us. The
+    # bytes are the same either way.
+    settings = {"dp_overlap_microbatches": 0}
+    grown = standard(plate_job(), PLATE, **settings)
+    fixed = standard(plate_job(), PLATE, dp_bucket_grows_with_dp=False, **settings)
+    extra_s = fixed.times_s["dp_comm_exposed"] - grown.times_s["dp_comm_exposed"]
+    assert extra_s == pytest.approx((80 - 25) * 2 * 394.4e-6)
+    assert fixed.mfu < grown.mfu

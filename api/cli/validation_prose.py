@@ -28,7 +28,8 @@ are in `models/presets/published_runs.json`; a row may set only an assumption it
 (unfused attention in 2021-22 Megatron-LM, no sequence parallelism before 2022, no gradient
 all-reduce overlap, Llama 3's exposed context-parallel all-gather, the bf16 gradients of
 Megatron-Bridge's benchmark recipes and NeMo 24.09's, whose Apex optimiser keeps an int16
-remainder for the fp32 master), or that the code it ran at the time
+remainder for the fp32 master and cuts the gradients into buckets of the recipe's fixed size),
+or that the code it ran at the time
 shows (2021 DeepSpeed's blocking ZeRO-3 fetch, which hides nothing, and its list collectives,
 one a parameter above its persistence threshold, which PyTorch copies a rank at a time;
 torchtitan's eager kernels where its config left torch.compile off).

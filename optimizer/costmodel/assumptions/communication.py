@@ -57,6 +57,17 @@ class CommunicationAssumptions(BaseModel):
             "distributed_data_parallel.py l.134 @d98e8a6)."
         ),
     )
+    dp_bucket_grows_with_dp: bool = Field(
+        True,
+        description=(
+            "Buckets grow with the data-parallel group, to max(dp_bucket_params, 1M x dp) "
+            "(Megatron-Core's rule). False: every bucket holds dp_bucket_params, as Apex's "
+            "DistributedFusedAdam (NeMo 1's distributed_fused_adam) cuts its buffer into "
+            "1024 x 1024 x bucket_cap_mb / (bytes of grad_sync_dtype) elements whatever the "
+            "group (NVIDIA/apex@b7a4acc1 apex/contrib/optimizers/distributed_fused_adam.py "
+            "l.730-738), so a larger group pays its ring latency on as many buckets."
+        ),
+    )
     gradient_volumes_per_step: list[Volumes] = Field(
         [2.0, 2.0, 2.0],
         min_length=3,

@@ -50,8 +50,12 @@ def rank_data_parallel_s(
     expert_group = group / k.ep
     per_step, per_micro_batch = gradient_volumes(a, k)
     # gradients go in buckets of Megatron-Core's size, max(40M, 1M x dp) parameters
-    # (megatron/core/distributed/distributed_data_parallel.py l.134 @d98e8a6)
-    bucket = np.minimum(np.maximum(a.dp_bucket_params, 1e6 * group), dense + experts)
+    # (megatron/core/distributed/distributed_data_parallel.py l.134 @d98e8a6), or of a
+    # fixed size where the engine's optimiser cuts them so (dp_bucket_grows_with_dp)
+    bucket = a.dp_bucket_params
+    if a.dp_bucket_grows_with_dp:
+        bucket = np.maximum(bucket, 1e6 * group)
+    bucket = np.minimum(bucket, dense + experts)
     span = k.data_group_span
     shares = ((dense, group), (experts, expert_group))  # parameters over each group's ranks
 
