@@ -180,16 +180,17 @@ def test_fp8_rows_are_priced_in_fp8_and_excluded_rows_stay_out(report) -> None:
 # are 8.21 (max 15.52), the bf16 rows' size of error, which is why they joined the means;
 # 5.45 (max 15.31) since NeMo 24.09's two and Megatron-Bridge's three Llama rows hide their
 # tensor-parallel traffic as their userbuffers do (and two of the latter recompute nothing, as
-# their recipes say); 4.50 over 15 (max 10.14) once NeMo 24.09's four Nemotron-4 FP8 rows
-# joined (+8.2, -3.3, +1.7, +1.2). Bounds: the measured figures plus half a point.
-FP8_MEAN_ABS_ERROR_BOUND = 0.0500
+# their recipes say); 4.61 over 16 (max 10.14) once NeMo 24.09's four Nemotron-4 FP8 rows and
+# its GPT-3 175B one joined (+8.2, -3.3, +1.7, +1.2; +6.4). Bounds: the measured figures plus
+# half a point.
+FP8_MEAN_ABS_ERROR_BOUND = 0.0511
 FP8_MAX_ABS_ERROR_BOUND = 0.1582
 
 
 def test_fp8_rows_error_within_the_measured_bound(report) -> None:
     errors = [abs(row.error) for row in report.rows if row.run.precision == "fp8"
               and row.run.group == "priced" and row.compares_utilisation]  # fmt: skip
-    assert len(errors) == 15
+    assert len(errors) == 16
     assert sum(errors) / len(errors) <= FP8_MEAN_ABS_ERROR_BOUND
     assert max(errors) <= FP8_MAX_ABS_ERROR_BOUND
 
@@ -222,11 +223,11 @@ def test_gpu_specs_of_rows_carry_their_source() -> None:
 # counted the collectives as DeepSpeed's code makes them, 4 gathers a pass and 12 scatters a
 # layer, not one per submodule (+4.1..+11.6: the count follows the code, not the fit); 4.67
 # once DeepSeek-V3's H100 row ran as its benchmark script does (selective recompute, DeepEP,
-# no gradient-reduce overlap: -15.4 -> -10.1); 4.40 once NeMo 24.09's ten Nemotron-4 15B and
-# 340B rows joined (2.3 mean over them) and NeMo 24.09's rows cut their gradients into Apex's
-# fixed buckets (bucket_cap_mb), each paying its ring latency (70B on 2,048: +1.2 -> +0.5;
-# Nemotron-4 15B on 2,048: +4.7 -> +0.8; "Data-parallel sync").
-MEAN_ABS_ERROR_BOUND = 0.0490
+# no gradient-reduce overlap: -15.4 -> -10.1); 4.38 once NeMo 24.09's ten Nemotron-4 15B and
+# 340B rows and three GPT-3 175B rows joined (2.3 and 3.8 mean over them) and NeMo 24.09's
+# rows cut their gradients into Apex's fixed buckets (bucket_cap_mb), each paying its ring
+# latency (70B on 2,048: +1.2 -> +0.5; Nemotron-4 15B on 2,048: +4.7 -> +0.8).
+MEAN_ABS_ERROR_BOUND = 0.0488
 MAX_ABS_ERROR_BOUND = 0.2150
 # peak memory over the priced rows: 9.2% mean absolute error over 7 (15.6% over 6 before
 # Transformer Engine's FP8-saved GEMM inputs were priced and the three FP8 SFT rows took their
