@@ -58,6 +58,8 @@ def rank_data_parallel_s(
     bucket = np.minimum(bucket, dense + experts)
     span = k.data_group_span
     shares = ((dense, group), (experts, expert_group))  # parameters over each group's ranks
+    if not model.is_moe:  # a dense model's expert share is zero everywhere: not priced
+        shares = shares[:1]
 
     def moved_s(passes: Number, message_bytes: Number) -> Number:
         """Each group's bytes over its own links."""
