@@ -23,6 +23,7 @@ from optimizer.validation import (
     BREAKDOWN_HEADER,
     BREAKDOWNS,
     CALIBRATION_HEADER,
+    GAP_HEADER,
     MAX_ABS_ERROR_TARGET,
     MEAN_ABS_ERROR_TARGET,
     TABLE_HEADER,
@@ -33,6 +34,7 @@ from optimizer.validation import (
     calibrate_engines,
     calibration_table,
     excluded_rows,
+    gap_line,
     group_line,
     held_out_summary,
     hf_config_sources,
@@ -40,6 +42,7 @@ from optimizer.validation import (
     report_table,
     summary_line,
     validate,
+    wide_gap_table,
 )
 
 # `make validate` writes docs/validation.md with the calibration on this many rows per engine.
@@ -86,6 +89,9 @@ def markdown(report: ValidationReport, extra_sections: list[str] | None = None) 
     for title, key in BREAKDOWNS.items():
         lines += ["", f"### By {title}", ""]
         lines += _markdown_table(BREAKDOWN_HEADER, breakdown_table(report, key))
+    if report.ranked:
+        lines += ["", "## Published layouts far behind the optimum", "", f"{gap_line(report)}.", ""]
+        lines += _markdown_table(GAP_HEADER, wide_gap_table(report))
     lines += ["", "## Rows kept out of the means", ""]
     lines += [f"- {name}: {why}" for name, why in excluded_rows(report)]
     for section in extra_sections or []:
@@ -115,6 +121,8 @@ def text_report(report: ValidationReport) -> str:
     lines += [precision_line(report, "fp8"), group_line(report, "excluded")]
     for title, key in BREAKDOWNS.items():
         lines += ["", f"by {title}:", text_table(BREAKDOWN_HEADER, breakdown_table(report, key))]
+    if report.ranked:
+        lines += ["", gap_line(report), text_table(GAP_HEADER, wide_gap_table(report))]
     return "\n".join(lines)
 
 

@@ -35,13 +35,16 @@ from optimizer.validation.report import (
 from optimizer.validation.tables import (
     BREAKDOWN_HEADER,
     BREAKDOWNS,
+    GAP_HEADER,
     TABLE_HEADER,
     breakdown_table,
     excluded_rows,
+    gap_line,
     group_line,
     precision_line,
     report_table,
     summary_line,
+    wide_gap_table,
 )
 
 __all__ = [
@@ -52,6 +55,7 @@ __all__ = [
     "held_out_summary",
     "BREAKDOWNS",
     "BREAKDOWN_HEADER",
+    "GAP_HEADER",
     "MAX_ABS_ERROR_TARGET",
     "MEAN_ABS_ERROR_TARGET",
     "METRICS",
@@ -67,6 +71,7 @@ __all__ = [
     "breakdown_table",
     "compare",
     "excluded_rows",
+    "gap_line",
     "group_line",
     "precision_line",
     "hf_config_sources",
@@ -75,4 +80,5 @@ __all__ = [
     "report_table",
     "summary_line",
     "validate",
+    "wide_gap_table",
 ]

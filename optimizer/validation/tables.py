@@ -6,11 +6,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
+from models.layout import Layout
 from optimizer.validation.published import PublishedRun
 from optimizer.validation.report import (
     MAX_ABS_ERROR_TARGET,
     MEAN_ABS_ERROR_TARGET,
+    MEDIAN_GAP_TARGET,
     TOP_RANKS,
+    WIDE_GAP,
     Comparison,
     Figures,
     ValidationReport,
@@ -26,7 +29,10 @@ def _points(value: float | None) -> str:
 
 
 def layout_text(row: Comparison) -> str:
-    x = row.estimate.layout
+    return layout_words(row.estimate.layout)
+
+
+def layout_words(x: Layout) -> str:
     text = f"tp{x.tp} pp{x.pp} cp{x.cp} dp{x.dp} v{x.vpp} b{x.micro_batch} z{x.zero} {x.recompute.value}"
     if x.ep > 1:
         text += f" ep{x.ep}"
@@ -88,6 +94,72 @@ def report_table(report: ValidationReport) -> list[list[str]]:
             ]
         )
     return table
+
+
+GAP_HEADER = ["run", "behind best", "published degrees at their best", "optimum", "what differs"]
+# The choices a layout is made of, as the gap table names them.
+LAYOUT_CHOICES = (
+    "tp",
+    "pp",
+    "cp",
+    "dp",
+    "vpp",
+    "micro_batch",
+    "zero",
+    "recompute",
+    "schedule",
+    "ep",
+)
+
+
+def gap_line(report: ValidationReport) -> str:
+    """The gap against issue 15's targets: its median, and the rows over WIDE_GAP."""
+    median = report.median_gap
+    if median is None:
+        return "no row is ranked"
+    verdict = "met" if median <= MEDIAN_GAP_TARGET else "**not yet met**"
+    return (
+        f"Behind best over the {len(report.gaps)} ranked rows: median {_percent(median)} (target "
+        f"at most {_percent(MEDIAN_GAP_TARGET)}, {verdict}); {len(report.wide_gaps)} rows more "
+        f"than {_percent(WIDE_GAP)} behind, each below with the layout the optimiser prefers "
+        "under the same engine's rules and what it changes"
+    )
+
+
+def wide_gap_table(report: ValidationReport) -> list[list[str]]:
+    """The rows more than WIDE_GAP behind the optimum: the published degrees' best layout, the
+    optimum, and the choices in which they differ."""
+    table = []
+    for row in report.wide_gaps:
+        ours, best = row.degrees_best_layout, row.optimum_layout
+        if ours is None or best is None:
+            continue
+        table.append(
+            [
+                row.run.name,
+                _percent(row.behind_best or 0.0),
+                layout_words(ours),
+                layout_words(best),
+                layout_changes(ours, best),
+            ]
+        )
+    return table
+
+
+def layout_changes(before: Layout, after: Layout) -> str:
+    """The choices `after` makes otherwise than `before`, as "tp 8 -> 2"."""
+    changes = [
+        f"{name} {_choice(getattr(before, name))} -> {_choice(getattr(after, name))}"
+        for name in LAYOUT_CHOICES
+        if getattr(before, name) != getattr(after, name)
+    ]
+    if before.placement != after.placement:
+        changes.append(f"placement {'-'.join(before.placement)} -> {'-'.join(after.placement)}")
+    return "; ".join(changes)
+
+
+def _choice(value: object) -> str:
+    return str(getattr(value, "value", value))
 
 
 def _rank_text(rank: int | None) -> str:

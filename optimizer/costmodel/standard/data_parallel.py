@@ -57,8 +57,9 @@ def rank_data_parallel_s(
         bucket = np.maximum(bucket, 1e6 * group)
     bucket = np.minimum(bucket, dense + experts)
     span = k.data_group_span
-    shares = ((dense, group), (experts, expert_group))  # parameters over each group's ranks
-    if not model.is_moe:  # a dense model's expert share is zero everywhere: not priced
+    # parameters over each group's ranks; a dense model's expert share is zero everywhere
+    shares: tuple[tuple[Number, Number], ...] = ((dense, group), (experts, expert_group))
+    if not model.is_moe:
         shares = shares[:1]
 
     def moved_s(passes: Number, message_bytes: Number) -> Number:
