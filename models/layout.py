@@ -124,6 +124,11 @@ def group_span(
     return span
 
 
+# The choices a layout makes besides the order of its groups (placement), in field order:
+# the CLI's layout flags and validation's list of what two layouts do differently.
+LAYOUT_CHOICES = tuple(name for name in Layout.model_fields if name != "placement")
+
+
 def resolve_layout(layout: Layout, job: TrainingJob) -> Layout:
     """Derive dp and check the layout against the job; every message names the numbers."""
     model, gpus, batch = job.model, job.cluster.gpus, job.training.global_batch

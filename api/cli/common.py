@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from models.hf_config import describe_import, from_hf_config, looks_like_hf_config
+from models.layout import LAYOUT_CHOICES
 from models.presets import gpu_presets, model_presets
 from optimizer import DEFAULT_EVALUATE_PROFILE, DEFAULT_SEARCH_PROFILE, PROFILES
 from optimizer.engines import DEFAULT_EVALUATE_ENGINE, DEFAULT_SEARCH_ENGINE, ENGINES
@@ -30,18 +31,7 @@ FLAG_FIELDS: dict[str, tuple[str | None, str]] = {
     "profile": (None, "profile"),
     "engine": (None, "engine"),
 }
-LAYOUT_FLAGS = (
-    "tp",
-    "pp",
-    "cp",
-    "dp",
-    "vpp",
-    "micro_batch",
-    "zero",
-    "recompute",
-    "schedule",
-    "ep",
-)
+LAYOUT_FLAGS = LAYOUT_CHOICES
 
 
 class BadRequest(Exception):

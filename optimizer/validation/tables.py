@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
-from models.layout import Layout
+from models.layout import LAYOUT_CHOICES, Layout
 from optimizer.validation.published import PublishedRun
 from optimizer.validation.report import (
     MAX_ABS_ERROR_TARGET,
@@ -97,19 +97,6 @@ def report_table(report: ValidationReport) -> list[list[str]]:
 
 
 GAP_HEADER = ["run", "behind best", "published degrees at their best", "optimum", "what differs"]
-# The choices a layout is made of, as the gap table names them.
-LAYOUT_CHOICES = (
-    "tp",
-    "pp",
-    "cp",
-    "dp",
-    "vpp",
-    "micro_batch",
-    "zero",
-    "recompute",
-    "schedule",
-    "ep",
-)
 
 
 def gap_line(report: ValidationReport) -> str:
