@@ -302,3 +302,16 @@ def test_fixed_buckets_pay_the_ring_latency_on_every_bucket() -> None:
     extra_s = fixed.times_s["dp_comm_exposed"] - grown.times_s["dp_comm_exposed"]
     assert extra_s == pytest.approx((80 - 25) * 2 * 394.4e-6)
     assert fixed.mfu < grown.mfu
+
+
+def test_a_cluster_of_partial_nodes_is_priced_and_says_so() -> None:
+    # 16,384 GPUs in nodes of 3 is 5,461.33 nodes: a typo more often than a cluster
+    job = plate_job()
+    odd = job.model_copy(update={"cluster": job.cluster.model_copy(update={"gpus_per_node": 3})})
+    layout = Layout(tp=2, pp=16, zero=1)
+    warned = [w for w in standard(odd, layout).warnings if "not whole nodes" in w]
+    assert warned == [
+        "16,384 GPUs are not whole nodes of 3 (5,461.33 nodes): groups are placed and their "
+        "links priced as if every node were full; check gpus_per_node"
+    ]
+    assert not [w for w in standard(job, layout).warnings if "not whole nodes" in w]

@@ -26,6 +26,13 @@ def engine_warnings(job: TrainingJob, layout: Layout) -> list[str]:
             f"tp({tp}) does not divide num_kv_heads({model.num_kv_heads}): engines such as "
             "Megatron-LM refuse it; priced anyway"
         )
+    cluster = job.cluster
+    if cluster.gpus > cluster.gpus_per_node and cluster.gpus % cluster.gpus_per_node:
+        warnings.append(
+            f"{cluster.gpus:,} GPUs are not whole nodes of {cluster.gpus_per_node} "
+            f"({cluster.gpus / cluster.gpus_per_node:,.2f} nodes): groups are placed and their "
+            "links priced as if every node were full; check gpus_per_node"
+        )
     if not tp_in_node(job, layout):
         span = layout.group_span("tp")
         warnings.append(
