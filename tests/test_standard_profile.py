@@ -315,3 +315,14 @@ def test_a_cluster_of_partial_nodes_is_priced_and_says_so() -> None:
         "links priced as if every node were full; check gpus_per_node"
     ]
     assert not [w for w in standard(job, layout).warnings if "not whole nodes" in w]
+    # an NVLink domain larger than a node is not a node: 256 GB200 in trays of 4 on NVL72
+    # racks are whole nodes, though not whole racks
+    rack = job.model_copy(
+        update={
+            "cluster": ClusterSpec(
+                gpus=256, gpu=gpu_preset("gb200"), gpus_per_node=4, nvlink_domain=72
+            ),
+            "training": job.training.model_copy(update={"global_batch": 256}),
+        }
+    )
+    assert not [w for w in standard(rack, Layout(tp=4, pp=4)).warnings if "whole nodes" in w]

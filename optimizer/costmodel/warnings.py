@@ -26,13 +26,6 @@ def engine_warnings(job: TrainingJob, layout: Layout) -> list[str]:
             f"tp({tp}) does not divide num_kv_heads({model.num_kv_heads}): engines such as "
             "Megatron-LM refuse it; priced anyway"
         )
-    cluster = job.cluster
-    if cluster.gpus > cluster.gpus_per_node and cluster.gpus % cluster.gpus_per_node:
-        warnings.append(
-            f"{cluster.gpus:,} GPUs are not whole nodes of {cluster.gpus_per_node} "
-            f"({cluster.gpus / cluster.gpus_per_node:,.2f} nodes): groups are placed and their "
-            "links priced as if every node were full; check gpus_per_node"
-        )
     if not tp_in_node(job, layout):
         span = layout.group_span("tp")
         warnings.append(
@@ -40,3 +33,17 @@ def engine_warnings(job: TrainingJob, layout: Layout) -> list[str]:
             f"their all-reduces run on the network at {job.cluster.gpu.inter_node_gb_s:g} GB/s"
         )
     return warnings
+
+
+def cluster_warnings(job: TrainingJob) -> list[str]:
+    """What the cluster itself says, whatever the layout: a job that is not whole nodes. Read
+    from the job's own nodes (standard judges engine rules against the NVLink domain instead,
+    and a GB200 NVL72 rack of 72 is rarely filled whole)."""
+    cluster = job.cluster
+    if cluster.gpus <= cluster.gpus_per_node or not cluster.gpus % cluster.gpus_per_node:
+        return []
+    return [
+        f"{cluster.gpus:,} GPUs are not whole nodes of {cluster.gpus_per_node} "
+        f"({cluster.gpus / cluster.gpus_per_node:,.2f} nodes): groups are placed and their "
+        "links priced as if every node were full; check gpus_per_node"
+    ]

@@ -17,7 +17,7 @@ from optimizer.costmodel.grid import GridPrices, LayoutBox, LayoutGrid
 from optimizer.costmodel.standard.breakdown import MFU_STEP_NAMES, Breakdown, breakdown
 from optimizer.costmodel.standard.degrees import Degrees
 from optimizer.costmodel.standard.precision import mfu_against_fp8_peak
-from optimizer.costmodel.warnings import engine_warnings
+from optimizer.costmodel.warnings import cluster_warnings, engine_warnings
 
 
 def grid_degrees(grid: LayoutGrid) -> Degrees:
@@ -78,6 +78,7 @@ def standard_warnings(job: TrainingJob, layout: Layout) -> list[str]:
     """The engine warnings, judged against the NVLink domain rather than the node."""
     cluster = job.cluster.model_copy(update={"gpus_per_node": job.cluster.nvlink_domain_size})
     warnings = engine_warnings(job.model_copy(update={"cluster": cluster}), layout)
+    warnings += cluster_warnings(job)
     return warnings + straddle_warnings(job, layout) + uneven_stage_warning(job, layout)
 
 

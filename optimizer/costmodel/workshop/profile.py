@@ -11,7 +11,7 @@ from models.layout import Layout, Recompute, Schedule
 from optimizer.costmodel.assumptions import PLATE_KERNEL_EFFICIENCY, CostAssumptions
 from optimizer.costmodel.estimate import Estimate, MemoryBytes, MfuStep
 from optimizer.costmodel.grid import GridPrices, LayoutGrid
-from optimizer.costmodel.warnings import engine_warnings
+from optimizer.costmodel.warnings import cluster_warnings, engine_warnings
 from optimizer.costmodel.workshop import formulas as workshop
 
 MFU_STEP_NAMES = (
@@ -85,6 +85,7 @@ def price_workshop(job: TrainingJob, layout: Layout, assumptions: CostAssumption
         },
         warnings=tuple(
             engine_warnings(job, layout)
+            + cluster_warnings(job)
             + _workshop_unpriced(layout)
             + _workshop_model_warnings(job)
         ),
