@@ -10,7 +10,7 @@ from models.layout import Layout, Recompute
 from optimizer.costmodel import evaluate
 from optimizer.engines import engine_assumptions, get_engine
 from optimizer.validation import validate, wide_gap_table
-from optimizer.validation.report import MEDIAN_GAP_TARGET, WIDE_GAP
+from optimizer.validation.report import WIDE_GAP
 from optimizer.validation.tables import layout_changes
 
 
@@ -41,11 +41,6 @@ def test_the_rows_far_behind_name_layouts_that_price_as_the_ranking_says(report)
     gaps = [row.behind_best for row in wide]
     assert gaps == sorted(gaps, reverse=True)
     assert [line[0] for line in wide_gap_table(report)] == [row.run.name for row in wide]
-
-
-def test_the_median_gap_meets_its_target(report) -> None:
-    gaps = report.gaps
-    assert report.median_gap == gaps[len(gaps) // 2] <= MEDIAN_GAP_TARGET
 
 
 def test_layout_changes_name_each_choice_that_differs() -> None:
