@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
@@ -62,6 +62,13 @@ class GpuSpec(BaseModel):
         gt=0,
         le=1,
         description="Fraction of peak fused attention reaches on this GPU (a kernel figure).",
+    )
+    gemm_table: Literal["sm_90", "sm_100"] | None = Field(
+        None,
+        description="The measured GEMM throughput table by shape this GPU's matmuls follow "
+        "(models/presets/gemm_throughput.json: sm_90 measured on H100, sm_100 on B200); "
+        "profile standard then prices each GEMM at its shape's throughput relative to the "
+        "plate's. None: one kernel efficiency for every shape.",
     )
     source: str | None = Field(None, max_length=2000, description="Where the figures come from.")
 

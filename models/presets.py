@@ -57,6 +57,17 @@ def published_data() -> dict[str, Any]:
     return dict(json.loads(text))
 
 
+@cache
+def gemm_throughput() -> dict[str, Any]:
+    """`presets/gemm_throughput.json` as read: measured bf16 GEMM TFLOP/s by shape, one table a
+    GPU architecture (`axes`, `tables`; the file's `_about` gives the source)."""
+    text = resources.files("models").joinpath("presets/gemm_throughput.json").read_text()
+    return dict(json.loads(text))
+
+
+GEMM_TABLES = ("sm_90", "sm_100")  # the tables gemm_throughput.json holds
+
+
 def published_hf_configs() -> dict[str, Any]:
     return dict(published_data().get("hf_configs", {}))
 

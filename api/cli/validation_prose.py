@@ -89,8 +89,8 @@ MARKDOWN_MISSES = """
   128.9 TFLOP/s, 176B) and 7% faster on a 178B variant; they trained with tp 4, which the
   profile ranks first for that run. The profile agrees on the direction of the 178B pair
   (by 2%) but prices the 176B pair within 1% with tp 8 ahead, and it does not reproduce the
-  rest of that sweep: larger micro-batches ran faster than its bubble term allows (it has
-  one matmul efficiency for every shape), and pp 2-4 with dp 12-24 ran slower than it
+  rest of that sweep: larger micro-batches ran faster than its bubble term allows (on A100
+  it has one matmul efficiency for every shape: no measured table by shape), and pp 2-4 with dp 12-24 ran slower than it
   predicts. We report this rather than fit it.
 
 ## Known misses of the newer rows (issue 15)
@@ -98,8 +98,10 @@ MARKDOWN_MISSES = """
 Figures as measured when the rows were added; the table above is current.
 
 - **Small experts on Blackwell.** GPT-OSS 120B (128 experts 2,880 wide, top 4) on 64 B200 or
-  GB200 is over-predicted by 14-27 points (measured 14-29% MFU); on H100 by 10-18. The profile
-  has one matmul efficiency for every shape, and these expert GEMMs are small. (Pricing
+  GB200 is over-predicted by 14-27 points (measured 14-29% MFU); on H100 by 10-18. The expert
+  GEMMs are small, but priced at their shapes' measured throughput (a grouped call of the rank's
+  local experts, docs/cost-model.md "GEMMs by shape") they are not what is missing: the errors
+  moved by -1.6 to +0.8 points. (Pricing
   GPT-OSS's 128-token sliding window on every other layer, once priced as full attention,
   lowered both the measured MFU, which counts fewer model FLOPs a token, and the predicted,
   less: the errors grew by 0.3-0.7 points. Pricing the experts' gradient sync on their own

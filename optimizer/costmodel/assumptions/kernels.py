@@ -79,6 +79,17 @@ class KernelAssumptions(BaseModel):
             "the error's trend with model size (docs/cost-model.md, 'Kernels')."
         ),
     )
+    gemm_shape_throughput: bool = Field(
+        True,
+        description=(
+            "Price each GEMM pass (forward, input and weight gradient; an MoE rank's local "
+            "experts as one grouped call) at its shape's measured throughput, relative to the "
+            "plate's Llama 3 405B at tp 8 on 8,192 tokens where kernel_efficiency is set "
+            "(profile standard, GPUs whose preset names a gemm_table: XLA's measured bf16 "
+            "table for H100 and B200, models/presets/gemm_throughput.json). Off: one "
+            "efficiency for every shape."
+        ),
+    )
     gemm_wave_quantization: bool = Field(
         False,
         description=(

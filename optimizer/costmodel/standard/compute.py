@@ -6,7 +6,10 @@ quantisation takes, plus the elementwise work beside them; and attention, fused 
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from typing import Any
+
+import numpy as np
 
 from models.errors import InvalidSpec
 from models.job import TrainingJob
@@ -53,34 +56,104 @@ def layer_gemm_efficiency(job: TrainingJob, a: CostAssumptions) -> float:
 
 def gemm_s(job: TrainingJob, a: CostAssumptions, k: Degrees, tokens: Number) -> Number:
     """One layer's GEMMs, forward and backward, at their kernel efficiency (in FP8 under
-    precision fp8), less what their shapes lose to wave quantisation on the GPU's SMs."""
+    precision fp8), carried to their shapes (shape_factor) and, where asked, less what wave
+    quantisation or short reductions take."""
     model, gpu = job.model, job.cluster.gpu
     avg_params = model.active_layer_params / model.num_layers
+
+    def layer_factor(tokens: Number, tp: Number, ep: Number) -> Number:
+        return shape_factor(job, a, kern.gemm_passes(model, tokens, tp, ep))
+
     efficiency: Number = layer_gemm_efficiency(job, a)
+    if by_measured_shape(job, a):
+        efficiency = efficiency * over_distinct(layer_factor, tokens, k.tp, k.ep)
     if gpu.sm_count is not None and a.gemm_wave_quantization:
-        waves = kern.layer_gemm_efficiency(
-            model, tokens, k.tp, gpu.sm_count, a.gemm_tile_rows, a.gemm_tile_cols
-        )
-        efficiency = efficiency * waves
+        passes = kern.gemm_passes(model, tokens, k.tp, k.ep)
+        tiles = (a.gemm_tile_rows, a.gemm_tile_cols)
+        efficiency = efficiency * kern.layer_gemm_efficiency(passes, gpu.sm_count, *tiles)
     if a.gemm_reduction_overhead_elements > 0:
-        efficiency = efficiency * reduction_factor(job, a, k, tokens)
+        efficiency = efficiency * reduction_factor(
+            job, a, kern.gemm_passes(model, tokens, k.tp, k.ep)
+        )
     peak = prec.layer_gemm_peak_flop_s(job)
     return tim.matmul_s(6 * avg_params, tokens, k.tp, peak, efficiency)
 
 
-def reduction_factor(job: TrainingJob, a: CostAssumptions, k: Degrees, tokens: Number) -> Number:
+def head_shape_factor(job: TrainingJob, a: CostAssumptions, k: Degrees, tokens: Number) -> Number:
+    """shape_factor of the output head's GEMMs (kernels.head_gemm_passes)."""
+
+    def factor(tokens: Number, tp: Number) -> Number:
+        return shape_factor(job, a, kern.head_gemm_passes(job.model, tokens, tp))
+
+    return over_distinct(factor, tokens, k.tp) if by_measured_shape(job, a) else 1.0
+
+
+def by_measured_shape(job: TrainingJob, a: CostAssumptions) -> bool:
+    """Whether GEMMs are priced by their shapes: the GPU names a table and the what-if is on."""
+    return job.cluster.gpu.gemm_table is not None and a.gemm_shape_throughput
+
+
+def shape_factor(job: TrainingJob, a: CostAssumptions, passes: list[kern.GemmPass]) -> Number:
+    """What the GEMMs' shapes make of the kernel efficiency, which is set at the plate's
+    (Llama 3 405B, tp 8, 8,192 tokens): their measured throughput in the GPU's table
+    (gemm_table.py) against the plate's layer in the same table; 1 where the GPU names no
+    table or gemm_shape_throughput is off. FP8 GEMMs take the bf16 table's factor (the
+    source's FP8 figures exceed H100's FP8 peak: models/presets/gemm_throughput.json)."""
+    table = job.cluster.gpu.gemm_table
+    if table is None or not by_measured_shape(job, a):
+        return 1.0
+    return kern.layer_measured_flop_s(passes, table) / plate_measured_flop_s(table)
+
+
+def over_distinct(term: Callable[..., Number], *choices: Number) -> Number:
+    """`term(*choices)` computed once for each distinct combination of the choices' values and
+    spread back over their broadcast shape: a term of a few choices (a micro-batch's tokens,
+    tp, ep) then costs, in time and memory, what those few combinations cost, however many
+    rows of a table it prices."""
+    arrays = [np.asarray(choice) for choice in choices]
+    shape = np.broadcast_shapes(*(x.shape for x in arrays))
+    if int(np.prod(shape)) <= DISTINCT_BELOW:
+        return term(*arrays)
+    distinct, codes, stride = [], np.zeros((), dtype=np.int64), 1
+    for x in arrays:
+        values, index = np.unique(x, return_inverse=True)
+        distinct.append(values)
+        codes = codes + index.reshape(x.shape) * stride
+        stride *= len(values)
+    used, inverse = np.unique(np.broadcast_to(codes, shape), return_inverse=True)
+    args, rest = [], used
+    for values in distinct:
+        args.append(values[rest % len(values)])
+        rest = rest // len(values)
+    values = np.broadcast_to(np.asarray(term(*args)), used.shape)
+    return values[inverse.reshape(shape)]
+
+
+DISTINCT_BELOW = 64  # arrays this small are priced as they stand
+
+
+@functools.cache
+def plate_passes() -> list[kern.GemmPass]:
+    return kern.gemm_passes(model_preset(PLATE_MODEL), PLATE_TOKENS, PLATE_TP, 1)
+
+
+@functools.lru_cache(maxsize=8)
+def plate_measured_flop_s(table: str) -> float:
+    return float(kern.layer_measured_flop_s(plate_passes(), table))
+
+
+def reduction_factor(job: TrainingJob, a: CostAssumptions, passes: list[kern.GemmPass]) -> Number:
     """What the layer's reduction depths (kernels.layer_reduction_efficiency) make of the
     kernel efficiency, against the plate's shapes, at which kernel_efficiency is set: 1 for
     Llama 3 405B at tp 8 on 8,192 tokens."""
     overhead = a.gemm_reduction_overhead_elements * (2 if prec.is_fp8(job) else 1)
-    layer = kern.layer_reduction_efficiency(job.model, tokens, k.tp, overhead)
+    layer = kern.layer_reduction_efficiency(passes, overhead)
     return layer / plate_reduction_efficiency(overhead)
 
 
 @functools.lru_cache(maxsize=64)
 def plate_reduction_efficiency(overhead_elements: float) -> float:
-    plate = model_preset(PLATE_MODEL)
-    return float(kern.layer_reduction_efficiency(plate, PLATE_TOKENS, PLATE_TP, overhead_elements))
+    return float(kern.layer_reduction_efficiency(plate_passes(), overhead_elements))
 
 
 def elementwise_s(

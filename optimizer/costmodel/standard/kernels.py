@@ -2,8 +2,11 @@
 the memory-bound elementwise work beside them (docs/cost-model.md, "standard: kernels").
 
 One kernel efficiency for every shape over-predicted small models and under-predicted large
-ones. Effects with a closed form and a source replace part of it:
+ones. What replaces part of it:
 
+- **Measured throughput by shape** (on by default where the GPU names a table). Each GEMM
+  pass (gemm_passes) at its shape's throughput in XLA's measured bf16 table for H100 and
+  B200 (gemm_table.py), relative to the plate's layer, where kernel_efficiency is set.
 - **Wave quantisation.** A GEMM whose output is tiled into C tiles of `tile_m x tile_n` runs
   in ceil(C / S) waves on S SMs, and a part-full wave costs a full one: efficiency
   C / (S * ceil(C / S)) (NVIDIA, "Matrix Multiplication Background User's Guide",
@@ -15,7 +18,8 @@ ones. Effects with a closed form and a source replace part of it:
   FP8 GEMMs on H800 at M = 4,096 (deepseek-ai/DeepGEMM@327ec92 README.md l.38-59) fall from
   1,520 TFLOPS at K = 16,384 to 1,410 at 7,168, 1,212 at 1,536 and 775 at 512: depth /
   (depth + K0) with K0 = 550 FP8 elements fits those four within 7%. A what-if, off by
-  default (`gemm_reduction_overhead_elements`): it does not follow validation's trend.
+  default (`gemm_reduction_overhead_elements`): it does not follow validation's trend, and the
+  measured table already holds short reductions.
 - **Elementwise traffic.** Norms, residual adds, rotary embeddings and the MLP's activation
   read and write activations at HBM speed; their time per token grows with h while the
   GEMMs' grows with h^2, so small models and fast GPUs lose most.
@@ -26,11 +30,14 @@ charges what shape and memory traffic take from it. Pure functions broadcasting 
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from models.transformer import TransformerSpec
+from optimizer.costmodel.standard import gemm_table
 
 Number = Any
 BF16_BYTES = 2
@@ -43,36 +50,89 @@ def wave_efficiency(rows: Number, cols: Number, sm_count: int, tile_m: int, tile
     return tiles / (waves * sm_count)
 
 
-def gemm_shapes(model: TransformerSpec, tp: Number) -> list[tuple[Number, Number, float]]:
-    """(N, K, share of the layer's GEMM FLOPs) of each dense-layer GEMM on one tp rank: QKV,
-    output projection, MLP up (gate and up together when gated) and down, column- and
-    row-parallel over tp (Megatron-LM's split)."""
+@dataclass(frozen=True)
+class GemmPass:
+    """One pass of one of a layer's GEMMs on one rank: `batch` independent GEMMs (an MoE
+    rank's local experts, as one grouped call) of a `rows x cols` output reduced over
+    `depth`, doing `share` of the layer's GEMM FLOPs."""
+
+    batch: Number
+    rows: Number
+    cols: Number
+    depth: Number
+    share: Number
+
+
+def gemm_passes(model: TransformerSpec, tokens: Number, tp: Number, ep: Number) -> list[GemmPass]:
+    """Every GEMM pass of one layer (averaged over dense and MoE layers) on one tp rank for a
+    micro-batch of `tokens`: QKV, the output projection, the MLP's up (gate and up together
+    when gated) and down, column- and row-parallel over tp (Megatron-LM's split); in an MoE
+    layer the routed experts instead of the MLP, each of the rank's num_experts / ep local
+    experts on its ep x tokens x top-k / num_experts routed copies (balanced routing), and
+    the shared experts on every token (three_passes: forward, input and weight gradient)."""
     h, q, kv = model.hidden_size, model.q_width, model.kv_width
-    up = model.mlp_matrices - 1  # gate and up, or the single fc1
-    f = model.ffn_hidden_size
-    shapes = [((q + kv) / tp, h), (h, q / tp), (up * f / tp, h), (h, f / tp)]
-    weights = [(q + kv) * h, q * h, up * f * h, f * h]
-    total = float(sum(weights))
-    return [(n, k, w / total) for (n, k), w in zip(shapes, weights, strict=True)]
+    up, share = model.mlp_matrices - 1, model.moe_layer_share
+    # (batch, rows, N, K, FLOP weight: parameters a token multiplies)
+    gemms: list[tuple[Number, Number, Number, Number, Number]] = [
+        (1, tokens, (q + kv) / tp, h, (q + kv) * h),
+        (1, tokens, h, q / tp, q * h),
+    ]
+    if share < 1:
+        f = model.ffn_hidden_size
+        gemms += [(1, tokens, up * f / tp, h, (1 - share) * up * f * h)]
+        gemms += [(1, tokens, h, f / tp, (1 - share) * f * h)]
+    if share > 0:
+        fe, experts, top_k = (
+            model.expert_ffn_hidden_size or 0,
+            model.num_experts,
+            model.experts_per_token,
+        )
+        local, routed = experts / ep, ep * tokens * top_k / experts
+        gemms += [(local, routed, up * fe / tp, h, share * top_k * up * fe * h)]
+        gemms += [(local, routed, h, fe / tp, share * top_k * fe * h)]
+        shared = model.num_shared_experts * fe
+        if shared:
+            gemms += [(1, tokens, up * shared / tp, h, share * up * shared * h)]
+            gemms += [(1, tokens, h, shared / tp, share * shared * h)]
+    return three_passes(gemms)
+
+
+def head_gemm_passes(model: TransformerSpec, tokens: Number, tp: Number) -> list[GemmPass]:
+    """The output head's GEMM passes on one tp rank: tokens x V / tp over h, vocabulary-
+    parallel (Megatron-LM's split)."""
+    h = model.hidden_size
+    return three_passes([(1, tokens, model.vocab_size / tp, h, model.vocab_size * h)])
+
+
+def three_passes(gemms: list[tuple[Number, Number, Number, Number, Number]]) -> list[GemmPass]:
+    """Forward, input-gradient and weight-gradient passes of each (batch, rows, N, K, FLOP
+    weight) GEMM, with their shares of the FLOPs."""
+    total = sum(weight for *_, weight in gemms)
+    return [
+        GemmPass(batch, rows_, cols_, depth_, weight / total / 3)
+        for batch, rows, n, k, weight in gemms
+        for rows_, cols_, depth_ in ((rows, n, k), (rows, k, n), (n, k, rows))
+    ]
+
+
+def flop_weighted(passes: list[GemmPass], efficiencies: Iterable[Number]) -> Number:
+    """A layer's GEMM efficiency from each pass's: the layer's time is the sum of each pass's
+    FLOPs over its efficiency (a FLOP-weighted harmonic mean)."""
+    seconds_per_flop: Number = 0.0
+    for gemm, efficiency in zip(passes, efficiencies, strict=True):
+        seconds_per_flop = seconds_per_flop + gemm.share / efficiency
+    return 1.0 / seconds_per_flop
 
 
 def layer_gemm_efficiency(
-    model: TransformerSpec,
-    tokens: Number,
-    tp: Number,
-    sm_count: int,
-    tile_m: int,
-    tile_n: int,
+    passes: list[GemmPass], sm_count: int, tile_m: int, tile_n: int
 ) -> Number:
-    """Wave efficiency of one layer's GEMMs over forward and backward, FLOP-weighted: each
-    GEMM's three passes (output M x N, input gradient M x K, weight gradient N x K) do equal
-    FLOPs, so the layer's time is the sum of each pass's FLOPs over its efficiency."""
-    seconds_per_flop = 0.0
-    for n, k, share in gemm_shapes(model, tp):
-        for rows, cols in ((tokens, n), (tokens, k), (n, k)):
-            efficiency = wave_efficiency(rows, cols, sm_count, tile_m, tile_n)
-            seconds_per_flop = seconds_per_flop + share / 3 / efficiency
-    return 1.0 / seconds_per_flop
+    """Wave efficiency of one layer's GEMM passes (gemm_passes), FLOP-weighted; a grouped
+    call's GEMMs share the waves."""
+    return flop_weighted(
+        passes,
+        [wave_efficiency(g.batch * g.rows, g.cols, sm_count, tile_m, tile_n) for g in passes],
+    )
 
 
 def reduction_efficiency(depth: Number, overhead_elements: float) -> Number:
@@ -82,19 +142,15 @@ def reduction_efficiency(depth: Number, overhead_elements: float) -> Number:
     return depth / (depth + overhead_elements)
 
 
-def layer_reduction_efficiency(
-    model: TransformerSpec, tokens: Number, tp: Number, overhead_elements: float
-) -> Number:
-    """Main-loop share of one layer's GEMMs, forward and backward, FLOP-weighted: the forward
-    pass reduces over K, the input gradient over N, the weight gradient over the tokens M;
-    each pass is a third of a GEMM's FLOPs, so the layer's time is their sum over their
-    efficiencies (as layer_gemm_efficiency sums waves)."""
-    seconds_per_flop = 0.0
-    for n, k, share in gemm_shapes(model, tp):
-        for depth in (k, n, tokens):
-            efficiency = reduction_efficiency(depth, overhead_elements)
-            seconds_per_flop = seconds_per_flop + share / 3 / efficiency
-    return 1.0 / seconds_per_flop
+def layer_reduction_efficiency(passes: list[GemmPass], overhead_elements: float) -> Number:
+    """Main-loop share of one layer's GEMM passes (gemm_passes), FLOP-weighted."""
+    return flop_weighted(passes, [reduction_efficiency(g.depth, overhead_elements) for g in passes])
+
+
+def layer_measured_flop_s(passes: list[GemmPass], table: str) -> Number:
+    """One layer's GEMM FLOP/s with each pass at its shape's measured throughput in `table`
+    (gemm_table.measured_flop_s), FLOP-weighted."""
+    return flop_weighted(passes, gemm_table.measured_flop_s(table, passes))
 
 
 def elementwise_bytes_per_token(

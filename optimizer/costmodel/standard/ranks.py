@@ -17,7 +17,7 @@ from optimizer.costmodel.standard import kernels as kern
 from optimizer.costmodel.standard import memory as mem
 from optimizer.costmodel.standard import precision as prec
 from optimizer.costmodel.standard import times as tim
-from optimizer.costmodel.standard.compute import kernel_efficiency
+from optimizer.costmodel.standard.compute import head_shape_factor, kernel_efficiency
 from optimizer.costmodel.standard.degrees import Degrees
 from optimizer.costmodel.standard.links import link_bytes_s
 
@@ -129,7 +129,8 @@ def head_s(job: TrainingJob, a: CostAssumptions, k: Degrees) -> Number:
     model, gpu = job.model, job.cluster.gpu
     tokens = job.training.seq_len * k.micro_batch / k.cp
     head_flops = 6 * model.vocab_size * model.hidden_size
-    matmul_s = tim.matmul_s(head_flops, tokens, k.tp, gpu.peak_flop_s, kernel_efficiency(job, a))
+    efficiency = kernel_efficiency(job, a) * head_shape_factor(job, a, k, tokens)
+    matmul_s = tim.matmul_s(head_flops, tokens, k.tp, gpu.peak_flop_s, efficiency)
     return matmul_s + loss_s(job, a, k, tokens)
 
 
