@@ -28,7 +28,7 @@ def enumerated_best_mfu(job, space: SearchSpace) -> float | None:
 
 
 def test_plate_at_four_chunks_prices_context_parallelism_and_dualpipe() -> None:
-    # docs/cost-model.md's caveat: cp 32 with DualPipe wins, each choice priced
+    # at four chunks cp and DualPipe win (docs/cost-model.md "Known limits"), each choice priced
     job, space = plate_job(), SearchSpace(max_vpp=4)
     result = optimize(job, space)
     assert result.best is not None and result.best.layout.cp > 1
