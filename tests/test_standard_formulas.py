@@ -157,6 +157,20 @@ def test_zero_stages_shard_state() -> None:
     assert mem.state_bytes(1000, 400, 0, 4, 2, 2, 4, 12) == (5600, 11200, 16800)
 
 
+def test_state_bytes_fp32_shards() -> None:
+    # FSDP2 keeps the ZeRO-3 shard in fp32 and steps it: 4 B a parameter in the weights and
+    # the fp32 master's 4 out of the optimiser's 12 (450 sharded parameters as above):
+    # weights 4*450 = 1800, grads 4*450 = 1800, optimiser (12-4)*450 = 3600
+    assert mem.state_bytes(1000, 400, 3, 4, 2, 1, 4, 12, fp32_shards=True) == (1800, 1800, 3600)
+    # 2 B a parameter fewer than a bf16 shard beside an fp32 master (900 + 1800 + 5400)
+    assert 900 + 1800 + 5400 - (1800 + 1800 + 3600) == 2 * 450
+    # below ZeRO-3 nothing is sharded as parameters, so the flag changes nothing
+    for zero in (0, 1, 2):
+        assert mem.state_bytes(1000, 400, zero, 4, 2, 1, 4, 12, fp32_shards=True) == (
+            mem.state_bytes(1000, 400, zero, 4, 2, 1, 4, 12)
+        )
+
+
 # --- communication ----------------------------------------------------------------------
 
 

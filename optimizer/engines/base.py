@@ -197,6 +197,9 @@ class EngineRuntime:
     # the share of a micro-batch's compute its per-micro-batch parameter gathers and gradient
     # reduce-scatters can hide under, where the engine's prefetch sets it (None: the profile's)
     zero3_overlap_fraction: float | None = None
+    # whether a ZeRO-3 rank keeps its parameter shard in fp32 and steps it as the optimiser's
+    # master (FSDP2's MixedPrecisionPolicy) instead of a bf16 shard beside an fp32 master
+    zero3_fp32_shards: bool = False
 
     def sync_for(self, zero: int) -> GradientSync | None:
         """The stage's synchronisation; None for a stage the engine does not offer."""

@@ -77,6 +77,7 @@ def runtime_choices(engine: Engine) -> dict[str, object]:
         "selective_recompute_matmuls": engine.runtime.selective_recompute_matmuls,
         "eager_pointwise": engine.runtime.eager_pointwise,
         "fp8_saved_inputs": engine.runtime.fp8_saved_inputs,
+        "zero3_fp32_shards": engine.runtime.zero3_fp32_shards,
     }
     if exchange.overlaps_attention:
         values["cp_overlap_fraction"] = 1.0

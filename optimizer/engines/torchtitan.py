@@ -294,6 +294,11 @@ RUNTIME = EngineRuntime(
     # _fully_shard.py:513-531): each layer's traffic hides under a layer's compute, the
     # whole micro-batch's under all of it
     zero3_overlap_fraction=1.0,
+    # fully_shard keeps each rank's shard in the parameters' own dtype, fp32, and the
+    # optimiser steps it in place; MixedPrecisionPolicy(param_dtype=bf16) casts only what it
+    # gathers (torch/distributed/fsdp/_fully_shard/_fsdp_api.py, MixedPrecisionPolicy's
+    # docstring; torchtitan builds its policy from mixed_precision_param bf16, config/configs.py:93)
+    zero3_fp32_shards=True,
 )
 
 

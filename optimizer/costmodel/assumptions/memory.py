@@ -39,6 +39,18 @@ class MemoryAssumptions(BaseModel):
     optimizer_bytes_per_param: float = Field(
         12.0, gt=0, le=64, description="fp32 master weights plus Adam's two fp32 moments."
     )
+    zero3_fp32_shards: bool = Field(
+        False,
+        description=(
+            "Under ZeRO-3 each rank keeps its shard of the parameters in fp32, and that shard "
+            "is what the optimiser steps: 4 bytes a parameter in the weights and the fp32 "
+            "master's 4 out of optimizer_bytes_per_param (PyTorch FSDP2: 'FSDP does not "
+            "require any extra memory to keep a high-precision copy of the parameters for the "
+            "optimizer step', MixedPrecisionPolicy, pytorch/pytorch@05f814f torch/distributed/"
+            "fsdp/_fully_shard/_fsdp_api.py l.16-31). False: a bf16 shard beside an fp32 "
+            "master in the optimiser state (DeepSpeed ZeRO-3)."
+        ),
+    )
     fp8_weight_copy_bytes_per_param: float = Field(
         2.0,
         ge=0,

@@ -18,6 +18,7 @@ from models.transformer import TransformerSpec
 Number = Any  # float | int | np.ndarray: the formulas broadcast
 
 BF16_BYTES = 2
+FP32_BYTES = 4
 RECOMPUTE_NONE, RECOMPUTE_SELECTIVE, RECOMPUTE_FULL = 0, 1, 2
 SCHEDULE_1F1B, SCHEDULE_ZERO_BUBBLE, SCHEDULE_DUALPIPE = 0, 1, 2
 
@@ -210,19 +211,24 @@ def state_bytes(
     copies: Number,
     grad_bytes: float,
     optimizer_bytes: float,
+    fp32_shards: bool = False,
 ) -> tuple[Number, Number, Number]:
     """Weights (bf16), gradients and optimiser state; ZeRO stage z shards over the
-    data-parallel group (dp * cp for dense parameters, dp * cp / ep for experts)."""
+    data-parallel group (dp * cp for dense parameters, dp * cp / ep for experts). With
+    `fp32_shards` a ZeRO-3 shard is kept in fp32 and is the optimiser's master (FSDP2): the
+    weights hold 4 bytes a parameter and the optimiser state 4 fewer."""
 
-    def sharded(bytes_per_param: float, from_stage: int) -> Number:
+    def sharded(bytes_per_param: Number, from_stage: int) -> Number:
         on = zero >= from_stage
         dense = dense_params / np.where(on, shard_group, 1)
         experts = expert_params / np.where(on, expert_shard_group, 1)
         return bytes_per_param * (dense + experts)
 
-    weights = copies * sharded(BF16_BYTES, 3)
+    master_in_shard = np.where(fp32_shards & (zero >= 3), FP32_BYTES - BF16_BYTES, 0.0)
+    weights = copies * sharded(BF16_BYTES + master_in_shard, 3)
     gradients = copies * sharded(grad_bytes, 2)
-    return weights, gradients, sharded(optimizer_bytes, 1)
+    optimizer = sharded(optimizer_bytes - 2 * master_in_shard, 1)
+    return weights, gradients, optimizer
 
 
 def worst_stage(first: StageMemory, last: StageMemory) -> StageMemory:

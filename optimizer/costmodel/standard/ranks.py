@@ -98,6 +98,7 @@ def rank_state_bytes(
         copies,
         a.gradient_bytes_per_param,
         a.optimizer_bytes_per_param,
+        a.zero3_fp32_shards,
     )
 
 
