@@ -306,6 +306,24 @@ def test_model_and_hardware_flops() -> None:
     assert tim.recompute_flops_per_token(100, 2, 4, 8, SELECTIVE) == 0
 
 
+def test_fused_attention_pays_flash_attentions_backward_recompute() -> None:
+    # q width 4, s 8, 16 tokens on tp 2 at 100 FLOP/s and efficiency 0.5, causal half:
+    # model FLOPs 12 * 4 * 8 * 0.5 = 192 a token, 192 * 16 / (2 * 100 * 0.5) = 30.72 s;
+    # FlashAttention's kernels execute 3.5 forwards (4 * 4 * 8 * 0.5 = 64 each) = 224 a token
+    assert tim.attention_s(4, 8, 16, 2, 100, 0.5, 0.5) == pytest.approx(30.72)
+    ratio = tim.FUSED_ATTENTION_KERNEL_FLOPS_RATIO
+    assert tim.attention_s(4, 8, 16, 2, 100, 0.5, 0.5, ratio) == pytest.approx(
+        3.5 * 64 * 16 / (2 * 100 * 0.5)
+    )
+    # a fused layer of the plate pays the ratio; unfused attention stores its scores and
+    # recomputes nothing, so its batched matmuls are model FLOPs at matmul efficiency
+    job, layout = plate_job(64, "llama3-8b"), Layout(tp=1, pp=1, cp=1, vpp=1, micro_batch=1)
+    m, s, gpu = job.model, job.training.seq_len, job.cluster.gpu
+    fused = evaluate(job, layout, "standard").times_s["attention"]
+    by_hand = 3.5 * 4 * m.q_width * s * 0.5 * s / (gpu.peak_flop_s * gpu.attention_efficiency)
+    assert fused == pytest.approx(by_hand)
+
+
 def test_a_sliding_window_scores_its_band() -> None:
     # 4 layers, 2 of them windowed, w = 2 of s = 8. Keys a query scores, full-square
     # convention: (2 x 8 + 2 x 2) / 4 = 5; no window, or one as long as the sequence: 8

@@ -201,7 +201,14 @@ def attention_time_s(job: TrainingJob, a: CostAssumptions, k: Degrees, tokens: N
             a.causal_attention_work_fraction,
         )
         return tim.attention_s(
-            model.q_width, s, tokens, k.tp, gpu.peak_flop_s, attention_efficiency(job, a), share
+            model.q_width,
+            s,
+            tokens,
+            k.tp,
+            gpu.peak_flop_s,
+            attention_efficiency(job, a),
+            share,
+            tim.FUSED_ATTENTION_KERNEL_FLOPS_RATIO,
         )
     bandwidth = gpu.memory_bandwidth_bytes_s
     if bandwidth is None:

@@ -114,6 +114,15 @@ def matmul_s(
     return flops_per_token * tokens / (tp * peak * efficiency)
 
 
+# FlashAttention's backward recomputes the scores QK^T before its four gradient matmuls, 5
+# matmuls where the forward runs 2: its kernels execute 2.5 forwards' FLOPs backward, 3.5 in
+# all, where model FLOPs count 3 (Dao-AILab/flash-attention benchmarks/
+# benchmark_flash_attention.py l.27-30, `flops`: "2.5 * f" for bwd, "3.5 * f" for fwd_bwd).
+# The kernels' published efficiencies (attention_efficiency) are measured against those
+# executed FLOPs, so a fused layer's time divides them, not model FLOPs, by the efficiency.
+FUSED_ATTENTION_KERNEL_FLOPS_RATIO = 3.5 / 3
+
+
 def attention_s(
     q_width: Number,
     seq_len: Number,
@@ -122,10 +131,12 @@ def attention_s(
     peak: Number,
     efficiency: float,
     causal_fraction: float,
+    kernel_flops_ratio: float = 1.0,
 ) -> Number:
-    """Each rank's queries (s*b/c tokens) attend to the whole sequence of s keys."""
+    """Each rank's queries (s*b/c tokens) attend to the whole sequence of s keys; the kernels
+    execute `kernel_flops_ratio` times the model FLOPs (FlashAttention's backward recompute)."""
     flops = attention_flops_per_token_per_layer(q_width, seq_len) * causal_fraction
-    return flops * tokens / (tp * peak * efficiency)
+    return kernel_flops_ratio * flops * tokens / (tp * peak * efficiency)
 
 
 def unfused_scores_s(
