@@ -322,6 +322,9 @@ def test_fused_attention_pays_flash_attentions_backward_recompute() -> None:
     fused = evaluate(job, layout, "standard").times_s["attention"]
     by_hand = 3.5 * 4 * m.q_width * s * 0.5 * s / (gpu.peak_flop_s * gpu.attention_efficiency)
     assert fused == pytest.approx(by_hand)
+    # full recompute replays one forward: a third of the matmuls, one of attention's 3.5
+    full = evaluate(job, layout.model_copy(update={"recompute": "full"}), "standard").times_s
+    assert full["recompute"] == pytest.approx(full["matmul"] / 3 + full["attention"] / 3.5)
 
 
 def test_a_sliding_window_scores_its_band() -> None:

@@ -153,7 +153,10 @@ def layer_times(job: TrainingJob, a: CostAssumptions, k: Degrees) -> dict[str, N
     return {
         "matmul": matmul,
         "attention": attention,
-        "recompute": recompute_s(job, a, k, tokens, gemm, matmul + attention),
+        # full recompute replays a forward: 1 of FlashAttention's 3.5 passes of attention
+        "recompute": recompute_s(
+            job, a, k, tokens, gemm, matmul + attention_as_3_passes(a, attention)
+        ),
         "tp_comm": tim.tp_comm_s(
             k.tp,
             tokens,
@@ -237,6 +240,12 @@ def step_waterfall(
         slots * (busy + p2p),
         slots * per_mb + dp_exposed,
     )
+
+
+def attention_as_3_passes(a: CostAssumptions, attention: Number) -> Number:
+    """Attention time scaled to model FLOPs' three passes, so that a third of it is the
+    forward: fused kernels run 3.5 (times.FUSED_ATTENTION_KERNEL_FLOPS_RATIO), unfused 3."""
+    return attention / tim.FUSED_ATTENTION_KERNEL_FLOPS_RATIO if a.fused_attention else attention
 
 
 def recompute_s(
