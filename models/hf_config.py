@@ -4,7 +4,8 @@ Mixtral, GPT-OSS, Qwen-MoE and DeepSeek styles (models/hf_moe.py), and DeepSeek'
 latent attention. `describe_import` says what was imported, for a user to check.
 
 Sliding-window attention (`sliding_window`, and which layers use it: `layer_types`, or the
-family's default) is imported and priced. Not modelled, and not needed for the parameter
+family's default) and Llama 4's chunked attention (`attention_chunk_size`) are imported and
+priced. Not modelled, and not needed for the parameter
 count: GPT-OSS's attention sinks; DeepSeek-V3's multi-token-prediction
 module (num_nextn_predict_layers), which the published 671B leaves out as well
 (deepseek-ai/DeepSeek-V3@9b4e978 README.md: "685B, which includes 671B of the Main Model
@@ -61,6 +62,10 @@ _FAMILIES: dict[str, tuple[bool, bool]] = {
     # SwiGLU experts (mlp1 is gate and up together), untied (openai/gpt-oss@7b58334
     # gpt_oss/torch/model.py l.275-309, 364-378)
     "gpt_oss": (True, False),
+    # Llama 4's text model (under a llama4 config's text_config): SwiGLU experts, shared
+    # expert and dense MLPs (Llama4TextMLP: gate, up, down), untied (transformers
+    # models/llama4/configuration_llama4.py, tie_word_embeddings=False)
+    "llama4_text": (True, False),
     "phi3": (True, False),
     "olmo": (True, False),
     "olmo2": (True, False),
@@ -126,7 +131,7 @@ def _mla_fields(config: Mapping[str, Any]) -> dict[str, Any]:
 QWEN_FAMILIES = ("qwen2", "qwen2_moe", "qwen3", "qwen3_moe")
 
 
-ATTENTION_LAYER_TYPES = ("full_attention", "sliding_attention")
+ATTENTION_LAYER_TYPES = ("full_attention", "sliding_attention", "chunked_attention")
 
 
 def _windowed_layer_count(config: Mapping[str, Any]) -> int:
@@ -171,6 +176,25 @@ def _window_fields(config: Mapping[str, Any]) -> dict[str, Any]:
     return {"sliding_window": window, "sliding_window_layers": _windowed_layer_count(config)}
 
 
+def _chunk_fields(config: Mapping[str, Any]) -> dict[str, Any]:
+    """Llama 4's chunked attention: the chunk and how many layers use it. transformers'
+    Llama4TextConfig writes `layer_types` ("chunked_attention" where `no_rope_layers` is 1,
+    the RoPE layers); older configs give `no_rope_layers`, empty meaning its default, all but
+    every `no_rope_layer_interval`-th (4) layer (configuration_llama4.py)."""
+    chunk = config.get("attention_chunk_size")
+    if not chunk:
+        return {}
+    layers = int(config["num_hidden_layers"])
+    types, rope = config.get("layer_types"), config.get("no_rope_layers")
+    if isinstance(types, list):
+        count = sum(kind == "chunked_attention" for kind in types)
+    elif isinstance(rope, list) and rope:
+        count = sum(bool(flag) for flag in rope)
+    else:
+        count = layers - layers // int(config.get("no_rope_layer_interval") or 4)
+    return {"attention_chunk_size": chunk, "chunked_attention_layers": count}
+
+
 def looks_like_hf_config(data: Mapping[str, Any]) -> bool:
     """config.json carries `model_type`; a bare dict with its layer keys is taken as one too."""
     return "model_type" in data or ("num_hidden_layers" in data and "hidden_size" in data)
@@ -206,6 +230,7 @@ def from_hf_config(config: Mapping[str, Any]) -> TransformerSpec:
     fields.update(mla)
     _refuse_other_layer_types(config)
     fields.update(_window_fields(config))
+    fields.update(_chunk_fields(config))
     name = config.get("_name_or_path") or config.get("model_type") or "hf-config"
     fields["name"] = str(name)[:200]
     try:
@@ -229,6 +254,11 @@ def describe_import(spec: TransformerSpec) -> str:
         if spec.windowed_layers
         else ""
     )
+    if spec.chunked_layers and spec.attention_chunk_size is not None:
+        window += (
+            f"; {spec.attention_chunk_size:,}-token attention chunks on {spec.chunked_layers} "
+            f"of {spec.num_layers} layers"
+        )
     if not spec.is_moe:
         return f"{total} (dense: all active per token){window}"
     without_input = spec.active_params - spec.input_embedding_params

@@ -16,6 +16,11 @@ The styles, as transformers' modeling_<type>.py files build them:
 - Newer transformers configs also list `mlp_layer_types`, "dense" or "sparse" per layer,
   taking priority over first_k_dense_replace (huggingface/transformers
   src/transformers/models/exaone_moe/modular_exaone_moe.py, ExaoneMoeConfig).
+- Llama 4: `num_local_experts` experts `intermediate_size` wide and one shared expert as wide
+  in each MoE layer (Llama4TextMoe builds `shared_expert` unconditionally); the MoE layers are
+  `moe_layers`, by default every `interleave_moe_layer_step`-th from layer step - 1, the
+  others dense MLPs `intermediate_size_mlp` wide (transformers configuration_llama4.py,
+  Llama4TextConfig; modeling_llama4.py, Llama4TextDecoderLayer).
 """
 
 from __future__ import annotations
@@ -38,8 +43,19 @@ _LAYOUT_KEYS = (
     "mlp_layer_types",
 )
 _SHARED_KEYS = ("n_shared_experts", "shared_expert_intermediate_size")
+# Llama 4's interleaving of MoE and dense layers, and its dense layers' width
+_INTERLEAVE_KEYS = ("moe_layers", "interleave_moe_layer_step", "intermediate_size_mlp")
+# Families whose MoE layers hold shared experts that no key counts: Llama4TextMoe's one.
+_SHARED_DEFAULTS = {"llama4_text": 1}
 _MODELLED = frozenset(
-    {*ROUTED_KEYS, *TOP_K_KEYS, *_LAYOUT_KEYS, *_SHARED_KEYS, "moe_intermediate_size"}
+    {
+        *ROUTED_KEYS,
+        *TOP_K_KEYS,
+        *_LAYOUT_KEYS,
+        *_SHARED_KEYS,
+        *_INTERLEAVE_KEYS,
+        "moe_intermediate_size",
+    }
 )
 # Keys that place or size experts without saying "expert" or "moe" in their names: Llama 4's
 # dense-MLP width beside its experts (transformers Llama4TextConfig), and other names for a
@@ -47,7 +63,6 @@ _MODELLED = frozenset(
 # (a survey of config.json key names, index id 69497628760, table "mixture of experts").
 _UNMODELLED_PLAIN = frozenset(
     {
-        "intermediate_size_mlp",
         "num_dense_layers",
         "n_dense_first_layers",
         "dense_mlp_idx",
@@ -71,13 +86,39 @@ def moe_fields(config: Mapping[str, Any]) -> dict[str, Any]:
     if routed is None:
         return {}
     width = _expert_width(config, routed)
-    return {
+    fields = {
         "num_experts": config[routed],
         "experts_per_token": _top_k(config),
         "expert_ffn_hidden_size": width,
         "num_shared_experts": _shared_experts(config, width),
         "dense_layers": _dense_layers(config),
     }
+    interval = _moe_layer_interval(config)
+    if interval > 1:
+        fields["moe_layer_interval"] = interval
+    if config.get("intermediate_size_mlp"):  # Llama 4: the dense layers' own width
+        fields["ffn_hidden_size"] = config["intermediate_size_mlp"]
+    return fields
+
+
+def _moe_layer_interval(config: Mapping[str, Any]) -> int:
+    """Llama 4's MoE every n-th layer (n - 1, 2n - 1, ...): `moe_layers` where given, which
+    must be that pattern, else `interleave_moe_layer_step` (1: every layer)."""
+    step = _integer(config, "interleave_moe_layer_step") or 1
+    listed = config.get("moe_layers")
+    if listed is None:
+        return step
+    layers = _integer(config, "num_hidden_layers")
+    if isinstance(listed, list) and listed and _is_int(listed[0]) and listed[0] >= 0:
+        step = listed[0] + 1
+        if listed == list(range(step - 1, layers, step)):
+            return step
+    raise _refusal(
+        config,
+        ["moe_layers", "interleave_moe_layer_step"],
+        "MoE layers other than every n-th layer from layer n - 1, the only interleaving the "
+        "spec models",
+    )
 
 
 def _routed(config: Mapping[str, Any]) -> str | None:
@@ -113,6 +154,7 @@ def _shared_experts(config: Mapping[str, Any], width: Any) -> int:
     a width of its own, priced as that many routed-width experts (the same matrices and
     FLOPs: 3*h*(n*w) = n * 3*h*w), so it must be a whole multiple."""
     count, shared_width = (_integer(config, key) for key in _SHARED_KEYS)
+    count = count or _SHARED_DEFAULTS.get(str(config.get("model_type")), 0)
     if count and shared_width:
         raise _refusal(config, list(_SHARED_KEYS), "two ways of sizing the shared experts")
     if not shared_width:

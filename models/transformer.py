@@ -53,6 +53,13 @@ class TransformerSpec(BaseModel):
     dense_layers: JsonInt = Field(
         0, ge=0, le=MAX_LAYERS, description="Leading layers with a dense MLP in an MoE model."
     )
+    moe_layer_interval: JsonInt = Field(
+        1,
+        ge=1,
+        le=MAX_LAYERS,
+        description="An MoE layer every n-th layer (layers n-1, 2n-1, ...), the others dense "
+        "with ffn_hidden_size (Llama 4 Maverick: 2); 1: every layer after dense_layers.",
+    )
     # Multi-head latent attention (DeepSeek-V2/V3): kv_lora_rank None is ordinary attention
     # and every field below must then be None too. Names as in DeepSeek's config.json.
     kv_lora_rank: JsonInt | None = Field(
@@ -87,12 +94,30 @@ class TransformerSpec(BaseModel):
         "(Gemma 2 and GPT-OSS: every other one); default every layer when a window is given.",
     )
 
+    # Chunked attention (Llama 4): a chunked layer's query attends the keys of its own chunk
+    # of `attention_chunk_size` tokens up to itself.
+    attention_chunk_size: JsonInt | None = Field(
+        None,
+        gt=0,
+        le=MAX_WINDOW,
+        description="Tokens of one attention chunk: a query of a chunked layer attends itself "
+        "and the keys before it in its chunk (Llama 4: 8,192); None: no chunked layer.",
+    )
+    chunked_attention_layers: JsonInt | None = Field(
+        None,
+        ge=0,
+        le=MAX_LAYERS,
+        description="Layers with chunked attention, the others full or windowed (Llama 4: all "
+        "but every fourth); default every layer when a chunk size is given.",
+    )
+
     @model_validator(mode="after")
     def _is_consistent(self) -> TransformerSpec:
         self._heads_are_consistent()
         self._mla_is_consistent()
         self._moe_is_consistent()
         self._window_is_consistent()
+        self._chunks_are_consistent()
         return self
 
     def _heads_are_consistent(self) -> None:
@@ -159,6 +184,16 @@ class TransformerSpec(BaseModel):
             raise ValueError(
                 f"dense_layers({self.dense_layers}) leaves no MoE layer of num_layers({self.num_layers})"
             )
+        if self.moe_layer_interval > 1 and self.dense_layers:
+            raise ValueError(
+                f"dense_layers({self.dense_layers}) and moe_layer_interval"
+                f"({self.moe_layer_interval}): leading dense layers or interleaved ones, not both"
+            )
+        if self.moe_layer_interval > self.num_layers:
+            raise ValueError(
+                f"moe_layer_interval({self.moe_layer_interval}) leaves no MoE layer of "
+                f"num_layers({self.num_layers})"
+            )
 
     def _window_is_consistent(self) -> None:
         count = self.sliding_window_layers
@@ -171,12 +206,30 @@ class TransformerSpec(BaseModel):
                 f"sliding_window_layers({count}) is more than num_layers({self.num_layers})"
             )
 
+    def _chunks_are_consistent(self) -> None:
+        chunked = self.chunked_attention_layers
+        if chunked is not None and self.attention_chunk_size is None:
+            raise ValueError("chunked_attention_layers needs attention_chunk_size, the chunk")
+        if self.windowed_layers + self.chunked_layers > self.num_layers:
+            raise ValueError(
+                f"windowed ({self.windowed_layers}) and chunked ({self.chunked_layers}) "
+                f"attention layers are more than num_layers({self.num_layers})"
+            )
+
     @property
     def windowed_layers(self) -> int:
         """Layers whose attention is windowed (sliding_window set): every one by default."""
         if self.sliding_window is None:
             return 0
         return self.num_layers if self.sliding_window_layers is None else self.sliding_window_layers
+
+    @property
+    def chunked_layers(self) -> int:
+        """Layers whose attention is chunked (attention_chunk_size set): every one by default."""
+        if self.attention_chunk_size is None:
+            return 0
+        given = self.chunked_attention_layers
+        return self.num_layers if given is None else given
 
     @property
     def is_moe(self) -> bool:
@@ -268,7 +321,13 @@ class TransformerSpec(BaseModel):
 
     @property
     def num_moe_layers(self) -> int:
-        return self.num_layers - self.dense_layers if self.is_moe else 0
+        """Layers n-1, 2n-1, ... for an interval n (transformers' Llama4TextConfig.moe_layers),
+        else every layer after the leading dense ones."""
+        if not self.is_moe:
+            return 0
+        if self.moe_layer_interval > 1:
+            return self.num_layers // self.moe_layer_interval
+        return self.num_layers - self.dense_layers
 
     @property
     def moe_layer_share(self) -> float:

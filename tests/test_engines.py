@@ -352,3 +352,26 @@ def test_docs_list_every_rule() -> None:
         assert f"(`{engine.name}`)" in docs
         for rule in engine.rules:
             assert f"`{rule.name}`" in docs, (engine.name, rule.name)
+
+
+def test_megatron_writes_which_layers_are_moe_where_the_hf_model_puts_them() -> None:
+    # --moe-layer-freq takes a Python list expression, 1 an MoE layer (arguments.py:327-345);
+    # its integer form N would put MoE at layers 0, N, 2N, where Llama 4 Maverick's config
+    # puts it at 1, 3, ..., 47 (moe_layers = range(step - 1, layers, step))
+    from models.hf_config import from_hf_config
+    from tests.test_hf_import import LLAMA4_SCOUT
+
+    text = {**LLAMA4_SCOUT["text_config"], "interleave_moe_layer_step": 2, "num_hidden_layers": 7}
+    job = _mixtral()
+    job = job.model_copy(update={"model": from_hf_config(text)})
+    layout = Layout(tp=1, pp=1, cp=1, vpp=1, micro_batch=1, ep=8)
+    args = megatron_parser().parse_args(
+        command_line(export(get_engine("megatron"), job, layout).text)
+    )
+    pattern = eval(args.moe_layer_freq, {"__builtins__": {}})  # as Megatron-LM evaluates it
+    assert pattern == [int((i + 1) % 2 == 0) for i in range(7)] == [0, 1, 0, 1, 0, 1, 0]
+    every = job.model_copy(update={"model": from_hf_config(LLAMA4_SCOUT)})
+    args = megatron_parser().parse_args(
+        command_line(export(get_engine("megatron"), every, layout).text)
+    )
+    assert args.moe_layer_freq is None  # every layer MoE: Megatron's default

@@ -208,16 +208,10 @@ LLAMA = ROWS["Llama-3.1-8B"].config
 @pytest.mark.parametrize(
     ("config", "message"),
     [
-        # Llama 4's interleaved MoE layers and dense width (transformers Llama4TextConfig)
+        # MoE layers listed in no regular interleaving (Llama 4's moe_layers is every n-th)
         (
-            {
-                **LLAMA,
-                "num_local_experts": 16,
-                "interleave_moe_layer_step": 2,
-                "intermediate_size_mlp": 16384,
-            },
-            "interleave_moe_layer_step=2, intermediate_size_mlp=16384: mixture-of-experts keys "
-            "this import does not model",
+            {**LLAMA, "num_local_experts": 16, "num_experts_per_tok": 1, "moe_layers": [0, 5]},
+            r"moe_layers=\[0, 5\], interleave_moe_layer_step=None: MoE layers other than every",
         ),
         # an MoE count under a name not known here (ERNIE 4.5's) is not taken as dense
         ({**LLAMA, "moe_num_experts": 64, "moe_k": 8}, "moe_num_experts=64, moe_k=8"),
@@ -359,3 +353,55 @@ def test_layers_that_are_not_attention_are_refused_not_priced_as_attention() -> 
     hybrid["num_hidden_layers"] = 4
     with pytest.raises(InvalidSpec, match="linear_attention layers, which the spec does not model"):
         from_hf_config(hybrid)
+
+
+# Llama 4's text model as transformers' Llama4TextConfig defaults it, which are Llama 4
+# Scout's (configuration_llama4.py, docstring checkpoint meta-llama/Llama-4-Scout-17B-16E):
+# 16 experts, top-1, all 48 layers MoE, chunks of 8,192 tokens on the RoPE layers (all but
+# every fourth); Maverick (Llama-4-Maverick-17B-128E) has 128 experts on every second layer.
+LLAMA4_SCOUT = {"model_type": "llama4", "text_config": {
+    "model_type": "llama4_text", "num_hidden_layers": 48, "hidden_size": 5120,
+    "intermediate_size": 8192, "intermediate_size_mlp": 16384, "num_attention_heads": 40,
+    "num_key_value_heads": 8, "head_dim": 128, "vocab_size": 202048,
+    "num_local_experts": 16, "num_experts_per_tok": 1, "interleave_moe_layer_step": 1,
+    "attention_chunk_size": 8192, "no_rope_layers": [], "tie_word_embeddings": False},
+    "vision_config": {"hidden_size": 1408}}  # fmt: skip
+
+
+def _llama4(**text: Any) -> dict[str, Any]:
+    return {**LLAMA4_SCOUT, "text_config": {**LLAMA4_SCOUT["text_config"], **text}}
+
+
+def test_llama4_counts_by_hand() -> None:
+    h, vocab, layers = 5120, 202048, 48
+    attention = 2 * h * 40 * 128 + 2 * h * 8 * 128  # q and o; k and v (8 KV heads of 128)
+    expert, router = 3 * h * 8192, h  # one SwiGLU expert; the router's column per expert
+    dense = 3 * h * 16384  # intermediate_size_mlp
+    scout = from_hf_config(LLAMA4_SCOUT)
+    # every layer: 16 routed experts and the shared one; 107.77B counted against the model
+    # card's "109B total", which counts its vision encoder too (not priced here)
+    moe_layer = attention + 16 * router + (16 + 1) * expert
+    assert scout.total_params == 2 * vocab * h + layers * moe_layer
+    assert scout.active_params == 2 * vocab * h + layers * (attention + 16 * router + 2 * expert)
+    assert (scout.num_moe_layers, scout.num_shared_experts, scout.ffn_hidden_size) == (48, 1, 16384)
+    # Maverick: MoE on layers 1, 3, ..., 47 (128 experts), dense MLPs on the other 24: 400.7B
+    # against the card's "400B total", and 17.2B active (the card's "17B active")
+    maverick = from_hf_config(_llama4(num_local_experts=128, interleave_moe_layer_step=2))
+    moe_layer = attention + 128 * router + (128 + 1) * expert
+    assert maverick.total_params == 2 * vocab * h + 24 * moe_layer + 24 * (attention + dense)
+    assert round(maverick.total_params / 1e9, 1) == 400.7
+    assert (maverick.num_moe_layers, maverick.moe_layer_interval) == (24, 2)
+    listed = from_hf_config(_llama4(num_local_experts=128, moe_layers=list(range(1, 48, 2))))
+    assert listed.model_dump() == maverick.model_dump()
+
+
+def test_llama4_chunked_attention_is_imported_with_its_layers() -> None:
+    # no_rope_layers empty: transformers' default, all but every fourth layer chunked (36 of
+    # 48); a layer_types list (transformers 5) or a no_rope_layers list says it per layer
+    assert from_hf_config(LLAMA4_SCOUT).chunked_layers == 36
+    types = ["chunked_attention"] * 40 + ["full_attention"] * 8
+    assert from_hf_config(_llama4(layer_types=types)).chunked_layers == 40
+    assert from_hf_config(_llama4(no_rope_layers=[1, 0] * 24)).chunked_layers == 24
+    assert describe_import(from_hf_config(LLAMA4_SCOUT)).endswith(
+        "; 8,192-token attention chunks on 36 of 48 layers"
+    )

@@ -339,6 +339,38 @@ def test_a_sliding_window_scores_its_band() -> None:
     assert tim.attention_work_share(8, 8, 4, 4, 0.5) == pytest.approx(0.5)
 
 
+def test_a_chunked_layer_scores_its_chunks() -> None:
+    # 4 layers, 2 chunked in chunks of 3 tokens, s = 8: chunks 3, 3, 2. Full-square keys a
+    # query: the block-diagonal's 9 + 9 + 4 = 22 cells over 8 queries = 2.75, so the layers
+    # average (2 x 8 + 2 x 2.75) / 4 = 5.375; a chunk as long as the sequence is full attention
+    assert tim.chunked_squares(8, 3) == 22
+    assert tim.attended_keys(8, None, 0, 4, 3, 2) == pytest.approx(5.375)
+    assert tim.attended_keys(8, None, 0, 4, 8, 4) == 8
+    # causal triangles 6 + 6 + 3 = 15 of the sequence's 36 scores, at causal_fraction 0.5
+    share = tim.attention_work_share(8, None, 0, 4, 0.5, 3, 2)
+    assert share == pytest.approx((2 * 0.5 + 2 * 0.5 * 15 / 36) / 4)
+    # a window of 2 on one layer and chunks of 3 on another, one full: the three averaged
+    both = tim.attention_work_share(8, 2, 1, 3, 0.5, 3, 1)
+    assert both == pytest.approx((0.5 + 0.5 * 15 / 36 + 0.5 * 15 / 36) / 3)
+
+
+def test_chunks_and_windows_must_fit_the_layers() -> None:
+    toy = TOY.model_dump()
+    with pytest.raises(ValueError, match="chunked_attention_layers needs attention_chunk_size"):
+        TransformerSpec.model_validate({**toy, "chunked_attention_layers": 2})
+    with pytest.raises(ValueError, match=r"windowed \(3\) and chunked \(2\)"):
+        TransformerSpec.model_validate(
+            {
+                **toy,
+                "sliding_window": 2,
+                "sliding_window_layers": 3,
+                "attention_chunk_size": 4,
+                "chunked_attention_layers": 2,
+            }  # fmt: skip
+        )
+    assert TransformerSpec.model_validate({**toy, "attention_chunk_size": 4}).chunked_layers == 4
+
+
 def test_a_windowed_model_pays_for_its_band_and_counts_it_as_model_work() -> None:
     # Llama 3 8B with every layer windowed to 1,024 of 8,192 tokens: fused attention takes
     # the band's (1024 x 8192 - 1024 x 1023 / 2) / (8192 x 8193 / 2) = 0.2344 of the causal

@@ -13,6 +13,7 @@ import shlex
 
 from models.job import TrainingJob
 from models.layout import Layout
+from models.transformer import TransformerSpec
 
 from . import mcore
 from .base import Artefact, Engine, Overlap
@@ -211,10 +212,23 @@ def _moe_shape(job: TrainingJob) -> Pairs:
     if m.num_shared_experts:  # :701, the shared experts' total width
         width = m.num_shared_experts * (m.expert_ffn_hidden_size or 0)
         pairs.append(("--moe-shared-expert-intermediate-size", str(width)))
-    if m.dense_layers:  # arguments.py:327-345: a Python list expression, 0 dense and 1 MoE
-        pattern = f"([0]*{m.dense_layers}+[1]*{m.num_layers - m.dense_layers})"
+    pattern = _moe_layer_pattern(m)
+    if pattern is not None:  # arguments.py:327-345: a Python list expression, 0 dense, 1 MoE
         pairs.append(("--moe-layer-freq", pattern))
     return pairs
+
+
+def _moe_layer_pattern(m: TransformerSpec) -> str | None:
+    """Which layers are MoE, as the list expression --moe-layer-freq takes; None when every
+    layer is. Its integer form N puts MoE at layers 0, N, 2N (arguments.py), where an
+    interleaved Hugging Face model puts it at N-1, 2N-1, ...: written out instead."""
+    n = m.moe_layer_interval
+    if n > 1:
+        rest = m.num_layers - m.num_moe_layers * n
+        return f"([0]*{n - 1}+[1])*{m.num_moe_layers}" + (f"+[0]*{rest}" if rest else "")
+    if m.dense_layers:
+        return f"([0]*{m.dense_layers}+[1]*{m.num_layers - m.dense_layers})"
+    return None
 
 
 _OFFERS = mcore.offers(FLAGS, SOURCES)

@@ -284,7 +284,14 @@ def step_flops(job: TrainingJob, a: CostAssumptions, recompute: Number) -> tuple
     head = model.vocab_size * model.hidden_size
     layers, q = model.active_layer_params, model.q_width
     # windowed layers score min(w, s) keys a query: the model's work, as MFU counts it
-    keys = tim.attended_keys(job.training.seq_len, model.sliding_window, model.windowed_layers, L)
+    keys = tim.attended_keys(
+        job.training.seq_len,
+        model.sliding_window,
+        model.windowed_layers,
+        L,
+        model.attention_chunk_size,
+        model.chunked_layers,
+    )
     model_flops = tokens * tim.model_flops_per_token(layers, head, L, q, keys)
     extra = tokens * tim.recompute_flops_per_token(layers, L, q, keys, recompute)
     replayed = tokens * 2 * layers * replayed_matmul_share(job, a, recompute)

@@ -188,8 +188,8 @@ def attention_efficiency(job: TrainingJob, a: CostAssumptions) -> float:
 
 
 def attention_time_s(job: TrainingJob, a: CostAssumptions, k: Degrees, tokens: Number) -> Number:
-    """Fused: the causal share of the square (of a windowed layer, its band) at the attention
-    kernels' efficiency. Unfused: the whole square as batched matmuls, plus the scores
+    """Fused: the causal share of the square (of a windowed layer, its band; of a chunked one,
+    its chunks') at the attention kernels' efficiency. Unfused: the whole square as batched matmuls, plus the scores
     streamed through HBM; a window is a mask there, which saves nothing."""
     model, gpu, s = job.model, job.cluster.gpu, job.training.seq_len
     if a.fused_attention:
@@ -199,6 +199,8 @@ def attention_time_s(job: TrainingJob, a: CostAssumptions, k: Degrees, tokens: N
             model.windowed_layers,
             model.num_layers,
             a.causal_attention_work_fraction,
+            model.attention_chunk_size,
+            model.chunked_layers,
         )
         return tim.attention_s(
             model.q_width,

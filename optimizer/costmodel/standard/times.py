@@ -51,30 +51,60 @@ def attention_flops_per_token_per_layer(q_width: Number, keys: Number) -> Number
     return 12 * q_width * keys
 
 
-def attended_keys(seq_len: int, window: int | None, windowed: int, num_layers: int) -> float:
+def attended_keys(
+    seq_len: int,
+    window: int | None,
+    windowed: int,
+    num_layers: int,
+    chunk: int | None = None,
+    chunked: int = 0,
+) -> float:
     """Keys a query scores, in the full-square convention of model FLOPs (the s x s square
     counted whole, causal or not), averaged over the layers: the whole sequence where a layer
-    attends it, `min(window, s)` in each of the `windowed` layers (the s x w band)."""
-    if window is None or windowed == 0:
-        return seq_len
-    local = min(window, seq_len)
-    return ((num_layers - windowed) * seq_len + windowed * local) / num_layers
+    attends it, `min(window, s)` in each of the `windowed` layers (the s x w band) and, in
+    each of the `chunked` layers, its chunks' squares over s (c in a sequence of whole
+    chunks of c tokens)."""
+    s = seq_len
+    local = min(window, s) if window is not None else s
+    in_chunks = chunked_squares(s, chunk) / s if chunk is not None else s
+    full = num_layers - windowed - chunked
+    return (full * s + windowed * local + chunked * in_chunks) / num_layers
+
+
+def chunked_squares(seq_len: int, chunk: int) -> int:
+    """Cells of the block-diagonal a chunked layer attends within: each whole chunk's c x c
+    square and the last, shorter one's."""
+    whole, rest = divmod(seq_len, chunk)
+    return whole * chunk * chunk + rest * rest
 
 
 def attention_work_share(
-    seq_len: int, window: int | None, windowed: int, num_layers: int, causal_fraction: float
+    seq_len: int,
+    window: int | None,
+    windowed: int,
+    num_layers: int,
+    causal_fraction: float,
+    chunk: int | None = None,
+    chunked: int = 0,
 ) -> float:
     """Share of the s x s square the fused attention kernels compute, averaged over the
     layers: `causal_fraction` where a layer attends the whole sequence; in a windowed one its
     causal band, sum_i min(i, w) = w s - w (w - 1) / 2 scores, over the causal triangle's
     s (s + 1) / 2, times `causal_fraction` (a window as long as the sequence is a causal
-    layer). Kernels skip the masked blocks (FlashAttention's window_size)."""
-    if window is None or windowed == 0:
-        return causal_fraction
-    s, w = seq_len, min(window, seq_len)
-    band_over_triangle = (w * s - w * (w - 1) / 2) / (s * (s + 1) / 2)
-    local = causal_fraction * band_over_triangle
-    return ((num_layers - windowed) * causal_fraction + windowed * local) / num_layers
+    layer); in a chunked one each chunk's causal triangle, c (c + 1) / 2 a whole chunk, over
+    the same. Kernels skip the masked blocks (FlashAttention's window_size; chunks are its
+    local windows' block-diagonal, UNVERIFIED which kernels Llama 4's trainers ran)."""
+    s = seq_len
+    triangle = s * (s + 1) / 2
+    share = (num_layers - windowed - chunked) * causal_fraction
+    if window is not None and windowed:
+        w = min(window, s)
+        share += windowed * causal_fraction * (w * s - w * (w - 1) / 2) / triangle
+    if chunk is not None and chunked:
+        whole, rest = divmod(s, chunk)
+        scores = whole * chunk * (chunk + 1) / 2 + rest * (rest + 1) / 2
+        share += chunked * causal_fraction * scores / triangle
+    return share / num_layers
 
 
 def model_flops_per_token(
