@@ -395,6 +395,10 @@ def test_recompute_time() -> None:
     assert tim.recompute_s(9.0, FULL, 0.02) == pytest.approx(3)
     assert tim.recompute_s(9.0, SELECTIVE, 0.02) == pytest.approx(0.18)
     assert tim.recompute_s(9.0, NONE, 0.02) == 0
+    # a forward priced apart (FlashAttention's backward recomputes, so attention's forward is
+    # less than a third): full replays it, selective still takes its share of the layer
+    assert tim.recompute_s(9.0, FULL, 0.02, forward_s=2.5) == pytest.approx(2.5)
+    assert tim.recompute_s(9.0, SELECTIVE, 0.02, forward_s=2.5) == pytest.approx(0.18)
 
 
 def test_schedule_bubbles() -> None:

@@ -153,10 +153,7 @@ def layer_times(job: TrainingJob, a: CostAssumptions, k: Degrees) -> dict[str, N
     return {
         "matmul": matmul,
         "attention": attention,
-        # full recompute replays a forward: 1 of FlashAttention's 3.5 passes of attention
-        "recompute": recompute_s(
-            job, a, k, tokens, gemm, matmul + attention_as_3_passes(a, attention)
-        ),
+        "recompute": recompute_s(job, a, k, tokens, gemm, matmul, attention),
         "tp_comm": tim.tp_comm_s(
             k.tp,
             tokens,
@@ -242,29 +239,39 @@ def step_waterfall(
     )
 
 
-def attention_as_3_passes(a: CostAssumptions, attention: Number) -> Number:
-    """Attention time scaled to model FLOPs' three passes, so that a third of it is the
-    forward: fused kernels run 3.5 (times.FUSED_ATTENTION_KERNEL_FLOPS_RATIO), unfused 3."""
-    return attention / tim.FUSED_ATTENTION_KERNEL_FLOPS_RATIO if a.fused_attention else attention
+def forward_s(a: CostAssumptions, matmul: Number, attention: Number) -> Number:
+    """A layer's forward: a third of its matmuls and one of attention's passes, of which fused
+    kernels run 3.5 (times.FUSED_ATTENTION_KERNEL_FLOPS_RATIO: FlashAttention's backward
+    recomputes the scores) and unfused ones 3."""
+    passes = 3 * tim.FUSED_ATTENTION_KERNEL_FLOPS_RATIO if a.fused_attention else 3.0
+    return matmul / 3 + attention / passes
 
 
 def recompute_s(
-    job: TrainingJob, a: CostAssumptions, k: Degrees, tokens: Number, gemm: Number, compute: Number
+    job: TrainingJob,
+    a: CostAssumptions,
+    k: Degrees,
+    tokens: Number,
+    gemm: Number,
+    matmul: Number,
+    attention: Number,
 ) -> Number:
-    """Seconds a layer's recomputation adds on one micro-batch. Full: its forward again, a
-    third of `compute`. Selective, as Megatron-LM runs it (Korthikanti et al. 2022): a stated
+    """Seconds a layer's recomputation adds on one micro-batch. Full: its forward again
+    (forward_s). Selective, as Megatron-LM runs it (Korthikanti et al. 2022): a stated
     share of the layer. Selective at op level (torchtitan): every op whose output the policy
     does not save runs its forward again. The saved ones are aten.mm (all but every second
     of a layer's), SDPA, reduce-scatter, abs and max (pytorch/torchtitan@9dec370
     torchtitan/parallelisms/parallelize_llama.py l.214-258), so the replay is every second
     matmul's forward plus the whole forward of the elementwise kernels (norms, rotary, the
     MLP activation, residual adds), and no attention."""
+    compute, forward = matmul + attention, forward_s(a, matmul, attention)
     if a.selective_recompute_matmuls == "none":
-        return tim.recompute_s(compute, k.recompute, a.selective_recompute_time_overhead)
+        overhead = a.selective_recompute_time_overhead
+        return tim.recompute_s(compute, k.recompute, overhead, forward)
     op_level = replayed_matmul_share(job, a, k.recompute) * gemm / 3 + elementwise_s(
         job, a, k, tokens, forward_only=True
     )
-    full = tim.recompute_s(compute, k.recompute, 0.0)
+    full = tim.recompute_s(compute, k.recompute, 0.0, forward)
     return np.where(k.recompute == mem.RECOMPUTE_SELECTIVE, op_level, full)
 
 

@@ -185,12 +185,19 @@ def unfused_scores_s(
     return scores * bytes_per_score * (1 + replay) / memory_bytes_s
 
 
-def recompute_s(compute_s: Number, recompute: Number, selective_overhead: float) -> Number:
-    """Full recompute replays the forward, a third of forward plus backward; selective
-    costs a stated fraction of the layer (Korthikanti et al. 2022, Fig. 8)."""
+def recompute_s(
+    compute_s: Number,
+    recompute: Number,
+    selective_overhead: float,
+    forward_s: Number | None = None,
+) -> Number:
+    """Full recompute replays the forward (`forward_s`; by default a third of forward plus
+    backward); selective costs a stated fraction of the layer (Korthikanti et al. 2022,
+    Fig. 8)."""
+    forward = compute_s / 3 if forward_s is None else forward_s
     return np.where(
         recompute == RECOMPUTE_FULL,
-        compute_s / 3,
+        forward,
         np.where(recompute == RECOMPUTE_SELECTIVE, selective_overhead * compute_s, 0.0),
     )
 
