@@ -46,6 +46,11 @@ _FAMILIES: dict[str, tuple[bool, bool]] = {
     "qwen2_moe": (True, False),
     "qwen3": (True, False),
     "qwen3_moe": (True, False),
+    # Qwen3-VL's language models (under text_config): Qwen3 and Qwen3-MoE layers, the tying
+    # in the outer config (Qwen/Qwen3-VL-30B-A3B-Instruct config.json: tie_word_embeddings
+    # false beside text_config model_type qwen3_vl_moe_text)
+    "qwen3_vl_text": (True, False),
+    "qwen3_vl_moe_text": (True, False),
     "gemma": (True, True),
     "gemma2": (True, True),
     "gemma3_text": (True, True),
@@ -69,6 +74,9 @@ _FAMILIES: dict[str, tuple[bool, bool]] = {
     "phi3": (True, False),
     "olmo": (True, False),
     "olmo2": (True, False),
+    # OLMo 3: OLMo 2's layers (gate, up, down; untied) with sliding windows (transformers
+    # models/olmo3/modular_olmo3.py, Olmo3Config(Olmo2Config))
+    "olmo3": (True, False),
     "granite": (True, False),
     "cohere": (True, True),
     "stablelm": (True, False),
@@ -145,6 +153,8 @@ def _windowed_layer_count(config: Mapping[str, Any]) -> int:
     if model_type == "gemma3_text":
         pattern = config.get("sliding_window_pattern") or 6
         return layers - layers // int(pattern)
+    if model_type == "olmo3":  # all but every fourth (Olmo3Config's default layer_types)
+        return layers - layers // 4
     if model_type in QWEN_FAMILIES:
         return max(layers - int(config.get("max_window_layers", 28)), 0)
     return layers
@@ -166,10 +176,14 @@ def _refuse_other_layer_types(config: Mapping[str, Any]) -> None:
         )
 
 
+# Windows a family's config class sets when config.json omits the key: Olmo3Config's 4,096.
+_DEFAULT_WINDOWS = {"olmo3": 4096}
+
+
 def _window_fields(config: Mapping[str, Any]) -> dict[str, Any]:
     """Sliding-window attention: the window and how many layers use it. Qwen's configs carry
     a `sliding_window` that `use_sliding_window: false` switches off."""
-    window = config.get("sliding_window")
+    window = config.get("sliding_window", _DEFAULT_WINDOWS.get(str(config.get("model_type"))))
     enabled = config.get("use_sliding_window", config.get("model_type") not in QWEN_FAMILIES)
     if not window or not enabled:
         return {}
@@ -207,7 +221,9 @@ def from_hf_config(config: Mapping[str, Any]) -> TransformerSpec:
     text = config.get("text_config")
     if isinstance(text, Mapping) and "num_hidden_layers" not in config:
         name = config.get("_name_or_path") or config.get("model_type") or "hf-config"
-        return from_hf_config({**text, "_name_or_path": f"{name} (text model only)"})
+        # the outer config's tying governs the model's head where the text config is silent
+        outer = {k: config[k] for k in ("tie_word_embeddings",) if k in config}
+        return from_hf_config({**outer, **text, "_name_or_path": f"{name} (text model only)"})
     missing = [key for key in _HF_KEYS if key not in config]
     if missing:
         message = f"config.json lacks {', '.join(missing)}"

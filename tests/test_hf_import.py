@@ -405,3 +405,31 @@ def test_llama4_chunked_attention_is_imported_with_its_layers() -> None:
     assert describe_import(from_hf_config(LLAMA4_SCOUT)).endswith(
         "; 8,192-token attention chunks on 36 of 48 layers"
     )
+
+
+def test_olmo3_is_olmo2_with_windows_on_three_layers_of_four() -> None:
+    # transformers Olmo3Config(Olmo2Config): sliding_window 4,096 and layer_types sliding on
+    # all but every fourth layer by default; the parameters are OLMo 2's
+    olmo2 = ROWS["OLMo-2-7B"].config
+    olmo3 = from_hf_config({**olmo2, "model_type": "olmo3"})
+    assert (olmo3.sliding_window, olmo3.windowed_layers) == (4096, 24)
+    assert olmo3.total_params == from_hf_config(olmo2).total_params
+    listed = {**olmo2, "model_type": "olmo3", "sliding_window": 2048,
+              "layer_types": ["sliding_attention", "full_attention"] * 16}  # fmt: skip
+    assert (from_hf_config(listed).sliding_window, from_hf_config(listed).windowed_layers) == (
+        2048,
+        16,
+    )
+
+
+def test_qwen3_vl_imports_its_text_model_with_the_outer_tying() -> None:
+    # Qwen3-VL-30B-A3B's text_config holds Qwen3-30B-A3B's layers under model_type
+    # qwen3_vl_moe_text, and its tie_word_embeddings sits in the outer config
+    text = {**ROWS["Qwen3-30B-A3B"].config, "model_type": "qwen3_vl_moe_text"}
+    del text["tie_word_embeddings"]
+    outer = {"model_type": "qwen3_vl_moe", "text_config": text, "tie_word_embeddings": False}
+    vl = from_hf_config(outer)
+    assert vl.total_params == from_hf_config(ROWS["Qwen3-30B-A3B"].config).total_params
+    # a small one ties them (Qwen3-VL-2B and 4B): one vocab x h matrix fewer
+    tied = from_hf_config({**outer, "tie_word_embeddings": True})
+    assert vl.total_params - tied.total_params == 151936 * 2048
