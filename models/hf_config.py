@@ -79,6 +79,12 @@ _FAMILIES: dict[str, tuple[bool, bool]] = {
     "olmo3": (True, False),
     "granite": (True, False),
     "cohere": (True, True),
+    # Command R7B and Command A: Cohere's layers, tied, windows of 4,096 on all but every
+    # fourth layer by default (transformers models/cohere2/configuration_cohere2.py)
+    "cohere2": (True, True),
+    # OLMoE: SwiGLU experts as wide as intermediate_size, untied (transformers
+    # models/olmoe/modeling_olmoe.py, OlmoeSparseMoeBlock of OlmoeMLP(config))
+    "olmoe": (True, False),
     "stablelm": (True, False),
     "phi": (False, False),
     "gpt_neox": (False, False),
@@ -155,6 +161,8 @@ def _windowed_layer_count(config: Mapping[str, Any]) -> int:
         return layers - layers // int(pattern)
     if model_type == "olmo3":  # all but every fourth (Olmo3Config's default layer_types)
         return layers - layers // 4
+    if model_type == "cohere2":  # all but every sliding_window_pattern-th, 4 by default
+        return layers - layers // int(config.get("sliding_window_pattern") or 4)
     if model_type in QWEN_FAMILIES:
         return max(layers - int(config.get("max_window_layers", 28)), 0)
     return layers
@@ -176,8 +184,9 @@ def _refuse_other_layer_types(config: Mapping[str, Any]) -> None:
         )
 
 
-# Windows a family's config class sets when config.json omits the key: Olmo3Config's 4,096.
-_DEFAULT_WINDOWS = {"olmo3": 4096}
+# Windows a family's config class sets when config.json omits the key: Olmo3Config's and
+# Cohere2Config's 4,096.
+_DEFAULT_WINDOWS = {"olmo3": 4096, "cohere2": 4096}
 
 
 def _window_fields(config: Mapping[str, Any]) -> dict[str, Any]:

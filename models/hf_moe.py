@@ -47,6 +47,9 @@ _SHARED_KEYS = ("n_shared_experts", "shared_expert_intermediate_size")
 _INTERLEAVE_KEYS = ("moe_layers", "interleave_moe_layer_step", "intermediate_size_mlp")
 # Families whose MoE layers hold shared experts that no key counts: Llama4TextMoe's one.
 _SHARED_DEFAULTS = {"llama4_text": 1}
+# Families that count experts as `num_experts` and size them by `intermediate_size`, with no
+# moe_intermediate_size: OLMoE (OlmoeSparseMoeBlock builds each expert as OlmoeMLP(config)).
+_EXPERTS_AS_WIDE_AS_MLP = frozenset({"olmoe"})
 _MODELLED = frozenset(
     {
         *ROUTED_KEYS,
@@ -132,8 +135,8 @@ def _routed(config: Mapping[str, Any]) -> str | None:
 def _expert_width(config: Mapping[str, Any], routed: str) -> Any:
     if config.get("moe_intermediate_size"):
         return config["moe_intermediate_size"]
-    if routed == "num_local_experts":
-        return config["intermediate_size"]  # Mixtral, GPT-OSS: experts as wide as the MLP
+    if routed == "num_local_experts" or config.get("model_type") in _EXPERTS_AS_WIDE_AS_MLP:
+        return config["intermediate_size"]  # Mixtral, GPT-OSS, OLMoE: experts as wide as the MLP
     raise _refusal(config, [routed], "routed experts without moe_intermediate_size, their width")
 
 

@@ -433,3 +433,28 @@ def test_qwen3_vl_imports_its_text_model_with_the_outer_tying() -> None:
     # a small one ties them (Qwen3-VL-2B and 4B): one vocab x h matrix fewer
     tied = from_hf_config({**outer, "tie_word_embeddings": True})
     assert vl.total_params - tied.total_params == 151936 * 2048
+
+
+def test_command_a_and_olmoe_count_by_hand() -> None:
+    # Command A (CohereLabs/c4ai-command-a-03-2025: 64 layers, h 12288, f 36864, 96 heads, 8
+    # KV heads, vocabulary 256,000, tied): 111.06B against the model card's "111B"; windows
+    # on all but every fourth layer by default
+    h, f, q, kv = 12288, 36864, 12288, 8 * 128
+    command_a = from_hf_config({"model_type": "cohere2", "num_hidden_layers": 64,
+                                "hidden_size": h, "intermediate_size": f,
+                                "num_attention_heads": 96, "num_key_value_heads": 8,
+                                "vocab_size": 256000})  # fmt: skip
+    assert command_a.total_params == 256000 * h + 64 * (h * (q + 2 * kv) + q * h + 3 * h * f)
+    assert round(command_a.total_params / 1e9) == 111
+    assert (command_a.sliding_window, command_a.windowed_layers) == (4096, 48)
+    # OLMoE-1B-7B (allenai/OLMoE-1B-7B-0924: 16 layers, h 2048, 64 experts 1,024 wide, top-8,
+    # vocabulary 50,304, untied): 6.92B total, 1.28B active (the paper's "7B", "1B active")
+    h, e = 2048, 3 * 2048 * 1024
+    olmoe = from_hf_config({"model_type": "olmoe", "num_hidden_layers": 16, "hidden_size": h,
+                            "intermediate_size": 1024, "num_attention_heads": 16,
+                            "num_key_value_heads": 16, "vocab_size": 50304,
+                            "num_experts": 64, "num_experts_per_tok": 8})  # fmt: skip
+    attention, router = 4 * h * h, h * 64
+    assert olmoe.total_params == 2 * 50304 * h + 16 * (attention + router + 64 * e)
+    assert olmoe.active_params == 2 * 50304 * h + 16 * (attention + router + 8 * e)
+    assert (round(olmoe.total_params / 1e9, 2), round(olmoe.active_params / 1e9, 2)) == (6.92, 1.28)
