@@ -72,6 +72,12 @@ _FAMILIES: dict[str, tuple[bool, bool]] = {
     # models/llama4/configuration_llama4.py, tie_word_embeddings=False)
     "llama4_text": (True, False),
     "phi3": (True, False),
+    # Phi-3.5-MoE: Mixtral's experts (num_local_experts as wide as intermediate_size), untied
+    # (transformers models/phimoe/configuration_phimoe.py, tie_word_embeddings=False)
+    "phimoe": (True, False),
+    # SmolLM3: Llama's layers, tied, its window off unless use_sliding_window (transformers
+    # models/smollm3/modular_smollm3.py, SmolLM3Config)
+    "smollm3": (True, True),
     "olmo": (True, False),
     "olmo2": (True, False),
     # OLMo 3: OLMo 2's layers (gate, up, down; untied) with sliding windows (transformers
@@ -190,10 +196,11 @@ _DEFAULT_WINDOWS = {"olmo3": 4096, "cohere2": 4096}
 
 
 def _window_fields(config: Mapping[str, Any]) -> dict[str, Any]:
-    """Sliding-window attention: the window and how many layers use it. Qwen's configs carry
-    a `sliding_window` that `use_sliding_window: false` switches off."""
+    """Sliding-window attention: the window and how many layers use it. Qwen's and SmolLM3's
+    configs carry a `sliding_window` that `use_sliding_window` (false by default) switches."""
     window = config.get("sliding_window", _DEFAULT_WINDOWS.get(str(config.get("model_type"))))
-    enabled = config.get("use_sliding_window", config.get("model_type") not in QWEN_FAMILIES)
+    off_by_default = config.get("model_type") in (*QWEN_FAMILIES, "smollm3")
+    enabled = config.get("use_sliding_window", not off_by_default)
     if not window or not enabled:
         return {}
     return {"sliding_window": window, "sliding_window_layers": _windowed_layer_count(config)}

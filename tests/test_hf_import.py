@@ -458,3 +458,28 @@ def test_command_a_and_olmoe_count_by_hand() -> None:
     assert olmoe.total_params == 2 * 50304 * h + 16 * (attention + router + 64 * e)
     assert olmoe.active_params == 2 * 50304 * h + 16 * (attention + router + 8 * e)
     assert (round(olmoe.total_params / 1e9, 2), round(olmoe.active_params / 1e9, 2)) == (6.92, 1.28)
+
+
+def test_phi35_moe_and_smollm3_count_by_hand() -> None:
+    # Phi-3.5-MoE (microsoft/Phi-3.5-MoE-instruct, PhimoeConfig's defaults: 32 layers, h 4096,
+    # 16 experts 6,400 wide, top-2, 8 KV heads of 128, vocabulary 32,064, untied): 41.87B
+    # and 6.64B active against the model card's "41.9B" and "6.6B active"
+    h = 4096
+    attention, expert = h * (h + 2 * 1024) + h * h, 3 * h * 6400
+    phi = from_hf_config({"model_type": "phimoe", "num_hidden_layers": 32, "hidden_size": h,
+                          "intermediate_size": 6400, "num_attention_heads": 32,
+                          "num_key_value_heads": 8, "vocab_size": 32064,
+                          "num_local_experts": 16, "num_experts_per_tok": 2})  # fmt: skip
+    assert phi.total_params == 2 * 32064 * h + 32 * (attention + h * 16 + 16 * expert)
+    assert (round(phi.total_params / 1e9, 1), round(phi.active_params / 1e9, 1)) == (41.9, 6.6)
+    # SmolLM3-3B (SmolLM3Config's defaults: 36 layers, h 2048, f 11008, 16 heads, 4 KV heads,
+    # vocabulary 128,256, tied): 3.07B; a sliding_window stays off unless use_sliding_window
+    h = 2048
+    smol = {"model_type": "smollm3", "num_hidden_layers": 36, "hidden_size": h,
+            "intermediate_size": 11008, "num_attention_heads": 16, "num_key_value_heads": 4,
+            "vocab_size": 128256, "sliding_window": 4096}  # fmt: skip
+    spec = from_hf_config(smol)
+    per_layer = h * (h + 2 * 512) + h * h + 3 * h * 11008
+    assert spec.total_params == 128256 * h + 36 * per_layer
+    assert round(spec.total_params / 1e9, 2) == 3.07 and spec.windowed_layers == 0
+    assert from_hf_config({**smol, "use_sliding_window": True}).windowed_layers == 36
