@@ -174,6 +174,34 @@ def _windowed_layer_count(config: Mapping[str, Any]) -> int:
     return layers
 
 
+# Keys that mark an architecture the spec does not price, whatever else the config says: a
+# user who adds gated_mlp and tie_word_embeddings to an unknown family must not get a silent
+# count without them. DeepSeek-V3.2's sparse attention (its lightning indexer and top-k key
+# selection: index_n_heads, index_head_dim, index_topk); Gemma 3n's AltUp, LAuReL and
+# per-layer embeddings; Qwen3-Next's linear attention (linear_num_key_heads and the rest).
+_UNPRICED_ARCHITECTURE_KEYS = {
+    "index_topk": "DeepSeek sparse attention (its indexer and top-k key selection)",
+    "index_n_heads": "DeepSeek sparse attention (its indexer and top-k key selection)",
+    "altup_num_inputs": "Gemma 3n's AltUp",
+    "laurel_rank": "Gemma 3n's LAuReL blocks",
+    "hidden_size_per_layer_input": "Gemma 3n's per-layer embeddings",
+    "linear_num_key_heads": "linear attention layers",
+    "linear_num_value_heads": "linear attention layers",
+}
+
+
+def _refuse_unpriced_architectures(config: Mapping[str, Any]) -> None:
+    found = {key: what for key, what in _UNPRICED_ARCHITECTURE_KEYS.items() if config.get(key)}
+    if found:
+        keys = ", ".join(f"{key}={config[key]!r}" for key in found)
+        what = ", ".join(sorted(set(found.values())))
+        raise InvalidSpec(
+            f"config.json: {keys}: {what}, which the spec does not model; rather than price the "
+            "model without it, the import stops here",
+            "model",
+        )
+
+
 def _refuse_other_layer_types(config: Mapping[str, Any]) -> None:
     """Layers that are not softmax attention (Qwen3-Next's and MiniMax's linear attention,
     state-space blocks) have other projections and costs: refused, not priced as attention."""
@@ -240,6 +268,7 @@ def from_hf_config(config: Mapping[str, Any]) -> TransformerSpec:
         # the outer config's tying governs the model's head where the text config is silent
         outer = {k: config[k] for k in ("tie_word_embeddings",) if k in config}
         return from_hf_config({**outer, **text, "_name_or_path": f"{name} (text model only)"})
+    _refuse_unpriced_architectures(config)
     missing = [key for key in _HF_KEYS if key not in config]
     if missing:
         message = f"config.json lacks {', '.join(missing)}"

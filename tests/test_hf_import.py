@@ -483,3 +483,21 @@ def test_phi35_moe_and_smollm3_count_by_hand() -> None:
     assert spec.total_params == 128256 * h + 36 * per_layer
     assert round(spec.total_params / 1e9, 2) == 3.07 and spec.windowed_layers == 0
     assert from_hf_config({**smol, "use_sliding_window": True}).windowed_layers == 36
+
+
+@pytest.mark.parametrize(
+    ("keys", "message"),
+    [
+        # DeepSeek-V3.2's sparse attention (config.json: index_n_heads 64, index_head_dim 128,
+        # index_topk 2048), refused even where the caller names the MLP and the tying
+        ({"index_n_heads": 64, "index_topk": 2048}, "DeepSeek sparse attention"),
+        ({"altup_num_inputs": 4, "laurel_rank": 64}, "Gemma 3n's AltUp, Gemma 3n's LAuReL"),
+        ({"linear_num_key_heads": 16}, "linear attention layers"),
+    ],
+)
+def test_architectures_the_spec_does_not_price_are_refused(
+    keys: dict[str, Any], message: str
+) -> None:
+    config = {**LLAMA, "model_type": "unknown", "gated_mlp": True, **keys}
+    with pytest.raises(InvalidSpec, match=message):
+        from_hf_config(config)
