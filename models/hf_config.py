@@ -153,6 +153,16 @@ QWEN_FAMILIES = ("qwen2", "qwen2_moe", "qwen3", "qwen3_moe")
 
 ATTENTION_LAYER_TYPES = ("full_attention", "sliding_attention", "chunked_attention")
 
+# Families that window all but every n-th layer when config.json lists no layer_types: the
+# default n, and whether `sliding_window_pattern` may set it (Gemma3Config and Cohere2Config
+# read it; Olmo3Config's layer_types default has a fixed 4).
+_LOCAL_BUT_EVERY_NTH = {"gemma3_text": (6, True), "cohere2": (4, True), "olmo3": (4, False)}
+
+
+def _all_but_every_nth(layers: int, n: int) -> int:
+    """Layers left when every n-th of them (n - 1, 2n - 1, ...) is taken out."""
+    return layers - layers // n
+
 
 def _windowed_layer_count(config: Mapping[str, Any]) -> int:
     layers = int(config["num_hidden_layers"])
@@ -162,13 +172,10 @@ def _windowed_layer_count(config: Mapping[str, Any]) -> int:
     model_type = config.get("model_type")
     if model_type in ("gemma2", "gpt_oss"):
         return (layers + 1) // 2
-    if model_type == "gemma3_text":
-        pattern = config.get("sliding_window_pattern") or 6
-        return layers - layers // int(pattern)
-    if model_type == "olmo3":  # all but every fourth (Olmo3Config's default layer_types)
-        return layers - layers // 4
-    if model_type == "cohere2":  # all but every sliding_window_pattern-th, 4 by default
-        return layers - layers // int(config.get("sliding_window_pattern") or 4)
+    if model_type in _LOCAL_BUT_EVERY_NTH:
+        default, from_config = _LOCAL_BUT_EVERY_NTH[model_type]
+        pattern = (from_config and config.get("sliding_window_pattern")) or default
+        return _all_but_every_nth(layers, int(pattern))
     if model_type in QWEN_FAMILIES:
         return max(layers - int(config.get("max_window_layers", 28)), 0)
     return layers
@@ -249,7 +256,7 @@ def _chunk_fields(config: Mapping[str, Any]) -> dict[str, Any]:
     elif isinstance(rope, list) and rope:
         count = sum(bool(flag) for flag in rope)
     else:
-        count = layers - layers // int(config.get("no_rope_layer_interval") or 4)
+        count = _all_but_every_nth(layers, int(config.get("no_rope_layer_interval") or 4))
     return {"attention_chunk_size": chunk, "chunked_attention_layers": count}
 
 

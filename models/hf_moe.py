@@ -60,9 +60,9 @@ _MODELLED = frozenset(
         "moe_intermediate_size",
     }
 )
-# Keys that place or size experts without saying "expert" or "moe" in their names: Llama 4's
-# dense-MLP width beside its experts (transformers Llama4TextConfig), and other names for a
-# dense prefix, a dense-layer list and a shared expert's width found in published configs
+# Keys that place or size experts without saying "expert" or "moe" in their names: other
+# names for a dense prefix, a dense-layer list and a shared expert's width found in published
+# configs (Llama 4's intermediate_size_mlp is modelled: _INTERLEAVE_KEYS)
 # (a survey of config.json key names, index id 69497628760, table "mixture of experts").
 _UNMODELLED_PLAIN = frozenset(
     {
