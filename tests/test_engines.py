@@ -359,7 +359,7 @@ def test_megatron_writes_which_layers_are_moe_where_the_hf_model_puts_them() -> 
     # its integer form N would put MoE at layers 0, N, 2N, where Llama 4 Maverick's config
     # puts it at 1, 3, ..., 47 (moe_layers = range(step - 1, layers, step))
     from models.hf_config import from_hf_config
-    from tests.test_hf_import import LLAMA4_SCOUT
+    from tests.test_hf_import_families import LLAMA4_SCOUT
 
     text = {**LLAMA4_SCOUT["text_config"], "interleave_moe_layer_step": 2, "num_hidden_layers": 7}
     job = _mixtral()

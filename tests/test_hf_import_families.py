@@ -1,0 +1,161 @@
+"""Hugging Face config.json import of the families counted by hand, not against a published
+checkpoint total: Llama 4 (its shared expert, Maverick's interleaved MoE, chunked attention),
+OLMo 3, Qwen3-VL, Command A, OLMoE, Phi-3.5-MoE, SmolLM3; and the architectures the import
+refuses by key. Each count is written out from the config's keys in the test."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from models.errors import InvalidSpec
+from models.hf_config import describe_import, from_hf_config
+from tests.test_hf_import import LLAMA, ROWS
+
+# Llama 4's text model as transformers' Llama4TextConfig defaults it, which are Llama 4
+# Scout's (configuration_llama4.py, docstring checkpoint meta-llama/Llama-4-Scout-17B-16E):
+# 16 experts, top-1, all 48 layers MoE, chunks of 8,192 tokens on the RoPE layers (all but
+# every fourth); Maverick (Llama-4-Maverick-17B-128E) has 128 experts on every second layer.
+LLAMA4_SCOUT = {"model_type": "llama4", "text_config": {
+    "model_type": "llama4_text", "num_hidden_layers": 48, "hidden_size": 5120,
+    "intermediate_size": 8192, "intermediate_size_mlp": 16384, "num_attention_heads": 40,
+    "num_key_value_heads": 8, "head_dim": 128, "vocab_size": 202048,
+    "num_local_experts": 16, "num_experts_per_tok": 1, "interleave_moe_layer_step": 1,
+    "attention_chunk_size": 8192, "no_rope_layers": [], "tie_word_embeddings": False},
+    "vision_config": {"hidden_size": 1408}}  # fmt: skip
+
+
+def _llama4(**text: Any) -> dict[str, Any]:
+    return {**LLAMA4_SCOUT, "text_config": {**LLAMA4_SCOUT["text_config"], **text}}
+
+
+def test_llama4_counts_by_hand() -> None:
+    h, vocab, layers = 5120, 202048, 48
+    attention = 2 * h * 40 * 128 + 2 * h * 8 * 128  # q and o; k and v (8 KV heads of 128)
+    expert, router = 3 * h * 8192, h  # one SwiGLU expert; the router's column per expert
+    dense = 3 * h * 16384  # intermediate_size_mlp
+    scout = from_hf_config(LLAMA4_SCOUT)
+    # every layer: 16 routed experts and the shared one; 107.77B counted against the model
+    # card's "109B total", which counts its vision encoder too (not priced here)
+    moe_layer = attention + 16 * router + (16 + 1) * expert
+    assert scout.total_params == 2 * vocab * h + layers * moe_layer
+    assert scout.active_params == 2 * vocab * h + layers * (attention + 16 * router + 2 * expert)
+    assert (scout.num_moe_layers, scout.num_shared_experts, scout.ffn_hidden_size) == (48, 1, 16384)
+    # Maverick: MoE on layers 1, 3, ..., 47 (128 experts), dense MLPs on the other 24: 400.7B
+    # against the card's "400B total", and 17.2B active (the card's "17B active")
+    maverick = from_hf_config(_llama4(num_local_experts=128, interleave_moe_layer_step=2))
+    moe_layer = attention + 128 * router + (128 + 1) * expert
+    assert maverick.total_params == 2 * vocab * h + 24 * moe_layer + 24 * (attention + dense)
+    assert round(maverick.total_params / 1e9, 1) == 400.7
+    assert (maverick.num_moe_layers, maverick.moe_layer_interval) == (24, 2)
+    listed = from_hf_config(_llama4(num_local_experts=128, moe_layers=list(range(1, 48, 2))))
+    assert listed.model_dump() == maverick.model_dump()
+
+
+def test_llama4_chunked_attention_is_imported_with_its_layers() -> None:
+    # no_rope_layers empty: transformers' default, all but every fourth layer chunked (36 of
+    # 48); a layer_types list (transformers 5) or a no_rope_layers list says it per layer
+    assert from_hf_config(LLAMA4_SCOUT).chunked_layers == 36
+    types = ["chunked_attention"] * 40 + ["full_attention"] * 8
+    assert from_hf_config(_llama4(layer_types=types)).chunked_layers == 40
+    assert from_hf_config(_llama4(no_rope_layers=[1, 0] * 24)).chunked_layers == 24
+    assert describe_import(from_hf_config(LLAMA4_SCOUT)).endswith(
+        "; 8,192-token attention chunks on 36 of 48 layers"
+    )
+
+
+def test_olmo3_is_olmo2_with_windows_on_three_layers_of_four() -> None:
+    # transformers Olmo3Config(Olmo2Config): sliding_window 4,096 and layer_types sliding on
+    # all but every fourth layer by default; the parameters are OLMo 2's
+    olmo2 = ROWS["OLMo-2-7B"].config
+    olmo3 = from_hf_config({**olmo2, "model_type": "olmo3"})
+    assert (olmo3.sliding_window, olmo3.windowed_layers) == (4096, 24)
+    assert olmo3.total_params == from_hf_config(olmo2).total_params
+    listed = {**olmo2, "model_type": "olmo3", "sliding_window": 2048,
+              "layer_types": ["sliding_attention", "full_attention"] * 16}  # fmt: skip
+    assert (from_hf_config(listed).sliding_window, from_hf_config(listed).windowed_layers) == (
+        2048,
+        16,
+    )
+
+
+def test_qwen3_vl_imports_its_text_model_with_the_outer_tying() -> None:
+    # Qwen3-VL-30B-A3B's text_config holds Qwen3-30B-A3B's layers under model_type
+    # qwen3_vl_moe_text, and its tie_word_embeddings sits in the outer config
+    text = {**ROWS["Qwen3-30B-A3B"].config, "model_type": "qwen3_vl_moe_text"}
+    del text["tie_word_embeddings"]
+    outer = {"model_type": "qwen3_vl_moe", "text_config": text, "tie_word_embeddings": False}
+    vl = from_hf_config(outer)
+    assert vl.total_params == from_hf_config(ROWS["Qwen3-30B-A3B"].config).total_params
+    # a small one ties them (Qwen3-VL-2B and 4B): one vocab x h matrix fewer
+    tied = from_hf_config({**outer, "tie_word_embeddings": True})
+    assert vl.total_params - tied.total_params == 151936 * 2048
+
+
+def test_command_a_and_olmoe_count_by_hand() -> None:
+    # Command A (CohereLabs/c4ai-command-a-03-2025: 64 layers, h 12288, f 36864, 96 heads, 8
+    # KV heads, vocabulary 256,000, tied): 111.06B against the model card's "111B"; windows
+    # on all but every fourth layer by default
+    h, f, q, kv = 12288, 36864, 12288, 8 * 128
+    command_a = from_hf_config({"model_type": "cohere2", "num_hidden_layers": 64,
+                                "hidden_size": h, "intermediate_size": f,
+                                "num_attention_heads": 96, "num_key_value_heads": 8,
+                                "vocab_size": 256000})  # fmt: skip
+    assert command_a.total_params == 256000 * h + 64 * (h * (q + 2 * kv) + q * h + 3 * h * f)
+    assert round(command_a.total_params / 1e9) == 111
+    assert (command_a.sliding_window, command_a.windowed_layers) == (4096, 48)
+    # OLMoE-1B-7B (allenai/OLMoE-1B-7B-0924: 16 layers, h 2048, 64 experts 1,024 wide, top-8,
+    # vocabulary 50,304, untied): 6.92B total, 1.28B active (the paper's "7B", "1B active")
+    h, e = 2048, 3 * 2048 * 1024
+    olmoe = from_hf_config({"model_type": "olmoe", "num_hidden_layers": 16, "hidden_size": h,
+                            "intermediate_size": 1024, "num_attention_heads": 16,
+                            "num_key_value_heads": 16, "vocab_size": 50304,
+                            "num_experts": 64, "num_experts_per_tok": 8})  # fmt: skip
+    attention, router = 4 * h * h, h * 64
+    assert olmoe.total_params == 2 * 50304 * h + 16 * (attention + router + 64 * e)
+    assert olmoe.active_params == 2 * 50304 * h + 16 * (attention + router + 8 * e)
+    assert (round(olmoe.total_params / 1e9, 2), round(olmoe.active_params / 1e9, 2)) == (6.92, 1.28)
+
+
+def test_phi35_moe_and_smollm3_count_by_hand() -> None:
+    # Phi-3.5-MoE (microsoft/Phi-3.5-MoE-instruct, PhimoeConfig's defaults: 32 layers, h 4096,
+    # 16 experts 6,400 wide, top-2, 8 KV heads of 128, vocabulary 32,064, untied): 41.87B
+    # and 6.64B active against the model card's "41.9B" and "6.6B active"
+    h = 4096
+    attention, expert = h * (h + 2 * 1024) + h * h, 3 * h * 6400
+    phi = from_hf_config({"model_type": "phimoe", "num_hidden_layers": 32, "hidden_size": h,
+                          "intermediate_size": 6400, "num_attention_heads": 32,
+                          "num_key_value_heads": 8, "vocab_size": 32064,
+                          "num_local_experts": 16, "num_experts_per_tok": 2})  # fmt: skip
+    assert phi.total_params == 2 * 32064 * h + 32 * (attention + h * 16 + 16 * expert)
+    assert (round(phi.total_params / 1e9, 1), round(phi.active_params / 1e9, 1)) == (41.9, 6.6)
+    # SmolLM3-3B (SmolLM3Config's defaults: 36 layers, h 2048, f 11008, 16 heads, 4 KV heads,
+    # vocabulary 128,256, tied): 3.07B; a sliding_window stays off unless use_sliding_window
+    h = 2048
+    smol = {"model_type": "smollm3", "num_hidden_layers": 36, "hidden_size": h,
+            "intermediate_size": 11008, "num_attention_heads": 16, "num_key_value_heads": 4,
+            "vocab_size": 128256, "sliding_window": 4096}  # fmt: skip
+    spec = from_hf_config(smol)
+    per_layer = h * (h + 2 * 512) + h * h + 3 * h * 11008
+    assert spec.total_params == 128256 * h + 36 * per_layer
+    assert round(spec.total_params / 1e9, 2) == 3.07 and spec.windowed_layers == 0
+    assert from_hf_config({**smol, "use_sliding_window": True}).windowed_layers == 36
+
+
+@pytest.mark.parametrize(
+    ("keys", "message"),
+    [
+        # DeepSeek-V3.2's sparse attention (config.json: index_n_heads 64, index_head_dim 128,
+        # index_topk 2048), refused even where the caller names the MLP and the tying
+        ({"index_n_heads": 64, "index_topk": 2048}, "DeepSeek sparse attention"),
+        ({"altup_num_inputs": 4, "laurel_rank": 64}, "Gemma 3n's AltUp, Gemma 3n's LAuReL"),
+        ({"linear_num_key_heads": 16}, "linear attention layers"),
+    ],
+)
+def test_architectures_the_spec_does_not_price_are_refused(
+    keys: dict[str, Any], message: str
+) -> None:
+    config = {**LLAMA, "model_type": "unknown", "gated_mlp": True, **keys}
+    with pytest.raises(InvalidSpec, match=message):
+        from_hf_config(config)
