@@ -50,6 +50,14 @@ class GpuSpec(BaseModel):
         description="The best share of the FP8 peak an FP8 GEMM reaches in the same shape "
         "search as matmul_efficiency; without it FP8 GEMMs reach the bf16 share.",
     )
+    fp8_gemm_tn_only: bool = Field(
+        True,
+        description="Its FP8 GEMMs take only the TN layout (compute capability below 10: "
+        "Hopper, Ada), so Transformer Engine keeps a transposed FP8 copy of each weight for "
+        "the backward; false on Blackwell, whose FP8 GEMMs read either layout "
+        "(is_non_tn_fp8_gemm_supported, NVIDIA/TransformerEngine transformer_engine/pytorch/"
+        "utils.py). Memory only.",
+    )
     sm_count: JsonInt | None = Field(
         None,
         gt=0,

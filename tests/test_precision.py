@@ -114,13 +114,36 @@ def test_fp8_weight_copies_by_hand() -> None:
     bf16_inputs = CostAssumptions(fp8_saved_inputs=False)
     kept = evaluate(job(), LAYOUT, "standard", bf16_inputs).memory.activations
     assert kept == bf16.memory.activations
-    # an engine that keeps its weights in FP8 instead (fp8_param_gather) keeps no copy
-    none = CostAssumptions(fp8_weight_copy_bytes_per_param=0.0)
-    assert evaluate(job(), LAYOUT, "standard", none).memory.weights == bf16.memory.weights
+    # an engine that keeps its weights in FP8 instead (fp8_param_gather): on Hopper the cast
+    # and its transpose (2 bytes) replace the bf16 weight's 2 bytes
+    fp8_only = CostAssumptions(fp8_params=True)
+    assert evaluate(job(), LAYOUT, "standard", fp8_only).memory.weights == bf16.memory.weights
     # ZeRO-3 gathers and casts each layer where it is used: no copy either
     zero3 = Layout(tp=4, pp=1, zero=3, recompute="full")
     fsdp = evaluate(job(), zero3, "standard").memory.weights
     assert fsdp == evaluate(job("bf16"), zero3, "standard").memory.weights
+
+
+def test_fp8_weights_on_blackwell_keep_no_transpose_by_hand() -> None:
+    # GB200's FP8 GEMMs read either layout: each weight's cast is 1 byte, so the same 10
+    # layers add 2.1391 GB beside bf16 weights, and take as much off them in their place
+    one_byte = 10 * LAYER_PARAMS / 4 * 1
+    assert one_byte / 1e9 == pytest.approx(2.1391, rel=1e-4)
+    gb200 = job(gpu="gb200")
+    bf16 = evaluate(job("bf16", gpu="gb200"), LAYOUT, "standard").memory.weights
+    beside = evaluate(gb200, LAYOUT, "standard").memory.weights
+    assert beside - bf16 == pytest.approx(one_byte)
+    fp8_only = CostAssumptions(fp8_params=True)
+    instead = evaluate(gb200, LAYOUT, "standard", fp8_only).memory.weights
+    assert bf16 - instead == pytest.approx(one_byte)
+    # a stated cast size overrides the GPU's
+    stated = CostAssumptions(fp8_weight_copy_bytes_per_param=2.0)
+    assert evaluate(gb200, LAYOUT, "standard", stated).memory.weights - bf16 == pytest.approx(
+        2 * one_byte
+    )
+    # Megatron-Bridge's engine keeps FP8 weights alone; Megatron-LM's default does not
+    assert engine_assumptions(get_engine("nemo"), CostAssumptions(), "fp8").fp8_params
+    assert not engine_assumptions(get_engine("megatron"), CostAssumptions(), "fp8").fp8_params
 
 
 def test_mfu_stays_over_the_bf16_peak_with_the_fp8_peak_beside_it() -> None:

@@ -200,6 +200,9 @@ class EngineRuntime:
     # whether a ZeRO-3 rank keeps its parameter shard in fp32 and steps it as the optimiser's
     # master (FSDP2's MixedPrecisionPolicy) instead of a bf16 shard beside an fp32 master
     zero3_fp32_shards: bool = False
+    # whether, under precision fp8, the layers' weights are kept only as their FP8 casts
+    # (Megatron-Core's fp8_param) rather than bf16 weights with FP8 copies beside them
+    fp8_params: bool = False
 
     def sync_for(self, zero: int) -> GradientSync | None:
         """The stage's synchronisation; None for a stage the engine does not offer."""

@@ -324,11 +324,14 @@ RING_ATTENTION = CpExchange(
 
 
 def runtime(
-    overlaps: tuple[Overlap, ...], loss_bytes_per_logit: float | None = None
+    overlaps: tuple[Overlap, ...],
+    loss_bytes_per_logit: float | None = None,
+    fp8_params: bool = False,
 ) -> EngineRuntime:
     return EngineRuntime(
         gradient_sync=gradient_sync(),
         overlaps=overlaps,
         cp_exchange=RING_ATTENTION,
         loss_bytes_per_logit=loss_bytes_per_logit,
+        fp8_params=fp8_params,
     )

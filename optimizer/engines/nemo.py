@@ -215,6 +215,9 @@ NEMO = Engine(
             "src/megatron/bridge/recipes at this commit)",
         ),
     ),
-    runtime=mcore.runtime(OVERLAPS, TE_FUSED_LOSS_BYTES_PER_LOGIT),
+    # Megatron-Bridge's FP8 recipes keep the weights in FP8 alone: every bf16_with_fp8_*
+    # mixed-precision recipe sets fp8_param_gather, which sets fp8_param
+    # ({BRIDGE} src/megatron/bridge/training/mixed_precision.py l.81-100, 217-302)
+    runtime=mcore.runtime(OVERLAPS, TE_FUSED_LOSS_BYTES_PER_LOGIT, fp8_params=True),
     exporter=export,
 )

@@ -78,6 +78,7 @@ def runtime_choices(engine: Engine) -> dict[str, object]:
         "eager_pointwise": engine.runtime.eager_pointwise,
         "fp8_saved_inputs": engine.runtime.fp8_saved_inputs,
         "zero3_fp32_shards": engine.runtime.zero3_fp32_shards,
+        "fp8_params": engine.runtime.fp8_params,
     }
     if exchange.overlaps_attention:
         values["cp_overlap_fraction"] = 1.0

@@ -51,20 +51,33 @@ class MemoryAssumptions(BaseModel):
             "master in the optimiser state (DeepSpeed ZeRO-3)."
         ),
     )
-    fp8_weight_copy_bytes_per_param: float = Field(
-        2.0,
+    fp8_weight_copy_bytes_per_param: float | None = Field(
+        None,
         ge=0,
         le=16,
         description=(
-            "Under training.precision fp8, bytes per transformer-layer weight kept beside the "
-            "bf16 weights below ZeRO-3: the FP8 copy and its transpose, cast on the first "
-            "micro-batch and reused by the others (Megatron-LM passes Transformer Engine "
-            "is_first_microbatch unless disable_parameter_transpose_cache: NVIDIA/Megatron-LM"
-            "@d98e8a6 megatron/core/extensions/transformer_engine.py l.1336-1345; that TE "
-            "keeps both for the step is UNVERIFIED, its source was not read). 0 where the "
-            "engine keeps the weights in FP8 instead of bf16 (--fp8-param-gather, which "
-            "Megatron-Bridge's FP8 recipes set). ZeRO-3 gathers and casts each layer's "
-            "weights where they are used, so keeps no copy."
+            "Under training.precision fp8, bytes per transformer-layer weight of its FP8 cast, "
+            "which Transformer Engine keeps for the step once the first micro-batch made it "
+            "(Megatron-LM passes is_first_microbatch: NVIDIA/Megatron-LM@d98e8a6 "
+            "megatron/core/extensions/transformer_engine.py l.1336-1345). None: from the GPU, "
+            "1 byte, and 2 where its FP8 GEMMs take only the TN layout and the transpose is "
+            "kept too (Hopper): TE's own test of cached weights counts 'one byte per element' "
+            "and 2 where 'modules do not deallocate FP8 transpose for weights' "
+            "(NVIDIA/TransformerEngine tests/pytorch/test_cpu_offloading.py, "
+            "_estimate_cached_weight_size). Beside the bf16 weight, or instead of it with "
+            "fp8_params. ZeRO-3 gathers and casts each layer's weights where they are used, "
+            "so keeps none."
+        ),
+    )
+    fp8_params: bool = Field(
+        False,
+        description=(
+            "Under training.precision fp8, the transformer layers' weights are kept only as "
+            "their FP8 casts, no bf16 copy beside them (Transformer Engine's fp8_model_init: "
+            "modules 'will hold only FP8 copies of its parameters'; Megatron-Core's fp8_param, "
+            "--fp8-param-gather, which Megatron-Bridge's FP8 recipes set: NVIDIA-NeMo/"
+            "Megatron-Bridge@067f987 src/megatron/bridge/training/mixed_precision.py "
+            "l.217-302). The optimiser's fp32 master is unchanged."
         ),
     )
     loss_bytes_per_logit: float = Field(

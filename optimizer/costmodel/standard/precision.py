@@ -3,7 +3,8 @@
 
 Under `training.precision` fp8 the transformer layers' GEMMs run at the GPU's FP8 dense peak
 (compute.py carries the kernel efficiency to it), their operands are cast from bf16 through
-HBM (kernels.py), and below ZeRO-3 an FP8 copy of each layer weight sits beside the bf16 one.
+HBM (kernels.py), and below ZeRO-3 an FP8 copy of each layer weight sits beside the bf16 one
+(or replaces it, where the engine keeps its weights in FP8).
 Attention's softmax and batched matmuls stay in bf16 (Megatron-Core's
 `fp8_dot_product_attention` defaults to False: NVIDIA/Megatron-LM@d98e8a6
 megatron/core/transformer/transformer_config.py l.640), and so does the output head
@@ -61,11 +62,17 @@ def fp8_ceiling_ratio(job: TrainingJob) -> float:
 
 
 def fp8_weight_copy_bytes_per_param(job: TrainingJob, a: CostAssumptions, zero: Number) -> Number:
-    """Bytes per transformer-layer parameter kept beside its bf16 weight: the FP8 copy (and
-    transpose) under fp8 below ZeRO-3, nothing otherwise."""
+    """Bytes per transformer-layer parameter the FP8 weights add to the bf16 ones: the FP8
+    cast (and its transpose where the GPU's FP8 GEMMs are TN-only) beside each bf16 weight,
+    or, with `fp8_params`, in its place (then the net is the cast less the bf16 weight's 2
+    bytes: -1 on Blackwell, 0 on Hopper). Nothing at ZeRO-3 or outside fp8."""
     if not is_fp8(job):
         return 0.0
-    return np.where(np.asarray(zero) >= 3, 0.0, a.fp8_weight_copy_bytes_per_param)
+    cast = a.fp8_weight_copy_bytes_per_param
+    if cast is None:
+        cast = 2.0 if job.cluster.gpu.fp8_gemm_tn_only else 1.0
+    net = cast - mem.BF16_BYTES if a.fp8_params else cast
+    return np.where(np.asarray(zero) >= 3, 0.0, net)
 
 
 def mfu_against_fp8_peak(job: TrainingJob, mfu_bf16_peak: float) -> float | None:

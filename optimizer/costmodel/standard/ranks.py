@@ -35,7 +35,7 @@ class RankMemoryTerms:
     activation_bytes_per_layer: Number  # one in-flight micro-batch
     working_bytes: Number  # full recompute's one replayed layer
     logits_bytes: Number  # on the last rank (and the only one when pp = 1)
-    fp8_copy_bytes_per_layer: Number  # under fp8 below ZeRO-3, each weight's FP8 copy
+    fp8_copy_bytes_per_layer: Number  # under fp8 below ZeRO-3, FP8 weights over bf16 ones
 
 
 def rank_memory_terms(job: TrainingJob, a: CostAssumptions, k: Degrees) -> RankMemoryTerms:
@@ -76,7 +76,7 @@ def rank_memory_terms(job: TrainingJob, a: CostAssumptions, k: Degrees) -> RankM
         * s
         * k.micro_batch
         / (k.tp * k.cp),
-        # under fp8, each layer weight's FP8 copy beside it (precision.py)
+        # under fp8, each layer weight's FP8 copy beside it, or in its place (precision.py)
         fp8_copy_bytes_per_layer=copies
         * (dense + experts)
         * prec.fp8_weight_copy_bytes_per_param(job, a, k.zero),
