@@ -203,6 +203,12 @@ class EngineRuntime:
     # whether, under precision fp8, the layers' weights are kept only as their FP8 casts
     # (Megatron-Core's fp8_param) rather than bf16 weights with FP8 copies beside them
     fp8_params: bool = False
+    # which submodules its selective recompute checkpoints, in Megatron-Core's names (None:
+    # the profile's own selective mode)
+    selective_recompute_modules: tuple[str, ...] | None = None
+    # whether its MoE combine keeps each expert copy's output to weight it by its routing
+    # probability (False: the experts' activation applies the probabilities)
+    moe_combine_saves_expert_outputs: bool = True
 
     def sync_for(self, zero: int) -> GradientSync | None:
         """The stage's synchronisation; None for a stage the engine does not offer."""

@@ -334,4 +334,11 @@ def runtime(
         cp_exchange=RING_ATTENTION,
         loss_bytes_per_logit=loss_bytes_per_logit,
         fp8_params=fp8_params,
+        # --recompute-granularity selective, as the exports write it, checkpoints Megatron-
+        # Core's default list (transformer_config.py l.1940-1941 at MLM)
+        selective_recompute_modules=("core_attn",),
+        # TEGroupedMLP weights each routed copy in its activation; the dispatcher's unpermute
+        # takes no probabilities (MLM megatron/core/transformer/moe/experts.py l.943-980,
+        # token_dispatcher.py l.891-899 and 1460-1467)
+        moe_combine_saves_expert_outputs=False,
     )

@@ -8,6 +8,7 @@ engine's runtime gives the cost model's defaults, so it prices exactly as before
 
 from __future__ import annotations
 
+from models.errors import InvalidSpec
 from optimizer.costmodel import CostAssumptions
 
 from .base import Engine, GradientSync
@@ -79,6 +80,8 @@ def runtime_choices(engine: Engine) -> dict[str, object]:
         "fp8_saved_inputs": engine.runtime.fp8_saved_inputs,
         "zero3_fp32_shards": engine.runtime.zero3_fp32_shards,
         "fp8_params": engine.runtime.fp8_params,
+        "selective_recompute_modules": _modules(engine.runtime.selective_recompute_modules),
+        "moe_combine_saves_expert_outputs": engine.runtime.moe_combine_saves_expert_outputs,
     }
     if exchange.overlaps_attention:
         values["cp_overlap_fraction"] = 1.0
@@ -99,4 +102,17 @@ def engine_assumptions(
     unset = {
         name: value for name, value in traffic.items() if name not in assumptions.model_fields_set
     }
-    return assumptions.model_copy(update=unset)
+    priced = assumptions.model_copy(update=unset)
+    if priced.selective_recompute_matmuls != "none" and priced.selective_recompute_modules:
+        raise InvalidSpec(
+            f"{engine.name}'s selective recompute is op-level checkpointing, not Megatron-Core's "
+            "module list: drop selective_recompute_modules, or price the layout under an "
+            "engine that takes one (megatron, nemo, generic)",
+            "assumptions.selective_recompute_modules",
+        )
+    return priced
+
+
+def _modules(modules: tuple[str, ...] | None) -> list[str] | None:
+    """The engine's module list as the assumption's field holds one."""
+    return None if modules is None else list(modules)

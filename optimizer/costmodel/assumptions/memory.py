@@ -30,6 +30,18 @@ class MemoryAssumptions(BaseModel):
             "where it keeps the bf16 input, as torchao's Float8Linear does (torchtitan)."
         ),
     )
+    moe_combine_saves_expert_outputs: bool = Field(
+        True,
+        description=(
+            "Each routed expert copy's output is kept for the backward, because the combine "
+            "weights it by its routing probability (2 bytes x h a copy, beside its dispatched "
+            "input). False where the engine weights each copy inside the expert's activation "
+            "and the combine only scatters (Megatron-Core's TEGroupedMLP, "
+            "weighted_bias_swiglu_impl: NVIDIA/Megatron-LM@d98e8a6 megatron/core/transformer/"
+            "moe/experts.py l.943-980, whose dispatchers unpermute without probabilities, "
+            "token_dispatcher.py l.891-899 and 1460-1467)."
+        ),
+    )
     gradient_bytes_per_param: float = Field(
         4.0,
         gt=0,

@@ -32,6 +32,7 @@ from optimizer.costmodel.standard.compute import (
 from optimizer.costmodel.standard.data_parallel import data_parallel_s
 from optimizer.costmodel.standard.degrees import Degrees
 from optimizer.costmodel.standard.links import all_to_all_bytes_s, latency_s, link_bytes_s
+from optimizer.costmodel.standard.recompute_modules import module_drop
 
 Number = Any
 
@@ -266,8 +267,10 @@ def recompute_s(
     MLP activation, residual adds), and no attention."""
     compute, forward = matmul + attention, forward_s(a, matmul, attention)
     if a.selective_recompute_matmuls == "none":
+        # a module list's checkpointed matmuls run their forward again beside the overhead
         overhead = a.selective_recompute_time_overhead
-        return tim.recompute_s(compute, k.recompute, overhead, forward)
+        replayed = replayed_matmul_share(job, a, k.recompute) * gemm / 3
+        return tim.recompute_s(compute, k.recompute, overhead, forward) + replayed
     op_level = replayed_matmul_share(job, a, k.recompute) * gemm / 3 + elementwise_s(
         job, a, k, tokens, forward_only=True
     )
@@ -276,11 +279,15 @@ def recompute_s(
 
 
 def replayed_matmul_share(job: TrainingJob, a: CostAssumptions, recompute: Number) -> Number:
-    """Share of the layers' forward matmuls selective recompute replays (0 unless the
-    engine's selective mode replays every second matmul)."""
-    if a.selective_recompute_matmuls == "none":
+    """Share of the layers' forward matmuls selective recompute replays: every second one
+    under op-level checkpointing, those of the checkpointed modules under Megatron-Core's
+    list, else none."""
+    if a.selective_recompute_matmuls != "none":
+        share = every_second_matmul_share(job.model)
+    elif a.selective_recompute_modules is not None:
+        share = module_drop(job.model, a.selective_recompute_modules).replayed_matmul_share
+    else:
         return 0.0
-    share = every_second_matmul_share(job.model)
     return np.where(recompute == mem.RECOMPUTE_SELECTIVE, share, 0.0)
 
 

@@ -61,7 +61,20 @@ def mlp_activation_bytes(ffn: Number, gated: bool) -> Number:
     return (6 if gated else 4) * ffn
 
 
-def layer_activation_bytes_per_token(model: TransformerSpec, recompute: Number) -> Number:
+def routed_copy_bytes_per_token(model: TransformerSpec, combine_saves_outputs: bool) -> float:
+    """Per token, averaged over the layers: each routed expert copy's dispatched input (2h,
+    saved by its first matmul) and, where the combine weights the expert outputs by their
+    routing probabilities, the output it keeps for that product's gradient (2h more)."""
+    per_copy = (4 if combine_saves_outputs else 2) * model.hidden_size
+    return model.moe_layer_share * model.experts_per_token * per_copy
+
+
+def layer_activation_bytes_per_token(
+    model: TransformerSpec,
+    recompute: Number,
+    selective_saving: Number = None,
+    combine_saves_outputs: bool = True,
+) -> Number:
     """Bytes one layer keeps per token for its backward pass, averaged over dense and MoE
     layers, before sharding by tp and cp.
 
@@ -70,14 +83,14 @@ def layer_activation_bytes_per_token(model: TransformerSpec, recompute: Number) 
     (2q), and the MLP's intermediate tensors. FlashAttention never stores the s x s scores
     (the 5as/h term) in any mode. Selective recompute drops what is large and cheap to
     recompute (Korthikanti's criterion): the two norm outputs (4h) and the activation
-    function's output (2f per expert copy). Full recompute keeps the layer input only (2h).
+    function's output (2f per expert copy), or `selective_saving`, what a Megatron-Core module
+    list frees (recompute_modules.py). Full recompute keeps the layer input only (2h).
     """
     h = model.hidden_size
     attention = 8 * h + 2 * (model.q_width + model.kv_width) + 2 * model.q_width
-    # each routed copy also keeps its dispatched input and combine input (2 x 2h)
-    dispatched = model.moe_layer_share * model.experts_per_token * 4 * h
+    dispatched = routed_copy_bytes_per_token(model, combine_saves_outputs)
     mlp = mlp_activation_bytes(model.mlp_width_per_token, model.gated_mlp) + dispatched
-    saving = 4 * h + 2 * model.mlp_width_per_token
+    saving = 4 * h + 2 * model.mlp_width_per_token if selective_saving is None else selective_saving
     none = attention + mlp
     return np.where(
         recompute == RECOMPUTE_FULL,
@@ -86,15 +99,18 @@ def layer_activation_bytes_per_token(model: TransformerSpec, recompute: Number) 
     )
 
 
-def tp_replicated_activation_bytes_per_token(h: Number, recompute: Number) -> Number:
+def tp_replicated_activation_bytes_per_token(
+    h: Number, recompute: Number, selective_norm_outputs_dropped: Number = None
+) -> Number:
     """Of `layer_activation_bytes_per_token`, the part every tp rank keeps whole when there is
     no sequence parallelism (Korthikanti et al. 2022 eq. 1's 10sbh, here without dropout
-    masks): the two norm inputs (4h) and outputs (4h); selective recompute drops the outputs;
-    full recompute keeps the layer input (2h)."""
+    masks): the two norm inputs (4h) and outputs (4h); selective recompute drops the outputs
+    (or the bytes of them a module list frees); full recompute keeps the layer input (2h)."""
+    dropped = 4 * h if selective_norm_outputs_dropped is None else selective_norm_outputs_dropped
     return np.where(
         recompute == RECOMPUTE_FULL,
         BF16_BYTES * h,
-        np.where(recompute == RECOMPUTE_SELECTIVE, 4 * h, 8 * h),
+        np.where(recompute == RECOMPUTE_SELECTIVE, 8 * h - dropped, 8 * h),
     )
 
 
@@ -106,8 +122,12 @@ def tp_rank_activation_bytes(
     return (per_token + replicated_per_token * (tp - 1)) * tokens_per_rank
 
 
-def full_layer_activation_bytes_per_token(model: TransformerSpec) -> Number:
-    return layer_activation_bytes_per_token(model, RECOMPUTE_NONE)
+def full_layer_activation_bytes_per_token(
+    model: TransformerSpec, combine_saves_outputs: bool = True
+) -> Number:
+    return layer_activation_bytes_per_token(
+        model, RECOMPUTE_NONE, combine_saves_outputs=combine_saves_outputs
+    )
 
 
 def attention_score_bytes_per_token(

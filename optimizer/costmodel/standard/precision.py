@@ -24,6 +24,7 @@ from models.errors import InvalidSpec
 from models.job import TrainingJob
 from optimizer.costmodel.assumptions import CostAssumptions
 from optimizer.costmodel.standard import memory as mem
+from optimizer.costmodel.standard.recompute_modules import module_drop
 
 Number = Any
 FP8 = "fp8"
@@ -94,13 +95,21 @@ def fp8_saved_input_bytes_per_token(
     copy's f_e) halve; the attention output stays in bf16 for FlashAttention's backward and
     gains an FP8 copy for the output projection (+q). Selective recompute drops the norm and
     activation outputs anyway (only the copy remains); full recompute keeps the layer input
-    alone (nothing changes). Zero unless the job trains in FP8 with `fp8_saved_inputs`."""
+    alone (nothing changes). Under Megatron-Core's module list, selective halves what the
+    modules leave saved: the norm outputs a GEMM still reads and the activation outputs.
+    Zero unless the job trains in FP8 with `fp8_saved_inputs`."""
     if not is_fp8(job) or not a.fp8_saved_inputs:
         return 0.0
     model = job.model
     none = 2 * model.hidden_size + model.mlp_width_per_token - model.q_width
+    selective: float = -model.q_width
+    if a.selective_recompute_modules is not None:
+        kept = module_drop(model, a.selective_recompute_modules)
+        selective += (
+            kept.kept_norm_outputs_feeding_gemms * model.hidden_size + kept.kept_activation_width
+        )
     return np.where(
         recompute == mem.RECOMPUTE_NONE,
         none,
-        np.where(recompute == mem.RECOMPUTE_SELECTIVE, -model.q_width, 0.0),
+        np.where(recompute == mem.RECOMPUTE_SELECTIVE, selective, 0.0),
     )

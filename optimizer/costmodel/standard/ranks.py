@@ -20,6 +20,7 @@ from optimizer.costmodel.standard import times as tim
 from optimizer.costmodel.standard.compute import head_shape_factor, kernel_efficiency
 from optimizer.costmodel.standard.degrees import Degrees
 from optimizer.costmodel.standard.links import link_bytes_s
+from optimizer.costmodel.standard.recompute_modules import module_drop
 
 Number = Any
 
@@ -41,7 +42,11 @@ class RankMemoryTerms:
 def rank_memory_terms(job: TrainingJob, a: CostAssumptions, k: Degrees) -> RankMemoryTerms:
     model, s = job.model, job.training.seq_len
     tokens = s * k.micro_batch / (k.tp * k.cp)
-    per_token = mem.layer_activation_bytes_per_token(model, k.recompute)
+    modules, combine = a.selective_recompute_modules, a.moe_combine_saves_expert_outputs
+    drop = None if modules is None else module_drop(model, modules, combine)
+    per_token = mem.layer_activation_bytes_per_token(
+        model, k.recompute, None if drop is None else drop.dropped_bytes_per_token, combine
+    )
     per_token = per_token + mem.attention_score_bytes_per_token(
         model.num_attention_heads, s, k.recompute, a.fused_attention
     )
@@ -51,13 +56,17 @@ def rank_memory_terms(job: TrainingJob, a: CostAssumptions, k: Degrees) -> RankM
     def replicated(recompute: Number) -> Number:
         if a.sequence_parallel:
             return 0.0
-        return mem.tp_replicated_activation_bytes_per_token(model.hidden_size, recompute)
+        return mem.tp_replicated_activation_bytes_per_token(
+            model.hidden_size,
+            recompute,
+            None if drop is None else drop.norm_outputs_dropped_bytes_per_token,
+        )
 
     dense = mem.dense_params_per_layer_per_device(model, k.tp)
     experts = mem.expert_params_per_layer_per_device(model, k.tp, k.ep)
     copies = np.where(k.schedule == mem.SCHEDULE_DUALPIPE, 2, 1)
     full_layer = mem.tp_rank_activation_bytes(
-        mem.full_layer_activation_bytes_per_token(model)
+        mem.full_layer_activation_bytes_per_token(model, combine)
         - prec.fp8_saved_input_bytes_per_token(job, a, mem.RECOMPUTE_NONE),
         replicated(mem.RECOMPUTE_NONE),
         tokens,
