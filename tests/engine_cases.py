@@ -34,6 +34,11 @@ def _llama70b() -> TrainingJob:  # Llama 3 70B on 1,024 H100
     return plate_job(1024, "llama3-70b", global_batch=1024)
 
 
+def _llama70b_fp8() -> TrainingJob:  # the same in FP8
+    job = _llama70b()
+    return job.model_copy(update={"training": job.training.model_copy(update={"precision": "fp8"})})
+
+
 # The plate's layout: tp 8, pp 16, vpp 4, ZeRO-2 (dp = 16384 / 128 = 128, 16 micro-batches).
 PLATE = Layout(tp=8, pp=16, vpp=4, zero=2)
 
@@ -77,6 +82,9 @@ CASES = [
     Case("8b-zero3-cp2", "megatron", plate_job(64, "llama3-8b"), Layout(tp=2, cp=2, zero=3)),
     Case("8b-zero3-cp2", "torchtitan", plate_job(64, "llama3-8b"), Layout(tp=2, cp=2, zero=3)),
     Case("8b-zero2", "deepspeed", plate_job(64, "llama3-8b"), Layout(tp=1, zero=2, micro_batch=2)),
+    # FP8: Transformer Engine's per-tensor current scaling, as the engines are priced.
+    Case("70b-fp8", "megatron", _llama70b_fp8(), Layout(tp=4, pp=4, vpp=5, zero=1)),
+    Case("70b-fp8", "nemo", _llama70b_fp8(), Layout(tp=4, pp=4, vpp=5, zero=1)),
 ]
 
 
@@ -144,6 +152,7 @@ def megatron_parser() -> argparse.ArgumentParser:
         "pipeline-model-parallel-layout data-parallel-sharding-strategy ckpt-format "
         "recompute-granularity recompute-method moe-token-dispatcher-type moe-layer-freq"
     )
+    choices = {"fp8-format": ["e4m3", "hybrid"], "fp8-recipe": ["tensorwise", "delayed"]}
     switches = (
         "sequence-parallel account-for-embedding-in-pipeline-split "
         "account-for-loss-in-pipeline-split use-distributed-optimizer use-megatron-fsdp "
@@ -156,6 +165,8 @@ def megatron_parser() -> argparse.ArgumentParser:
         parser.add_argument(f"--{name}")
     for name in switches.split():
         parser.add_argument(f"--{name}", action="store_true")
+    for name, allowed in choices.items():  # transformer_config.py:587-597
+        parser.add_argument(f"--{name}", choices=allowed)
     return parser
 
 

@@ -76,6 +76,10 @@ def check_megatron(case: Case, layout: Layout) -> None:
         case.job.training.seq_len,
     )
     assert args.num_query_groups == case.job.model.num_kv_heads and args.group_query_attention
+    # FP8 as the engine is priced: TE's per-tensor current scaling, hybrid formats
+    fp8 = case.job.training.precision == "fp8"
+    assert args.bf16
+    assert (args.fp8_format, args.fp8_recipe) == (("hybrid", "tensorwise") if fp8 else (None, None))
 
 
 def megatron_vpp(args: argparse.Namespace, layers: int) -> int:
@@ -202,6 +206,10 @@ def check_nemo(case: Case, layout: Layout) -> None:
         == (layout.zero >= 1)
     )
     assert values["dataset.seq_length"] == case.job.training.seq_len
+    # FP8: Bridge's current-scaling preset, whose fp8_param_gather the nemo engine prices
+    fp8 = case.job.training.precision == "fp8"
+    preset = values.get("mixed_precision")
+    assert preset == ("bf16_with_fp8_current_scaling_mixed" if fp8 else None)
 
 
 def check_generic(case: Case, layout: Layout) -> None:

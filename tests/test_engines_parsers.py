@@ -174,6 +174,8 @@ def test_bridge_override_fields_exist_in_megatron_core(monkeypatch: pytest.Monke
     megatron_arguments(monkeypatch)
     for case in cases("nemo"):
         for key in overrides(export(get_engine("nemo"), case.job, resolved(case)).text):
+            if key == "mixed_precision":  # Bridge's own preset name (config.py:1008)
+                continue
             section, name = key.split(".", 1)
             if section == "dataset":
                 continue

@@ -99,7 +99,7 @@ def export(
         + _split(settings, job.model.num_layers)
         + _batch_and_optimizer(settings)
         + _recompute(settings)
-        + [("--bf16", None)]  # model_parallel_config.py:180
+        + _precision(job)
         + _model_shape(job)
     )
     body = " \\\n".join(
@@ -198,6 +198,18 @@ def _model_shape(job: TrainingJob) -> Pairs:
     pairs += [] if m.tied_embeddings else [("--untie-embeddings-and-output-weights", None)]
     pairs += [("--seq-length", seq), ("--max-position-embeddings", seq)]
     return pairs + _moe_shape(job)
+
+
+def _precision(job: TrainingJob) -> Pairs:
+    """bf16 (model_parallel_config.py:180), and under precision fp8 Transformer Engine's FP8
+    GEMMs with per-tensor current scaling, the casts the cost model prices: hybrid is e4m3
+    forward and e5m2 for gradients (transformer_config.py:587-600; each field is a flag of
+    its own name, argument_utils.py:45-74). No --fp8-param-gather: the weights stay bf16
+    with their FP8 copies beside them, as this engine is priced."""
+    pairs: Pairs = [("--bf16", None)]
+    if job.training.precision == "fp8":
+        pairs += [("--fp8-format", "hybrid"), ("--fp8-recipe", "tensorwise")]
+    return pairs
 
 
 def _moe_shape(job: TrainingJob) -> Pairs:

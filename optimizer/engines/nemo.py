@@ -119,7 +119,7 @@ def export(
     own (the 405B recipe counts embedding and loss as layers, llama3.py:1227-1228)."""
     recipe = config_for(job.model, RECIPES)
     s = mcore_settings(job, layout, rank_layers)
-    lines = [f"{key}={_hydra(value)}" for key, value in _overrides(s)]
+    lines = [f"{key}={_hydra(value)}" for key, value in _overrides(s) + _precision(job)]
     header = (
         f"# {LABEL} ({BRIDGE}) overrides for {job.model.name} on {job.cluster.gpus} GPUs: tp "
         f"{layout.tp} x pp {layout.pp} x cp {layout.cp} x dp {layout.dp}, vpp {layout.vpp}, "
@@ -169,6 +169,17 @@ def _overrides(s: McoreSettings) -> list[Override]:
     if s.use_megatron_fsdp:  # required when saving or loading (config.py:1105-1109)
         overrides.append(("checkpoint.ckpt_format", "fsdp_dtensor"))
     return overrides
+
+
+def _precision(job: TrainingJob) -> list[Override]:
+    """Under precision fp8, Megatron-Bridge's per-tensor current-scaling recipe by name (the
+    config takes a preset's name: src/megatron/bridge/training/config.py:1008, 2012-2014): FP8
+    GEMMs and FP8-only weights (fp8_param_gather), as this engine is priced; it keeps the
+    first and last layers in bf16 (mixed_precision.py:284-303), which the price does not.
+    bf16: the recipe's own bf16_mixed."""
+    if job.training.precision != "fp8":
+        return []
+    return [("mixed_precision", "bf16_with_fp8_current_scaling_mixed")]
 
 
 def _hydra(value: object) -> str:
