@@ -167,6 +167,7 @@ def megatron_parser() -> argparse.ArgumentParser:
         parser.add_argument(f"--{name}", action="store_true")
     for name, allowed in choices.items():  # transformer_config.py:587-597
         parser.add_argument(f"--{name}", choices=allowed)
+    parser.add_argument("--recompute-modules", nargs="*")  # transformer_config.py:560
     return parser
 
 

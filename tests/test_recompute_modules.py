@@ -17,6 +17,7 @@ from models.training import TrainingSpec
 from optimizer.costmodel import CostAssumptions, evaluate
 from optimizer.costmodel.standard.recompute_modules import module_drop
 from optimizer.engines import engine_assumptions, get_engine
+from tests.engine_cases import command_line, megatron_parser
 from tests.test_mla import deepseek_v3
 
 # DeepSeek-V3 by hand: h 7168, 61 layers of which 58 MoE (8 routed + 1 shared expert of
@@ -173,3 +174,32 @@ def test_megatron_cores_experts_keep_no_output_for_the_combine() -> None:
     assert engine_assumptions(
         get_engine("generic"), CostAssumptions()
     ).moe_combine_saves_expert_outputs
+
+
+def export_body(engine: str, modules: list[str] | None) -> dict[str, object]:
+    body: dict[str, object] = {
+        "model": "llama3-70b",
+        "cluster": {"gpus": 1024, "gpu": "h100-sxm"},
+        "training": {"global_batch": 1024, "seq_len": 8192},
+        "layout": {"tp": 8, "pp": 4, "vpp": 5, "zero": 1, "recompute": "selective"},
+        "engine": engine,
+        "profile": "standard",
+    }
+    if modules is not None:
+        body["assumptions"] = {"selective_recompute_modules": modules}
+    return body
+
+
+def test_the_export_names_the_module_list_it_was_priced_with(api: TestClient) -> None:
+    # the default list is what --recompute-granularity selective alone runs: nothing added
+    plain = api.post("/v1/export", json=export_body("megatron", None)).json()["text"]
+    assert "--recompute-granularity selective" in plain and "--recompute-modules" not in plain
+    named = api.post("/v1/export", json=export_body("megatron", ["core_attn", "mlp"])).json()
+    args, _ = megatron_parser().parse_known_args(command_line(named["text"]))
+    assert args.recompute_modules == ["core_attn", "mlp"]
+    assert args.recompute_granularity == "selective"
+    bridge = api.post("/v1/export", json=export_body("nemo", ["core_attn", "mlp"])).json()
+    assert "model.recompute_modules=[core_attn,mlp]" in bridge["text"].splitlines()
+    # evaluate's answer carries the same export
+    answer = api.post("/v1/evaluate", json=export_body("megatron", ["mlp"])).json()
+    assert "--recompute-modules mlp" in answer["export"]["text"]

@@ -7,6 +7,8 @@ HTTP, CLI and client share these, so every answer says the same of the same layo
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from models.errors import InvalidSpec
 from models.job import TrainingJob
 from models.layout import Layout
@@ -37,7 +39,8 @@ def export_out(artefact: Artefact) -> ExportOut:
 def export_answer(request: EvaluateRequest) -> ExportOut:
     """The request's layout in its engine's input, or InvalidSpec (field `engine`) listing
     every rule of the engine the layout breaks."""
-    return export_out(export(get_engine(request.engine), request.job(), request.layout))
+    modules = request.assumptions.selective_recompute_modules
+    return export_out(export(get_engine(request.engine), request.job(), request.layout, modules))
 
 
 def broken_rules(answer: EstimateOut, layout: Layout, engine: str, job: TrainingJob) -> list[str]:
@@ -46,14 +49,21 @@ def broken_rules(answer: EstimateOut, layout: Layout, engine: str, job: Training
 
 
 def under_engine(
-    answer: EstimateOut, layout: Layout, engine: str, job: TrainingJob, with_export: bool
+    answer: EstimateOut,
+    layout: Layout,
+    engine: str,
+    job: TrainingJob,
+    with_export: bool,
+    recompute_modules: Sequence[str] | None = None,
 ) -> EstimateOut:
-    """`answer` with the engine's broken rules among its warnings and, if asked, its export."""
+    """`answer` with the engine's broken rules among its warnings and, if asked, its export
+    (with the request's selective module list, where it names one)."""
     broken = broken_rules(answer, layout, engine, job)
     update: dict[str, object] = {"warnings": [*answer.warnings, *broken]}
     if with_export:
         try:
-            update["export"] = export_out(export(get_engine(engine), job, layout))
+            artefact = export(get_engine(engine), job, layout, recompute_modules)
+            update["export"] = export_out(artefact)
         except InvalidSpec as refused:
             update["export_error"] = refused.message
     return answer.model_copy(update=update)
@@ -62,7 +72,12 @@ def under_engine(
 def evaluate_answer(request: EvaluateRequest, estimate: Estimate) -> EstimateOut:
     """The estimate of the request's layout, with what its engine says of it."""
     return under_engine(
-        estimate_out(estimate), estimate.layout, request.engine, request.job(), with_export=True
+        estimate_out(estimate),
+        estimate.layout,
+        request.engine,
+        request.job(),
+        with_export=True,
+        recompute_modules=request.assumptions.selective_recompute_modules,
     )
 
 
@@ -72,7 +87,10 @@ def optimize_answer(request: SearchRequest, result: OptimizeResult) -> OptimizeO
     answer = optimize_out(result)
     if answer.best is None or result.best is None:
         return answer
-    best = under_engine(answer.best, result.best.layout, request.engine, request.job(), True)
+    modules = request.assumptions.selective_recompute_modules
+    best = under_engine(
+        answer.best, result.best.layout, request.engine, request.job(), True, modules
+    )
     added = [w for w in best.warnings if w not in answer.warnings]
     return answer.model_copy(update={"best": best, "warnings": [*answer.warnings, *added]})
 

@@ -132,7 +132,8 @@ def plan_export(request: StagesRequest, found: PlanFound) -> ExportOut | None:
         return None
     layout = found.layout.model_copy(update={"recompute": found.plan.recompute[0]})
     engine = get_engine(request.engine)
-    return export_out(export_plan(engine, request.job(), layout, found.plan.layers))
+    modules = request.assumptions.selective_recompute_modules
+    return export_out(export_plan(engine, request.job(), layout, found.plan.layers, modules))
 
 
 def stages_answer(request: StagesRequest, result: StageSearch) -> StagesOut:

@@ -15,6 +15,7 @@ DEFAULT_EVALUATE_ENGINE for evaluate and DEFAULT_SEARCH_ENGINE for searches.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Annotated
 
 from pydantic import AfterValidator, Field
@@ -69,17 +70,29 @@ DEFAULT_EVALUATE_ENGINE = "generic"
 DEFAULT_SEARCH_ENGINE = "megatron"
 
 
-def export(engine: Engine, job: TrainingJob, layout: Layout) -> Artefact:
-    """The engine's artefact for the layout, or InvalidSpec listing every rule it breaks."""
-    return engine.exporter(job, ensure_runnable(engine, job, layout))
+def export(
+    engine: Engine,
+    job: TrainingJob,
+    layout: Layout,
+    recompute_modules: Sequence[str] | None = None,
+) -> Artefact:
+    """The engine's artefact for the layout, or InvalidSpec listing every rule it breaks;
+    `recompute_modules`, the request's selective module list, where the engine writes one."""
+    runnable = ensure_runnable(engine, job, layout)
+    return engine.exporter(job, runnable, **_module_list(engine, recompute_modules))
 
 
-# Engines whose exporter writes a stage plan (an explicit pipeline layout).
+# Engines whose exporter writes a stage plan (an explicit pipeline layout), and a selective
+# recompute module list (Megatron-Core's recompute_modules).
 PLAN_EXPORTERS = ("megatron", "nemo")
 
 
 def export_plan(
-    engine: Engine, job: TrainingJob, layout: Layout, rank_layers: tuple[int, ...]
+    engine: Engine,
+    job: TrainingJob,
+    layout: Layout,
+    rank_layers: tuple[int, ...],
+    recompute_modules: Sequence[str] | None = None,
 ) -> Artefact:
     """The engine's artefact for the layout with a stage plan's layers per rank."""
     if engine.name not in PLAN_EXPORTERS:
@@ -88,7 +101,17 @@ def export_plan(
             f"{', '.join(PLAN_EXPORTERS)}",
             "engine",
         )
-    return engine.exporter(job, ensure_runnable(engine, job, layout), rank_layers=rank_layers)
+    runnable = ensure_runnable(engine, job, layout)
+    modules = _module_list(engine, recompute_modules)
+    return engine.exporter(job, runnable, rank_layers=rank_layers, **modules)
+
+
+def _module_list(engine: Engine, modules: Sequence[str] | None) -> dict[str, tuple[str, ...]]:
+    """The exporter's keyword for a module list: only Megatron-Core's engines take one (the
+    others price none: torchtitan refuses it, DeepSpeed offers no selective mode)."""
+    if modules is None or engine.name not in PLAN_EXPORTERS:
+        return {}
+    return {"recompute_modules": tuple(modules)}
 
 
 __all__ = [

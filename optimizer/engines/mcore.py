@@ -35,6 +35,9 @@ from .base import (
 from .rules import batch_identity, experts_divisible_by_ep, heads_divisible_by_tp
 
 MLM = "NVIDIA/Megatron-LM@d98e8a6"
+# What --recompute-granularity selective checkpoints unless told (megatron/core/transformer/
+# transformer_config.py l.1940-1941 at MLM)
+DEFAULT_RECOMPUTE_MODULES = ("core_attn",)
 CORE = f"{MLM} megatron/core"
 
 # The knobs both engines offer, by the name this module uses; each engine maps these names
@@ -334,9 +337,9 @@ def runtime(
         cp_exchange=RING_ATTENTION,
         loss_bytes_per_logit=loss_bytes_per_logit,
         fp8_params=fp8_params,
-        # --recompute-granularity selective, as the exports write it, checkpoints Megatron-
-        # Core's default list (transformer_config.py l.1940-1941 at MLM)
-        selective_recompute_modules=("core_attn",),
+        # --recompute-granularity selective, as the exports write it unless a request names
+        # its modules, checkpoints Megatron-Core's default list
+        selective_recompute_modules=DEFAULT_RECOMPUTE_MODULES,
         # TEGroupedMLP weights each routed copy in its activation; the dispatcher's unpermute
         # takes no probabilities (MLM megatron/core/transformer/moe/experts.py l.943-980,
         # token_dispatcher.py l.891-899 and 1460-1467)

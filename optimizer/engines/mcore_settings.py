@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from models.job import TrainingJob
 from models.layout import Layout, Recompute
 
-from .mcore import FSDP_STRATEGY
+from .mcore import DEFAULT_RECOMPUTE_MODULES, FSDP_STRATEGY
 from .stages import McoreSplit, mcore_split, plan_split
 
 
@@ -32,18 +32,25 @@ class McoreSettings:
     sharding_strategy: str  # Megatron-FSDP's; "no_shard" when Megatron-FSDP is off
     recompute_granularity: str | None
     recompute_method: str | None
+    recompute_modules: tuple[str, ...] | None  # None: Megatron-Core's default list
     recompute_num_layers: int | None
     overlap_grad_reduce: bool
     overlap_param_gather: bool
 
 
 def mcore_settings(
-    job: TrainingJob, layout: Layout, rank_layers: tuple[int, ...] | None = None
+    job: TrainingJob,
+    layout: Layout,
+    rank_layers: tuple[int, ...] | None = None,
+    recompute_modules: tuple[str, ...] | None = None,
 ) -> McoreSettings:
     """Settings for a resolved layout the engine's rules accept; `rank_layers`, a stage
-    plan's layers per pipeline rank, replaces the split the layout implies."""
+    plan's layers per pipeline rank, replaces the split the layout implies;
+    `recompute_modules`, selective recompute's module list where it is not the default."""
     fsdp = layout.zero >= 2
     granularity, method, count = _recompute(layout.recompute)
+    if granularity != "selective" or recompute_modules == DEFAULT_RECOMPUTE_MODULES:
+        recompute_modules = None
     return McoreSettings(
         tp=layout.tp,
         pp=layout.pp,
@@ -67,6 +74,7 @@ def mcore_settings(
         recompute_granularity=granularity,
         recompute_method=method,
         recompute_num_layers=count,
+        recompute_modules=recompute_modules,
         overlap_grad_reduce=True,
         # --overlap-param-gather needs a distributed optimizer (arguments.py:1025-1029).
         overlap_param_gather=layout.zero >= 1,

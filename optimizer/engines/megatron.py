@@ -89,11 +89,15 @@ OVERLAPS = (
 
 
 def export(
-    job: TrainingJob, layout: Layout, rank_layers: tuple[int, ...] | None = None
+    job: TrainingJob,
+    layout: Layout,
+    rank_layers: tuple[int, ...] | None = None,
+    recompute_modules: tuple[str, ...] | None = None,
 ) -> Artefact:
     """`pretrain_gpt.py` arguments, one flag per line, shell-quoted; `rank_layers`: a stage
-    plan's layers per rank, written as an explicit pipeline layout."""
-    settings = mcore_settings(job, layout, rank_layers)
+    plan's layers per rank, written as an explicit pipeline layout; `recompute_modules`: the
+    request's selective module list."""
+    settings = mcore_settings(job, layout, rank_layers, recompute_modules)
     pairs = (
         _parallel(settings)
         + _split(settings, job.model.num_layers)
@@ -175,6 +179,9 @@ def _recompute(s: McoreSettings) -> Pairs:
     if s.recompute_method is not None:  # transformer_config.py:543, 551
         pairs += [("--recompute-method", s.recompute_method)]
         pairs += [("--recompute-num-layers", str(s.recompute_num_layers))]
+    if s.recompute_modules is not None:  # transformer_config.py:560-583, a list flag (nargs):
+        # one word per module, names from a closed set, so written unquoted
+        pairs += [(" ".join(("--recompute-modules", *s.recompute_modules)), None)]
     return pairs
 
 

@@ -113,12 +113,15 @@ OVERLAPS = (
 
 
 def export(
-    job: TrainingJob, layout: Layout, rank_layers: tuple[int, ...] | None = None
+    job: TrainingJob,
+    layout: Layout,
+    rank_layers: tuple[int, ...] | None = None,
+    recompute_modules: tuple[str, ...] | None = None,
 ) -> Artefact:
     """One `KEY=VALUE` override per line: every split field written, since recipes set their
     own (the 405B recipe counts embedding and loss as layers, llama3.py:1227-1228)."""
     recipe = config_for(job.model, RECIPES)
-    s = mcore_settings(job, layout, rank_layers)
+    s = mcore_settings(job, layout, rank_layers, recompute_modules)
     lines = [f"{key}={_hydra(value)}" for key, value in _overrides(s) + _precision(job)]
     header = (
         f"# {LABEL} ({BRIDGE}) overrides for {job.model.name} on {job.cluster.gpus} GPUs: tp "
@@ -153,6 +156,10 @@ def _overrides(s: McoreSettings) -> list[Override]:
         (FIELDS["recompute_granularity"], s.recompute_granularity),
         ("model.recompute_method", s.recompute_method),
         ("model.recompute_num_layers", s.recompute_num_layers),
+        (
+            "model.recompute_modules",
+            None if s.recompute_modules is None else list(s.recompute_modules),
+        ),
         (FIELDS["micro"], s.micro_batch),
         (FIELDS["global"], s.global_batch),
         ("dataset.seq_length", s.seq_len),  # run_recipe.py:36-39 syncs model.seq_length from it
@@ -191,6 +198,8 @@ def _hydra(value: object) -> str:
         return "true" if value else "false"
     if isinstance(value, str) and not value.replace("_", "").isalnum():
         return f"'{value}'"
+    if isinstance(value, list):  # Hydra's list grammar: [a,b]
+        return "[" + ",".join(_hydra(item) for item in value) + "]"
     return str(value)
 
 

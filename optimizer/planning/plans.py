@@ -158,7 +158,8 @@ def _export(
     if request.engine is None or pool is None or estimate is None:
         return None
     job = request.on(pool, gpus // pool.gpus_per_node)
-    return export(get_engine(request.engine), job, estimate.layout)
+    modules = request.assumptions.selective_recompute_modules
+    return export(get_engine(request.engine), job, estimate.layout, modules)
 
 
 def _objective(
