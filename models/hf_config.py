@@ -67,6 +67,18 @@ _FAMILIES: dict[str, tuple[bool, bool]] = {
     # SwiGLU experts (mlp1 is gate and up together), untied (openai/gpt-oss@7b58334
     # gpt_oss/torch/model.py l.275-309, 364-378)
     "gpt_oss": (True, False),
+    # Mistral 4: DeepSeek-V3's keys (MLA's kv_lora_rank and q_lora_rank, n_routed_experts,
+    # n_shared_experts, first_k_dense_replace, moe_intermediate_size), gate/up/down experts
+    # and shared experts, untied (transformers 5.25 models/mistral4/configuration_mistral4.py,
+    # Mistral4Config: tie_word_embeddings False)
+    "mistral4": (True, False),
+    # MiniMax-M2: Mixtral's keys (num_local_experts as wide as intermediate_size), SwiGLU
+    # experts, no shared expert, full attention in every layer, untied (transformers 5.25
+    # models/minimax_m2/configuration_minimax_m2.py and modeling_minimax_m2.py)
+    "minimax_m2": (True, False),
+    # Seed-OSS: Llama's layers (gate, up, down) with biases on Q, K and V, untied
+    # (transformers 5.25 models/seed_oss/modular_seed_oss.py, SeedOssConfig)
+    "seed_oss": (True, False),
     # Llama 4's text model (under a llama4 config's text_config): SwiGLU experts, shared
     # expert and dense MLPs (Llama4TextMLP: gate, up, down), untied (transformers
     # models/llama4/configuration_llama4.py, tie_word_embeddings=False)
@@ -212,6 +224,16 @@ def _refuse_unpriced_architectures(config: Mapping[str, Any]) -> None:
 def _refuse_other_layer_types(config: Mapping[str, Any]) -> None:
     """Layers that are not softmax attention (Qwen3-Next's and MiniMax's linear attention,
     state-space blocks) have other projections and costs: refused, not priced as attention."""
+    # MiniMax's remote-code configs list each layer's attention as 0 (lightning, a linear
+    # attention) or 1 (softmax): MiniMax-M2's are all 1
+    kinds = config.get("attn_type_list")
+    if isinstance(kinds, list) and any(kind != 1 for kind in kinds):
+        raise InvalidSpec(
+            "config.json: attn_type_list has lightning (linear) attention layers (0), which "
+            "the spec does not model; rather than price them as attention, the import stops "
+            "here",
+            "model",
+        )
     types = config.get("layer_types")
     if not isinstance(types, list):
         return

@@ -159,3 +159,64 @@ def test_architectures_the_spec_does_not_price_are_refused(
     config = {**LLAMA, "model_type": "unknown", "gated_mlp": True, **keys}
     with pytest.raises(InvalidSpec, match=message):
         from_hf_config(config)
+
+
+# transformers 5.25's config classes, whose defaults are the released models' shapes
+# (models/mistral4/configuration_mistral4.py, minimax_m2/configuration_minimax_m2.py) and
+# Seed-OSS-36B's config.json (ByteDance-Seed/Seed-OSS-36B-Instruct).
+MISTRAL4 = {
+    "model_type": "mistral4", "vocab_size": 131072, "hidden_size": 4096,
+    "intermediate_size": 12288, "moe_intermediate_size": 2048, "num_hidden_layers": 36,
+    "num_attention_heads": 32, "num_key_value_heads": 32, "n_shared_experts": 1,
+    "n_routed_experts": 128, "kv_lora_rank": 256, "q_lora_rank": 1024,
+    "qk_rope_head_dim": 64, "v_head_dim": 128, "qk_nope_head_dim": 64,
+    "num_experts_per_tok": 4, "first_k_dense_replace": 0,
+}  # fmt: skip
+MINIMAX_M2 = {
+    "model_type": "minimax_m2", "vocab_size": 200064, "hidden_size": 3072,
+    "intermediate_size": 1536, "num_hidden_layers": 62, "num_attention_heads": 48,
+    "num_key_value_heads": 8, "head_dim": 128, "num_experts_per_tok": 8,
+    "num_local_experts": 256, "rotary_dim": 64, "attn_type_list": [1] * 62,
+}  # fmt: skip
+SEED_OSS = {
+    "model_type": "seed_oss", "hidden_size": 5120, "num_hidden_layers": 64,
+    "intermediate_size": 27648, "num_attention_heads": 80, "num_key_value_heads": 8,
+    "head_dim": 128, "vocab_size": 155136, "attention_bias": True,
+}  # fmt: skip
+
+
+def test_mistral4_is_deepseeks_shape_counted_by_hand() -> None:
+    h, vocab = 4096, 131072
+    # MLA: q_a 4096 x 1024 and q_b 1024 x 32 x 128; kv_a 4096 x (256 + 64) and kv_b
+    # 256 x 32 x (64 + 128); the output 32 x 128 x 4096
+    attention = 1024 * (h + 32 * 128) + h * (256 + 64) + 256 * 32 * 192 + 32 * 128 * h
+    assert attention == 28_049_408
+    expert, router = 3 * h * 2048, h * 128
+    model = from_hf_config(MISTRAL4)
+    embeddings = 2 * vocab * h
+    assert model.total_params == embeddings + 36 * (attention + router + 129 * expert)
+    assert model.active_params == embeddings + 36 * (attention + router + 5 * expert)
+    assert round(model.total_params / 1e9, 2) == 118.97  # 119B
+    assert (model.num_moe_layers, model.kv_lora_rank, model.tied_embeddings) == (36, 256, False)
+
+
+def test_minimax_m2_and_seed_oss_count_by_hand() -> None:
+    h, vocab = 3072, 200064
+    attention = h * (48 * 128 + 2 * 8 * 128) + 48 * 128 * h
+    expert, router = 3 * h * 1536, h * 256
+    m2 = from_hf_config(MINIMAX_M2)
+    assert m2.total_params == 2 * vocab * h + 62 * (attention + router + 256 * expert)
+    # 228.7B and 9.8B active without the embeddings: MiniMax's "230B total, 10B active"
+    assert round(m2.total_params / 1e9, 1) == 228.7
+    assert round((m2.active_params - 2 * vocab * h) / 1e9, 1) == 9.8
+    h, vocab = 5120, 155136
+    layer = h * (80 * 128 + 2 * 8 * 128) + 80 * 128 * h + 3 * h * 27648
+    seed = from_hf_config(SEED_OSS)
+    assert seed.total_params == 2 * vocab * h + 64 * layer  # 36.15B: "Seed-OSS-36B"
+    assert "36.15B" in describe_import(seed)
+
+
+def test_minimax_lightning_attention_is_refused() -> None:
+    # MiniMax-Text-01's hybrid: 0 marks a lightning (linear) attention layer
+    with pytest.raises(InvalidSpec, match="lightning"):
+        from_hf_config({**MINIMAX_M2, "attn_type_list": [0] * 7 + [1]})
