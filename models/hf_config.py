@@ -79,6 +79,15 @@ _FAMILIES: dict[str, tuple[bool, bool]] = {
     # Seed-OSS: Llama's layers (gate, up, down) with biases on Q, K and V, untied
     # (transformers 5.25 models/seed_oss/modular_seed_oss.py, SeedOssConfig)
     "seed_oss": (True, False),
+    # GLM-4 (0414): Phi-3's merged gate_up projection (gated), untied; HunYuan dense: Llama's
+    # MLP, untied; ERNIE 4.5 (dense): Llama's MLP, tied by default; Apertus and Arcee's AFM:
+    # Nemotron's two-matrix MLP (up, down; xIELU and ReLU^2), untied (transformers 5.25
+    # models/<type>/modular_<type>.py and configuration_<type>.py of each)
+    "glm4": (True, False),
+    "hunyuan_v1_dense": (True, False),
+    "ernie4_5": (True, True),
+    "apertus": (False, False),
+    "arcee": (False, False),
     # Llama 4's text model (under a llama4 config's text_config): SwiGLU experts, shared
     # expert and dense MLPs (Llama4TextMLP: gate, up, down), untied (transformers
     # models/llama4/configuration_llama4.py, tie_word_embeddings=False)

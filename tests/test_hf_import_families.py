@@ -220,3 +220,25 @@ def test_minimax_lightning_attention_is_refused() -> None:
     # MiniMax-Text-01's hybrid: 0 marks a lightning (linear) attention layer
     with pytest.raises(InvalidSpec, match="lightning"):
         from_hf_config({**MINIMAX_M2, "attn_type_list": [0] * 7 + [1]})
+
+
+@pytest.mark.parametrize(
+    ("model_type", "matrices", "tied"),
+    [("glm4", 3, False), ("hunyuan_v1_dense", 3, False), ("ernie4_5", 3, True),
+     ("apertus", 2, False), ("arcee", 2, False)],
+)  # fmt: skip
+def test_dense_families_count_their_mlp_and_tying(
+    model_type: str, matrices: int, tied: bool
+) -> None:
+    # 2 layers of h 64 (4 heads of 16, 2 KV heads), f 128, vocabulary 1,000: gated MLPs are
+    # gate, up and down (GLM-4's merged gate_up is two of them), plain ones up and down
+    config = {
+        "model_type": model_type, "hidden_size": 64, "num_hidden_layers": 2,
+        "intermediate_size": 128, "num_attention_heads": 4, "num_key_value_heads": 2,
+        "vocab_size": 1000,
+    }  # fmt: skip
+    attention = 64 * (64 + 2 * 2 * 16) + 64 * 64
+    layer = attention + matrices * 64 * 128
+    model = from_hf_config(config)
+    assert model.total_params == (1 if tied else 2) * 1000 * 64 + 2 * layer
+    assert (model.gated_mlp, model.tied_embeddings) == (matrices == 3, tied)
