@@ -1,5 +1,5 @@
 """Import a Hugging Face `config.json` into a TransformerSpec: dense models of the families in
-`_FAMILIES` (Llama, Mistral, Qwen, Gemma, Phi, GPT-NeoX, ...), mixture-of-experts in the
+`hf_families.FAMILIES` (Llama, Mistral, Qwen, Gemma, Phi, GPT-NeoX, ...), mixture-of-experts in the
 Mixtral, GPT-OSS, Qwen-MoE and DeepSeek styles (models/hf_moe.py), and DeepSeek's multi-head
 latent attention. `describe_import` says what was imported, for a user to check.
 
@@ -19,6 +19,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from models.errors import InvalidSpec
+from models.hf_families import FAMILIES
 from models.hf_moe import moe_fields
 from models.transformer import TransformerSpec
 
@@ -34,97 +35,13 @@ _HF_KEYS = {
 # inference/configs/config_671B.json names them the same).
 _MLA_HEAD_KEYS = ("qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim")
 
-# model_type -> (gated MLP, tie_word_embeddings when config.json omits it). config.json
-# states neither the MLP's shape nor, when it equals the class default, the tying: both
-# come from transformers' configuration_<type>.py and modeling_<type>.py. Gated: three
-# matrices (gate, up, down; SwiGLU or GeGLU); plain: two (fc1/fc2, c_fc/c_proj).
-_FAMILIES: dict[str, tuple[bool, bool]] = {
-    "llama": (True, False),
-    "mistral": (True, False),
-    "mixtral": (True, False),
-    "qwen2": (True, False),
-    "qwen2_moe": (True, False),
-    "qwen3": (True, False),
-    "qwen3_moe": (True, False),
-    # Qwen3-VL's language models (under text_config): Qwen3 and Qwen3-MoE layers, the tying
-    # in the outer config (Qwen/Qwen3-VL-30B-A3B-Instruct config.json: tie_word_embeddings
-    # false beside text_config model_type qwen3_vl_moe_text)
-    "qwen3_vl_text": (True, False),
-    "qwen3_vl_moe_text": (True, False),
-    "gemma": (True, True),
-    "gemma2": (True, True),
-    "gemma3_text": (True, True),
-    "deepseek_v2": (True, False),
-    "deepseek_v3": (True, False),
-    # Kimi K2 ships DeepseekV3ForCausalLM under its own model_type (moonshotai/Kimi-K2-*
-    # config.json: architectures DeepseekV3ForCausalLM, auto_map configuration_deepseek),
-    # with DeepSeek-V3's keys: MLA, n_routed_experts, first_k_dense_replace
-    "kimi_k2": (True, False),
-    # GLM-4.5: gate/up/down experts and dense MLP, untied (transformers
-    # models/glm4_moe/configuration_glm4_moe.py, tie_word_embeddings=False), DeepSeek's MoE
-    # keys (n_routed_experts, n_shared_experts, first_k_dense_replace)
-    "glm4_moe": (True, False),
-    # SwiGLU experts (mlp1 is gate and up together), untied (openai/gpt-oss@7b58334
-    # gpt_oss/torch/model.py l.275-309, 364-378)
-    "gpt_oss": (True, False),
-    # Mistral 4: DeepSeek-V3's keys (MLA's kv_lora_rank and q_lora_rank, n_routed_experts,
-    # n_shared_experts, first_k_dense_replace, moe_intermediate_size), gate/up/down experts
-    # and shared experts, untied (transformers 5.25 models/mistral4/configuration_mistral4.py,
-    # Mistral4Config: tie_word_embeddings False)
-    "mistral4": (True, False),
-    # MiniMax-M2: Mixtral's keys (num_local_experts as wide as intermediate_size), SwiGLU
-    # experts, no shared expert, full attention in every layer, untied (transformers 5.25
-    # models/minimax_m2/configuration_minimax_m2.py and modeling_minimax_m2.py)
-    "minimax_m2": (True, False),
-    # Seed-OSS: Llama's layers (gate, up, down) with biases on Q, K and V, untied
-    # (transformers 5.25 models/seed_oss/modular_seed_oss.py, SeedOssConfig)
-    "seed_oss": (True, False),
-    # GLM-4 (0414): Phi-3's merged gate_up projection (gated), untied; HunYuan dense: Llama's
-    # MLP, untied; ERNIE 4.5 (dense): Llama's MLP, tied by default; Apertus and Arcee's AFM:
-    # Nemotron's two-matrix MLP (up, down; xIELU and ReLU^2), untied (transformers 5.25
-    # models/<type>/modular_<type>.py and configuration_<type>.py of each)
-    "glm4": (True, False),
-    "hunyuan_v1_dense": (True, False),
-    "ernie4_5": (True, True),
-    "apertus": (False, False),
-    "arcee": (False, False),
-    # Llama 4's text model (under a llama4 config's text_config): SwiGLU experts, shared
-    # expert and dense MLPs (Llama4TextMLP: gate, up, down), untied (transformers
-    # models/llama4/configuration_llama4.py, tie_word_embeddings=False)
-    "llama4_text": (True, False),
-    "phi3": (True, False),
-    # Phi-3.5-MoE: Mixtral's experts (num_local_experts as wide as intermediate_size), untied
-    # (transformers models/phimoe/configuration_phimoe.py, tie_word_embeddings=False)
-    "phimoe": (True, False),
-    # SmolLM3: Llama's layers, tied, its window off unless use_sliding_window (transformers
-    # models/smollm3/modular_smollm3.py, SmolLM3Config)
-    "smollm3": (True, True),
-    "olmo": (True, False),
-    "olmo2": (True, False),
-    # OLMo 3: OLMo 2's layers (gate, up, down; untied) with sliding windows (transformers
-    # models/olmo3/modular_olmo3.py, Olmo3Config(Olmo2Config))
-    "olmo3": (True, False),
-    "granite": (True, False),
-    "cohere": (True, True),
-    # Command R7B and Command A: Cohere's layers, tied, windows of 4,096 on all but every
-    # fourth layer by default (transformers models/cohere2/configuration_cohere2.py)
-    "cohere2": (True, True),
-    # OLMoE: SwiGLU experts as wide as intermediate_size, untied (transformers
-    # models/olmoe/modeling_olmoe.py, OlmoeSparseMoeBlock of OlmoeMLP(config))
-    "olmoe": (True, False),
-    "stablelm": (True, False),
-    "phi": (False, False),
-    "gpt_neox": (False, False),
-    "starcoder2": (False, True),
-}
-
 
 def _mlp_and_tying(config: Mapping[str, Any]) -> tuple[bool, bool]:
     """Gated MLP and tied embeddings: the config's own keys first (`gated_mlp` is ours, for
     families not listed), else its family's defaults. An unknown family is refused rather
     than guessed: a gated MLP has 1.5 times a plain one's parameters."""
     model_type = config.get("model_type")
-    gated, tied = _FAMILIES.get(str(model_type), (None, None))
+    gated, tied = FAMILIES.get(str(model_type), (None, None))
     gated = config.get("gated_mlp", gated)
     tied = config.get("tie_word_embeddings", tied)
     if gated is None or tied is None:
@@ -135,7 +52,7 @@ def _mlp_and_tying(config: Mapping[str, Any]) -> tuple[bool, bool]:
         ]
         raise InvalidSpec(
             f"config.json: model_type {model_type!r} is not a family whose MLP and embedding "
-            f"tying are known ({', '.join(sorted(_FAMILIES))}); add "
+            f"tying are known ({', '.join(sorted(FAMILIES))}); add "
             + " and ".join(f'"{key}": true or false' for key in missing)
             + " (gated_mlp: three MLP matrices as in SwiGLU, or two)",
             "model",
@@ -177,12 +94,31 @@ ATTENTION_LAYER_TYPES = ("full_attention", "sliding_attention", "chunked_attenti
 # Families that window all but every n-th layer when config.json lists no layer_types: the
 # default n, and whether `sliding_window_pattern` may set it (Gemma3Config and Cohere2Config
 # read it; Olmo3Config's layer_types default has a fixed 4).
-_LOCAL_BUT_EVERY_NTH = {"gemma3_text": (6, True), "cohere2": (4, True), "olmo3": (4, False)}
+_LOCAL_BUT_EVERY_NTH = {
+    "gemma3_text": (6, True),
+    "cohere2": (4, True),
+    "olmo3": (4, False),
+    "exaone4": (4, True),
+}
 
 
 def _all_but_every_nth(layers: int, n: int) -> int:
     """Layers left when every n-th of them (n - 1, 2n - 1, ...) is taken out."""
     return layers - layers // n
+
+
+def _pattern_period(pattern: Any) -> int:
+    """A window pattern's period: an integer n, or EXAONE 4's string form ("LLLG": local
+    layers then one global), the only form the spec models."""
+    if isinstance(pattern, str):
+        if pattern.count("G") != 1 or not pattern.endswith("G") or set(pattern) - {"L", "G"}:
+            raise InvalidSpec(
+                f"config.json: sliding_window_pattern {pattern!r} is not local layers then "
+                "one global one, the only pattern the spec models; give layer_types instead",
+                "model",
+            )
+        return len(pattern)
+    return int(pattern)
 
 
 def _windowed_layer_count(config: Mapping[str, Any]) -> int:
@@ -196,9 +132,11 @@ def _windowed_layer_count(config: Mapping[str, Any]) -> int:
     if model_type in _LOCAL_BUT_EVERY_NTH:
         default, from_config = _LOCAL_BUT_EVERY_NTH[model_type]
         pattern = (from_config and config.get("sliding_window_pattern")) or default
-        return _all_but_every_nth(layers, int(pattern))
+        return _all_but_every_nth(layers, _pattern_period(pattern))
     if model_type in QWEN_FAMILIES:
         return max(layers - int(config.get("max_window_layers", 28)), 0)
+    if model_type == "dots1":  # Dots1Config: windows from max_window_layers (62) on
+        return max(layers - int(config.get("max_window_layers", 62)), 0)
     return layers
 
 
@@ -256,9 +194,9 @@ def _refuse_other_layer_types(config: Mapping[str, Any]) -> None:
         )
 
 
-# Windows a family's config class sets when config.json omits the key: Olmo3Config's and
-# Cohere2Config's 4,096.
-_DEFAULT_WINDOWS = {"olmo3": 4096, "cohere2": 4096}
+# Windows a family's config class sets when config.json omits the key: Olmo3Config's,
+# Cohere2Config's, Exaone4Config's and Dots1Config's 4,096.
+_DEFAULT_WINDOWS = {"olmo3": 4096, "cohere2": 4096, "exaone4": 4096, "dots1": 4096}
 
 
 def _window_fields(config: Mapping[str, Any]) -> dict[str, Any]:
@@ -310,10 +248,10 @@ def from_hf_config(config: Mapping[str, Any]) -> TransformerSpec:
     missing = [key for key in _HF_KEYS if key not in config]
     if missing:
         message = f"config.json lacks {', '.join(missing)}"
-        if config.get("model_type") not in _FAMILIES:
+        if config.get("model_type") not in FAMILIES:
             message += (
                 f": model_type {config.get('model_type')!r} names its fields otherwise and is "
-                f"not imported ({', '.join(sorted(_FAMILIES))} are); give the model as a spec "
+                f"not imported ({', '.join(sorted(FAMILIES))} are); give the model as a spec "
                 "(num_layers, hidden_size, ffn_hidden_size, num_attention_heads, num_kv_heads, "
                 "vocab_size, gated_mlp, tied_embeddings)"
             )

@@ -242,3 +242,35 @@ def test_dense_families_count_their_mlp_and_tying(
     model = from_hf_config(config)
     assert model.total_params == (1 if tied else 2) * 1000 * 64 + 2 * layer
     assert (model.gated_mlp, model.tied_embeddings) == (matrices == 3, tied)
+
+
+def test_dots1_and_exaone4_count_by_hand_with_their_windows() -> None:
+    # dots.llm1 (rednote-hilab/dots.llm1.base config.json): one dense layer, then 128 routed
+    # experts (top 6) and 2 shared of 1,408; 142.77B and 14.02B active ("142B / 14B")
+    dots = {
+        "model_type": "dots1", "hidden_size": 4096, "num_hidden_layers": 62,
+        "first_k_dense_replace": 1, "n_routed_experts": 128, "num_experts_per_tok": 6,
+        "n_shared_experts": 2, "moe_intermediate_size": 1408, "intermediate_size": 10944,
+        "num_attention_heads": 32, "num_key_value_heads": 32, "vocab_size": 152064,
+    }  # fmt: skip
+    h, attention = 4096, 4 * 4096 * 4096
+    expert = 3 * h * 1408
+    moe_layer = attention + 128 * h + 130 * expert
+    model = from_hf_config(dots)
+    assert model.total_params == 2 * 152064 * h + attention + 3 * h * 10944 + 61 * moe_layer
+    assert round(model.active_params / 1e9, 2) == 14.02
+    # Dots1Config windows only layers from max_window_layers (62) on: none of the 62
+    assert model.sliding_window_layers == 0
+    # EXAONE 4.0 32B: "LLLG" windows 3 of every 4 layers, 48 of 64 (the int form alike)
+    exaone = {
+        "model_type": "exaone4", "hidden_size": 5120, "num_hidden_layers": 64,
+        "intermediate_size": 27392, "num_attention_heads": 40, "num_key_value_heads": 8,
+        "head_dim": 128, "vocab_size": 102400, "sliding_window": 4096,
+        "sliding_window_pattern": "LLLG",
+    }  # fmt: skip
+    assert from_hf_config(exaone).sliding_window_layers == 48
+    assert from_hf_config({**exaone, "sliding_window_pattern": 4}).sliding_window_layers == 48
+    layer = 5120 * (5120 + 2 * 8 * 128) + 5120 * 5120 + 3 * 5120 * 27392
+    assert from_hf_config(exaone).total_params == 2 * 102400 * 5120 + 64 * layer  # 32.0B
+    with pytest.raises(InvalidSpec, match="one global"):
+        from_hf_config({**exaone, "sliding_window_pattern": "LGLG"})
