@@ -34,6 +34,9 @@ FAMILIES: dict[str, tuple[bool, bool]] = {
     # models/glm4_moe/configuration_glm4_moe.py, tie_word_embeddings=False), DeepSeek's MoE
     # keys (n_routed_experts, n_shared_experts, first_k_dense_replace)
     "glm4_moe": (True, False),
+    # GLM-4.7-Flash's architecture: DeepSeek's MLA and MoE keys, its first layer dense by
+    # default, untied (transformers 5.25 models/glm4_moe_lite/configuration_glm4_moe_lite.py)
+    "glm4_moe_lite": (True, False),
     # SwiGLU experts (mlp1 is gate and up together), untied (openai/gpt-oss@7b58334
     # gpt_oss/torch/model.py l.275-309, 364-378)
     "gpt_oss": (True, False),

@@ -47,6 +47,10 @@ _SHARED_KEYS = ("n_shared_experts", "shared_expert_intermediate_size")
 _INTERLEAVE_KEYS = ("moe_layers", "interleave_moe_layer_step", "intermediate_size_mlp")
 # Families whose MoE layers hold shared experts that no key counts: Llama4TextMoe's one.
 _SHARED_DEFAULTS = {"llama4_text": 1}
+# Families whose config class makes leading layers dense when config.json names none:
+# Glm4MoeLiteConfig's mlp_layer_types default, one dense layer then MoE (transformers 5.25
+# models/glm4_moe_lite/configuration_glm4_moe_lite.py)
+_DENSE_DEFAULTS = {"glm4_moe_lite": 1}
 # Families that count experts as `num_experts` and size them by `intermediate_size`, with no
 # moe_intermediate_size: OLMoE (OlmoeSparseMoeBlock builds each expert as OlmoeMLP(config)).
 _EXPERTS_AS_WIDE_AS_MLP = frozenset({"olmoe"})
@@ -177,6 +181,8 @@ def _dense_layers(config: Mapping[str, Any]) -> int:
     not in mlp_only_layers and (i + 1) % decoder_sparse_step == 0; mlp_layer_types says it
     per layer."""
     first_k = _integer(config, "first_k_dense_replace")
+    if config.get("first_k_dense_replace") is None and config.get("mlp_layer_types") is None:
+        first_k = _DENSE_DEFAULTS.get(str(config.get("model_type")), 0)
     listed = _listed_dense_layers(config)
     if "mlp_layer_types" in config and config["mlp_layer_types"] is not None:
         first_k = 0  # mlp_layer_types takes priority over first_k_dense_replace

@@ -274,3 +274,26 @@ def test_dots1_and_exaone4_count_by_hand_with_their_windows() -> None:
     assert from_hf_config(exaone).total_params == 2 * 102400 * 5120 + 64 * layer  # 32.0B
     with pytest.raises(InvalidSpec, match="one global"):
         from_hf_config({**exaone, "sliding_window_pattern": "LGLG"})
+
+
+def test_glm4_moe_lite_makes_its_first_layer_dense_by_default() -> None:
+    # Glm4MoeLiteConfig's defaults (GLM-4.7-Flash's shape): MLA with q_lora 768, kv_lora 512,
+    # heads of 192 + 64 (keys) and 256 (values); its head_dim key is qk_rope_head_dim's alias
+    config = {
+        "model_type": "glm4_moe_lite", "vocab_size": 154880, "hidden_size": 2048,
+        "intermediate_size": 10240, "moe_intermediate_size": 1536, "num_hidden_layers": 47,
+        "num_attention_heads": 20, "num_key_value_heads": 20, "n_shared_experts": 1,
+        "n_routed_experts": 64, "kv_lora_rank": 512, "q_lora_rank": 768,
+        "qk_rope_head_dim": 64, "v_head_dim": 256, "qk_nope_head_dim": 192,
+        "num_experts_per_tok": 4, "head_dim": 64,
+    }  # fmt: skip
+    h = 2048
+    attention = 768 * (h + 20 * 256) + h * (512 + 64) + 512 * 20 * (192 + 256) + 20 * 256 * h
+    assert attention == 21_757_952
+    dense, moe = attention + 3 * h * 10240, attention + 64 * h + 65 * 3 * h * 1536
+    model = from_hf_config(config)
+    assert (model.dense_layers, model.num_moe_layers) == (1, 46)
+    assert model.total_params == 2 * 154880 * h + dense + 46 * moe  # 29.94B: "30B"
+    # a config that lists its layers says otherwise
+    listed = from_hf_config({**config, "mlp_layer_types": ["dense"] * 2 + ["sparse"] * 45})
+    assert listed.dense_layers == 2
