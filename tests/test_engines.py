@@ -76,6 +76,8 @@ def check_megatron(case: Case, layout: Layout) -> None:
         case.job.training.seq_len,
     )
     assert args.num_query_groups == case.job.model.num_kv_heads and args.group_query_attention
+    # experts as grouped GEMMs, as they are priced
+    assert args.moe_grouped_gemm == case.job.model.is_moe
     # FP8 as the engine is priced: TE's per-tensor current scaling, hybrid formats
     fp8 = case.job.training.precision == "fp8"
     assert args.bf16

@@ -227,6 +227,9 @@ def _moe_shape(job: TrainingJob) -> Pairs:
         ("--num-experts", str(m.num_experts)),  # arguments.py:3518
         ("--moe-router-topk", str(m.experts_per_token)),  # transformer_config.py:760
         ("--moe-ffn-hidden-size", str(m.expert_ffn_hidden_size)),  # :740
+        # the grouped GEMM the experts are priced with: the default (False, :850) runs
+        # SequentialMLP, one GEMM per local expert (experts.py:1409)
+        ("--moe-grouped-gemm", None),
     ]
     if m.num_shared_experts:  # :701, the shared experts' total width
         width = m.num_shared_experts * (m.expert_ffn_hidden_size or 0)
