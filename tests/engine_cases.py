@@ -146,7 +146,8 @@ def megatron_parser() -> argparse.ArgumentParser:
         "decoder-last-pipeline-num-layers micro-batch-size global-batch-size "
         "recompute-num-layers num-layers hidden-size ffn-hidden-size num-attention-heads "
         "num-query-groups kv-channels seq-length max-position-embeddings num-experts "
-        "moe-router-topk moe-ffn-hidden-size moe-shared-expert-intermediate-size"
+        "moe-router-topk moe-ffn-hidden-size moe-shared-expert-intermediate-size q-lora-rank "
+        "kv-lora-rank qk-head-dim qk-pos-emb-head-dim v-head-dim"
     )
     strings = (
         "pipeline-model-parallel-layout data-parallel-sharding-strategy ckpt-format "
@@ -157,7 +158,7 @@ def megatron_parser() -> argparse.ArgumentParser:
         "sequence-parallel account-for-embedding-in-pipeline-split "
         "account-for-loss-in-pipeline-split use-distributed-optimizer use-megatron-fsdp "
         "overlap-grad-reduce overlap-param-gather bf16 group-query-attention swiglu "
-        "untie-embeddings-and-output-weights moe-grouped-gemm"
+        "untie-embeddings-and-output-weights moe-grouped-gemm multi-latent-attention"
     )
     for name in ints.split():
         parser.add_argument(f"--{name}", type=int)

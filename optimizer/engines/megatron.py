@@ -204,7 +204,24 @@ def _model_shape(job: TrainingJob) -> Pairs:
     pairs += [("--swiglu", None)] if m.gated_mlp else []
     pairs += [] if m.tied_embeddings else [("--untie-embeddings-and-output-weights", None)]
     pairs += [("--seq-length", seq), ("--max-position-embeddings", seq)]
-    return pairs + _moe_shape(job)
+    return pairs + _latent_attention(m) + _moe_shape(job)
+
+
+def _latent_attention(m: TransformerSpec) -> Pairs:
+    """Multi-latent attention's widths (arguments.py:3546-3557; the switch is the
+    TransformerConfig field multi_latent_attention, transformer_config.py:288): without them
+    Megatron-Core builds ordinary attention of hidden / heads a head."""
+    if not m.is_mla:
+        return []
+    pairs: Pairs = [("--multi-latent-attention", None)]
+    if m.q_lora_rank is not None:  # None: queries without a low-rank bottleneck
+        pairs.append(("--q-lora-rank", str(m.q_lora_rank)))
+    return pairs + [
+        ("--kv-lora-rank", str(m.kv_lora_rank)),
+        ("--qk-head-dim", str(m.qk_nope_head_dim)),
+        ("--qk-pos-emb-head-dim", str(m.qk_rope_head_dim)),
+        ("--v-head-dim", str(m.v_head_dim_size)),
+    ]
 
 
 def _precision(job: TrainingJob) -> Pairs:
