@@ -200,6 +200,9 @@ def test_the_export_names_the_module_list_it_was_priced_with(api: TestClient) ->
     assert args.recompute_granularity == "selective"
     bridge = api.post("/v1/export", json=export_body("nemo", ["core_attn", "mlp"])).json()
     assert "model.recompute_modules=[core_attn,mlp]" in bridge["text"].splitlines()
+    # Bridge's recipes name their own lists: the default is written out, not left to them
+    default = api.post("/v1/export", json=export_body("nemo", None)).json()
+    assert "model.recompute_modules=[core_attn]" in default["text"].splitlines()
     # evaluate's answer carries the same export
     answer = api.post("/v1/evaluate", json=export_body("megatron", ["mlp"])).json()
     assert "--recompute-modules mlp" in answer["export"]["text"]

@@ -156,10 +156,7 @@ def _overrides(s: McoreSettings) -> list[Override]:
         (FIELDS["recompute_granularity"], s.recompute_granularity),
         ("model.recompute_method", s.recompute_method),
         ("model.recompute_num_layers", s.recompute_num_layers),
-        (
-            "model.recompute_modules",
-            None if s.recompute_modules is None else list(s.recompute_modules),
-        ),
+        ("model.recompute_modules", _recompute_modules(s)),
         (FIELDS["micro"], s.micro_batch),
         (FIELDS["global"], s.global_batch),
         ("dataset.seq_length", s.seq_len),  # run_recipe.py:36-39 syncs model.seq_length from it
@@ -176,6 +173,14 @@ def _overrides(s: McoreSettings) -> list[Override]:
     if s.use_megatron_fsdp:  # required when saving or loading (config.py:1105-1109)
         overrides.append(("checkpoint.ckpt_format", "fsdp_dtensor"))
     return overrides
+
+
+def _recompute_modules(s: McoreSettings) -> list[str] | None:
+    """Selective recompute's module list, always written: Bridge's recipes set their own
+    (the DeepSeek-V3 and GPT-OSS ones name theirs), which the price does not know."""
+    if s.recompute_granularity != "selective":
+        return None
+    return list(s.recompute_modules or mcore.DEFAULT_RECOMPUTE_MODULES)
 
 
 def _precision(job: TrainingJob) -> list[Override]:
