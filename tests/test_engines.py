@@ -20,6 +20,7 @@ from tests.engine_cases import (
     PLATE,
     Case,
     _llama70b,
+    _llama70b_fp8,
     _mixtral,
     _plate,
     case_id,
@@ -405,3 +406,12 @@ def test_megatron_writes_multi_latent_attention_with_its_widths() -> None:
         command_line(export(get_engine("megatron"), _llama70b(), Layout(tp=8, pp=4)).text)
     )
     assert not plain.multi_latent_attention and plain.kv_lora_rank is None
+
+
+def test_torchtitan_export_says_an_fp8_price_needs_a_float8_config() -> None:
+    layout = Layout(tp=8, pp=4, vpp=2, zero=3)
+    bf16 = export(get_engine("torchtitan"), _llama70b(), layout).text
+    fp8 = export(get_engine("torchtitan"), _llama70b_fp8(), layout).text
+    assert "Priced in FP8" in fp8 and "Priced in FP8" not in bf16
+    # the arguments themselves are the same
+    assert command_line(fp8) == command_line(bf16)

@@ -318,6 +318,11 @@ def export(job: TrainingJob, layout: Layout) -> Artefact:
         "# The registry config keeps its own precision and compile settings (llama3_405b "
         "converts linears to float8, config_registry.py:295-310).\n"
     )
+    if job.training.precision == "fp8":
+        header += (
+            "# Priced in FP8 (torchao's Float8Linear): use a registry config that converts its "
+            "linears to float8; these arguments do not switch it on.\n"
+        )
     lead = f"--module {MODULE} \\\n--config {config} \\\n"
     return Artefact(
         "torchtitan",
