@@ -124,15 +124,6 @@ def deepspeed_config(text: str) -> dict[str, object]:
     return dict(json.loads(text))
 
 
-def layout_string_chunks(layout: str) -> list[int]:
-    """Decoder layers per chunk of a Megatron layout string, unrolled as Megatron does
-    (`pipeline_parallel_layer_layout.py:283-320`: `(..)*n` and `x*n`, then split on `|`)."""
-    text = layout.replace(",", "")
-    for pattern in (r"\(([^)]+)\)\*(\d+)", r"(.)\*(\d+)"):
-        text = re.sub(pattern, lambda m: m.group(1) * int(m.group(2)), text)
-    return [stage.count("t") for stage in text.split("|")]
-
-
 # --- parsers built from the flag names the exporters write, typed as the engines declare them
 
 

@@ -14,7 +14,7 @@ from models.errors import InvalidSpec
 from models.layout import Layout, Recompute, resolve_layout
 from optimizer.engines import ENGINES, export, get_engine, violations
 from optimizer.engines.base import ZERO_STAGES
-from optimizer.engines.stages import titan_stage_layers
+from optimizer.engines.stages import layout_string_chunks, titan_stage_layers
 from tests.engine_cases import (
     CASES,
     PLATE,
@@ -26,7 +26,6 @@ from tests.engine_cases import (
     case_id,
     command_line,
     deepspeed_config,
-    layout_string_chunks,
     megatron_parser,
     overrides,
     torchtitan_parser,

@@ -53,9 +53,9 @@ def test_every_published_layout_fits_the_memory_it_trained_in(report) -> None:
     # issue 15: no layout a published run trained with is priced as not fitting; each row's
     # capacity is its GPU's, less nothing (the runs' allocators fit these in practice)
     over = [
-        f"{row.run.name}: {row.estimate.memory.total / 1e9:.1f} of "
+        f"{row.run.name}: {row.predicted_memory_gb:.1f} of "
         f"{row.estimate.memory.capacity / 1e9:.0f} GB"
         for row in report.rows
-        if row.run.group == "priced" and not row.estimate.fits
+        if row.run.group == "priced" and not row.fits
     ]
     assert over == []

@@ -32,7 +32,10 @@ remainder for the fp32 master and cuts the gradients into buckets of the recipe'
 or that the code it ran at the time
 shows (2021 DeepSpeed's blocking ZeRO-3 fetch, which hides nothing, and its list collectives,
 one a parameter above its persistence threshold, which PyTorch copies a rank at a time;
-torchtitan's eager kernels where its config left torch.compile off).
+torchtitan's eager kernels where its config left torch.compile off; Megatron-Core's
+selective recompute modules as the recipe names them). A row whose recipe sets a Megatron
+pipeline layout names it (`pipeline_layout`) and is priced as that stage plan, its ranks'
+layers as the layout places them (docs/cost-model.md "Stage plans: each rank's layers").
 
 **Which rows the means are over.** Rows with no knob the cost model cannot express are
 *priced*: the headline means are over them, in bf16, fp16 and FP8. FP8 rows are priced in FP8

@@ -9,6 +9,7 @@ that exporters call are scalar.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -114,6 +115,27 @@ def megatron_layout_string(chunk_layers: tuple[int, ...]) -> str:
         first, last = "E" if c == 0 else "", "L" if c == len(chunk_layers) - 1 else ""
         stages.append(first + body + last)
     return "|".join(stages)
+
+
+def layout_string_chunks(layout: str) -> tuple[int, ...]:
+    """Decoder layers ("t") per chunk of a `--pipeline-model-parallel-layout`, unrolled as
+    Megatron-Core parses it (`pipeline_parallel_layer_layout.py:283-320`): commas dropped,
+    `(..)*n` then `x*n` repeated, chunks split on "|"; E, L and m (an MTP layer) hold none."""
+    text = layout.replace(",", "")
+    for pattern in (r"\(([^)]+)\)\*(\d+)", r"(.)\*(\d+)"):
+        text = re.sub(pattern, lambda m: m.group(1) * int(m.group(2)), text)
+    unknown = set(text) - set("ELtm|")
+    if unknown:
+        raise ValueError(f"pipeline layout {layout!r}: unknown layer characters {sorted(unknown)}")
+    return tuple(chunk.count("t") for chunk in text.split("|"))
+
+
+def layout_string_ranks(layout: str, pp: int) -> tuple[int, ...]:
+    """Decoder layers per pipeline rank of a layout string: chunk c is rank c % pp's."""
+    chunks = layout_string_chunks(layout)
+    if len(chunks) % pp:
+        raise ValueError(f"pipeline layout {layout!r}: {len(chunks)} chunks over pp({pp}) ranks")
+    return tuple(sum(chunks[r::pp]) for r in range(pp))
 
 
 # --- torchtitan 0.3.0 -----------------------------------------------------------------

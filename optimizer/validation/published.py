@@ -21,10 +21,12 @@ from models.hf_config import from_hf_config, looks_like_hf_config
 from models.job import TrainingJob
 from models.layout import Layout
 from models.presets import gpu_preset, model_preset, published_data, published_hf_configs
+from models.stage_plan import StagePlan
 from models.training import TrainingSpec
 from models.transformer import TransformerSpec
 from optimizer.costmodel import CostAssumptions
 from optimizer.engines import ENGINES
+from optimizer.engines.stages import layout_string_ranks
 from optimizer.search import SearchSpace
 
 # What a row's `reported.metric` may be: utilisations are fractions of the bf16 dense peak.
@@ -58,6 +60,9 @@ class PublishedRun:
     memory_note: str = ""  # what the memory figure is (allocated, reserved, GiB as printed)
     excluded_from_mean: str | None = None  # why the row is kept but not averaged
     also: Mapping[str, float] = field(default_factory=dict)  # other figures the source prints
+    # the layers per pipeline rank the run's recipe placed (its pipeline layout string), where
+    # they differ from the even split; priced as a stage plan at the layout's recompute mode
+    stage_plan: StagePlan | None = None
 
     @property
     def degrees(self) -> tuple[int, int, int, int]:
@@ -141,6 +146,7 @@ ROW_KEYS = frozenset(
         "search",
         "search_notes",
         "excluded_from_mean",
+        "pipeline_layout",
     }
 )
 
@@ -181,11 +187,12 @@ def _run(entry: dict[str, Any], hf_configs: Mapping[str, Any]) -> PublishedRun:
             {**entry["training"], "precision": matmul_precision(precision)}
         ),
     )
+    layout = Layout.model_validate(entry["layout"])
     return PublishedRun(
         name=name,
         source=entry["source"],
         job=job,
-        layout=Layout.model_validate(entry["layout"]),
+        layout=layout,
         metric=metric,
         reported=None if metric is None else float(reported["value"]),
         assumptions=CostAssumptions.model_validate(entry.get("assumptions", {})),
@@ -197,7 +204,27 @@ def _run(entry: dict[str, Any], hf_configs: Mapping[str, Any]) -> PublishedRun:
         memory_note=reported.get("memory_note", ""),
         excluded_from_mean=entry.get("excluded_from_mean"),
         also={key: float(value) for key, value in reported.get("also", {}).items()},
+        stage_plan=_stage_plan(name, entry.get("pipeline_layout"), layout, job),
     )
+
+
+def _stage_plan(
+    name: str, pipeline_layout: str | None, layout: Layout, job: TrainingJob
+) -> StagePlan | None:
+    """The recipe's Megatron pipeline layout as layers per rank, every rank at the layout's
+    recompute mode; checked to place the model's layers."""
+    if pipeline_layout is None:
+        return None
+    try:
+        ranks = layout_string_ranks(pipeline_layout, layout.pp)
+    except ValueError as error:
+        raise InvalidSpec(f"{name}: {error}", "pipeline_layout") from None
+    plan = StagePlan(layers=ranks, recompute=(layout.recompute,) * layout.pp)
+    try:
+        plan.check(layout, job.model.num_layers)
+    except InvalidSpec as error:
+        raise InvalidSpec(f"{name}: pipeline_layout: {error.message}", "pipeline_layout") from None
+    return plan
 
 
 def matmul_precision(precision: str) -> str:

@@ -19,6 +19,7 @@ import numpy as np
 
 from models.layout import Layout
 from optimizer.costmodel import Estimate, evaluate
+from optimizer.costmodel.standard.stage_plans import PlanPrice, price_plan
 from optimizer.engines import engine_assumptions, get_engine
 from optimizer.search import enumerator, resolve_space
 from optimizer.validation.published import PublishedRun, published_runs
@@ -33,6 +34,9 @@ TOP_RANKS = 5
 # Issue 15's targets for the gap (how far the published degrees at their best knobs fall short
 # of the optimum's MFU): a median of at most 5%, and none over 15% unless the row says why.
 MEDIAN_GAP_TARGET = 0.05
+# The profile that prices stage plans (a row's recipe pipeline layout); others price the
+# even split.
+PLAN_PROFILE = "standard"
 WIDE_GAP = 0.15
 
 
@@ -45,6 +49,14 @@ class Comparison:
     optimum_mfu: float | None = None  # the search's best layout under the run's constraints
     degrees_best_layout: Layout | None = None
     optimum_layout: Layout | None = None
+    plan: PlanPrice | None = None  # the run's stage plan priced, where it names one
+
+    @property
+    def fits(self) -> bool:
+        """Whether the run's layout (its plan's worst rank, where it names one) fits."""
+        if self.plan is None:
+            return self.estimate.fits
+        return self.plan.memory_bytes <= self.estimate.memory.capacity
 
     @property
     def behind_best(self) -> float | None:
@@ -64,6 +76,8 @@ class Comparison:
 
     @property
     def predicted(self) -> float:
+        if self.plan is not None:
+            return self.plan.hfu if self.kind == "hfu" else self.plan.mfu
         if self.kind == "hfu" and self.estimate.hardware_flops_utilization is not None:
             return self.estimate.hardware_flops_utilization
         return self.estimate.mfu
@@ -92,6 +106,8 @@ class Comparison:
 
     @property
     def predicted_memory_gb(self) -> float:
+        if self.plan is not None:
+            return self.plan.memory_bytes / 1e9
         return self.estimate.memory.total / 1e9
 
     @property
@@ -236,7 +252,10 @@ def compare(
         get_engine(run.engine), run.assumptions.model_copy(update=overrides or {}), run.precision
     )
     estimate = evaluate(run.job, run.layout, profile, assumptions)
-    comparison = Comparison(run, estimate)
+    plan = None
+    if run.stage_plan is not None and profile == PLAN_PROFILE:
+        plan = price_plan(run.job, assumptions, estimate.layout, run.stage_plan)
+    comparison = Comparison(run, estimate, plan=plan)
     # An fp8 run or one with knobs the profile cannot express is no evidence for the ranking
     if not with_ranks or run.group != "priced":
         return comparison
@@ -248,6 +267,7 @@ def compare(
     return Comparison(
         run,
         estimate,
+        plan=plan,
         rank=list(ranked).index(run.degrees) + 1,
         degrees_best_mfu=degrees_mfu,
         optimum_mfu=optimum_mfu,
