@@ -10,13 +10,14 @@ from pydantic import ValidationError
 
 from models.errors import InvalidSpec
 from models.hardware import ClusterSpec
+from models.hf_config import from_hf_config
 from models.job import TrainingJob
-from models.layout import Layout
-from models.presets import gpu_preset, model_preset
+from models.layout import Layout, resolve_layout
+from models.presets import gpu_preset, model_preset, published_hf_configs
 from models.training import TrainingSpec
 from optimizer.costmodel import CostAssumptions, evaluate
 from optimizer.costmodel.standard.recompute_modules import module_drop
-from optimizer.engines import engine_assumptions, get_engine
+from optimizer.engines import engine_assumptions, export, get_engine
 from tests.engine_cases import command_line, megatron_parser
 from tests.test_mla import deepseek_v3
 
@@ -97,18 +98,23 @@ SELECTIVE = Layout(tp=4, pp=8, vpp=5, recompute="selective")
 NONE = Layout(tp=4, pp=8, vpp=5, recompute="none")
 
 
-def test_megatron_cores_default_selective_frees_nothing_under_fused_attention() -> None:
-    # what --recompute-granularity selective alone runs: ['core_attn'], which with fused
-    # attention stores no scores to free; it still pays the stated 2% to replay it
+def test_the_megatron_engines_selective_frees_only_what_their_layers_let_it() -> None:
+    # core_attn, layernorm and moe_act: on a dense Llama the scores are never stored (fused
+    # attention) and both norms are fused into their linears, so nothing is freed, and the
+    # 2% replay is still paid; the profile's own selective mode (generic) frees norms' and
+    # activations' outputs
     for engine in ("megatron", "nemo"):
         a = engine_assumptions(get_engine(engine), CostAssumptions())
-        assert a.selective_recompute_modules == ["core_attn"]
+        assert a.selective_recompute_modules == ["core_attn", "layernorm", "moe_act"]
         kept = evaluate(job(), SELECTIVE, "standard", a).memory.activations
         assert kept == evaluate(job(), NONE, "standard", a).memory.activations
-    # the profile's own selective (generic engine) frees the norms' and activations' outputs
     generic = engine_assumptions(get_engine("generic"), CostAssumptions())
     own = evaluate(job(), SELECTIVE, "standard", generic).memory.activations
     assert own < evaluate(job(), NONE, "standard", generic).memory.activations
+    # on Mixtral (32 MoE layers, h 4096, top 2 of f_e 14336) it frees each layer's pre-MLP
+    # norm output (2h) and both routed copies' activation outputs (2 x 2 f_e), a token
+    drop = module_drop(model_preset("mixtral-8x7b"), ["core_attn", "layernorm", "moe_act"])
+    assert drop.dropped_bytes_per_token == 2 * 4096 + 2 * 2 * 14336
 
 
 def test_replayed_matmuls_are_priced_in_time_and_hardware_flops() -> None:
@@ -206,3 +212,25 @@ def test_the_export_names_the_module_list_it_was_priced_with(api: TestClient) ->
     # evaluate's answer carries the same export
     answer = api.post("/v1/evaluate", json=export_body("megatron", ["mlp"])).json()
     assert "--recompute-modules mlp" in answer["export"]["text"]
+
+
+def test_exports_write_the_modules_that_apply_to_the_model(api: TestClient) -> None:
+    # an MoE model under the engines' list: all three; a dense one: Megatron's default alone
+    # (moe_act would be refused without grouped-GEMM experts, transformer_config.py:1964)
+    body = export_body("megatron", None) | {"model": "mixtral-8x7b"}
+    body["layout"] = {"pp": 4, "vpp": 2, "ep": 8, "zero": 1, "recompute": "selective"}
+    moe = api.post("/v1/export", json=body).json()["text"]
+    args, _ = megatron_parser().parse_known_args(command_line(moe))
+    assert args.recompute_modules == ["core_attn", "layernorm", "moe_act"]
+    # Megatron-Bridge runs GPT-OSS from its recipe: the same three written out
+    gpt_oss = from_hf_config(published_hf_configs()["gpt-oss-120b"]["config"])
+    oss_job = job().model_copy(update={"model": gpt_oss})
+    oss_layout = resolve_layout(Layout(pp=4, ep=8, zero=1, recompute="selective"), oss_job)
+    bridge = export(get_engine("nemo"), oss_job, oss_layout).text
+    assert "model.recompute_modules=[core_attn,layernorm,moe_act]" in bridge.splitlines()
+    # a module the model lacks is left out of the launch, as it is priced at nothing
+    named = export_body("megatron", ["core_attn", "mla_up_proj", "mlp"])
+    args, _ = megatron_parser().parse_known_args(
+        command_line(api.post("/v1/export", json=named).json()["text"])
+    )
+    assert args.recompute_modules == ["core_attn", "mlp"]

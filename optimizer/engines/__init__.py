@@ -107,11 +107,14 @@ def export_plan(
 
 
 def _module_list(engine: Engine, modules: Sequence[str] | None) -> dict[str, tuple[str, ...]]:
-    """The exporter's keyword for a module list: only Megatron-Core's engines take one (the
-    others price none: torchtitan refuses it, DeepSpeed offers no selective mode)."""
-    if modules is None or engine.name not in PLAN_EXPORTERS:
+    """The exporter's keyword for a module list, the request's or else the engine's: only
+    Megatron-Core's engines take one (the others price none: torchtitan refuses it,
+    DeepSpeed offers no selective mode)."""
+    if engine.name not in PLAN_EXPORTERS:
         return {}
-    return {"recompute_modules": tuple(modules)}
+    if modules is None:
+        modules = engine.runtime.selective_recompute_modules
+    return {} if modules is None else {"recompute_modules": tuple(modules)}
 
 
 __all__ = [

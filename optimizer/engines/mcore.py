@@ -38,6 +38,12 @@ MLM = "NVIDIA/Megatron-LM@d98e8a6"
 # What --recompute-granularity selective checkpoints unless told (megatron/core/transformer/
 # transformer_config.py l.1940-1941 at MLM)
 DEFAULT_RECOMPUTE_MODULES = ("core_attn",)
+# What these engines' selective recompute checkpoints: Megatron-Core's default and the two
+# cheap output-discarding modules NVIDIA's MoE recipes name (Megatron-Bridge's GPT-OSS
+# recipes: layernorm and moe_act). Exports write the ones that apply to the model
+# (mcore_settings.applicable_recompute_modules): on a dense layer the norms are fused into
+# their linears and there is no expert activation, so there it is the default.
+ENGINE_SELECTIVE_MODULES = ("core_attn", "layernorm", "moe_act")
 CORE = f"{MLM} megatron/core"
 
 # The knobs both engines offer, by the name this module uses; each engine maps these names
@@ -337,9 +343,8 @@ def runtime(
         cp_exchange=RING_ATTENTION,
         loss_bytes_per_logit=loss_bytes_per_logit,
         fp8_params=fp8_params,
-        # --recompute-granularity selective, as the exports write it unless a request names
-        # its modules, checkpoints Megatron-Core's default list
-        selective_recompute_modules=DEFAULT_RECOMPUTE_MODULES,
+        # selective recompute as the exports write it, unless a request names its modules
+        selective_recompute_modules=ENGINE_SELECTIVE_MODULES,
         # TEGroupedMLP weights each routed copy in its activation; the dispatcher's unpermute
         # takes no probabilities (MLM megatron/core/transformer/moe/experts.py l.943-980,
         # token_dispatcher.py l.891-899 and 1460-1467)

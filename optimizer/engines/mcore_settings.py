@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from models.job import TrainingJob
 from models.layout import Layout, Recompute
+from models.transformer import TransformerSpec
 
 from .mcore import DEFAULT_RECOMPUTE_MODULES, FSDP_STRATEGY
 from .stages import McoreSplit, mcore_split, plan_split
@@ -49,6 +50,8 @@ def mcore_settings(
     `recompute_modules`, selective recompute's module list where it is not the default."""
     fsdp = layout.zero >= 2
     granularity, method, count = _recompute(layout.recompute)
+    if recompute_modules is not None:
+        recompute_modules = applicable_recompute_modules(job.model, recompute_modules)
     if granularity != "selective" or recompute_modules == DEFAULT_RECOMPUTE_MODULES:
         recompute_modules = None
     return McoreSettings(
@@ -79,6 +82,26 @@ def mcore_settings(
         # --overlap-param-gather needs a distributed optimizer (arguments.py:1025-1029).
         overlap_param_gather=layout.zero >= 1,
     )
+
+
+def applicable_recompute_modules(
+    model: TransformerSpec, modules: tuple[str, ...]
+) -> tuple[str, ...]:
+    """The modules that exist in the model's layers: Megatron-Core refuses moe_act without
+    grouped GEMM experts and mla_up_proj without multi-latent attention
+    (transformer_config.py:1964-1973), and layernorm frees nothing where both norms are fused
+    into their linears (a dense layer of ordinary attention). Pricing them frees nothing
+    either (costmodel/standard/recompute_modules.py), so dropping them changes no figure."""
+    absent = set()
+    if not model.is_moe:
+        absent |= {"moe_act", "moe", "shared_experts"}
+    if not model.is_mla:
+        absent.add("mla_up_proj")
+        if not model.is_moe:
+            absent.add("layernorm")
+    if model.is_moe and model.num_moe_layers == model.num_layers:
+        absent.add("mlp")  # no dense layer
+    return tuple(m for m in modules if m not in absent)
 
 
 def _recompute(mode: Recompute) -> tuple[str | None, str | None, int | None]:

@@ -54,8 +54,8 @@ class ScheduleAssumptions(BaseModel):
             "'Selective recompute by module'): what each frees, and the forward of the matmuls "
             "mla_up_proj, mlp, moe and shared_experts run again. None: the profile's own "
             "selective mode, which frees both norms' and every MLP activation's outputs. The "
-            "megatron and nemo engines set Megatron-Core's default, what "
-            "--recompute-granularity selective alone runs."
+            "megatron and nemo engines set ['core_attn', 'layernorm', 'moe_act'] and export "
+            "those the model has."
         ),
     )
     zero_bubble_weight_grad_fraction: float = fraction_field(
