@@ -297,3 +297,25 @@ def test_glm4_moe_lite_makes_its_first_layer_dense_by_default() -> None:
     # a config that lists its layers says otherwise
     listed = from_hf_config({**config, "mlp_layer_types": ["dense"] * 2 + ["sparse"] * 45})
     assert listed.dense_layers == 2
+
+
+def test_kimi_k25_imports_its_deepseek_shaped_text_model() -> None:
+    # Kimi K2.5 nests Kimi K2 (DeepSeek-V3's layers: MLA, 384 experts of 2,048, top 8, one
+    # shared, one dense layer first) under text_config (transformers 5.25 models/kimi_k25/
+    # configuration_kimi_k25.py); its text config says untied
+    from tests.test_mla import V3_MLA
+
+    text = {
+        "model_type": "kimi_k2", "hidden_size": 7168, "num_hidden_layers": 61,
+        "intermediate_size": 18432, "moe_intermediate_size": 2048, "num_attention_heads": 64,
+        "num_key_value_heads": 64, "n_routed_experts": 384, "n_shared_experts": 1,
+        "num_experts_per_tok": 8, "first_k_dense_replace": 1, "vocab_size": 163840,
+        "tie_word_embeddings": False, **V3_MLA,
+    }  # fmt: skip
+    h = 7168
+    attention = 1536 * (h + 64 * 192) + h * 576 + 512 * 64 * 256 + 64 * 128 * h
+    dense = attention + 3 * h * 18432
+    moe = attention + 384 * h + 385 * 3 * h * 2048
+    model = from_hf_config({"model_type": "kimi_k25", "text_config": text, "vision_config": {}})
+    assert model.total_params == 2 * 163840 * h + dense + 60 * moe  # 1.026T: "1T"
+    assert model.name.endswith("(text model only)") and not model.tied_embeddings
