@@ -144,13 +144,14 @@ def _windowed_layer_count(config: Mapping[str, Any]) -> int:
 # user who adds gated_mlp and tie_word_embeddings to an unknown family must not get a silent
 # count without them. DeepSeek-V3.2's sparse attention (its lightning indexer and top-k key
 # selection: index_n_heads, index_head_dim, index_topk); Gemma 3n's AltUp, LAuReL and
-# per-layer embeddings; Qwen3-Next's linear attention (linear_num_key_heads and the rest).
+# per-layer embeddings (and Gemma 4's); Qwen3-Next's and Qwen4's linear attention
+# (linear_num_key_heads and the rest).
 _UNPRICED_ARCHITECTURE_KEYS = {
     "index_topk": "DeepSeek sparse attention (its indexer and top-k key selection)",
     "index_n_heads": "DeepSeek sparse attention (its indexer and top-k key selection)",
     "altup_num_inputs": "Gemma 3n's AltUp",
     "laurel_rank": "Gemma 3n's LAuReL blocks",
-    "hidden_size_per_layer_input": "Gemma 3n's per-layer embeddings",
+    "hidden_size_per_layer_input": "per-layer embeddings (Gemma 3n, Gemma 4)",
     "linear_num_key_heads": "linear attention layers",
     "linear_num_value_heads": "linear attention layers",
 }

@@ -319,3 +319,24 @@ def test_kimi_k25_imports_its_deepseek_shaped_text_model() -> None:
     model = from_hf_config({"model_type": "kimi_k25", "text_config": text, "vision_config": {}})
     assert model.total_params == 2 * 163840 * h + dense + 60 * moe  # 1.026T: "1T"
     assert model.name.endswith("(text model only)") and not model.tied_embeddings
+
+
+@pytest.mark.parametrize(
+    ("config", "message"),
+    [
+        # Gemma 4's text model feeds each layer an embedding of its own
+        ({"model_type": "gemma4", "text_config": {**LLAMA, "model_type": "gemma4_text",
+          "hidden_size_per_layer_input": 256}}, "per-layer embeddings"),
+        # DeepSeek-V4's compressed sparse attention layers
+        ({**LLAMA, "model_type": "deepseek_v4", "gated_mlp": True, "tie_word_embeddings": False,
+          "layer_types": ["compressed_sparse_attention"] * 2}, "compressed_sparse_attention"),
+        # Qwen4's linear attention layers
+        ({"model_type": "qwen4_exp", "text_config": {**LLAMA, "model_type": "qwen4_exp_text",
+          "linear_num_key_heads": 16}}, "linear attention"),
+    ],
+)  # fmt: skip
+def test_current_architectures_the_spec_does_not_price_are_refused(
+    config: dict[str, Any], message: str
+) -> None:
+    with pytest.raises(InvalidSpec, match=message):
+        from_hf_config(config)
