@@ -91,6 +91,11 @@ FAMILIES: dict[str, tuple[bool, bool]] = {
     # OLMoE: SwiGLU experts as wide as intermediate_size, untied (transformers
     # models/olmoe/modeling_olmoe.py, OlmoeSparseMoeBlock of OlmoeMLP(config))
     "olmoe": (True, False),
+    # FlexOlmo: OLMoE's experts (num_experts as wide as intermediate_size), untied; Granite
+    # MoE: Mixtral's keys with gate_up and down experts, untied (transformers 5.25
+    # models/flex_olmo/modular_flex_olmo.py, models/granitemoe/modeling_granitemoe.py)
+    "flex_olmo": (True, False),
+    "granitemoe": (True, False),
     "stablelm": (True, False),
     "phi": (False, False),
     "gpt_neox": (False, False),

@@ -52,8 +52,9 @@ _SHARED_DEFAULTS = {"llama4_text": 1}
 # models/glm4_moe_lite/configuration_glm4_moe_lite.py)
 _DENSE_DEFAULTS = {"glm4_moe_lite": 1}
 # Families that count experts as `num_experts` and size them by `intermediate_size`, with no
-# moe_intermediate_size: OLMoE (OlmoeSparseMoeBlock builds each expert as OlmoeMLP(config)).
-_EXPERTS_AS_WIDE_AS_MLP = frozenset({"olmoe"})
+# moe_intermediate_size: OLMoE (OlmoeSparseMoeBlock builds each expert as OlmoeMLP(config))
+# and FlexOlmo (its FlexOlmoMLP is OlmoeMLP).
+_EXPERTS_AS_WIDE_AS_MLP = frozenset({"olmoe", "flex_olmo"})
 _MODELLED = frozenset(
     {
         *ROUTED_KEYS,

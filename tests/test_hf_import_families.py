@@ -340,3 +340,23 @@ def test_current_architectures_the_spec_does_not_price_are_refused(
 ) -> None:
     with pytest.raises(InvalidSpec, match=message):
         from_hf_config(config)
+
+
+@pytest.mark.parametrize(
+    ("model_type", "experts_key", "experts", "top_k"),
+    [("flex_olmo", "num_experts", 7, 5), ("granitemoe", "num_local_experts", 8, 2)],
+)
+def test_flexolmo_and_granite_moe_experts_are_as_wide_as_the_mlp(
+    model_type: str, experts_key: str, experts: int, top_k: int
+) -> None:
+    # 2 layers of h 64 (4 heads of 16, 2 KV heads), experts of gate, up and down 128 wide
+    config = {
+        "model_type": model_type, "hidden_size": 64, "num_hidden_layers": 2,
+        "intermediate_size": 128, "num_attention_heads": 4, "num_key_value_heads": 2,
+        "vocab_size": 1000, experts_key: experts, "num_experts_per_tok": top_k,
+    }  # fmt: skip
+    attention, expert, router = 64 * (64 + 2 * 2 * 16) + 64 * 64, 3 * 64 * 128, 64 * experts
+    model = from_hf_config(config)
+    embeddings = 2 * 1000 * 64
+    assert model.total_params == embeddings + 2 * (attention + router + experts * expert)
+    assert model.active_params == embeddings + 2 * (attention + router + top_k * expert)
