@@ -102,6 +102,11 @@ _LOCAL_BUT_EVERY_NTH = {
 }
 
 
+# Granite's sliding-window families window every layer but 0, 4, 8, ... when config.json
+# lists no layer_types (GraniteSWAConfig and GraniteMoeSWAConfig: full where i % 4 == 0)
+_FULL_EVERY_FOURTH_FROM_THE_FIRST = frozenset({"granite_swa", "granitemoe_swa"})
+
+
 def _all_but_every_nth(layers: int, n: int) -> int:
     """Layers left when every n-th of them (n - 1, 2n - 1, ...) is taken out."""
     return layers - layers // n
@@ -137,6 +142,8 @@ def _windowed_layer_count(config: Mapping[str, Any]) -> int:
         return max(layers - int(config.get("max_window_layers", 28)), 0)
     if model_type == "dots1":  # Dots1Config: windows from max_window_layers (62) on
         return max(layers - int(config.get("max_window_layers", 62)), 0)
+    if model_type in _FULL_EVERY_FOURTH_FROM_THE_FIRST:  # layers 0, 4, 8, ... are full
+        return layers - (layers + 3) // 4
     return layers
 
 
@@ -196,8 +203,15 @@ def _refuse_other_layer_types(config: Mapping[str, Any]) -> None:
 
 
 # Windows a family's config class sets when config.json omits the key: Olmo3Config's,
-# Cohere2Config's, Exaone4Config's and Dots1Config's 4,096.
-_DEFAULT_WINDOWS = {"olmo3": 4096, "cohere2": 4096, "exaone4": 4096, "dots1": 4096}
+# Cohere2Config's, Exaone4Config's and Dots1Config's 4,096, Granite's SWA variants' 128.
+_DEFAULT_WINDOWS = {
+    "olmo3": 4096,
+    "cohere2": 4096,
+    "exaone4": 4096,
+    "dots1": 4096,
+    "granite_swa": 128,
+    "granitemoe_swa": 128,
+}
 
 
 def _window_fields(config: Mapping[str, Any]) -> dict[str, Any]:

@@ -96,6 +96,11 @@ FAMILIES: dict[str, tuple[bool, bool]] = {
     # models/flex_olmo/modular_flex_olmo.py, models/granitemoe/modeling_granitemoe.py)
     "flex_olmo": (True, False),
     "granitemoe": (True, False),
+    # Granite's sliding-window variants: Llama's MLP, tied (granite_swa), and Granite MoE's
+    # experts, untied (granitemoe_swa); a shared MLP only where shared_intermediate_size is set,
+    # which the import refuses (transformers 5.25 models/granite_swa, models/granitemoe_swa)
+    "granite_swa": (True, True),
+    "granitemoe_swa": (True, False),
     "stablelm": (True, False),
     "phi": (False, False),
     "gpt_neox": (False, False),

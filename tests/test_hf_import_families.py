@@ -360,3 +360,29 @@ def test_flexolmo_and_granite_moe_experts_are_as_wide_as_the_mlp(
     embeddings = 2 * 1000 * 64
     assert model.total_params == embeddings + 2 * (attention + router + experts * expert)
     assert model.active_params == embeddings + 2 * (attention + router + top_k * expert)
+
+
+def test_granite_sliding_window_families_keep_layers_0_4_8_full() -> None:
+    # 10 layers: full at 0, 4 and 8 (i % 4 == 0), windows of 128 on the other 7, unless
+    # config.json lists layer_types; Granite MoE SWA's shared MLP is refused where it is set
+    base = {
+        "hidden_size": 64, "num_hidden_layers": 10, "intermediate_size": 128,
+        "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 1000,
+    }  # fmt: skip
+    dense = from_hf_config({**base, "model_type": "granite_swa"})
+    assert (dense.sliding_window, dense.sliding_window_layers, dense.tied_embeddings) == (
+        128,
+        7,
+        True,
+    )
+    listed = ["full_attention"] * 2 + ["sliding_attention"] * 8
+    assert (
+        from_hf_config(
+            {**base, "model_type": "granite_swa", "layer_types": listed}
+        ).sliding_window_layers
+        == 8
+    )
+    moe = {**base, "model_type": "granitemoe_swa", "num_local_experts": 8, "num_experts_per_tok": 2}
+    assert from_hf_config(moe).sliding_window_layers == 7
+    with pytest.raises(InvalidSpec, match="shared_intermediate_size"):
+        from_hf_config({**moe, "shared_intermediate_size": 256})
