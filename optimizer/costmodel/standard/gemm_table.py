@@ -17,18 +17,29 @@ install needs no scipy). Outside it:
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from functools import cache
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from models.presets import gemm_throughput
 
-if TYPE_CHECKING:
-    from optimizer.costmodel.standard.kernels import GemmPass
-
 Number = Any
 AXES = ("batch", "m", "n", "k")
+
+
+@dataclass(frozen=True)
+class GemmPass:
+    """One pass of one of a layer's GEMMs on one rank: `batch` independent GEMMs (an MoE
+    rank's local experts, as one grouped call) of a `rows x cols` output reduced over
+    `depth`, doing `share` of the layer's GEMM FLOPs: what the table is asked about."""
+
+    batch: Number
+    rows: Number
+    cols: Number
+    depth: Number
+    share: Number
 
 
 @cache

@@ -31,13 +31,13 @@ charges what shape and memory traffic take from it. Pure functions broadcasting 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from models.transformer import TransformerSpec
 from optimizer.costmodel.standard import gemm_table
+from optimizer.costmodel.standard.gemm_table import GemmPass
 
 Number = Any
 BF16_BYTES = 2
@@ -48,19 +48,6 @@ def wave_efficiency(rows: Number, cols: Number, sm_count: int, tile_m: int, tile
     tiles = np.ceil(rows / tile_m) * np.ceil(cols / tile_n)
     waves = np.ceil(tiles / sm_count)
     return tiles / (waves * sm_count)
-
-
-@dataclass(frozen=True)
-class GemmPass:
-    """One pass of one of a layer's GEMMs on one rank: `batch` independent GEMMs (an MoE
-    rank's local experts, as one grouped call) of a `rows x cols` output reduced over
-    `depth`, doing `share` of the layer's GEMM FLOPs."""
-
-    batch: Number
-    rows: Number
-    cols: Number
-    depth: Number
-    share: Number
 
 
 def gemm_passes(model: TransformerSpec, tokens: Number, tp: Number, ep: Number) -> list[GemmPass]:
