@@ -20,7 +20,6 @@ from tests.engine_cases import (
     PLATE,
     Case,
     _llama70b,
-    _llama70b_fp8,
     _mixtral,
     _plate,
     case_id,
@@ -385,32 +384,3 @@ def test_megatron_writes_which_layers_are_moe_where_the_hf_model_puts_them() -> 
         command_line(export(get_engine("megatron"), every, layout).text)
     )
     assert args.moe_layer_freq is None  # every layer MoE: Megatron's default
-
-
-def test_megatron_writes_multi_latent_attention_with_its_widths() -> None:
-    # DeepSeek-V3's MLA (arguments.py:3546-3557): without these flags Megatron-Core would build
-    # 128 ordinary heads of 7168 / 128 = 56
-    from tests.test_mla import deepseek_v3
-
-    job = _mixtral().model_copy(update={"model": deepseek_v3()})
-    layout = resolve_layout(Layout(tp=1, pp=4, ep=64, zero=1), job)
-    args = megatron_parser().parse_args(
-        command_line(export(get_engine("megatron"), job, layout).text)
-    )
-    assert args.multi_latent_attention and args.moe_grouped_gemm
-    widths = (args.q_lora_rank, args.kv_lora_rank, args.qk_head_dim, args.qk_pos_emb_head_dim)
-    assert widths == (1536, 512, 128, 64) and args.v_head_dim == 128
-    # a dense GQA model gets none of them
-    plain = megatron_parser().parse_args(
-        command_line(export(get_engine("megatron"), _llama70b(), Layout(tp=8, pp=4)).text)
-    )
-    assert not plain.multi_latent_attention and plain.kv_lora_rank is None
-
-
-def test_torchtitan_export_says_an_fp8_price_needs_a_float8_config() -> None:
-    layout = Layout(tp=8, pp=4, vpp=2, zero=3)
-    bf16 = export(get_engine("torchtitan"), _llama70b(), layout).text
-    fp8 = export(get_engine("torchtitan"), _llama70b_fp8(), layout).text
-    assert "Priced in FP8" in fp8 and "Priced in FP8" not in bf16
-    # the arguments themselves are the same
-    assert command_line(fp8) == command_line(bf16)

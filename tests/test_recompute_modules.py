@@ -10,15 +10,13 @@ from pydantic import ValidationError
 
 from models.errors import InvalidSpec
 from models.hardware import ClusterSpec
-from models.hf_config import from_hf_config
 from models.job import TrainingJob
-from models.layout import Layout, resolve_layout
-from models.presets import gpu_preset, model_preset, published_hf_configs
+from models.layout import Layout
+from models.presets import gpu_preset, model_preset
 from models.training import TrainingSpec
 from optimizer.costmodel import CostAssumptions, evaluate
 from optimizer.costmodel.standard.recompute_modules import module_drop
-from optimizer.engines import engine_assumptions, export, get_engine
-from tests.engine_cases import command_line, megatron_parser
+from optimizer.engines import engine_assumptions, get_engine
 from tests.test_mla import deepseek_v3
 
 # DeepSeek-V3 by hand: h 7168, 61 layers of which 58 MoE (8 routed + 1 shared expert of
@@ -180,57 +178,3 @@ def test_megatron_cores_experts_keep_no_output_for_the_combine() -> None:
     assert engine_assumptions(
         get_engine("generic"), CostAssumptions()
     ).moe_combine_saves_expert_outputs
-
-
-def export_body(engine: str, modules: list[str] | None) -> dict[str, object]:
-    body: dict[str, object] = {
-        "model": "llama3-70b",
-        "cluster": {"gpus": 1024, "gpu": "h100-sxm"},
-        "training": {"global_batch": 1024, "seq_len": 8192},
-        "layout": {"tp": 8, "pp": 4, "vpp": 5, "zero": 1, "recompute": "selective"},
-        "engine": engine,
-        "profile": "standard",
-    }
-    if modules is not None:
-        body["assumptions"] = {"selective_recompute_modules": modules}
-    return body
-
-
-def test_the_export_names_the_module_list_it_was_priced_with(api: TestClient) -> None:
-    # the default list is what --recompute-granularity selective alone runs: nothing added
-    plain = api.post("/v1/export", json=export_body("megatron", None)).json()["text"]
-    assert "--recompute-granularity selective" in plain and "--recompute-modules" not in plain
-    named = api.post("/v1/export", json=export_body("megatron", ["core_attn", "mlp"])).json()
-    args, _ = megatron_parser().parse_known_args(command_line(named["text"]))
-    assert args.recompute_modules == ["core_attn", "mlp"]
-    assert args.recompute_granularity == "selective"
-    bridge = api.post("/v1/export", json=export_body("nemo", ["core_attn", "mlp"])).json()
-    assert "model.recompute_modules=[core_attn,mlp]" in bridge["text"].splitlines()
-    # Bridge's recipes name their own lists: the default is written out, not left to them
-    default = api.post("/v1/export", json=export_body("nemo", None)).json()
-    assert "model.recompute_modules=[core_attn]" in default["text"].splitlines()
-    # evaluate's answer carries the same export
-    answer = api.post("/v1/evaluate", json=export_body("megatron", ["mlp"])).json()
-    assert "--recompute-modules mlp" in answer["export"]["text"]
-
-
-def test_exports_write_the_modules_that_apply_to_the_model(api: TestClient) -> None:
-    # an MoE model under the engines' list: all three; a dense one: Megatron's default alone
-    # (moe_act would be refused without grouped-GEMM experts, transformer_config.py:1964)
-    body = export_body("megatron", None) | {"model": "mixtral-8x7b"}
-    body["layout"] = {"pp": 4, "vpp": 2, "ep": 8, "zero": 1, "recompute": "selective"}
-    moe = api.post("/v1/export", json=body).json()["text"]
-    args, _ = megatron_parser().parse_known_args(command_line(moe))
-    assert args.recompute_modules == ["core_attn", "layernorm", "moe_act"]
-    # Megatron-Bridge runs GPT-OSS from its recipe: the same three written out
-    gpt_oss = from_hf_config(published_hf_configs()["gpt-oss-120b"]["config"])
-    oss_job = job().model_copy(update={"model": gpt_oss})
-    oss_layout = resolve_layout(Layout(pp=4, ep=8, zero=1, recompute="selective"), oss_job)
-    bridge = export(get_engine("nemo"), oss_job, oss_layout).text
-    assert "model.recompute_modules=[core_attn,layernorm,moe_act]" in bridge.splitlines()
-    # a module the model lacks is left out of the launch, as it is priced at nothing
-    named = export_body("megatron", ["core_attn", "mla_up_proj", "mlp"])
-    args, _ = megatron_parser().parse_known_args(
-        command_line(api.post("/v1/export", json=named).json()["text"])
-    )
-    assert args.recompute_modules == ["core_attn", "mlp"]

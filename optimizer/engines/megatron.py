@@ -115,8 +115,28 @@ def export(
         f"{layout.dp}, vpp {layout.vpp}, ep {layout.ep}, micro-batch {layout.micro_batch}, "
         f"ZeRO-{layout.zero}, recompute {layout.recompute.value}.\n"
         "# Data, tokenizer, learning-rate and checkpoint flags are yours to add.\n"
-    )
+    ) + _unwritten_attention(job)
     return Artefact("megatron", "megatron-args", "megatron_args.sh", header + body + "\n")
+
+
+def _unwritten_attention(job: TrainingJob) -> str:
+    """What the price counts of the model's attention that these flags do not set, said in
+    the header: the spec keeps how many layers window or chunk their attention, not which,
+    and Megatron-LM's --window-size and --window-attn-skip-freq name layers."""
+    m, lines = job.model, ""
+    if m.sliding_window is not None and m.windowed_layers:
+        lines += (
+            f"# Priced with {m.windowed_layers} of {m.num_layers} layers attending to a window of "
+            f"{m.sliding_window} tokens: add --window-size and --window-attn-skip-freq as the "
+            "model's config places them (not written here: the spec keeps their count, not "
+            "which layers), or every layer attends in full and runs slower than priced.\n"
+        )
+    if m.attention_chunk_size is not None and m.chunked_layers:
+        lines += (
+            f"# Priced with {m.chunked_layers} layers attending within chunks of "
+            f"{m.attention_chunk_size} tokens, which these flags do not set.\n"
+        )
+    return lines
 
 
 Pairs = list[tuple[str, str | None]]
