@@ -42,6 +42,9 @@ def test_mla_up_proj_frees_the_up_projected_heads_and_replays_their_matmuls() ->
     assert drop.replayed_matmul_share == pytest.approx(0.093173, rel=1e-4)
     # nothing else: both norm outputs and every activation output stay saved
     assert drop.kept_norm_outputs_feeding_gemms == pytest.approx(2.0)
+    # a model without latent attention has no up-projection to free or replay
+    plain = module_drop(model_preset("llama3-70b"), ["mla_up_proj"])
+    assert (plain.dropped_bytes_per_token, plain.replayed_matmul_share) == (0.0, 0.0)
 
 
 def test_layernorm_frees_only_the_norms_that_are_separate_modules() -> None:

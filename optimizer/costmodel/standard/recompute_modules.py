@@ -56,7 +56,8 @@ def module_drop(
     shared_gone = "shared_experts" in modules or whole_moe
     separate_norms = (1.0 if model.is_mla else 0.0) + share
     norms = 2 * h * separate_norms if "layernorm" in modules else 0.0
-    attention = 2 * (model.q_width + model.kv_width) if "mla_up_proj" in modules else 0.0
+    up_projected = "mla_up_proj" in modules and model.is_mla  # no up-projection without MLA
+    attention = 2 * (model.q_width + model.kv_width) if up_projected else 0.0
     # a dense MLP's checkpoint starts before its fused norm: the norm's output goes too
     dense_mlp = mlp_activation_bytes(model.ffn_hidden_size, model.gated_mlp) + 2 * h
     mlp = dense_share * dense_mlp if "mlp" in modules else 0.0
