@@ -266,14 +266,12 @@ def recompute_s(
     matmul's forward plus the whole forward of the elementwise kernels (norms, rotary, the
     MLP activation, residual adds), and no attention."""
     compute, forward = matmul + attention, forward_s(a, matmul, attention)
+    # the replayed matmuls' forward: a module list's beside the overhead, or op level's
+    replayed = replayed_matmul_share(job, a, k.recompute) * gemm / 3
     if a.selective_recompute_matmuls == "none":
-        # a module list's checkpointed matmuls run their forward again beside the overhead
         overhead = a.selective_recompute_time_overhead
-        replayed = replayed_matmul_share(job, a, k.recompute) * gemm / 3
         return tim.recompute_s(compute, k.recompute, overhead, forward) + replayed
-    op_level = replayed_matmul_share(job, a, k.recompute) * gemm / 3 + elementwise_s(
-        job, a, k, tokens, forward_only=True
-    )
+    op_level = replayed + elementwise_s(job, a, k, tokens, forward_only=True)
     full = tim.recompute_s(compute, k.recompute, 0.0, forward)
     return np.where(k.recompute == mem.RECOMPUTE_SELECTIVE, op_level, full)
 

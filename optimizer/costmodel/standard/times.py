@@ -7,6 +7,7 @@ one device.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -71,11 +72,16 @@ def attended_keys(
     return (full * s + windowed * local + chunked * in_chunks) / num_layers
 
 
-def chunked_squares(seq_len: int, chunk: int) -> int:
-    """Cells of the block-diagonal a chunked layer attends within: each whole chunk's c x c
-    square and the last, shorter one's."""
+def chunked_squares(seq_len: int, chunk: int) -> float:
+    """Cells of the block-diagonal a chunked layer attends within: each chunk's square."""
+    return over_chunks(seq_len, chunk, lambda c: c * c)
+
+
+def over_chunks(seq_len: int, chunk: int, cells: Callable[[int], float]) -> float:
+    """`cells(c)` summed over a sequence's chunks: each whole chunk's and the last, shorter
+    one's (a chunked layer's block-diagonal: its squares, or its causal triangles)."""
     whole, rest = divmod(seq_len, chunk)
-    return whole * chunk * chunk + rest * rest
+    return whole * cells(chunk) + cells(rest)
 
 
 def attention_work_share(
@@ -101,8 +107,7 @@ def attention_work_share(
         w = min(window, s)
         share += windowed * causal_fraction * (w * s - w * (w - 1) / 2) / triangle
     if chunk is not None and chunked:
-        whole, rest = divmod(s, chunk)
-        scores = whole * chunk * (chunk + 1) / 2 + rest * (rest + 1) / 2
+        scores = over_chunks(s, chunk, lambda c: c * (c + 1) / 2)
         share += chunked * causal_fraction * scores / triangle
     return share / num_layers
 
