@@ -16,12 +16,14 @@ torchtitan report it; the figure against the FP8 peak is reported beside it.
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import Any
 
 import numpy as np
 
 from models.errors import InvalidSpec
 from models.job import TrainingJob
+from models.transformer import TransformerSpec
 from optimizer.costmodel.assumptions import CostAssumptions
 from optimizer.costmodel.standard import memory as mem
 from optimizer.costmodel.standard.recompute_modules import module_drop
@@ -100,16 +102,20 @@ def fp8_saved_input_bytes_per_token(
     Zero unless the job trains in FP8 with `fp8_saved_inputs`."""
     if not is_fp8(job) or not a.fp8_saved_inputs:
         return 0.0
-    model = job.model
-    none = 2 * model.hidden_size + model.mlp_width_per_token - model.q_width
-    selective: float = -model.q_width
-    if a.selective_recompute_modules is not None:
-        kept = module_drop(model, a.selective_recompute_modules)
-        selective += (
-            kept.kept_norm_outputs_feeding_gemms * model.hidden_size + kept.kept_activation_width
-        )
+    model, modules = job.model, a.selective_recompute_modules
+    none = _fp8_halved_bytes_per_token(model, ())  # no module recomputed: all stay saved
+    selective = -model.q_width if modules is None else _fp8_halved_bytes_per_token(model, modules)
     return np.where(
         recompute == mem.RECOMPUTE_NONE,
         none,
         np.where(recompute == mem.RECOMPUTE_SELECTIVE, selective, 0.0),
     )
+
+
+def _fp8_halved_bytes_per_token(model: TransformerSpec, modules: Collection[str]) -> float:
+    """What FP8 takes off a layer's saved inputs while `modules` are recomputed: a byte a
+    value of the norm outputs GEMMs still read and of the activation outputs, less the
+    attention output's FP8 copy."""
+    kept = module_drop(model, modules)
+    halved = kept.kept_norm_outputs_feeding_gemms * model.hidden_size + kept.kept_activation_width
+    return halved - model.q_width
