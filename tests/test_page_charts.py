@@ -19,6 +19,7 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.remote.webdriver import WebDriver
 
+from optimizer.costmodel import standard, workshop
 from tests import test_page_browser as page_tests
 from tests.test_page_browser import choose, state, text, wait_for
 
@@ -139,7 +140,7 @@ def type_into(page: WebDriver, element_id: str, value: str) -> None:
 
 def show_case(page: WebDriver, base_url: str, case: str) -> None:
     """The page at the plate's job under the workshop or standard cost model, or Mixtral 8x7B
-    on 256 GPUs (standard) at a layout where each of the nine steps loses something."""
+    on 256 GPUs (standard) at a layout where each step of the waterfall loses something."""
     page.get(base_url + "/")
     wait_for(page, lambda: state(page) == "ready")
     if case == "moe":
@@ -151,7 +152,8 @@ def show_case(page: WebDriver, base_url: str, case: str) -> None:
         choose(page, "profile", "standard")
         settle(page)
     if case == "moe":
-        layout = (("pp", "4"), ("tp", "2"), ("cp", "2"), ("vpp", "2"), ("ep", "4"))
+        # ZeRO-0: each rank steps all its parameters, so the optimiser step shows too
+        layout = (("pp", "4"), ("tp", "2"), ("cp", "2"), ("vpp", "2"), ("ep", "4"), ("zero", "0"))
         for control, value in (*layout, ("recompute", "selective")):
             choose(page, control, value)
             settle(page)
@@ -159,7 +161,12 @@ def show_case(page: WebDriver, base_url: str, case: str) -> None:
     assert text(page, "request-error") == ""
 
 
-STEPS = {"workshop": 5, "standard": 9, "moe": 9}
+# every step of each profile's waterfall is a row of the page's table
+STEPS = {
+    "workshop": len(workshop.MFU_STEP_NAMES),
+    "standard": len(standard.MFU_STEP_NAMES),
+    "moe": len(standard.MFU_STEP_NAMES),
+}
 
 
 @pytest.mark.browser

@@ -146,8 +146,9 @@ def test_explanations_name_the_binding_rule_and_what_relaxing_it_buys() -> None:
     row = run_scenario(expand(spec)[0], run_settings(spec, scenario_request))
     assert row["status"] == "optimal" and row["binding"] == "memory_limit"
     assert row["binding_buys_mfu"] > 0
+    # three figures each rounded to 4 decimals: their sum may be off by 1.5e-4
     assert row["binding_relaxed_mfu"] == pytest.approx(
-        row["mfu"] + row["binding_buys_mfu"], abs=1e-4
+        row["mfu"] + row["binding_buys_mfu"], abs=1.5e-4 + 1e-12
     )
 
 

@@ -209,6 +209,11 @@ class EngineRuntime:
     # whether its MoE combine keeps each expert copy's output to weight it by its routing
     # probability (False: the experts' activation applies the probabilities)
     moe_combine_saves_expert_outputs: bool = True
+    # HBM bytes its optimiser step moves per parameter of the shard (None: the profile's
+    # default, Megatron-Core's FusedAdam step), and whether it zeroes a gradient buffer each
+    # step rather than freeing the gradients
+    optimizer_step_bytes_per_param: float | None = None
+    gradient_buffer_zeroed: bool = True
 
     def sync_for(self, zero: int) -> GradientSync | None:
         """The stage's synchronisation; None for a stage the engine does not offer."""

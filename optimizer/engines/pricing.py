@@ -82,6 +82,7 @@ def runtime_choices(engine: Engine) -> dict[str, object]:
         "fp8_params": engine.runtime.fp8_params,
         "selective_recompute_modules": _modules(engine.runtime.selective_recompute_modules),
         "moe_combine_saves_expert_outputs": engine.runtime.moe_combine_saves_expert_outputs,
+        "gradient_buffer_zeroed": engine.runtime.gradient_buffer_zeroed,
     }
     if exchange.overlaps_attention:
         values["cp_overlap_fraction"] = 1.0
@@ -89,6 +90,8 @@ def runtime_choices(engine: Engine) -> dict[str, object]:
         values["logits_bytes_per_value"] = engine.runtime.logits_bytes_per_value
     if engine.runtime.loss_bytes_per_logit is not None:
         values["loss_bytes_per_logit"] = engine.runtime.loss_bytes_per_logit
+    if engine.runtime.optimizer_step_bytes_per_param is not None:
+        values["optimizer_step_bytes_per_param"] = engine.runtime.optimizer_step_bytes_per_param
     if engine.runtime.zero3_overlap_fraction is not None:
         values["zero3_overlap_fraction"] = engine.runtime.zero3_overlap_fraction
     return values

@@ -202,6 +202,13 @@ TITAN_LOGITS_BYTES_PER_VALUE = (2 + 12) / TITAN_LOSS_CHUNKS
 # nll gradient written dense (4), log_softmax's backward (reads the gradient and its output,
 # writes one: 12) and the cast back (4 + 2). Chunking changes when, not how much.
 TITAN_LOSS_BYTES_PER_LOGIT = 6 + 8 + 4 + 12 + 6
+# The step: fused AdamW (optimizer.implementation "fused" by default, {TT}/components/
+# optimizer/optimizer.py:109-111) reads gradient, fp32 shard and moments and writes shard and
+# moments (28); the clip reads each gradient for the norm (4) and always rescales it (8:
+# torch.nn.utils.clip_grads_with_norm_, {TT}/distributed/utils.py:675). No master copy: the
+# shard is the master (zero3_fp32_shards). The shard's gradients are zeroed, not freed
+# (zero_grad(set_to_none=training.disable_cuda_graphs), False by default: {TT}/trainer.py:874).
+TITAN_OPTIMIZER_STEP_BYTES_PER_PARAM = 28 + 4 + 8
 
 RUNTIME = EngineRuntime(
     gradient_sync=(
@@ -276,6 +283,7 @@ RUNTIME = EngineRuntime(
     selective_recompute_matmuls="every_second",
     logits_bytes_per_value=TITAN_LOGITS_BYTES_PER_VALUE,
     loss_bytes_per_logit=TITAN_LOSS_BYTES_PER_LOGIT,
+    optimizer_step_bytes_per_param=TITAN_OPTIMIZER_STEP_BYTES_PER_PARAM,
     # compile is off unless a config turns it on (CompileConfig.enable False, 0.3.0 wheel
     # config/configs.py:291-293; the llama3 registry configs leave it): rotary runs through
     # fp32 complex numbers (models/common/rope.py:255-262) and SwiGLU as

@@ -64,7 +64,7 @@ def step_bound_s(tables: PlanTables, busy_units: int) -> float:
     `busy_units`, in seconds: the solver's objective at that busy time with each data-
     parallel term at its least (the fullest rank holds ceil(L / pp) layers at least)."""
     t, k = tables, FRACTION_SCALE
-    dp_step, dp_mb, zero3 = t.least_dp_units
+    dp_step, dp_mb, zero3, optimizer_step = t.least_dp_units
     slot = k * busy_units + k * t.p2p_units
     monotone = t.zero3_overlap_scaled <= k // 2 or min(zero3, dp_mb) == 0
     monotone = monotone and t.dp_overlap_scaled <= t.slots_scaled
@@ -74,4 +74,5 @@ def step_bound_s(tables: PlanTables, busy_units: int) -> float:
         exposed = max(k * k * dp_step - t.dp_overlap_scaled * slot, 0)
     else:
         exposed = 0
-    return (t.slots_scaled * slot + exposed) * TIME_UNIT_S / (k * k)
+    step = t.slots_scaled * slot + exposed + k * k * optimizer_step
+    return step * TIME_UNIT_S / (k * k)

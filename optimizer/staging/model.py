@@ -107,6 +107,9 @@ class StageModel:
             "dp_micro_batch", [rank.dp_micro_batch_units for rank in self.tables.ranks]
         )
         self.zero3 = self._slowest("zero3", [rank.zero3_units for rank in self.tables.ranks])
+        self.optimizer_step = self._slowest(
+            "optimizer_step", [rank.optimizer_units for rank in self.tables.ranks]
+        )
 
     def _slowest(self, name: str, by_rank: list[tuple[int, ...]]) -> cp_model.IntVar | int:
         """max over ranks of table_r[layers_r]. Ranks sharing a non-decreasing table (the
@@ -140,7 +143,8 @@ class StageModel:
 
     def add_step_objective(self) -> None:
         """step x FRACTION_SCALE^2 = slots x slot + the per-step sync left exposed, where
-        slot = busy + sends + ZeRO-3 and per-micro-batch sync beyond what hides under busy."""
+        slot = busy + sends + ZeRO-3 and per-micro-batch sync beyond what hides under busy,
+        then the slowest rank's optimiser step."""
         t, model, k = self.tables, self.model, FRACTION_SCALE
         top = MAX_OBJECTIVE // max(t.slots_scaled, 1)
         z3 = self._exposed(
@@ -154,7 +158,7 @@ class StageModel:
         dp = self._exposed(
             "dp_step_exposed", k * k * self.dp_step - t.dp_overlap_scaled * self.slot, MAX_OBJECTIVE
         )
-        self.step = t.slots_scaled * self.slot + dp
+        self.step = t.slots_scaled * self.slot + dp + k * k * self.optimizer_step
         model.minimize(self.step)
 
     def _exposed(self, name: str, expression: cp_model.LinearExprT, top: int) -> cp_model.IntVar:

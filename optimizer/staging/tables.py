@@ -27,14 +27,15 @@ MAX_OBJECTIVE = 2**60
 
 @dataclass(frozen=True)
 class RankTables:
-    """One rank's data: bytes per layer by mode, fixed bytes, and the data-parallel seconds
-    of its parameters by layer count (index = layers)."""
+    """One rank's data: bytes per layer by mode, fixed bytes, and the data-parallel and
+    optimiser-step seconds of its parameters by layer count (index = layers)."""
 
     layer_bytes: tuple[int, ...]  # by mode: state plus held activations, one layer
     fixed_bytes: int  # embedding or head state, logits
     dp_step_units: tuple[int, ...]
     dp_micro_batch_units: tuple[int, ...]
     zero3_units: tuple[int, ...]
+    optimizer_units: tuple[int, ...]
 
 
 @dataclass(frozen=True)
@@ -54,7 +55,8 @@ class PlanTables:
     dp_overlap_scaled: int
     ranks: tuple[RankTables, ...]
     memory_limit_bytes: int
-    least_dp_units: tuple[int, int, int]  # per step, per micro-batch, ZeRO-3: their least
+    # per step, per micro-batch, ZeRO-3, the optimiser step: their least
+    least_dp_units: tuple[int, int, int, int]
     rounding: float  # the largest relative rounding of a scaled fraction
 
 
@@ -92,13 +94,17 @@ def dp_tables(
     terms: sp.PlanTerms,
     rank: int,
     counts: np.ndarray | None = None,
-) -> tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]:
-    """(per step, per micro-batch, ZeRO-3) units of a rank by its layer count (index), or at
-    each of `counts`."""
+) -> tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...], tuple[int, ...]]:
+    """(per step, per micro-batch, ZeRO-3, optimiser step) units of a rank by its layer count
+    (index), or at each of `counts`."""
     if counts is None:
         counts = np.arange(job.model.num_layers + 1, dtype=float)
     # a rank holds at least one layer; index 0 is never chosen but must be a number
-    values = sp.rank_data_parallel_s(job, a, terms, rank, np.maximum(counts, 1))
+    held = np.maximum(counts, 1)
+    values = (
+        *sp.rank_data_parallel_s(job, a, terms, rank, held),
+        sp.rank_optimizer_step_s(job, a, terms, rank, held),
+    )
     return tuple(  # type: ignore[return-value]
         tuple(units(float(x)) for x in np.broadcast_to(v, counts.shape)) for v in values
     )
@@ -113,7 +119,7 @@ def rank_tables(a: CostAssumptions, terms: sp.PlanTerms, pp: int) -> tuple[RankT
     """Every rank's bytes; its data-parallel tables are left empty (`with_dp_tables` fills
     them: the bounds need none, and most layouts never reach the solver)."""
     layer_bytes, fixed = rank_bytes(a, terms, pp)
-    return tuple(RankTables(layer_bytes[r], fixed[r], (), (), ()) for r in range(pp))
+    return tuple(RankTables(layer_bytes[r], fixed[r], (), (), (), ()) for r in range(pp))
 
 
 def with_dp_tables(
@@ -125,8 +131,8 @@ def with_dp_tables(
     kinds = {r: dp_tables(job, a, terms, r) for r in rank_kinds(pp)}
     ranks = []
     for r, rank in enumerate(tables.ranks):
-        step, micro_batch, zero3 = kinds[r if r in (0, pp - 1) else 1]
-        ranks.append(RankTables(rank.layer_bytes, rank.fixed_bytes, step, micro_batch, zero3))
+        per_rank = kinds[r if r in (0, pp - 1) else 1]
+        ranks.append(RankTables(rank.layer_bytes, rank.fixed_bytes, *per_rank))
     return replace(tables, ranks=tuple(ranks))
 
 
@@ -139,12 +145,12 @@ def with_least_dp(
 
 def least_dp_units(
     job: TrainingJob, a: CostAssumptions, terms: sp.PlanTerms, pp: int
-) -> tuple[int, int, int]:
-    """Each data-parallel term's least over plans: the fullest rank holds ceil(L / pp)
+) -> tuple[int, int, int, int]:
+    """Each data-parallel term's (and the optimiser step's) least over plans: the fullest rank holds ceil(L / pp)
     layers at least, and no kind of rank syncs less at that count than the least of them."""
     most = np.asarray([float(-(-job.model.num_layers // pp))])
     kinds = [dp_tables(job, a, terms, r, most) for r in rank_kinds(pp)]
-    return tuple(min(kind[i][0] for kind in kinds) for i in range(3))  # type: ignore[return-value]
+    return tuple(min(kind[i][0] for kind in kinds) for i in range(4))  # type: ignore[return-value]
 
 
 def plan_tables(
@@ -176,7 +182,7 @@ def plan_tables(
         zero3_overlap_scaled=zero3_overlap,
         dp_overlap_scaled=dp_overlap,
         ranks=rank_tables(a, terms, pp),
-        least_dp_units=(0, 0, 0),
+        least_dp_units=(0, 0, 0, 0),
         memory_limit_bytes=int(math.floor(memory_limit_bytes)),
         rounding=max(slots_error, z_error, d_error),
     )

@@ -10,6 +10,7 @@ const INSET = 3; // around a value printed inside its bar
 const SIN45 = Math.SQRT1_2;
 const MAX_TURNED = 140; // a step name turned 45° is cut to this length (the table has it whole)
 const MFU_PLOT_HEIGHT = 228;
+const LEADING = 1; // between the lines of a wrapped step name, so that their boxes never touch
 
 const STEP_LABELS = {
   "kernel efficiency": "kernel efficiency",
@@ -77,7 +78,7 @@ function layOutMfu(measure, steps, { ticks, tick, line, bars }, shown) {
   box.right = names.width - PAD;
   const labelTop = box.bottom + tick.height / 2 + 2; // clear of the 0% tick
   const height = PAD + (names.lines
-    ? labelTop + Math.max(...names.lines.map((l) => l.length)) * line.height
+    ? labelTop + Math.max(...names.lines.map((l) => l.length)) * (line.height + LEADING)
     : labelTop + SIN45 * Math.max(...names.turned.map((t) => t.m.ascent + t.m.width + t.m.descent)));
   return { ...names, box, column: (names.width - PAD - box.left) / n, labelTop, height };
 }
@@ -132,7 +133,7 @@ function barTexts(bar, { barTop, lossTop, middle, barWidth }, box) {
 function nameTexts({ lines, turned, labelTop }, line, i, middle) {
   if (lines) {
     return lines[i].map((text, k) => svg("text", {
-      x: middle, y: labelTop + line.ascent + k * line.height, "text-anchor": "middle", class: "axis-label",
+      x: middle, y: labelTop + line.ascent + k * (line.height + LEADING), "text-anchor": "middle", class: "axis-label",
     }, text));
   }
   const t = turned[i].m;

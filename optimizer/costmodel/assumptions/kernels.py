@@ -151,6 +151,34 @@ class KernelAssumptions(BaseModel):
             "attention, Transformer Engine). Part of the elementwise term."
         ),
     )
+    optimizer_step_bytes_per_param: float = Field(
+        38.0,
+        ge=0,
+        le=1_000,
+        description=(
+            "HBM bytes the optimiser step moves per parameter of the rank's optimiser shard, "
+            "after the backward and before the next forward, charged at HBM bandwidth (profile "
+            "standard; 0 charges nothing). Default: Megatron-Core's distributed optimizer with "
+            "Transformer Engine's or Apex's FusedAdam: the gradient norm reads each fp32 "
+            "gradient (4; multi_tensor_l2norm), FusedAdam reads gradient, master, both moments "
+            "and writes master and moments (28), and the master is copied to the bf16 weight "
+            "(6) (NVIDIA/Megatron-LM@d98e8a6 megatron/core/optimizer/optimizer.py l.816-840, "
+            "clip_grads.py, distrib_optimizer.py l.2802-2850). The clip's rescale (8 more) "
+            "runs only when the norm exceeds clip_grad, so it is not counted. A gradient "
+            "buffer kept in bf16 is cast to fp32 first (read 2, write 4: distrib_optimizer.py "
+            "l.2792), added from gradient_bytes_per_param."
+        ),
+    )
+    gradient_buffer_zeroed: bool = Field(
+        True,
+        description=(
+            "Each step zeroes the rank's gradient buffer, writing its gradient bytes once "
+            "(Megatron-Core's contiguous buffer: param_and_grad_buffer.py grad_data.zero_(), "
+            "NVIDIA/Megatron-LM@d98e8a6 megatron/core/distributed/param_and_grad_buffer.py "
+            "l.1617-1623), part of the optimiser step's time. False where the gradients are "
+            "freed instead (torch's zero_grad(set_to_none=True), FSDP2's sharded gradients)."
+        ),
+    )
     fp8_cast_bytes_per_value: float = Field(
         4.0,
         ge=0,

@@ -48,6 +48,7 @@ MFU_STEP_NAMES = (
     "after expert all-to-all",
     "after pipeline sends",
     "after data-parallel communication",
+    "after optimizer step",
 )
 
 
@@ -215,6 +216,11 @@ def micro_batch_and_step_s(
     return zero3_exposed, dp_mb_exposed, per_mb, dp_exposed
 
 
+def step_s(slots: Number, per_mb: Number, dp_exposed: Number, optimizer_s: Number) -> Number:
+    """A step: its micro-batch slots, the exposed per-step sync, then the optimiser step."""
+    return slots * per_mb + dp_exposed + optimizer_s
+
+
 def step_waterfall(
     m: Number,
     slots: Number,
@@ -223,6 +229,7 @@ def step_waterfall(
     p2p: Number,
     per_mb: Number,
     dp_exposed: Number,
+    optimizer_s: Number,
     balanced: Number,
 ) -> tuple[Number, ...]:
     """Cumulative step times, one more effect charged at each MFU_STEP_NAMES step."""
@@ -236,7 +243,8 @@ def step_waterfall(
         slots * stage(*compute, "recompute", "tp_comm", "cp_comm"),
         slots * busy,
         slots * (busy + p2p),
-        slots * per_mb + dp_exposed,
+        step_s(slots, per_mb, dp_exposed, 0.0),
+        step_s(slots, per_mb, dp_exposed, optimizer_s),
     )
 
 
@@ -320,6 +328,7 @@ def breakdown(job: TrainingJob, a: CostAssumptions, k: Degrees) -> Breakdown:
     warmup = tim.warmup_micro_batches(k.pp, k.vpp, k.schedule, a.zero_bubble_weight_grad_fraction)
     p2p = rnk.p2p_s(job, a, k)
     dp_step_s, dp_mb_s, zero3_mb_s = data_parallel_s(job, a, k, layers)
+    optimizer_s = rnk.optimizer_step_s(job, a, k, layers)
 
     def stage(*parts: str) -> Number:
         return busiest_stage_s(layers, k.pp, sum(times[p] for p in parts), times["head"])
@@ -337,6 +346,7 @@ def breakdown(job: TrainingJob, a: CostAssumptions, k: Degrees) -> Breakdown:
         zero3_per_micro_batch=zero3_exposed,
         dp_comm_per_micro_batch=dp_mb_exposed,
         dp_comm_exposed=dp_exposed,
+        optimizer_step=optimizer_s,
     )
     return Breakdown(
         micro_batches=m,
@@ -344,7 +354,9 @@ def breakdown(job: TrainingJob, a: CostAssumptions, k: Degrees) -> Breakdown:
         valid=layers.valid,
         bubble=warmup / slots,
         layer_times_s=times,
-        step_times_s=step_waterfall(m, slots, stage, busy, p2p, per_mb, dp_exposed, balanced),
+        step_times_s=step_waterfall(
+            m, slots, stage, busy, p2p, per_mb, dp_exposed, optimizer_s, balanced
+        ),
         model_flops=model_flops,
         hardware_flops=hardware_flops,
         cluster_flop_s=job.cluster.gpus * gpu.peak_flop_s,

@@ -12,6 +12,7 @@ import numpy as np
 from models.job import TrainingJob
 from optimizer.costmodel.assumptions import CostAssumptions
 from optimizer.costmodel.standard import memory as mem
+from optimizer.costmodel.standard import ranks as rnk
 from optimizer.costmodel.standard import times as tim
 from optimizer.costmodel.standard.degrees import Degrees
 from optimizer.costmodel.standard.links import latency_s, link_bytes_s
@@ -26,10 +27,12 @@ def data_parallel_s(
     of data-parallel traffic: each rank syncs its own parameters, the step waits for the
     slowest (the first and last hold the embedding and head, a middle rank may hold more
     layers)."""
-    embedding = mem.embedding_params_per_device(job.model, k.tp, k.pp)
-    ends = rank_data_parallel_s(job, a, k, np.maximum(layers.first, layers.last), embedding)
-    # with pp <= 2 no middle rank exists: the first's layers without the embedding stand in
-    middle = rank_data_parallel_s(job, a, k, np.where(k.pp > 2, layers.middle, layers.first), 0.0)
+    ends, middle = rnk.over_pipeline_ranks(
+        job,
+        k,
+        layers,
+        lambda n_layers, embedding: rank_data_parallel_s(job, a, k, n_layers, embedding),
+    )
     return tuple(np.maximum(e, m) for e, m in zip(ends, middle, strict=True))  # type: ignore[return-value]
 
 

@@ -222,6 +222,21 @@ class StageMemory:
         return self.weights + self.gradients + self.optimizer + self.activations
 
 
+def sharded_params(
+    dense_params: Number,
+    expert_params: Number,
+    zero: Number,
+    from_stage: int,
+    shard_group: Number,
+    expert_shard_group: Number,
+) -> Number:
+    """Parameters whose state a rank keeps, where ZeRO shards that state from stage
+    `from_stage` on: the dense ones over the data-parallel group, the experts over theirs."""
+    on = zero >= from_stage
+    dense = dense_params / np.where(on, shard_group, 1)
+    return dense + expert_params / np.where(on, expert_shard_group, 1)
+
+
 def state_bytes(
     dense_params: Number,
     expert_params: Number,
@@ -239,10 +254,10 @@ def state_bytes(
     weights hold 4 bytes a parameter and the optimiser state 4 fewer."""
 
     def sharded(bytes_per_param: Number, from_stage: int) -> Number:
-        on = zero >= from_stage
-        dense = dense_params / np.where(on, shard_group, 1)
-        experts = expert_params / np.where(on, expert_shard_group, 1)
-        return bytes_per_param * (dense + experts)
+        kept = sharded_params(
+            dense_params, expert_params, zero, from_stage, shard_group, expert_shard_group
+        )
+        return bytes_per_param * kept
 
     master_in_shard = np.where(fp32_shards & (zero >= 3), FP32_BYTES - BF16_BYTES, 0.0)
     weights = copies * sharded(BF16_BYTES + master_in_shard, 3)

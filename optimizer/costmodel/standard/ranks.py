@@ -6,6 +6,7 @@ functions (stage_plans.py)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -109,6 +110,54 @@ def rank_state_bytes(
         a.optimizer_bytes_per_param,
         a.zero3_fp32_shards,
     )
+
+
+def rank_optimizer_step_s(
+    job: TrainingJob, a: CostAssumptions, k: Degrees, dense_params: Number, expert_params: Number
+) -> Number:
+    """Seconds the optimiser step of a rank holding these parameters takes at HBM bandwidth:
+    `optimizer_step_bytes_per_param` over its optimiser shard (with a bf16 gradient's cast
+    to fp32), and the zeroing of its gradient buffer where the engine zeroes it. Memory-bound
+    and outside the pipeline: nothing hides it (docs/cost-model.md, "The optimiser step")."""
+    bandwidth = job.cluster.gpu.memory_bandwidth_bytes_s
+    if bandwidth is None:
+        return 0.0
+    group = k.dp * k.cp
+    shard = mem.sharded_params(dense_params, expert_params, k.zero, 1, group, group / k.ep)
+    gradient = a.gradient_bytes_per_param
+    cast = gradient + mem.FP32_BYTES if gradient < mem.FP32_BYTES else 0.0
+    _, gradients, _ = rank_state_bytes(a, k, dense_params, expert_params)
+    zeroed = gradients if a.gradient_buffer_zeroed else 0.0
+    return (shard * (a.optimizer_step_bytes_per_param + cast) + zeroed) / bandwidth
+
+
+def over_pipeline_ranks(
+    job: TrainingJob,
+    k: Degrees,
+    layers: mem.StageLayers,
+    rank_s: Callable[[Number, Number], Any],
+) -> tuple[Any, Any]:
+    """`rank_s(layers, embedding parameters)` of the ranks that may hold the most parameters:
+    an end (the first's or last's layers, with its share of the embedding or head) and a
+    middle rank; with pp <= 2 there is none, and the first's layers without the embedding
+    stand in. The step waits for the slowest."""
+    embedding = mem.embedding_params_per_device(job.model, k.tp, k.pp)
+    ends = rank_s(np.maximum(layers.first, layers.last), embedding)
+    middle = rank_s(np.where(k.pp > 2, layers.middle, layers.first), 0.0)
+    return ends, middle
+
+
+def optimizer_step_s(
+    job: TrainingJob, a: CostAssumptions, k: Degrees, layers: mem.StageLayers
+) -> Number:
+    """The slowest rank's optimiser step (rank_optimizer_step_s)."""
+    dense = mem.dense_params_per_layer_per_device(job.model, k.tp)
+    experts = mem.expert_params_per_layer_per_device(job.model, k.tp, k.ep)
+
+    def rank_s(n_layers: Number, embedding: Number) -> Number:
+        return rank_optimizer_step_s(job, a, k, n_layers * dense + embedding, n_layers * experts)
+
+    return np.maximum(*over_pipeline_ranks(job, k, layers, rank_s))
 
 
 def rank_memory(

@@ -129,6 +129,17 @@ def rank_data_parallel_s(
     return dpl.rank_data_parallel_s(job, a, k, layers, embedding)
 
 
+def rank_optimizer_step_s(
+    job: TrainingJob, a: CostAssumptions, terms: PlanTerms, rank: int, layers: Number
+) -> Number:
+    """The rank's optimiser step over its own parameters; recompute does not change it."""
+    k = mode_degrees(terms, 0)
+    embedding = rank_embedding_params(terms, int(k.pp), rank)
+    dense = layers * mem.dense_params_per_layer_per_device(job.model, k.tp) + embedding
+    experts = layers * mem.expert_params_per_layer_per_device(job.model, k.tp, k.ep)
+    return rnk.rank_optimizer_step_s(job, a, k, dense, experts)
+
+
 @dataclass(frozen=True)
 class PlanPrice:
     """A stage plan's figures: per rank, then the step."""
@@ -164,7 +175,8 @@ def price_plan_terms(
     _, _, per_mb, dp_exposed = brk.micro_batch_and_step_s(
         a, busy, terms.p2p_s, zero3, dp_mb, dp_step
     )
-    step_s = float(terms.slots * per_mb + dp_exposed)
+    optimizer_s = max(float(rank_optimizer_step_s(job, a, terms, r, n)) for r, n, _ in ranks)
+    step_s = float(brk.step_s(terms.slots, per_mb, dp_exposed, optimizer_s))
     extra = sum(n * float(terms.extra_flops_per_layer[mode]) for _, n, mode in ranks)
     return PlanPrice(
         rank_memory=memory,
@@ -204,9 +216,14 @@ def step_lower_bounds_s(job: TrainingJob, a: CostAssumptions, grid: LayoutGrid) 
     most_layers = np.ceil(L / k.pp)
     dp_step, dp_mb, zero3 = dpl.rank_data_parallel_s(job, a, k, most_layers, 0.0)
     _, _, per_mb, dp_exposed = brk.micro_batch_and_step_s(a, busy, p2p, zero3, dp_mb, dp_step)
+    # the busiest rank holds at least most_layers layers' parameters, so steps at least this
+    dense = most_layers * mem.dense_params_per_layer_per_device(job.model, k.tp)
+    experts = most_layers * mem.expert_params_per_layer_per_device(job.model, k.tp, k.ep)
+    optimizer_s = rnk.rank_optimizer_step_s(job, a, k, dense, experts)
     monotone = (a.zero3_overlap_fraction <= 0.5) | (np.minimum(zero3, dp_mb) == 0)
     monotone &= a.dp_overlap_microbatches <= slots
-    return np.where(monotone, slots * per_mb + dp_exposed, slots * (busy + p2p))
+    exposed = np.asarray(brk.step_s(slots, per_mb, dp_exposed, optimizer_s))
+    return np.where(monotone, exposed, brk.step_s(slots, busy + p2p, 0.0, optimizer_s))
 
 
 def exact_split(num_layers: int, pp: np.ndarray, vpp: np.ndarray) -> np.ndarray:
