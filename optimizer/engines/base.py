@@ -214,6 +214,10 @@ class EngineRuntime:
     # step rather than freeing the gradients
     optimizer_step_bytes_per_param: float | None = None
     gradient_buffer_zeroed: bool = True
+    # whether its ZeRO-3 gathers again in a replayed forward, and the reuse distance within
+    # which it keeps a gathered parameter (None: it releases each after use)
+    zero3_recompute_regathers: bool = False
+    zero3_reuse_distance_params: float | None = None
 
     def sync_for(self, zero: int) -> GradientSync | None:
         """The stage's synchronisation; None for a stage the engine does not offer."""

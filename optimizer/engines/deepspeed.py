@@ -144,6 +144,12 @@ RUNTIME = EngineRuntime(
     # submodule (deepspeedai/DeepSpeed@edaa72212 deepspeed/runtime/zero/
     # partitioned_param_coordinator.py:310-315, 582-609)
     zero3_gather_unit="module",
+    # each submodule's forward hook fetches its parameters, so a checkpointed layer's replay
+    # gathers them again; a parameter reused within stage3_max_reuse_distance (1e9 by
+    # default, {RT}/zero/config.py:244) is kept, not released
+    # ({RT}/zero/partitioned_param_coordinator.py:634-663)
+    zero3_recompute_regathers=True,
+    zero3_reuse_distance_params=1e9,
     gradient_sync=(
         sync(
             0,

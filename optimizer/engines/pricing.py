@@ -83,6 +83,8 @@ def runtime_choices(engine: Engine) -> dict[str, object]:
         "selective_recompute_modules": _modules(engine.runtime.selective_recompute_modules),
         "moe_combine_saves_expert_outputs": engine.runtime.moe_combine_saves_expert_outputs,
         "gradient_buffer_zeroed": engine.runtime.gradient_buffer_zeroed,
+        "zero3_recompute_regathers": engine.runtime.zero3_recompute_regathers,
+        "zero3_reuse_distance_params": engine.runtime.zero3_reuse_distance_params,
     }
     if exchange.overlaps_attention:
         values["cp_overlap_fraction"] = 1.0

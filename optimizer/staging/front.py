@@ -75,6 +75,19 @@ def recompute_per_stage(engine: str | None, requested: bool | None) -> bool:
     return PLAN_ENGINES[name] if requested is None else requested
 
 
+def refuse_mode_dependent_traffic(problem: SearchProblem, a: CostAssumptions) -> None:
+    """The stage search looks each rank's data-parallel traffic up by its layer count alone:
+    a ZeRO-3 whose replayed forward gathers again would make it depend on the rank's
+    recompute mode too."""
+    if a.zero3_recompute_regathers and 3 in problem.knobs["zero"]:
+        raise InvalidSpec(
+            "stage plans price each rank's ZeRO-3 gathers once whatever its recompute, and "
+            "zero3_recompute_regathers makes them depend on it: search zero_stages up to 2, "
+            "or leave the assumption unset",
+            "assumptions.zero3_recompute_regathers",
+        )
+
+
 def searchable_rows(priced: PricedSpace, masks: dict[str, np.ndarray]) -> np.ndarray:
     """Rows with figures that every rule but memory and the layer split allows (a plan
     chooses the split, and is held to memory rank by rank)."""
@@ -221,6 +234,7 @@ def search_stage_plans(
     start = time.perf_counter()
     job = problem.job
     uniform = not recompute_per_stage(engine, per_stage_recompute)
+    refuse_mode_dependent_traffic(problem, a)
     problem = narrowed(problem)
     stop = stop or StopSignal()
     deadline = start + time_limit_s

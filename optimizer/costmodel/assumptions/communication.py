@@ -170,6 +170,35 @@ class CommunicationAssumptions(BaseModel):
         "synchronisation, V100; UNVERIFIED on A100), a lower bound on a copy_ through "
         "PyTorch's dispatcher.",
     )
+    zero3_recompute_regathers: bool = Field(
+        False,
+        description=(
+            "Under full recompute, the replayed forward all-gathers each layer's parameters "
+            "again: DeepSpeed hooks every submodule's forward, which fetches its parameters and "
+            "releases them after (deepspeedai/DeepSpeed@adac058ac deepspeed/runtime/zero/"
+            "stage3.py l.1078-1183), and the checkpointed layer replays those forwards in "
+            "backward, after the first forward released them. False where the replay finds them "
+            "held: FSDP2's pre-forward hook skips the unshard in backward ('the pre-backward "
+            "hook is responsible for the unshard', torch/distributed/fsdp/_fully_shard/"
+            "_fsdp_state.py, _pre_forward)."
+        ),
+    )
+    zero3_reuse_distance_params: float | None = Field(
+        None,
+        ge=0,
+        le=1e13,
+        description=(
+            "ZeRO-3 keeps a gathered parameter instead of releasing it when its next use comes "
+            "before this many parameters are used in between (DeepSpeed's "
+            "stage3_max_reuse_distance, 1e9 by default: deepspeedai/DeepSpeed@edaa72212 "
+            "deepspeed/runtime/zero/config.py l.244, partitioned_param_coordinator.py "
+            "l.634-663; the same rule at adac058ac stage3.py l.222-271, 464-470). So the "
+            "backward gathers again only what was released: after the forward, all but the "
+            "stage's last R/2 parameters (each one's reuse waits on the forward and backward "
+            "of those after it); after a replayed layer, each module whose later modules "
+            "number more than R/2 parameters. None: every gather is released (FSDP)."
+        ),
+    )
     zero3_gather_unit: Literal["layer", "module"] = Field(
         "layer",
         description=(

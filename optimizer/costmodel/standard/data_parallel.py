@@ -84,13 +84,15 @@ def rank_data_parallel_s(
         )
         return np.where(volumes > 0, moved_s(volumes, bucket * mem.BF16_BYTES) + latency, 0.0)
 
-    # ZeRO-3 gathers each layer's parameters before forward and backward, and scatters
-    # its gradients after: a layer's parameters split over its gathers' messages
+    # ZeRO-3 gathers each layer's parameters before forward and backward (and a replayed
+    # forward), and scatters its gradients after: a layer's parameters split over its
+    # gathers' messages
     gather_message = layer_params * mem.BF16_BYTES
     gathers, scatters = zero3_collectives_per_layer(model, a)
-    per_layer = tim.ZERO3_GATHER_PASSES * gathers + scatters  # collectives a micro-batch
+    passes, gather_rounds = zero3_gather_passes(model, a, k, dense + experts)
+    per_layer = gather_rounds * gathers + scatters  # collectives a micro-batch
     zero3_s = (
-        moved_s(tim.ZERO3_PASSES_PER_MICRO_BATCH, gather_message / gathers)
+        moved_s(passes + 1, gather_message / gathers)
         + n_layers * latency_s(job, a, group, span, per_layer)
         + n_layers * per_layer * group * a.zero3_copy_per_rank_s  # list copies, one a rank
     )
@@ -100,6 +102,51 @@ def rank_data_parallel_s(
         synced_s(per_micro_batch, 1),
         np.where(zero3, zero3_s, 0.0),
     )
+
+
+def zero3_gather_passes(
+    model: Any, a: CostAssumptions, k: Degrees, stage_params: Number
+) -> tuple[Number, Number]:
+    """(passes of the rank's parameters ZeRO-3 all-gathers a micro-batch, rounds of a layer's
+    gathers): the forward's, then what the backward finds released; under full recompute,
+    where the engine's replayed forward gathers again (zero3_recompute_regathers), the
+    replay's, and the backward then gathers what the replay released. With a reuse distance
+    R (zero3_reuse_distance_params) a parameter is released only when more than R others
+    are used before its next use: after the forward, that spares the stage's last R / 2 of
+    `stage_params` (tp-local, as DeepSpeed counts numel); after a replayed layer, its later
+    modules (docs/cost-model.md, "ZeRO-3 / FSDP")."""
+    reuse = a.zero3_reuse_distance_params
+    if reuse is None:
+        after_forward: Number = 1.0
+    else:
+        after_forward = np.clip(1 - reuse / (2 * np.maximum(stage_params, 1.0)), 0.0, 1.0)
+    after_replay, replay_rounds = replayed_layer_released(model, k.tp, reuse)
+    replayed = a.zero3_recompute_regathers & (np.asarray(k.recompute) == mem.RECOMPUTE_FULL)
+    passes = 1 + after_forward + np.where(replayed, after_replay, 0.0)
+    rounds = 1 + after_forward + np.where(replayed, replay_rounds, 0.0)
+    return passes, rounds
+
+
+def replayed_layer_released(model: Any, tp: Number, reuse: float | None) -> tuple[Number, Number]:
+    """(share of a layer's parameters, share of its modules) that a replayed forward releases
+    before their backward: a module whose next use (its backward) waits on the forward and
+    backward of the modules after it, twice their parameters, at least R of them. Modules in
+    forward order: Q, K and V, the output projection, the MLP's input matrices, its output
+    matrix (MoE layers taken at the dense shape)."""
+    if reuse is None:
+        return 1.0, 1.0
+    h, f = model.hidden_size, model.ffn_hidden_size
+    output = model.q_width * h
+    sizes = [
+        model.attention_params_per_layer - output,
+        output,
+        (model.mlp_matrices - 1) * h * f,
+        h * f,
+    ]
+    after = np.cumsum([0, *sizes[:0:-1]])[::-1]  # parameters of the modules after each
+    released = [np.where(2 * later / tp >= reuse, 1.0, 0.0) for later in after]
+    share = sum(r * size for r, size in zip(released, sizes, strict=True)) / sum(sizes)
+    return share, sum(released) / len(sizes)
 
 
 # Parameterised submodules of a layer besides its MLP matrices: two norms, Q, K, V, output.

@@ -120,11 +120,12 @@ def rank_memory(
 
 
 def rank_data_parallel_s(
-    job: TrainingJob, a: CostAssumptions, terms: PlanTerms, rank: int, layers: Number
+    job: TrainingJob, a: CostAssumptions, terms: PlanTerms, rank: int, layers: Number, mode: int = 0
 ) -> tuple[Number, Number, Number]:
     """(per step, per micro-batch sync, per micro-batch ZeRO-3) seconds of the rank's own
-    parameters; recompute does not change them."""
-    k = mode_degrees(terms, 0)
+    parameters at its recompute mode, which changes them only where a replayed forward
+    gathers again (zero3_recompute_regathers)."""
+    k = mode_degrees(terms, mode)
     embedding = rank_embedding_params(terms, int(k.pp), rank)
     return dpl.rank_data_parallel_s(job, a, k, layers, embedding)
 
@@ -169,7 +170,7 @@ def price_plan_terms(
     ranks = list(zip(range(pp), plan.layers, modes, strict=True))
     times = [float(rank_time_s(terms, pp, r, n, mode)) for r, n, mode in ranks]
     memory = tuple(rank_memory(terms, a, r, n, mode) for r, n, mode in ranks)
-    traffic = [rank_data_parallel_s(job, a, terms, r, n) for r, n, _ in ranks]
+    traffic = [rank_data_parallel_s(job, a, terms, r, n, mode) for r, n, mode in ranks]
     dp_step, dp_mb, zero3 = (max(float(t[i]) for t in traffic) for i in range(3))
     busy = max(times)
     _, _, per_mb, dp_exposed = brk.micro_batch_and_step_s(

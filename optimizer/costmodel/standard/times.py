@@ -35,8 +35,6 @@ MOE_ALL_TO_ALLS_PER_LAYER = 4
 # micro-batch, an all-gather of the weights before forward and again before backward and a
 # reduce-scatter of the gradients after.
 GRAD_SYNC_PASSES = 2
-ZERO3_GATHER_PASSES = 2
-ZERO3_PASSES_PER_MICRO_BATCH = ZERO3_GATHER_PASSES + 1  # and the gradients' reduce-scatter
 # Megatron-LM TP with sequence parallelism: two all-gathers and two reduce-scatters per layer
 # forward and backward, the same bytes as the workshop's four all-reduces.
 TP_COLLECTIVES_PER_LAYER = 4
