@@ -136,6 +136,7 @@ def optimize(
         relaxations=explained.relaxations,
         choices=explained.choices,
         explanations_complete=complete,
+        explained=explain and status != "unknown",
     )
 
 

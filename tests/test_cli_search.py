@@ -207,8 +207,11 @@ def test_unfinished_explanations_do_not_read_as_nothing_binds() -> None:
     assert "  - nothing we can relax" in finished and "none found before" not in finished
     assert "  - none found before the time limit" in cut and "nothing we can relax" not in cut
     unexplained = optimize(plate_job(1024, "llama3-8b"), SearchSpace(), "workshop", explain=False)
-    assert not unexplained.explanations_complete
+    assert not unexplained.explanations_complete and not unexplained.explained
     assert optimize_out(result).model_dump()["explanations_complete"] is True
+    # explanations turned off are not explanations cut short
+    off = optimize_text(optimize_out(unexplained))
+    assert "  - not worked out: explanations off" in off and "time limit" not in off
 
 
 def test_a_search_cut_short_before_any_layout_claims_nothing(

@@ -240,5 +240,6 @@ def test_explain_false_answers_the_layout_alone(
     assert full["binding"] and full["relaxations"]
     assert (bare["binding"], bare["relaxations"], bare["choices"]) == ([], [], [])
     assert bare["explanations_complete"] is False  # nothing was worked out, so none claimed
+    assert (bare["explained"], full["explained"]) == (False, True)
     status, out, _ = run(["optimize", *PLATE_SEARCH, "--no-explain", "--json"], capsys)
     assert status == 0 and json.loads(out)["relaxations"] == []

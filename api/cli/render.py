@@ -119,6 +119,8 @@ def optimize_text(answer: OptimizeOut) -> str:
     lines.append("what holds it back (the best without each rule; not layouts to use)")
     complete = answer.explanations_complete
     nothing = "nothing we can relax" if complete else "none found before the time limit"
+    if not answer.explained:
+        nothing = "not worked out: explanations off (--no-explain, explain: false)"
     lines += [f"  - {b.description}" for b in answer.binding] or [f"  - {nothing}"]
     idle = [r.name for r in answer.relaxations if not r.binds]
     if idle:

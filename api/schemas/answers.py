@@ -263,6 +263,13 @@ class OptimizeOut(BaseModel):
         description="Every relaxation, choice or conflict was worked out within the time limit; "
         "only then does an empty `binding` mean that nothing holds the optimum back.",
     )
+    explained: bool = Field(
+        True,
+        description="Whether explanations were worked out: false when the request said "
+        "explain: false (or no layout came back to explain), so `binding`, `relaxations`, "
+        "`choices` and `conflict` are empty because they were not asked for, not because "
+        "nothing binds.",
+    )
 
 
 class ParetoOut(BaseModel):
@@ -309,6 +316,7 @@ def optimize_out(result: OptimizeResult) -> OptimizeOut:
         ],
         choices=[choice_out(choice) for choice in result.choices],
         explanations_complete=result.explanations_complete,
+        explained=result.explained,
     )
 
 
