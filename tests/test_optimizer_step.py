@@ -102,3 +102,7 @@ def test_a_gpu_without_a_memory_bandwidth_charges_no_step() -> None:
     unknown = job().model_copy(update={"cluster": ClusterSpec(gpus=8, gpu=bare, gpus_per_node=8)})
     estimate = evaluate(unknown, layout(), "standard", CostAssumptions())
     assert estimate.times_s["optimizer_step"] == 0
+    # and the answer says what that leaves out
+    assert any("no memory_bandwidth_gb_s" in warning for warning in estimate.warnings)
+    priced = evaluate(job(), layout(), "standard", CostAssumptions())
+    assert not any("memory_bandwidth_gb_s" in warning for warning in priced.warnings)

@@ -78,8 +78,20 @@ def standard_warnings(job: TrainingJob, layout: Layout) -> list[str]:
     """The engine warnings, judged against the NVLink domain rather than the node."""
     cluster = job.cluster.model_copy(update={"gpus_per_node": job.cluster.nvlink_domain_size})
     warnings = engine_warnings(job.model_copy(update={"cluster": cluster}), layout)
-    warnings += cluster_warnings(job)
+    warnings += cluster_warnings(job) + bandwidth_warning(job)
     return warnings + straddle_warnings(job, layout) + uneven_stage_warning(job, layout)
+
+
+def bandwidth_warning(job: TrainingJob) -> list[str]:
+    """A GPU given without its HBM bandwidth prices no memory-bound kernel: say so, rather
+    than let an optimistic figure pass for a whole one."""
+    if job.cluster.gpu.memory_bandwidth_gb_s is not None:
+        return []
+    return [
+        "cluster.gpu gives no memory_bandwidth_gb_s: the memory-bound kernels (norms, "
+        "activations, rotary, the loss, the optimiser step) are not priced, so the step is "
+        "optimistic; give the GPU's HBM bandwidth for a whole price"
+    ]
 
 
 def straddle_warnings(job: TrainingJob, layout: Layout) -> list[str]:
