@@ -230,9 +230,11 @@ def test_gpu_specs_of_rows_carry_their_source() -> None:
 # latency (70B on 2,048: +1.2 -> +0.5; Nemotron-4 15B on 2,048: +4.7 -> +0.8); 4.21 (max
 # 21.49, GPT-OSS on GB200) once each GEMM pass was priced at its shape's measured throughput on
 # H100 and B200 (XLA's table; "GEMMs by shape": Megatron-Core's 1.7B +10.7 -> +8.8, NeMo
-# 24.09's GPT-3 175B rows -2.3..-3.4).
-MEAN_ABS_ERROR_BOUND = 0.0471
-MAX_ABS_ERROR_BOUND = 0.2199
+# 24.09's GPT-3 175B rows -2.3..-3.4); 3.97 (max 20.78) once the optimiser step was priced
+# (4.15 -> 4.09: Korthikanti's 22B on 8 A100s +3.7 -> +1.3) and DeepSpeed's ZeRO-3 gathered
+# again in full recompute's replay (4.09 -> 3.97: SC21's six rows +2.4..+9.2).
+MEAN_ABS_ERROR_BOUND = 0.0447
+MAX_ABS_ERROR_BOUND = 0.2128
 # peak memory over the priced rows: 9.2% mean absolute error over 7 (15.6% over 6 before
 # Transformer Engine's FP8-saved GEMM inputs were priced and the three FP8 SFT rows took their
 # recipe's bf16 gradients; 19.7% before that; the VPP 10 memory-only row, +10%, joined), bound 9.7%
