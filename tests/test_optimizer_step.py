@@ -106,3 +106,21 @@ def test_a_gpu_without_a_memory_bandwidth_charges_no_step() -> None:
     assert any("no memory_bandwidth_gb_s" in warning for warning in estimate.warnings)
     priced = evaluate(job(), layout(), "standard", CostAssumptions())
     assert not any("memory_bandwidth_gb_s" in warning for warning in priced.warnings)
+
+
+@pytest.mark.parametrize("engine", ["generic", "megatron", "torchtitan"])
+def test_sharding_never_lengthens_the_step_it_prices(engine: str) -> None:
+    # more data-parallel ranks or a higher ZeRO stage shard the optimiser state finer: the
+    # rank steps fewer parameters (the gradient buffer it zeroes shrinks only from ZeRO-2);
+    # without ZeRO every rank steps all of them, however many there are
+    priced = engine_assumptions(get_engine(engine), CostAssumptions())
+    stages = (3,) if engine == "torchtitan" else (0, 1)
+    for zero in stages:
+        few, many = (
+            evaluate(job(gpus), layout(zero=zero), "standard", priced).times_s["optimizer_step"]
+            for gpus in (8, 64)
+        )
+        assert 0 < many < few if zero else many == few
+    if engine != "torchtitan":
+        unsharded, sharded = (optimizer_step_s(layout(zero=zero), priced) for zero in (0, 1))
+        assert sharded < unsharded

@@ -35,9 +35,9 @@ DEEPSPEED = engine_assumptions(get_engine("deepspeed"), CostAssumptions())
 FSDP = engine_assumptions(get_engine("torchtitan"), CostAssumptions())
 
 
-def degrees(recompute: int) -> Degrees:
+def degrees(recompute: int, tp: int = 1) -> Degrees:
     one = 1
-    return Degrees(one, one, one, one, one, one, 3, recompute, 0, one, one, one, one, one)
+    return Degrees(tp, one, one, one, one, one, 3, recompute, 0, one, tp, one, one, one)
 
 
 def test_a_replayed_175b_layer_releases_all_but_its_last_matrix() -> None:
@@ -96,3 +96,14 @@ def test_stage_plans_price_each_rank_at_its_mode_and_the_search_refuses() -> Non
     costs = costs.model_copy(update={"zero3_recompute_regathers": True})
     with pytest.raises(InvalidSpec, match="zero3_recompute_regathers"):
         search_stage_plans(problem, costs)
+
+
+@pytest.mark.parametrize("tp", [1, 2, 8])
+def test_the_replay_never_gathers_less(tp: int) -> None:
+    # the replay's gather takes the place of the backward's and adds what it then releases:
+    # never fewer passes than without it, and as many once every module is within the distance
+    stage = GPT3.total_params / tp
+    full = dpl.zero3_gather_passes(GPT3, DEEPSPEED, degrees(mem.RECOMPUTE_FULL, tp), stage)
+    none = dpl.zero3_gather_passes(GPT3, DEEPSPEED, degrees(mem.RECOMPUTE_NONE, tp), stage)
+    released, _ = dpl.replayed_layer_released(GPT3, tp, 1e9)
+    assert full[0] == pytest.approx(none[0] + released) and full[0] >= none[0]
