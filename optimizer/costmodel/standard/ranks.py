@@ -113,15 +113,18 @@ def rank_state_bytes(
 
 
 def rank_optimizer_step_s(
-    job: TrainingJob, a: CostAssumptions, k: Degrees, dense_params: Number, expert_params: Number
+    job: TrainingJob, a: CostAssumptions, k: Degrees, n_layers: Number, embedding: Number
 ) -> Number:
-    """Seconds the optimiser step of a rank holding these parameters takes at HBM bandwidth:
+    """Seconds the optimiser step of a rank of `n_layers` layers and `embedding` parameters
+    (its share of the embedding and head) takes at HBM bandwidth:
     `optimizer_step_bytes_per_param` over its optimiser shard (with a bf16 gradient's cast
     to fp32), and the zeroing of its gradient buffer where the engine zeroes it. Memory-bound
     and outside the pipeline: nothing hides it (docs/cost-model.md, "The optimiser step")."""
     bandwidth = job.cluster.gpu.memory_bandwidth_bytes_s
     if bandwidth is None:
         return 0.0
+    dense_params = n_layers * mem.dense_params_per_layer_per_device(job.model, k.tp) + embedding
+    expert_params = n_layers * mem.expert_params_per_layer_per_device(job.model, k.tp, k.ep)
     group = k.dp * k.cp
     shard = mem.sharded_params(dense_params, expert_params, k.zero, 1, group, group / k.ep)
     gradient = a.gradient_bytes_per_param
@@ -151,13 +154,13 @@ def optimizer_step_s(
     job: TrainingJob, a: CostAssumptions, k: Degrees, layers: mem.StageLayers
 ) -> Number:
     """The slowest rank's optimiser step (rank_optimizer_step_s)."""
-    dense = mem.dense_params_per_layer_per_device(job.model, k.tp)
-    experts = mem.expert_params_per_layer_per_device(job.model, k.tp, k.ep)
-
-    def rank_s(n_layers: Number, embedding: Number) -> Number:
-        return rank_optimizer_step_s(job, a, k, n_layers * dense + embedding, n_layers * experts)
-
-    return np.maximum(*over_pipeline_ranks(job, k, layers, rank_s))
+    ends, middle = over_pipeline_ranks(
+        job,
+        k,
+        layers,
+        lambda n_layers, embedding: rank_optimizer_step_s(job, a, k, n_layers, embedding),
+    )
+    return np.maximum(ends, middle)
 
 
 def rank_memory(

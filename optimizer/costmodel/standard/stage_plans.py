@@ -136,9 +136,7 @@ def rank_optimizer_step_s(
     """The rank's optimiser step over its own parameters; recompute does not change it."""
     k = mode_degrees(terms, 0)
     embedding = rank_embedding_params(terms, int(k.pp), rank)
-    dense = layers * mem.dense_params_per_layer_per_device(job.model, k.tp) + embedding
-    experts = layers * mem.expert_params_per_layer_per_device(job.model, k.tp, k.ep)
-    return rnk.rank_optimizer_step_s(job, a, k, dense, experts)
+    return rnk.rank_optimizer_step_s(job, a, k, layers, embedding)
 
 
 @dataclass(frozen=True)
@@ -218,9 +216,7 @@ def step_lower_bounds_s(job: TrainingJob, a: CostAssumptions, grid: LayoutGrid) 
     dp_step, dp_mb, zero3 = dpl.rank_data_parallel_s(job, a, k, most_layers, 0.0)
     _, _, per_mb, dp_exposed = brk.micro_batch_and_step_s(a, busy, p2p, zero3, dp_mb, dp_step)
     # the busiest rank holds at least most_layers layers' parameters, so steps at least this
-    dense = most_layers * mem.dense_params_per_layer_per_device(job.model, k.tp)
-    experts = most_layers * mem.expert_params_per_layer_per_device(job.model, k.tp, k.ep)
-    optimizer_s = rnk.rank_optimizer_step_s(job, a, k, dense, experts)
+    optimizer_s = rnk.rank_optimizer_step_s(job, a, k, most_layers, 0.0)
     monotone = (a.zero3_overlap_fraction <= 0.5) | (np.minimum(zero3, dp_mb) == 0)
     monotone &= a.dp_overlap_microbatches <= slots
     exposed = np.asarray(brk.step_s(slots, per_mb, dp_exposed, optimizer_s))
