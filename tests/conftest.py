@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import copy
+import json
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -12,6 +14,7 @@ from fastapi.testclient import TestClient
 from api.http.app import create_app
 from api.http.settings import Settings
 from api.schemas import PLATE_EXAMPLE
+from bench.load import free_port, start_server, stop_server
 
 
 @pytest.fixture
@@ -38,3 +41,38 @@ def make_api() -> Iterator[Callable[..., TestClient]]:
 @pytest.fixture
 def api(make_api: Callable[..., TestClient]) -> TestClient:
     return make_api()
+
+
+# A real `layoutopt serve` on loopback, stopped after the test (test_reliability.py,
+# test_schema_fuzz.py).
+class Server:
+    def __init__(self, env: dict[str, str], log: Path) -> None:
+        self.port = free_port()
+        self.log = log
+        with log.open("wb") as sink:
+            self.process = start_server(self.port, env, sink)
+        self.url = f"http://127.0.0.1:{self.port}"
+
+    def entries(self) -> list[dict[str, Any]]:
+        lines = self.log.read_text().splitlines()
+        return [json.loads(line) for line in lines if line.startswith("{")]
+
+    def requests_logged(self, path: str) -> list[int]:
+        return [
+            e["status"] for e in self.entries() if e["message"] == "request" and e["path"] == path
+        ]
+
+
+@pytest.fixture
+def make_server(tmp_path: Path) -> Iterator[Any]:
+    started: list[Server] = []
+
+    def make(**env: str) -> Server:
+        server = Server(env, tmp_path / f"server{len(started)}.log")
+        started.append(server)
+        return server
+
+    yield make
+    for server in started:
+        if server.process.poll() is None:
+            stop_server(server.process)
