@@ -1,6 +1,7 @@
 """Import a Hugging Face `config.json` into a TransformerSpec: dense models of the families in
 `hf_families.FAMILIES` (Llama, Mistral, Qwen, Gemma, Phi, GPT-NeoX, ...), mixture-of-experts in the
-Mixtral, GPT-OSS, Qwen-MoE and DeepSeek styles (models/hf_moe.py), and DeepSeek's multi-head
+Mixtral, GPT-OSS, Qwen-MoE and DeepSeek styles (models/hf_moe.py; ERNIE 4.5's and Hunyuan's own
+key names rewritten into them, models/hf_moe_aliases.py), and DeepSeek's multi-head
 latent attention. `describe_import` says what was imported, for a user to check.
 
 Sliding-window attention (`sliding_window`, and which layers use it: `layer_types`, or the
@@ -21,6 +22,7 @@ from pydantic import ValidationError
 from models.errors import InvalidSpec
 from models.hf_families import FAMILIES
 from models.hf_moe import moe_fields
+from models.hf_moe_aliases import with_modelled_names
 from models.transformer import TransformerSpec
 
 # config.json key -> TransformerSpec field
@@ -203,12 +205,13 @@ def _refuse_other_layer_types(config: Mapping[str, Any]) -> None:
 
 
 # Windows a family's config class sets when config.json omits the key: Olmo3Config's,
-# Cohere2Config's, Exaone4Config's and Dots1Config's 4,096, Granite's SWA variants' 128.
+# Cohere2Config's, Exaone4Config's, Dots1Config's and MinistralConfig's 4,096, Granite's SWA variants' 128.
 _DEFAULT_WINDOWS = {
     "olmo3": 4096,
     "cohere2": 4096,
     "exaone4": 4096,
     "dots1": 4096,
+    "ministral": 4096,
     "granite_swa": 128,
     "granitemoe_swa": 128,
 }
@@ -271,6 +274,7 @@ def from_hf_config(config: Mapping[str, Any]) -> TransformerSpec:
                 "vocab_size, gated_mlp, tied_embeddings)"
             )
         raise InvalidSpec(message, "model")
+    config = with_modelled_names(config)
     fields: dict[str, Any] = {field: config[key] for key, field in _HF_KEYS.items()}
     fields.update(moe_fields(config))
     fields["num_kv_heads"] = config.get("num_key_value_heads") or config["num_attention_heads"]

@@ -101,6 +101,20 @@ FAMILIES: dict[str, tuple[bool, bool]] = {
     # which the import refuses (transformers 5.25 models/granite_swa, models/granitemoe_swa)
     "granite_swa": (True, True),
     "granitemoe_swa": (True, False),
+    # ERNIE 4.5 MoE: the dense ERNIE 4.5's gated MLP and experts, tied by default
+    # (Ernie4_5_MoeConfig tie_word_embeddings=True); Hunyuan-A13B: gated MLP experts, untied
+    # (HunYuanMoEV1Config); their MoE keys: models/hf_moe_aliases.py
+    "ernie4_5_moe": (True, True),
+    "hunyuan_v1_moe": (True, False),
+    # Nemotron-4 and Minitron: squared-ReLU MLP of up and down only, untied (transformers
+    # 5.25 models/nemotron/modeling_nemotron.py NemotronMLP; NemotronConfig)
+    "nemotron": (False, False),
+    # Ministral (MinistralConfig: Mistral's layers, a 4,096-token window on every layer unless
+    # layer_types says otherwise), Ministral 3's text model (Ministral3Config, no window by
+    # default) and InternLM3 (InternLM3Config is LlamaConfig): Llama's gated MLP, untied
+    "ministral": (True, False),
+    "ministral3": (True, False),
+    "internlm3": (True, False),
     "stablelm": (True, False),
     "phi": (False, False),
     "gpt_neox": (False, False),

@@ -89,7 +89,7 @@ def moe_fields(config: Mapping[str, Any]) -> dict[str, Any]:
         and ("expert" in key.lower() or "moe" in key.lower() or key in _UNMODELLED_PLAIN)
     ]
     if unmodelled:
-        raise _refusal(config, unmodelled, "mixture-of-experts keys this import does not model")
+        raise refusal(config, unmodelled, "mixture-of-experts keys this import does not model")
     routed = _routed(config)
     if routed is None:
         return {}
@@ -121,7 +121,7 @@ def _moe_layer_interval(config: Mapping[str, Any]) -> int:
         step = listed[0] + 1
         if listed == list(range(step - 1, layers, step)):
             return step
-    raise _refusal(
+    raise refusal(
         config,
         ["moe_layers", "interleave_moe_layer_step"],
         "MoE layers other than every n-th layer from layer n - 1, the only interleaving the "
@@ -133,7 +133,7 @@ def _routed(config: Mapping[str, Any]) -> str | None:
     """The key that counts routed experts; several must agree."""
     given = [key for key in ROUTED_KEYS if config.get(key)]
     if any(config[key] != config[given[0]] for key in given):
-        raise _refusal(config, given, "different numbers of routed experts")
+        raise refusal(config, given, "different numbers of routed experts")
     return given[0] if given else None
 
 
@@ -142,13 +142,13 @@ def _expert_width(config: Mapping[str, Any], routed: str) -> Any:
         return config["moe_intermediate_size"]
     if routed == "num_local_experts" or config.get("model_type") in _EXPERTS_AS_WIDE_AS_MLP:
         return config["intermediate_size"]  # Mixtral, GPT-OSS, OLMoE: experts as wide as the MLP
-    raise _refusal(config, [routed], "routed experts without moe_intermediate_size, their width")
+    raise refusal(config, [routed], "routed experts without moe_intermediate_size, their width")
 
 
 def _top_k(config: Mapping[str, Any]) -> Any:
     given = [key for key in TOP_K_KEYS if config.get(key) is not None]
     if any(config[key] != config[given[0]] for key in given):
-        raise _refusal(config, given, "different numbers of experts per token")
+        raise refusal(config, given, "different numbers of experts per token")
     if given:
         return config[given[0]]
     default = _TOP_K_DEFAULTS.get(str(config.get("model_type")))
@@ -164,11 +164,11 @@ def _shared_experts(config: Mapping[str, Any], width: Any) -> int:
     count, shared_width = (_integer(config, key) for key in _SHARED_KEYS)
     count = count or _SHARED_DEFAULTS.get(str(config.get("model_type")), 0)
     if count and shared_width:
-        raise _refusal(config, list(_SHARED_KEYS), "two ways of sizing the shared experts")
+        raise refusal(config, list(_SHARED_KEYS), "two ways of sizing the shared experts")
     if not shared_width:
         return count
     if not isinstance(width, int) or width <= 0 or shared_width % width:
-        raise _refusal(
+        raise refusal(
             config,
             ["shared_expert_intermediate_size", "moe_intermediate_size"],
             "a shared expert that is not a whole number of routed ones",
@@ -194,7 +194,7 @@ def _dense_layers(config: Mapping[str, Any]) -> int:
         k for k in ("moe_layer_freq", "decoder_sparse_step") if config.get(k) not in (None, 1)
     ]
     if strided or not leading:
-        raise _refusal(
+        raise refusal(
             config,
             [key for key in _LAYOUT_KEYS if key in config],
             "dense layers other than a leading run with MoE in every layer after it, the "
@@ -207,12 +207,12 @@ def _listed_dense_layers(config: Mapping[str, Any]) -> set[int]:
     """Indices of layers named dense: Qwen's mlp_only_layers, or "dense" in mlp_layer_types."""
     only = config.get("mlp_only_layers") or []
     if not isinstance(only, list) or not all(_is_int(i) and i >= 0 for i in only):
-        raise _refusal(config, ["mlp_only_layers"], "not a list of layer indices")
+        raise refusal(config, ["mlp_only_layers"], "not a list of layer indices")
     types = config.get("mlp_layer_types") or []
     if not isinstance(types, list) or not all(kind in ("dense", "sparse") for kind in types):
-        raise _refusal(config, ["mlp_layer_types"], 'not a list of "dense" and "sparse"')
+        raise refusal(config, ["mlp_layer_types"], 'not a list of "dense" and "sparse"')
     if types and len(types) != config.get("num_hidden_layers"):
-        raise _refusal(config, ["mlp_layer_types", "num_hidden_layers"], "a layer count apart")
+        raise refusal(config, ["mlp_layer_types", "num_hidden_layers"], "a layer count apart")
     return set(only) | {i for i, kind in enumerate(types) if kind == "dense"}
 
 
@@ -222,7 +222,7 @@ def _integer(config: Mapping[str, Any], key: str) -> int:
     if value is None:
         return 0
     if not _is_int(value) or value < 0:
-        raise _refusal(config, [key], "not a count")
+        raise refusal(config, [key], "not a count")
     return int(value)
 
 
@@ -230,7 +230,7 @@ def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def _refusal(config: Mapping[str, Any], keys: list[str], problem: str) -> InvalidSpec:
+def refusal(config: Mapping[str, Any], keys: list[str], problem: str) -> InvalidSpec:
     named = ", ".join(f"{key}={_shown(config.get(key))}" for key in keys)
     return InvalidSpec(
         f"config.json: {named}: {problem}; rather than guess, the import stops here: give the "
