@@ -11,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Annotated
 
+import numpy as np
 from pydantic import AfterValidator, Field
 
 from models.errors import InvalidSpec
@@ -20,6 +21,7 @@ from optimizer.costmodel.assumptions import CostAssumptions
 from optimizer.costmodel.estimate import Estimate
 from optimizer.costmodel.grid import GridPrices, LayoutBox, LayoutGrid
 from optimizer.costmodel.standard.profile import (
+    mfu_ceiling_standard_box,
     price_standard,
     price_standard_box,
     price_standard_grid,
@@ -29,6 +31,7 @@ from optimizer.costmodel.workshop.profile import price_workshop, price_workshop_
 Pricer = Callable[[TrainingJob, Layout, CostAssumptions], Estimate]
 GridPricer = Callable[[TrainingJob, LayoutGrid, CostAssumptions], GridPrices]
 BoxPricer = Callable[[TrainingJob, LayoutBox, CostAssumptions], GridPrices]
+BoxCeiling = Callable[[TrainingJob, LayoutBox, CostAssumptions], np.ndarray]
 
 
 @dataclass(frozen=True)
@@ -40,11 +43,19 @@ class Profile:
     price: Pricer
     price_grid: GridPricer
     price_box: BoxPricer | None = None
+    # per box cell, an MFU that no ZeRO stage of its layout exceeds (the search's ceilings)
+    mfu_ceiling_box: BoxCeiling | None = None
 
 
 PROFILES: dict[str, Profile] = {
     "workshop": Profile("workshop", price_workshop, price_workshop_grid),
-    "standard": Profile("standard", price_standard, price_standard_grid, price_standard_box),
+    "standard": Profile(
+        "standard",
+        price_standard,
+        price_standard_grid,
+        price_standard_box,
+        mfu_ceiling_standard_box,
+    ),
 }
 
 

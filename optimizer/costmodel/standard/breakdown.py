@@ -318,28 +318,76 @@ def step_flops(job: TrainingJob, a: CostAssumptions, recompute: Number) -> tuple
     return model_flops, model_flops + extra + replayed
 
 
-def breakdown(job: TrainingJob, a: CostAssumptions, k: Degrees) -> Breakdown:
-    """Price layouts given as numbers or as equally shaped arrays."""
-    model, training, gpu = job.model, job.training, job.cluster.gpu
-    m = training.global_batch // (k.dp * k.micro_batch)
-    layers = mem.stage_layers(model.num_layers, k.pp, k.vpp)
+@dataclass(frozen=True)
+class Pipeline:
+    """What a step's micro-batch slots cost before the data-parallel sync and the optimiser
+    step: the micro-batches, the schedule's warm-up slots, each rank's layers, a layer's
+    parts and the head (layer_times), and a micro-batch's pipeline sends."""
+
+    micro_batches: Number
+    warmup: Number
+    layers: mem.StageLayers
+    times: dict[str, Number]
+    p2p: Number
+    pp: Number
+
+    def stage(self, *parts: str) -> Number:
+        """The busiest stage's seconds a micro-batch, counting the named layer parts."""
+        layer_s = sum(self.times[p] for p in parts)
+        return busiest_stage_s(self.layers, self.pp, layer_s, self.times["head"])
+
+    @property
+    def slots(self) -> Number:
+        return self.micro_batches + self.warmup
+
+
+def pipeline(job: TrainingJob, a: CostAssumptions, k: Degrees) -> Pipeline:
     times = layer_times(job, a, k)
     times["head"] = rnk.head_s(job, a, k)
-    warmup = tim.warmup_micro_batches(k.pp, k.vpp, k.schedule, a.zero_bubble_weight_grad_fraction)
-    p2p = rnk.p2p_s(job, a, k)
+    return Pipeline(
+        micro_batches=job.training.global_batch // (k.dp * k.micro_batch),
+        warmup=tim.warmup_micro_batches(
+            k.pp, k.vpp, k.schedule, a.zero_bubble_weight_grad_fraction
+        ),
+        layers=mem.stage_layers(job.model.num_layers, k.pp, k.vpp),
+        times=times,
+        p2p=rnk.p2p_s(job, a, k),
+        pp=k.pp,
+    )
+
+
+def step_floor_s(job: TrainingJob, a: CostAssumptions, k: Degrees) -> Number:
+    """The step before its data-parallel sync and optimiser step: every slot of the busiest
+    stage with its pipeline sends (the waterfall's "after pipeline sends"). The step only
+    adds to it (micro_batch_and_step_s, step_s: exposed traffic is never negative) and no
+    ZeRO stage enters it (the sync and the optimiser step alone read k.zero), so it bounds
+    from below the step of the same layout at every ZeRO stage: what the search rules degree
+    tuples out by (optimizer/search/ceilings.py)."""
+    pipe = pipeline(job, a, k)
+    return pipe.slots * (pipe.stage(*LAYER_PARTS) + pipe.p2p)
+
+
+def breakdown(job: TrainingJob, a: CostAssumptions, k: Degrees) -> Breakdown:
+    """Price layouts given as numbers or as equally shaped arrays."""
+    model, gpu = job.model, job.cluster.gpu
+    pipe = pipeline(job, a, k)
+    m, layers, times, warmup, p2p = (
+        pipe.micro_batches,
+        pipe.layers,
+        pipe.times,
+        pipe.warmup,
+        pipe.p2p,
+    )
     dp_step_s, dp_mb_s, zero3_mb_s = data_parallel_s(job, a, k, layers)
     optimizer_s = rnk.optimizer_step_s(job, a, k, layers)
-
-    def stage(*parts: str) -> Number:
-        return busiest_stage_s(layers, k.pp, sum(times[p] for p in parts), times["head"])
-
+    stage = pipe.stage
     per_layer = times["matmul"] + times["attention"]
     balanced = m * (model.num_layers * per_layer + times["head"]) / k.pp
     busy = stage(*LAYER_PARTS)
     zero3_exposed, dp_mb_exposed, per_mb, dp_exposed = micro_batch_and_step_s(
         a, busy, p2p, zero3_mb_s, dp_mb_s, dp_step_s
     )
-    slots = m + warmup
+    slots = pipe.slots
     model_flops, hardware_flops = step_flops(job, a, k.recompute)
     times.update(
         pp_p2p_per_micro_batch=p2p,

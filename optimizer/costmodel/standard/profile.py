@@ -14,7 +14,13 @@ from models.layout import Layout
 from optimizer.costmodel.assumptions import CostAssumptions
 from optimizer.costmodel.estimate import Estimate, MemoryBytes, MfuStep
 from optimizer.costmodel.grid import GridPrices, LayoutBox, LayoutGrid
-from optimizer.costmodel.standard.breakdown import MFU_STEP_NAMES, Breakdown, breakdown
+from optimizer.costmodel.standard.breakdown import (
+    MFU_STEP_NAMES,
+    Breakdown,
+    breakdown,
+    step_floor_s,
+    step_flops,
+)
 from optimizer.costmodel.standard.degrees import Degrees
 from optimizer.costmodel.standard.precision import mfu_against_fp8_peak
 from optimizer.costmodel.warnings import cluster_warnings, engine_warnings
@@ -176,3 +182,14 @@ def price_standard_box(
     """The grid's figures for every combination of the box, each array broadcastable to
     box.shape: the same `breakdown`, each formula computed over the axes it reads."""
     return _grid_prices(breakdown(job, assumptions, box_degrees(box)))
+
+
+def mfu_ceiling_standard_box(
+    job: TrainingJob, box: LayoutBox, assumptions: CostAssumptions
+) -> np.ndarray:
+    """Per combination of the box, an MFU no ZeRO stage of it exceeds: the model FLOPs over
+    the step's floor (breakdown.step_floor_s), broadcastable to box.shape. The box's zero
+    axis is not read."""
+    model_flops, _ = step_flops(job, assumptions, 0)
+    floor = step_floor_s(job, assumptions, box_degrees(box))
+    return np.asarray(model_flops / (job.cluster.gpus * job.cluster.gpu.peak_flop_s * floor))
