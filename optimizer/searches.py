@@ -37,6 +37,7 @@ from optimizer.search import (
     SolveSettings,
     StopSignal,
     best_layout,
+    best_layout_by_ceilings,
     narrowed,
     resolve_space,
 )
@@ -101,7 +102,10 @@ def optimize(
     spaces = explaining.searched_spaces(problem) if explain else ()
     pricing = Pricing(problem, costs, spaces)
     settings = SolveSettings(time_limit_s, workers, stop)
-    found = best_layout(narrowed(problem), costs, settings, pricing=pricing)
+    if explain:
+        found = best_layout(narrowed(problem), costs, settings, pricing=pricing)
+    else:  # no explanation will price the other tuples: leave out those that cannot win
+        found = best_layout_by_ceilings(narrowed(problem), costs, settings)
     wall_s = time.perf_counter() - start
     status = status_of(found.layout is not None, found.proved)
     warnings = problem.warnings

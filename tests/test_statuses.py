@@ -55,7 +55,8 @@ def test_a_layout_short_of_its_proof_is_feasible_with_a_bound_above_it(
 
     plate = Layout(tp=8, pp=16, vpp=4, zero=2)
     unproved = Found(plate, False, 1, bound_ln_mfu=round(LN_MFU_SCALE * math.log(0.5)))
-    monkeypatch.setattr(searches, "best_layout", lambda *_, **__: unproved)
+    # without explanations the optimum is searched by MFU ceilings (ceiling_search.py)
+    monkeypatch.setattr(searches, "best_layout_by_ceilings", lambda *_, **__: unproved)
     result = optimize(plate_job(), SearchSpace(max_vpp=4), "workshop", explain=False)
     assert result.status == "feasible" and result.best is not None
     assert result.best.mfu == pytest.approx(0.4255, abs=5e-5)  # the plate's layout, priced

@@ -18,9 +18,15 @@ from api.client import Client, LayoutoptError
 from bench.load import free_port, start_server, stop_server
 
 FAST: dict[str, Any] = {"model": "llama3-8b", "cluster.gpus": 8}
-# Runs to its time limit on any machine (millions of layouts, checked between chunks: 7.7 s
-# to prove on the 2-core reference machine against its 1.5 s limit).
-SLOW: dict[str, Any] = {"model": "deepseek-v3-shaped", "cluster.gpus": 16384}
+# Runs to its time limit on any machine: with explanations the optimum prices every layout
+# (millions, checked between chunks), 1.8 s to prove on the 2-core reference machine against
+# its 0.5 s limit. (Without them it is searched by MFU ceilings and proved in 0.4 s.)
+SLOW: dict[str, Any] = {
+    "model": "deepseek-v3-shaped",
+    "cluster.gpus": 16384,
+    "explain": True,
+    "time_limit_s": 0.5,
+}
 BASE: dict[str, Any] = {
     "model": "llama3-8b",
     "cluster": {"gpus": 8},
@@ -63,8 +69,8 @@ def test_the_first_row_arrives_before_the_last_scenario_is_solved(server: str) -
     (first_s, first), (last_s, last) = arrivals
     assert first["status"] == "optimal" and first["model"] == "llama3-8b"
     assert last["status"] == "unknown" and last["model"] == "deepseek-v3-shaped"
-    assert last["solver_wall_s"] >= 1.0
-    assert last_s - first_s >= 1.0, arrivals  # streamed, not held back until the end
+    assert last["solver_wall_s"] >= 0.45
+    assert last_s - first_s >= 0.4, arrivals  # streamed, not held back until the end
 
 
 def test_a_client_that_leaves_stops_the_rest_of_its_study(server: str) -> None:

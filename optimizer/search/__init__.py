@@ -1,12 +1,15 @@
 """The search: a request's space resolved against a job (space.py, problem.py), the cost
 model's terms tabulated (terms.py, placements.py, tables.py, dominance.py), the CP-SAT model
 (structure.py, model.py, objectives.py), one request's pricing shared by its searches
-(pricing.py), its solves (solve.py, stopping.py), the frontier
+(pricing.py), its solves (solve.py, stopping.py), the optimum by MFU ceilings
+(ceilings.py, ceiling_search.py), the frontier
 (frontier.py), and the exhaustive enumerator that is its oracle (enumerator.py).
 
 Other rooms import from this module only.
 """
 
+from optimizer.search.ceiling_search import best_layout_by_ceilings
+from optimizer.search.ceilings import tuple_ceilings
 from optimizer.search.enumerator import PricedSpace, layout_grid, price_space, restriction_masks
 from optimizer.search.model import LayoutModel, rule_names
 from optimizer.search.pareto import frontier
@@ -67,6 +70,7 @@ __all__ = [
     "StopSignal",
     "Tables",
     "best_layout",
+    "best_layout_by_ceilings",
     "build_tables",
     "choosable_model",
     "divisors",
@@ -85,4 +89,5 @@ __all__ = [
     "run_solver",
     "solve_best",
     "time_is_up",
+    "tuple_ceilings",
 ]

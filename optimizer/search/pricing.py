@@ -103,6 +103,7 @@ def _same_space(a: SearchProblem, b: SearchProblem) -> bool:
         (a.job, a.profile, a.engine, a.placements) == (b.job, b.profile, b.engine, b.placements)
         and np.array_equal(a.degrees, b.degrees)
         and a.knobs == b.knobs
+        and a.mfu_floor == b.mfu_floor
         and sorted(ruled_knobs(a)) == sorted(ruled_knobs(b))
     )
 

@@ -106,6 +106,15 @@ class SearchProblem:
     min_interleaved_pp: int | None = None
     warnings: tuple[str, ...] = field(default=())
     engine: Engine | None = None  # whose rules the layout must keep (None: no engine's)
+    # Rows whose MFU ceiling falls below this are left out of the tables: a search that needs
+    # only layouts reaching it (optimizer/search/ceilings.py). None: every row.
+    mfu_floor: float | None = None
+    # The ceilings of the cells of these degree tuples when already computed (the tuples,
+    # then [tuple, ceilings.CELL_AXES]), so that the floor's rows are not bounded twice; used
+    # only while `degrees` are still those tuples. None: computed when needed.
+    known_ceilings: tuple[np.ndarray, np.ndarray] | None = field(
+        default=None, compare=False, repr=False
+    )
 
     @property
     def gpus(self) -> int:

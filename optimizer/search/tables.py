@@ -17,6 +17,7 @@ import numpy as np
 from models.errors import InvalidSpec
 from optimizer.costmodel import CostAssumptions, GridPrices, LayoutGrid, profile_named
 from optimizer.search.boxes import axis_values, boxed_prices
+from optimizer.search.ceilings import reaching_floor
 from optimizer.search.dominance import without_dominated
 from optimizer.search.placements import PlacementClasses, placement_classes
 from optimizer.search.problem import KNOBS, SearchProblem, degree_columns, valid_knob_mask
@@ -290,7 +291,8 @@ def build_tables(
             coupled = (k[rows], {axis: column[rows] for axis, column in index.items()})
             parts.append(_priced_part(problem, classes, terms, axes, coupled, assumptions, prune))
         if not any(len(part.degree_index) for part in parts):
-            raise unpriced(assumptions)
+            # under a floor, no row reaching it is no layout reaching it: not an error
+            raise NoLayouts() if problem.mfu_floor is not None else unpriced(assumptions)
         table = concatenated(axes, parts)
         # a tuple split between chunks was pruned in pieces: once more over the survivors
         tables.append(without_dominated(problem, table, terms) if prune else table)
@@ -324,10 +326,18 @@ def _priced_part(
     assumptions: CostAssumptions,
     prune: bool,
 ) -> Table:
-    """One chunk of a table: its rows expanded by the free axes, priced, the unpriced and
-    (when `prune`) the dominated ones dropped."""
+    """One chunk of a table: its rows expanded by the free axes (under a floor, those whose
+    ceiling reaches it), priced, the unpriced and (when `prune`) the dominated ones dropped."""
     k, index = with_free_axes(problem, classes, axes, *coupled)
+    keep = np.ones(k.size, dtype=bool)
+    if problem.mfu_floor is not None and whole_layouts(axes):
+        keep = reaching_floor(problem, classes, assumptions, k, index)
+    # none kept: one row priced for the table's columns, then dropped
+    rows = np.flatnonzero(keep) if keep.any() else np.arange(min(k.size, 1))
+    k, index = k[rows], {axis: column[rows] for axis, column in index.items()}
     part = priced_rows(problem, classes, terms, axes, k, index, assumptions)
+    if not keep.any():
+        return part.take(np.zeros(len(part.degree_index), dtype=bool))
     return without_dominated(problem, part, terms) if prune and len(part.degree_index) else part
 
 

@@ -1,0 +1,147 @@
+"""The optimum without pricing every layout: the most promising degree tuples first, then
+only the layouts whose MFU ceiling (optimizer/search/ceilings.py) reaches what they gave.
+
+1. Every tuple's ceiling and probes (ceilings.rank_tuples); the FIRST_TUPLES of best probe
+   are priced and solved as the search over them alone: their optimum's MFU is the incumbent.
+2. The other tuples whose ceiling reaches the incumbent are solved with `mfu_floor` at it
+   (less TIE_MARGIN): their tables hold only the rows whose ceiling reaches it. On the plate's
+   case under Megatron-LM's rules: 4 tuples first (1,824 rows; an incumbent of 0.4278
+   against the optimum's 0.4321), then 71 of the other 279, of whose 81,048 rows 10,880 are
+   priced: 12,704 rows of the 284,544 the whole space prices.
+3. The better optimum of the two is the answer; when they are as good as each other, both
+   sets are solved together, so the solver's own tie-break (least memory, then its order)
+   decides as it would over the whole space.
+
+A row left out has a ceiling, so an MFU, below a layout that keeps every rule: the answer is
+the optimum of the whole space, proved by the solver over the rows it holds and by the
+ceilings over the rest. When the first tuples hold no layout, the optimum is the others'.
+An answer cut short by the time limit claims no more than was proved: its bound is raised to
+what the tuples it did not solve could reach (their highest ceiling, or the other solve's
+bound).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import replace
+
+import numpy as np
+
+from optimizer.costmodel import CostAssumptions, evaluate
+from optimizer.search.ceilings import ceiling_cells, has_ceilings, rank_tuples
+from optimizer.search.placements import placement_classes
+from optimizer.search.problem import SearchProblem
+from optimizer.search.solve import Found, SolveSettings, best_layout
+from optimizer.search.stopping import CutShort, time_is_up
+from optimizer.search.terms import LN_MFU_SCALE
+
+# Tuples priced and solved first, those of best probe (ceilings.TupleRanking): the probes'
+# best tuples hold the optimum or one near it in the cases of bench/solver.py, and the rest
+# is priced only above its MFU. Measured on seven of those cases (405B on 16,384 to 98,304,
+# 70B, 8B, DeepSeek-V3-shaped, Mixtral): 1, 2, 4, 8, 12, 16, 24 first tuples took 807, 765,
+# 759, 804, 844, 895, 976 ms in all, the plate's case 85, 77, 78, 79, 79, 80, 84 ms.
+FIRST_TUPLES = 4
+# Ceilings are computed first only while they cost this many box cells at most (every
+# tuple's knob values and placement classes, the ZeRO axis apart; 0.03-0.06 us a cell on the
+# reference machine, about a second at the cap); a larger search is priced whole, under the
+# tables' own size guard, as it was before ceilings.
+MAX_CEILING_CELLS = 20_000_000
+# A row is left out only when its ceiling is below the incumbent by more than this share: the
+# solver compares ln(MFU) rounded to 1e-8 (terms.LN_MFU_SCALE) and the ceilings are the cost
+# model's floats, so a row that might tie is kept.
+TIE_MARGIN = 1e-6
+
+
+def best_layout_by_ceilings(
+    problem: SearchProblem, assumptions: CostAssumptions, settings: SolveSettings
+) -> Found:
+    """`best_layout(problem)`: the same layout and proof (module docstring)."""
+    if not has_ceilings(problem) or len(problem.degrees) <= FIRST_TUPLES:
+        return best_layout(problem, assumptions, settings)
+    classes = placement_classes(problem)
+    if ceiling_cells(problem, classes) > MAX_CEILING_CELLS:
+        return best_layout(problem, assumptions, settings)  # priced whole, under its guards
+    deadline = time.perf_counter() + settings.time_limit_s
+    try:
+        ranking = rank_tuples(
+            problem, classes, assumptions, lambda: time_is_up(deadline, settings.stop)
+        )
+    except CutShort:
+        return Found(None, False, 0)
+    ceilings = ranking.ceilings
+    first = np.sort(ranking.order()[:FIRST_TUPLES])
+    others = np.setdiff1d(np.arange(len(ceilings)), first)
+    found = best_layout(_with_tuples(problem, first), assumptions, _left(settings, deadline))
+    if not found.proved:
+        return _with_bound_over(found, ceilings[others])
+    if found.layout is None:  # none in the first tuples: the optimum is the others'
+        other = best_layout(_with_tuples(problem, others), assumptions, _left(settings, deadline))
+        return replace(other, solves=other.solves + found.solves)
+    incumbent = _mfu(problem, assumptions, found)
+    rest = others[ceilings[others] >= incumbent * (1 - TIE_MARGIN)]
+    if rest.size == 0:
+        return found
+    floored = replace(_with_tuples(problem, rest), mfu_floor=incumbent * (1 - TIE_MARGIN))
+    if ranking.cells is not None:
+        floored = replace(floored, known_ceilings=(floored.degrees, ranking.cells[rest]))
+    other = best_layout(floored, assumptions, _left(settings, deadline))
+    return _better(problem, assumptions, settings, deadline, (found, incumbent), other, first, rest)
+
+
+def _better(
+    problem: SearchProblem,
+    assumptions: CostAssumptions,
+    settings: SolveSettings,
+    deadline: float,
+    first_optimum: tuple[Found, float],
+    other: Found,
+    first: np.ndarray,
+    rest: np.ndarray,
+) -> Found:
+    """The better of the first tuples' optimum (with its MFU) and the rest's (those reaching
+    the floor)."""
+    found, incumbent = first_optimum
+    solves = found.solves + other.solves
+    if other.layout is None and other.proved:
+        return replace(found, solves=solves)
+    if not other.proved:  # the rest cut short: the better layout, the rest's bound raised
+        bound = other.bound_ln_mfu
+        if bound is not None:
+            bound = max(bound, round(LN_MFU_SCALE * math.log(incumbent)))
+        ahead = other.layout is not None and _mfu(problem, assumptions, other) > incumbent
+        return replace(other if ahead else found, proved=False, solves=solves, bound_ln_mfu=bound)
+    mfu = _mfu(problem, assumptions, other)
+    if abs(mfu - incumbent) > TIE_MARGIN * incumbent:
+        return replace(other if mfu > incumbent else found, solves=solves)
+    # as good as each other: the solver's tie-break over both sets, above the floor
+    floor = incumbent * (1 - TIE_MARGIN)
+    both = replace(_with_tuples(problem, np.union1d(first, rest)), mfu_floor=floor)
+    again = best_layout(both, assumptions, _left(settings, deadline))
+    return replace(again, solves=again.solves + solves)
+
+
+def _with_bound_over(found: Found, ceilings: np.ndarray) -> Found:
+    """An answer cut short over the first tuples: its proved bound raised to the other
+    tuples' highest ceiling, what any of them could reach (no bound: none)."""
+    if found.bound_ln_mfu is None or ceilings.size == 0:
+        return found
+    highest = round(LN_MFU_SCALE * math.log(float(np.max(ceilings))))
+    return replace(found, bound_ln_mfu=max(found.bound_ln_mfu, highest))
+
+
+def _mfu(problem: SearchProblem, assumptions: CostAssumptions, found: Found) -> float:
+    """The MFU of a solve's layout: its objective, ln(MFU) rounded to 1e-8 (TIE_MARGIN is a
+    hundred times that), else the cost model's."""
+    if found.ln_mfu is not None:
+        return math.exp(found.ln_mfu / LN_MFU_SCALE)
+    assert found.layout is not None
+    return float(evaluate(problem.job, found.layout, problem.profile, assumptions).mfu)
+
+
+def _with_tuples(problem: SearchProblem, tuples: np.ndarray) -> SearchProblem:
+    return replace(problem, degrees=problem.degrees[tuples])
+
+
+def _left(settings: SolveSettings, deadline: float) -> SolveSettings:
+    return settings.with_time_limit(max(deadline - time.perf_counter(), 0.0))
