@@ -15,7 +15,7 @@ from optimizer.costmodel import CostAssumptions, Estimate
 from optimizer.explain.budget import CUT_SHORT, Budget, priced
 from optimizer.explain.choices import choice_spaces, choices
 from optimizer.explain.conflicts import conflict
-from optimizer.explain.relaxations import relaxations, relaxed_spaces
+from optimizer.explain.relaxations import relaxations
 from optimizer.explain.slack import slacks
 from optimizer.results import Choice, Conflict, Relaxation, Slack
 from optimizer.search import CutShort, Pricing, SearchProblem, narrowed
@@ -39,8 +39,9 @@ class Explanation:
 def searched_spaces(problem: SearchProblem) -> tuple[SearchProblem, ...]:
     """Every space an optimum and its explanations may search, declared up front so that
     one `Pricing` prices their shared layouts once: the optimum's, the wide model of the
-    relaxations and conflicts, the relaxations' wider spaces, the choices' narrower ones."""
-    return (narrowed(problem), problem, *relaxed_spaces(problem), *choice_spaces(problem))
+    relaxations and conflicts, the choices' narrower ones. (The relaxations' wider spaces are
+    searched only where a layout's MFU ceiling beats the optimum: relaxations._beyond.)"""
+    return (narrowed(problem), problem, *choice_spaces(problem))
 
 
 def explain(

@@ -1,6 +1,7 @@
 """What relaxing each rule of the request would buy: the best layout without it, re-solved
 on the same model with the rule's enforcement literal let go (or the space widened, for
-max_vpp and the node size).
+max_vpp and the node size, and searched only where a layout's MFU ceiling beats the
+optimum).
 
 "Binding" in a discrete problem is not zero slack (cpsat-notes.md): a rule binds when the
 optimum without it has a higher MFU. Relaxed optima are the value of relaxing a rule, not
@@ -18,10 +19,12 @@ from optimizer.results import Relaxation
 from optimizer.search import (
     KV_HEADS,
     MEMORY_LIMIT,
+    Found,
     Pricing,
     SearchProblem,
+    SolveSettings,
     Tables,
-    best_layout,
+    best_layout_above,
     choosable_model,
     least_memory_beating,
     narrowed,
@@ -51,9 +54,26 @@ def _relaxed_problems(problem: SearchProblem) -> dict[str, SearchProblem]:
     }
 
 
-def relaxed_spaces(problem: SearchProblem) -> tuple[SearchProblem, ...]:
-    """The spaces `relaxations` searches besides the request's own (its wide model)."""
-    return tuple(narrowed(wider) for wider in _relaxed_problems(problem).values())
+def _beyond(
+    rule: str,
+    wider: SearchProblem,
+    problem: SearchProblem,
+    assumptions: CostAssumptions,
+    settings: SolveSettings,
+    binds_above: float,
+) -> Found:
+    """The best layout of a widened space that beats `binds_above`, the optimum's MFU: its
+    tables hold only the rows whose MFU ceiling reaches it (a floored search,
+    optimizer/search/ceilings.py), so none coming back, proved, means the relaxation buys
+    nothing. max_vpp's space is searched over its extra chunks alone: its others are the
+    request's, which the optimum already beats."""
+    space = narrowed(wider)
+    if rule == "max_vpp":
+        extra = tuple(vpp for vpp in space.knobs["vpp"] if vpp > problem.max_vpp)
+        if not extra:
+            return Found(None, True, 0)
+        space = replace(space, knobs={**space.knobs, "vpp": extra})
+    return best_layout_above(space, assumptions, settings, binds_above)
 
 
 def relaxations(
@@ -64,10 +84,11 @@ def relaxations(
     pricing: Pricing,
 ) -> tuple[tuple[Relaxation, ...], bool]:
     """Each relaxable rule of the request, whether relaxing it raises the best MFU and, if so,
-    what it would buy; and whether every rule was tried within the budget. Tables come from
-    the request's `pricing`: the wide model's rows are the optimum's and the rules' others,
-    max_vpp's the optimum's and the extra chunks'; only node_size's are all priced anew. The
-    wide model names the rules; each is re-solved over the rows it may then choose."""
+    what it would buy; and whether every rule was tried within the budget. The wide model's
+    tables come from the request's `pricing` (the optimum's rows and the rules' others); it
+    names the rules, each re-solved over the rows it may then choose. max_vpp and the node
+    size widen the space instead: only its rows whose MFU ceiling beats the optimum are
+    priced (_beyond)."""
     tables = pricing.tables(problem, deadline=budget.deadline, stop=budget.stop)
     rules = rule_names(tables)
     tries: list[tuple[str, SearchProblem | None]] = [(rule, None) for rule in rules]
@@ -84,10 +105,7 @@ def relaxations(
             rows = choosable_model(tables, dropped)
             found[rule] = (problem, solve_best(rows, settings, dropped, None, binds_above))
         else:
-            widened = best_layout(
-                narrowed(wider), assumptions, settings, pricing=pricing, must_beat_mfu=binds_above
-            )
-            found[rule] = (wider, widened)
+            found[rule] = (wider, _beyond(rule, wider, problem, assumptions, settings, binds_above))
     judged = [_not_binding(problem, KV_HEADS, best)] if _kv_rule_idle(problem, rules) else []
     # A rule is unsettled when time ran out before a layout (relaxing only widens a feasible
     # space) or, for a verdict of "does not bind", before the proof that nothing beats it.
@@ -100,7 +118,8 @@ def relaxations(
                 step_up = _smallest_step_up(problem, tables, best, assumptions, budget)
             words = _relaxation_words(problem, rule, best, relaxed, step_up)
             judged.append(Relaxation(rule, words, relaxed.mfu, relaxed, step_up=step_up))
-        elif relaxed is not None and answer.proved:
+        elif answer.proved and (relaxed is not None or space is not problem):
+            # a widened space's search is floored at the optimum: nothing back, nothing beats it
             judged.append(_not_binding(problem, rule, best))
         else:
             unsettled += 1

@@ -8,7 +8,7 @@ model's terms tabulated (terms.py, placements.py, tables.py, dominance.py), the 
 Other rooms import from this module only.
 """
 
-from optimizer.search.ceiling_search import best_layout_by_ceilings
+from optimizer.search.ceiling_search import best_layout_above, best_layout_by_ceilings
 from optimizer.search.ceilings import tuple_ceilings
 from optimizer.search.enumerator import PricedSpace, layout_grid, price_space, restriction_masks
 from optimizer.search.model import LayoutModel, rule_names
@@ -70,6 +70,7 @@ __all__ = [
     "StopSignal",
     "Tables",
     "best_layout",
+    "best_layout_above",
     "best_layout_by_ceilings",
     "build_tables",
     "choosable_model",

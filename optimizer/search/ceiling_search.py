@@ -25,11 +25,12 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import replace
+from functools import partial
 
 import numpy as np
 
 from optimizer.costmodel import CostAssumptions, evaluate
-from optimizer.search.ceilings import ceiling_cells, has_ceilings, rank_tuples
+from optimizer.search.ceilings import TupleRanking, ceiling_cells, has_ceilings, rank_tuples
 from optimizer.search.placements import placement_classes
 from optimizer.search.problem import SearchProblem
 from optimizer.search.solve import Found, SolveSettings, best_layout
@@ -65,7 +66,7 @@ def best_layout_by_ceilings(
     deadline = time.perf_counter() + settings.time_limit_s
     try:
         ranking = rank_tuples(
-            problem, classes, assumptions, lambda: time_is_up(deadline, settings.stop)
+            problem, classes, assumptions, partial(time_is_up, deadline, settings.stop)
         )
     except CutShort:
         return Found(None, False, 0)
@@ -82,11 +83,48 @@ def best_layout_by_ceilings(
     rest = others[ceilings[others] >= incumbent * (1 - TIE_MARGIN)]
     if rest.size == 0:
         return found
-    floored = replace(_with_tuples(problem, rest), mfu_floor=incumbent * (1 - TIE_MARGIN))
-    if ranking.cells is not None:
-        floored = replace(floored, known_ceilings=(floored.degrees, ranking.cells[rest]))
-    other = best_layout(floored, assumptions, _left(settings, deadline))
+    floor = incumbent * (1 - TIE_MARGIN)
+    other = _floored(problem, ranking, rest, floor, assumptions, _left(settings, deadline))
     return _better(problem, assumptions, settings, deadline, (found, incumbent), other, first, rest)
+
+
+def best_layout_above(
+    problem: SearchProblem, assumptions: CostAssumptions, settings: SolveSettings, floor: float
+) -> Found:
+    """The best layout of `problem` if its MFU reaches `floor`: only the tuples and rows whose
+    ceiling reaches it are priced. None back, proved, means no layout reaches it (what an
+    explanation asks of a widened space: does anything there beat the optimum?)."""
+    if not has_ceilings(problem):
+        return best_layout(problem, assumptions, settings)
+    classes = placement_classes(problem)
+    if ceiling_cells(problem, classes) > MAX_CEILING_CELLS:  # rows floored as they are priced
+        return best_layout(replace(problem, mfu_floor=floor), assumptions, settings)
+    deadline = time.perf_counter() + settings.time_limit_s
+    cut_short = partial(time_is_up, deadline, settings.stop)
+    try:
+        ranking = rank_tuples(problem, classes, assumptions, cut_short, probed=False)
+    except CutShort:
+        return Found(None, False, 0)
+    reaching = np.flatnonzero(ranking.ceilings >= floor)
+    return _floored(problem, ranking, reaching, floor, assumptions, _left(settings, deadline))
+
+
+def _floored(
+    problem: SearchProblem,
+    ranking: TupleRanking,
+    tuples: np.ndarray,
+    floor: float,
+    assumptions: CostAssumptions,
+    settings: SolveSettings,
+) -> Found:
+    """The best layout of `tuples` whose ceiling reaches `floor` (their cell ceilings passed
+    on when the ranking kept them)."""
+    if tuples.size == 0:
+        return Found(None, True, 0)
+    floored = replace(_with_tuples(problem, tuples), mfu_floor=floor)
+    if ranking.cells is not None:
+        floored = replace(floored, known_ceilings=(floored.degrees, ranking.cells[tuples]))
+    return best_layout(floored, assumptions, settings)
 
 
 def _better(

@@ -108,15 +108,20 @@ def rank_tuples(
     classes: PlacementClasses,
     assumptions: CostAssumptions,
     cut_short: Callable[[], bool] = lambda: False,
+    probed: bool = True,
 ) -> TupleRanking:
-    """Every tuple's ceiling and probes, each block of cells reduced as it comes, so memory
-    stays that of one block."""
+    """Every tuple's ceiling and (when `probed`; else -1) probes, each block of cells reduced
+    as it comes, so memory stays that of one block."""
     tuples = np.arange(len(problem.degrees))
     keep = ceiling_cells(problem, classes) <= KEPT_CELLS
     ceilings, probes, kept = [], [], []
     for chosen, cells in _ceiling_blocks(problem, classes, assumptions, tuples, cut_short):
         ceilings.append(cells.reshape(len(cells), -1).max(axis=1))
-        probes.append(_probe_mfu(problem, classes, assumptions, tuples[chosen], cells))
+        probes.append(
+            _probe_mfu(problem, classes, assumptions, tuples[chosen], cells)
+            if probed
+            else np.full(len(cells), -1.0)
+        )
         if keep:
             kept.append(cells.astype(np.float32))
     return TupleRanking(
