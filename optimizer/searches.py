@@ -31,12 +31,10 @@ from optimizer.results import (
     unknown_warning,
 )
 from optimizer.search import (
-    Pricing,
     SearchProblem,
     SearchSpace,
     SolveSettings,
     StopSignal,
-    best_layout,
     best_layout_by_ceilings,
     narrowed,
     resolve_space,
@@ -98,14 +96,9 @@ def optimize(
     stop = stop or StopSignal()
     start = time.perf_counter()
     budget = explaining.Budget(start + time_limit_s, workers, stop)
-    # one pricing for the request: the explanations' tables are masks of the optimum's rows
-    spaces = explaining.searched_spaces(problem) if explain else ()
-    pricing = Pricing(problem, costs, spaces)
     settings = SolveSettings(time_limit_s, workers, stop)
-    if explain:
-        found = best_layout(narrowed(problem), costs, settings, pricing=pricing)
-    else:  # no explanation will price the other tuples: leave out those that cannot win
-        found = best_layout_by_ceilings(narrowed(problem), costs, settings)
+    # the layouts that cannot win are left out; the explanations price what they need
+    found = best_layout_by_ceilings(narrowed(problem), costs, settings)
     wall_s = time.perf_counter() - start
     status = status_of(found.layout is not None, found.proved)
     warnings = problem.warnings
@@ -115,7 +108,7 @@ def optimize(
     explained = explaining.Explanation()
     complete = False
     if explain and status != "unknown":
-        explained = explaining.explain(problem, best, costs, budget, pricing)
+        explained = explaining.explain(problem, best, costs, budget)
         complete = not explained.warnings  # its only warnings: cut short, or skipped
     bound = mfu_bound(found.bound_ln_mfu)
     if status == "optimal" and best is not None:

@@ -15,7 +15,7 @@ from optimizer.costmodel import CostAssumptions, Estimate
 from optimizer.explain.budget import CUT_SHORT, Budget, priced
 from optimizer.explain.choices import choice_spaces, choices
 from optimizer.explain.conflicts import conflict
-from optimizer.explain.relaxations import relaxations
+from optimizer.explain.relaxations import relaxations, wide_tables
 from optimizer.explain.slack import slacks
 from optimizer.results import Choice, Conflict, Relaxation, Slack
 from optimizer.search import CutShort, Pricing, SearchProblem, narrowed
@@ -37,10 +37,9 @@ class Explanation:
 
 
 def searched_spaces(problem: SearchProblem) -> tuple[SearchProblem, ...]:
-    """Every space an optimum and its explanations may search, declared up front so that
-    one `Pricing` prices their shared layouts once: the optimum's, the wide model of the
-    relaxations and conflicts, the choices' narrower ones. (The relaxations' wider spaces are
-    searched only where a layout's MFU ceiling beats the optimum: relaxations._beyond.)"""
+    """Every space an optimum and its explanations search when each is priced whole, declared
+    up front so that one `Pricing` prices their shared layouts once: the optimum's, the wide
+    model of the relaxations and conflicts, the choices' narrower ones."""
     return (narrowed(problem), problem, *choice_spaces(problem))
 
 
@@ -51,13 +50,23 @@ def explain(
     budget: Budget,
     pricing: Pricing | None = None,
 ) -> Explanation:
-    """Slack and relaxations for an optimum; a minimal conflict when there is none. Tables
-    come from `pricing`, the request's (one that prices afresh when None)."""
-    pricing = pricing or Pricing(problem, assumptions, searched_spaces(problem))
+    """Slack and relaxations for an optimum; a minimal conflict when there is none.
+
+    Without `pricing`, only the layouts that can change an answer are priced: the wide
+    model's rows whose MFU ceiling reaches the optimum (relaxations.wide_tables), and each
+    choice's space by MFU ceilings (choices.py). With one (a Pricing of searched_spaces),
+    every table is a mask of rows priced whole: the reference the floored explanations are
+    tested against (tests/test_pricing_reuse.py). A conflict needs every row of the wide
+    model: it is priced whole either way."""
     try:
         if best is None:
+            pricing = pricing or Pricing(problem, assumptions, searched_spaces(problem))
             return Explanation(conflict=conflict(problem, assumptions, budget, pricing))
-        tried, complete = relaxations(problem, best, assumptions, budget, pricing)
+        if pricing is None:
+            tables = wide_tables(problem, best, assumptions, budget)
+        else:
+            tables = pricing.tables(problem, deadline=budget.deadline, stop=budget.stop)
+        tried, complete = relaxations(problem, best, assumptions, budget, tables)
     # the wider spaces the explanations search are too large, or their tables outlast the time
     except (InvalidSpec, CutShort) as error:
         why = (

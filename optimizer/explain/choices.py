@@ -18,7 +18,14 @@ from dataclasses import dataclass, replace
 from models.layout import Layout, Recompute, Schedule
 from optimizer.costmodel import CostAssumptions, Estimate, evaluate, recompute_code, schedule_code
 from optimizer.results import Choice
-from optimizer.search import Pricing, SearchProblem, SolveSettings, best_layout, narrowed
+from optimizer.search import (
+    Pricing,
+    SearchProblem,
+    SolveSettings,
+    best_layout,
+    best_layout_by_ceilings,
+    narrowed,
+)
 
 # A layout without the choice must trail the optimum by more than this to count as a cost.
 TIES_RELATIVE = 1e-7
@@ -114,11 +121,12 @@ def choices(
     best: Estimate,
     assumptions: CostAssumptions,
     settings: Callable[[], SolveSettings | None],
-    pricing: Pricing,
+    pricing: Pricing | None = None,
 ) -> tuple[tuple[Choice, ...], bool]:
     """Each less common choice of `best` the solver made, with the best layout without it;
     and whether every one was settled within the budget (`settings()` is None when spent).
-    Each space is a part of the optimum's: its table a mask of rows `pricing` holds."""
+    Each space's optimum is found by MFU ceilings, or, given `pricing`, over its whole table
+    (a mask of rows `pricing` holds): the same layout."""
     found: list[Choice] = []
     for simpler in SIMPLER:
         if not (simpler.uses(best.layout) and _open_to_the_solver(problem, simpler)):
@@ -126,8 +134,11 @@ def choices(
         budget = settings()
         if budget is None:
             return tuple(found), False
-        without_it = simpler.forbid(problem)
-        answer = best_layout(narrowed(without_it), assumptions, budget, pricing=pricing)
+        without_it = narrowed(simpler.forbid(problem))
+        if pricing is None:
+            answer = best_layout_by_ceilings(without_it, assumptions, budget)
+        else:
+            answer = best_layout(without_it, assumptions, budget, pricing=pricing)
         what = simpler.words(best.layout)
         if answer.layout is None:
             if not answer.proved:

@@ -1,7 +1,8 @@
 """What relaxing each rule of the request would buy: the best layout without it, re-solved
 on the same model with the rule's enforcement literal let go (or the space widened, for
-max_vpp and the node size, and searched only where a layout's MFU ceiling beats the
-optimum).
+max_vpp and the node size). Only layouts whose MFU ceiling reaches the optimum are priced
+(optimizer/search/ceilings.py): a relaxed optimum that binds beats the optimum, and every
+layout left out falls short of it.
 
 "Binding" in a discrete problem is not zero slack (cpsat-notes.md): a rule binds when the
 optimum without it has a higher MFU. Relaxed optima are the value of relaxing a rule, not
@@ -17,14 +18,17 @@ from optimizer.explain.budget import Budget, priced
 from optimizer.explain.words import _not_binding, _relaxation_words
 from optimizer.results import Relaxation
 from optimizer.search import (
+    EVEN_STAGES,
     KV_HEADS,
     MEMORY_LIMIT,
+    MIN_INTERLEAVED_PP,
     Found,
-    Pricing,
+    NoLayouts,
     SearchProblem,
     SolveSettings,
     Tables,
     best_layout_above,
+    build_tables,
     choosable_model,
     least_memory_beating,
     narrowed,
@@ -34,6 +38,24 @@ from optimizer.search import (
 
 # A relaxed optimum must beat the optimum by more than the solver's scaling to count.
 BINDS_RELATIVE = 1e-7
+# The wide model's rows are those whose ceiling reaches the optimum less this share (the
+# ceilings' own margin, ceiling_search.TIE_MARGIN): the optimum's own row is among them.
+FLOOR_MARGIN = 1e-6
+
+
+def wide_tables(
+    problem: SearchProblem, best: Estimate, assumptions: CostAssumptions, budget: Budget
+) -> Tables:
+    """The wide model's tables (the request's rules as literals) over the rows whose MFU
+    ceiling reaches the optimum: each rule's relaxed optimum, if it binds, is among them, and
+    so is each layout the memory limit's step up may name. Tables.left_out_breaks names the
+    engine rules only rows below the floor break. Where nothing reaches it (the optimum's
+    row always does), priced whole."""
+    floored = replace(problem, mfu_floor=best.mfu * (1 - FLOOR_MARGIN))
+    try:
+        return build_tables(floored, assumptions, deadline=budget.deadline, stop=budget.stop)
+    except NoLayouts:
+        return build_tables(problem, assumptions, deadline=budget.deadline, stop=budget.stop)
 
 
 def _relaxed_problems(problem: SearchProblem) -> dict[str, SearchProblem]:
@@ -81,16 +103,17 @@ def relaxations(
     best: Estimate,
     assumptions: CostAssumptions,
     budget: Budget,
-    pricing: Pricing,
+    tables: Tables,
 ) -> tuple[tuple[Relaxation, ...], bool]:
     """Each relaxable rule of the request, whether relaxing it raises the best MFU and, if so,
-    what it would buy; and whether every rule was tried within the budget. The wide model's
-    tables come from the request's `pricing` (the optimum's rows and the rules' others); it
-    names the rules, each re-solved over the rows it may then choose. max_vpp and the node
-    size widen the space instead: only its rows whose MFU ceiling beats the optimum are
-    priced (_beyond)."""
-    tables = pricing.tables(problem, deadline=budget.deadline, stop=budget.stop)
-    rules = rule_names(tables)
+    what it would buy; and whether every rule was tried within the budget. `tables` are the
+    wide model's (wide_tables, or every row): it names the rules, each re-solved over the
+    rows it may then choose; an engine rule that only rows left out below the floor break
+    does not bind. max_vpp and the node size widen the space instead: only its rows whose
+    MFU ceiling beats the optimum are priced (_beyond)."""
+    with_literals = rule_names(tables)
+    beneath = tables.left_out_breaks - set(with_literals)
+    rules = _named_in_order(problem, with_literals, beneath)
     tries: list[tuple[str, SearchProblem | None]] = [(rule, None) for rule in rules]
     tries += list(_relaxed_problems(problem).items())
     found = {}
@@ -100,7 +123,9 @@ def relaxations(
         settings = budget.settings()
         if settings is None:
             break
-        if wider is None:
+        if rule in beneath:  # nothing reaching the optimum breaks it: nothing to solve
+            found[rule] = (problem, Found(None, True, 0))
+        elif wider is None:
             dropped = frozenset({rule})
             rows = choosable_model(tables, dropped)
             found[rule] = (problem, solve_best(rows, settings, dropped, None, binds_above))
@@ -118,12 +143,23 @@ def relaxations(
                 step_up = _smallest_step_up(problem, tables, best, assumptions, budget)
             words = _relaxation_words(problem, rule, best, relaxed, step_up)
             judged.append(Relaxation(rule, words, relaxed.mfu, relaxed, step_up=step_up))
-        elif answer.proved and (relaxed is not None or space is not problem):
+        elif answer.proved and (relaxed is not None or space is not problem or rule in beneath):
             # a widened space's search is floored at the optimum: nothing back, nothing beats it
             judged.append(_not_binding(problem, rule, best))
         else:
             unsettled += 1
     return tuple(judged), len(found) == len(tries) and not unsettled
+
+
+def _named_in_order(
+    problem: SearchProblem, rules: tuple[str, ...], beneath: frozenset[str]
+) -> tuple[str, ...]:
+    """The rules as a wide model over every row names them: those with a literal, and the
+    engine rules only rows below the floor break, in the engine's order among its others."""
+    engine = [name for name in problem.engine_rules if name in rules or name in beneath]
+    first = [rule for rule in rules if rule in (KV_HEADS, EVEN_STAGES, MIN_INTERLEAVED_PP)]
+    rest = [rule for rule in rules if rule not in first and rule not in engine]
+    return (*first, *engine, *rest)
 
 
 def _smallest_step_up(

@@ -43,7 +43,7 @@ from optimizer.search.solve import (
 )
 from optimizer.search.space import MAX_MICRO_BATCH_VALUES, MAX_SEARCH_VPP, SearchSpace
 from optimizer.search.stopping import CutShort, StopSignal, time_is_up
-from optimizer.search.tables import Tables, build_tables
+from optimizer.search.tables import NoLayouts, Tables, build_tables
 from optimizer.search.terms import LN_MFU_SCALE, MAX_TERM
 
 __all__ = [
@@ -58,6 +58,7 @@ __all__ = [
     "MEMORY_LIMIT",
     "MIN_INTERLEAVED_PP",
     "MIN_SOLVE_S",
+    "NoLayouts",
     "PRICED_KNOBS",
     "Pricing",
     "CutShort",

@@ -14,6 +14,7 @@ import numpy as np
 from models.layout import Layout
 from optimizer.costmodel import CostAssumptions, GridPrices, LayoutGrid, profile_named
 from optimizer.search.dominance import without_dominated_anywhere
+from optimizer.search.placements import PlacementClasses
 from optimizer.search.problem import (
     EVEN_STAGES,
     KNOBS,
@@ -192,4 +193,19 @@ def frontier_rows(tables: Tables, relaxed: frozenset[str] = frozenset()) -> Tabl
     if not len(allowed.degree_index):
         return tables  # nothing fits: the model proves it, with every rule in place
     kept = without_dominated_anywhere(tables.problem, allowed, tables.terms)
-    return replace(tables, tables=(kept,))
+    return _on_own_tuples(replace(tables, tables=(kept,)))
+
+
+def _on_own_tuples(tables: Tables) -> Tables:
+    """The tables with only the degree tuples their rows hold (a few of the hundreds a
+    request's space has): a model of them is as small as its rows. The tuples keep their
+    order, so every tie-break ranks the rows as before; the rules' literals a model would
+    hold only for the tuples left out bar no row of these."""
+    table = tables.tables[0]
+    used = np.unique(table.degree_index)
+    if used.size == len(tables.problem.degrees):
+        return tables
+    problem = replace(tables.problem, degrees=tables.problem.degrees[used])
+    classes = PlacementClasses([tables.classes.representative[k] for k in used])
+    table = replace(table, degree_index=np.searchsorted(used, table.degree_index))
+    return replace(tables, problem=problem, classes=classes, tables=(table,))

@@ -71,6 +71,9 @@ class Tables:
     # Memory terms are in units of this many bytes (rounded up): 1, exact, unless the sum of
     # every row's memory would overflow the solver's int64 arithmetic (memory in petabytes).
     memory_unit_bytes: int = 1
+    # Under the problem's `mfu_floor`: the engine rules broken by rows left out below it (a
+    # rule broken only there has no literal, and relaxing it cannot reach the floor).
+    left_out_breaks: frozenset[str] = frozenset()
 
 
 def _table_rows(
@@ -278,6 +281,7 @@ def build_tables(
         return time_is_up(deadline, stop)
 
     tables = []
+    left_out_breaks: frozenset[str] = frozenset()
     for axes in all_axes:
         k, index = coupled_valid_rows(problem, classes, axes, structure, cut_short)
         per_row = rows_per_coupled_row(problem, classes, axes, k)
@@ -289,7 +293,9 @@ def build_tables(
             if cut_short():
                 raise CutShort()
             coupled = (k[rows], {axis: column[rows] for axis, column in index.items()})
-            parts.append(_priced_part(problem, classes, terms, axes, coupled, assumptions, prune))
+            part, broken = _priced_part(problem, classes, terms, axes, coupled, assumptions, prune)
+            parts.append(part)
+            left_out_breaks |= broken
         if not any(len(part.degree_index) for part in parts):
             # under a floor, no row reaching it is no layout reaching it: not an error
             raise NoLayouts() if problem.mfu_floor is not None else unpriced(assumptions)
@@ -299,7 +305,7 @@ def build_tables(
     if problem.engine is not None and not any(whole_layouts(axes) for axes in all_axes):
         tables.append(rules_table(problem, classes, structure))
     scaled, unit = in_memory_units(tuple(tables), terms)
-    return Tables(problem, classes, scaled, terms, unit)
+    return Tables(problem, classes, scaled, terms, unit, left_out_breaks)
 
 
 # Rows priced at once by build_tables (~150 MB of arrays under profile standard).
@@ -325,20 +331,35 @@ def _priced_part(
     coupled: tuple[np.ndarray, dict[str, np.ndarray]],
     assumptions: CostAssumptions,
     prune: bool,
-) -> Table:
+) -> tuple[Table, frozenset[str]]:
     """One chunk of a table: its rows expanded by the free axes (under a floor, those whose
-    ceiling reaches it), priced, the unpriced and (when `prune`) the dominated ones dropped."""
+    ceiling reaches it), priced, the unpriced and (when `prune`) the dominated ones dropped;
+    and the engine rules the rows left out under the floor break."""
     k, index = with_free_axes(problem, classes, axes, *coupled)
     keep = np.ones(k.size, dtype=bool)
+    left_out: frozenset[str] = frozenset()
     if problem.mfu_floor is not None and whole_layouts(axes):
         keep = reaching_floor(problem, classes, assumptions, k, index)
+        left_out = _broken_by(problem, classes, k[~keep], {a: c[~keep] for a, c in index.items()})
     # none kept: one row priced for the table's columns, then dropped
     rows = np.flatnonzero(keep) if keep.any() else np.arange(min(k.size, 1))
     k, index = k[rows], {axis: column[rows] for axis, column in index.items()}
     part = priced_rows(problem, classes, terms, axes, k, index, assumptions)
     if not keep.any():
-        return part.take(np.zeros(len(part.degree_index), dtype=bool))
-    return without_dominated(problem, part, terms) if prune and len(part.degree_index) else part
+        return part.take(np.zeros(len(part.degree_index), dtype=bool)), left_out
+    if prune and len(part.degree_index):
+        part = without_dominated(problem, part, terms)
+    return part, left_out
+
+
+def _broken_by(
+    problem: SearchProblem, classes: PlacementClasses, k: np.ndarray, index: dict[str, np.ndarray]
+) -> frozenset[str]:
+    """The engine rules some of these rows break."""
+    if problem.engine is None or k.size == 0:
+        return frozenset()
+    breaks = problem.engine_breaks(_grid_for_rows(problem, classes, k, index))
+    return frozenset(name for name, broken in breaks.items() if broken.any())
 
 
 def priced_rows(
