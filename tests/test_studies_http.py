@@ -18,12 +18,13 @@ from api.client import Client, LayoutoptError
 from bench.load import free_port, start_server, stop_server
 
 FAST: dict[str, Any] = {"model": "llama3-8b", "cluster.gpus": 8}
-# Runs to its time limit on any machine: with explanations the optimum prices every layout
-# (millions, checked between chunks), 1.8 s to prove on the 2-core reference machine against
-# its 0.5 s limit. (Without them it is searched by MFU ceilings and proved in 0.4 s.)
+# Runs to its time limit on any machine: four micro-batch sizes give the optimum 19.6M MFU
+# ceilings to bound and its best tuples to price, 1.2 s to prove on the 2-core reference
+# machine against its 0.5 s limit (one size: 0.5 s, too close to it).
 SLOW: dict[str, Any] = {
     "model": "deepseek-v3-shaped",
     "cluster.gpus": 16384,
+    "search.micro_batches": [1, 2, 4, 8],
     "explain": True,
     "time_limit_s": 0.5,
 }
@@ -68,7 +69,8 @@ def test_the_first_row_arrives_before_the_last_scenario_is_solved(server: str) -
             arrivals.append((time.perf_counter() - start, row))
     (first_s, first), (last_s, last) = arrivals
     assert first["status"] == "optimal" and first["model"] == "llama3-8b"
-    assert last["status"] == "unknown" and last["model"] == "deepseek-v3-shaped"
+    # cut short by its time limit: a layout not proved optimal, or none yet on a slower machine
+    assert last["status"] in ("feasible", "unknown") and last["model"] == "deepseek-v3-shaped"
     assert last["solver_wall_s"] >= 0.45
     assert last_s - first_s >= 0.4, arrivals  # streamed, not held back until the end
 
