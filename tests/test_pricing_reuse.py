@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -30,6 +31,7 @@ from optimizer.search import (
     rule_names,
     solve_best,
 )
+from optimizer.search import placements as placements_module
 from optimizer.search import tables as tables_module
 from optimizer.search.dominance import without_dominated
 from optimizer.search.problem import KNOBS
@@ -310,3 +312,19 @@ def test_widened_relaxations_searched_by_ceilings_give_the_whole_spaces_verdicts
         assert said[rule].binds == (mfu > binds_above), rule
         if said[rule].binds:
             assert said[rule].relaxed_mfu == pytest.approx(mfu, rel=1e-9)
+
+
+def test_placement_classes_kept_from_other_searches_are_those_worked_out_afresh() -> None:
+    *_, problem, _ = request("mixtral on 64")  # MoE: the expert links read the experts too
+    wide = placements_module.placement_class_of(problem)  # every tuple, then a part of them
+    part = replace(problem, degrees=problem.degrees[::3])
+    placements_module._CLASSES.clear()
+    assert np.array_equal(placements_module.placement_class_of(part), wide[::3])
+    placements_module._CLASSES.clear()
+    assert np.array_equal(placements_module._class_of(part), wide[::3])
+    # another cluster is another context: its classes are its own
+    bigger = problem.job.cluster.model_copy(update={"gpus_per_node": 16, "nvlink_domain": 16})
+    other = replace(problem, job=problem.job.model_copy(update={"cluster": bigger}))
+    assert np.array_equal(
+        placements_module.placement_class_of(other), placements_module._class_of(other)
+    )

@@ -136,7 +136,7 @@ def relaxations(
     # space) or, for a verdict of "does not bind", before the proof that nothing beats it.
     unsettled = 0
     for rule, (space, answer) in found.items():
-        relaxed = None if answer.layout is None else priced(space, answer.layout, assumptions)
+        relaxed = _priced_answer(space, answer, problem, best, assumptions)
         if relaxed is not None and relaxed.mfu > binds_above:
             step_up = None
             if rule == MEMORY_LIMIT:
@@ -149,6 +149,22 @@ def relaxations(
         else:
             unsettled += 1
     return tuple(judged), len(found) == len(tries) and not unsettled
+
+
+def _priced_answer(
+    space: SearchProblem,
+    answer: Found,
+    problem: SearchProblem,
+    best: Estimate,
+    assumptions: CostAssumptions,
+) -> Estimate | None:
+    """The relaxed optimum priced in its space; the optimum itself when it came back (most
+    rules that do not bind), without pricing it again."""
+    if answer.layout is None:
+        return None
+    if space is problem and answer.layout == best.layout:
+        return best
+    return priced(space, answer.layout, assumptions)
 
 
 def _named_in_order(

@@ -3,6 +3,8 @@ dimensions grouped by which priced groups fit one NVLink domain."""
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -84,10 +86,48 @@ def _expert_links(problem: SearchProblem, grid: LayoutGrid, domain: int) -> list
 
 def placement_class_of(problem: SearchProblem) -> np.ndarray:
     """[tuple k, i] -> the code of the placement that represents problem.placements[i]'s
-    class for tuple k (its first placement with the same priced links)."""
+    class for tuple k (its first placement with the same priced links). Each tuple's row is
+    worked out once per context (_classes_known) and kept."""
     codes = np.asarray(problem.placements, dtype=np.int64)
     if len(problem.degrees) == 0:  # no tuple, no class
         return np.zeros((0, codes.size), dtype=np.int64)
+    known = _classes_known(problem)
+    tuples = [tuple(row) for row in problem.degrees.tolist()]
+    missing = sorted({i for i, key in enumerate(tuples) if key not in known})
+    if missing:
+        rows = _class_of(replace(problem, degrees=problem.degrees[missing]))
+        with _CLASSES_LOCK:
+            known.update(zip((tuples[i] for i in missing), rows.tolist(), strict=True))
+    return np.asarray([known[key] for key in tuples], dtype=np.int64).reshape(-1, codes.size)
+
+
+# Every search of an optimize with explanations asks for the classes of many of the same
+# tuples (its optimum, the relaxations' wide model, each choice's space): worked out afresh
+# each time they took 11% of the default profile's explained optimize over bench/load.py's
+# requests (cProfile, 2026-12-05). Kept per context (profile, cluster, experts, placement
+# list: all a class reads besides the tuple) for the last few contexts.
+_CLASSES: OrderedDict[tuple, dict[tuple[int, ...], list[int]]] = OrderedDict()
+_CLASSES_LOCK = threading.Lock()
+CLASS_CONTEXTS_KEPT = 8
+
+
+def _classes_known(problem: SearchProblem) -> dict[tuple[int, ...], list[int]]:
+    """The tuples' class rows worked out so far in the problem's context."""
+    model = problem.job.model
+    experts = model.num_experts if model.is_moe else 0
+    context = (problem.profile, problem.job.cluster, experts, tuple(problem.placements))
+    with _CLASSES_LOCK:
+        if context not in _CLASSES:
+            _CLASSES[context] = {}
+            while len(_CLASSES) > CLASS_CONTEXTS_KEPT:
+                _CLASSES.popitem(last=False)
+        _CLASSES.move_to_end(context)
+        return _CLASSES[context]
+
+
+def _class_of(problem: SearchProblem) -> np.ndarray:
+    """placement_class_of, worked out for every tuple of the problem."""
+    codes = np.asarray(problem.placements, dtype=np.int64)
     k, p = np.meshgrid(np.arange(len(problem.degrees)), codes, indexing="ij")
     grid = LayoutGrid.placed(problem.degrees[k.ravel()], p.ravel())
     dims = PLACEMENT_PRICED_DIMS.get(problem.profile, DIMENSIONS)
