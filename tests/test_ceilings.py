@@ -25,10 +25,10 @@ from optimizer.search import (
     narrowed,
     tuple_ceilings,
 )
-from optimizer.search.ceilings import rank_tuples, row_ceilings
+from optimizer.search.ceilings import floored_rows, rank_tuples, row_ceilings
 from optimizer.search.placements import placement_classes
 from optimizer.search.problem import KNOBS
-from optimizer.search.tables import valid_rows
+from optimizer.search.tables import coupled_valid_rows, valid_rows, with_free_axes
 from optimizer.search.terms import PLACEMENT
 from optimizer.searches import optimize, prepared
 
@@ -251,3 +251,24 @@ def test_known_ceilings_serve_only_the_tuples_they_were_computed_for() -> None:
     # computed for other tuples (the first one's cells everywhere): not used
     stale = replace(problem, known_ceilings=(problem.degrees[:1], ranking.cells[[0] * len(k)]))
     assert np.array_equal(row_ceilings(stale, classes, assumptions, k, index), fresh)
+
+
+@pytest.mark.parametrize(("model", "gpus", "engine", "space"), CASES[:2] + CASES[4:])
+def test_floored_rows_are_the_rows_whose_ceiling_reaches_the_floor_in_order(
+    model: str, gpus: int, engine: str, space: SearchSpace
+) -> None:
+    problem, assumptions = _problem(model, gpus, engine, space)
+    classes = placement_classes(problem)
+    axes = (*KNOBS, PLACEMENT)
+    coupled = coupled_valid_rows(problem, classes, axes, True)
+    k, index = with_free_axes(problem, classes, axes, *coupled)
+    ceilings = row_ceilings(problem, classes, assumptions, k, index)
+    floor = float(np.quantile(ceilings[np.isfinite(ceilings)], 0.9))
+    floored = replace(problem, mfu_floor=floor)
+    got_k, got_index = floored_rows(floored, classes, assumptions, *coupled)
+    kept = ceilings >= floor
+    assert 0 < kept.sum() < kept.size
+    assert np.array_equal(got_k, k[kept])
+    assert set(got_index) == set(index)
+    for axis, column in index.items():
+        assert np.array_equal(got_index[axis], column[kept]), axis

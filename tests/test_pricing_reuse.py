@@ -26,6 +26,7 @@ from optimizer.search import (
     best_layout,
     best_layout_by_ceilings,
     build_tables,
+    engine_rules_broken,
     narrowed,
     resolve_space,
     rule_names,
@@ -184,7 +185,7 @@ def test_an_engine_rule_only_layouts_below_the_optimum_break_is_named_and_does_n
     best = explaining.priced(problem, found.layout, costs)
     budget = explaining.Budget(deadline=time.perf_counter() + 120.0, workers=1)
     floored = wide_tables(problem, best, costs, budget)
-    beneath = floored.left_out_breaks - set(rule_names(floored))
+    beneath = engine_rules_broken(problem, floored.classes) - set(rule_names(floored))
     assert beneath == {"engine_seq_len_divisible_by_2cp"}
     # the floored table's literals and the rules broken beneath: the whole table's rules
     assert set(rule_names(build_tables(problem, costs))) == set(rule_names(floored)) | beneath

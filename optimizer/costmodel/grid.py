@@ -227,6 +227,16 @@ class LayoutBox:
     def knob(self, name: str) -> np.ndarray:
         return self._along(np.asarray(self.knobs[name]), (1 + BOX_KNOBS.index(name),))
 
+    def grid(self) -> LayoutGrid:
+        """The box as a LayoutGrid whose columns broadcast against each other: for tests
+        written row by row over its columns alone (an engine's rules), each then computed
+        over only the axes it reads. Not for what reads spans: those index rows."""
+        columns = {knob: self.knob(knob) for knob in BOX_KNOBS}
+        placement = self._along(self.placements, (0, len(self.shape) - 1))
+        return LayoutGrid(
+            **{dim: self.degree(dim) for dim in DEGREE_COLUMNS}, placement=placement, **columns
+        )
+
     def span(self, dim: Dimension) -> np.ndarray:
         """GPUs one `dim` group spans, per tuple and placement."""
         tuples, per_tuple = self.placements.shape

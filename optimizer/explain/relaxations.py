@@ -30,6 +30,7 @@ from optimizer.search import (
     best_layout_above,
     build_tables,
     choosable_model,
+    engine_rules_broken,
     least_memory_beating,
     narrowed,
     rule_names,
@@ -48,9 +49,8 @@ def wide_tables(
 ) -> Tables:
     """The wide model's tables (the request's rules as literals) over the rows whose MFU
     ceiling reaches the optimum: each rule's relaxed optimum, if it binds, is among them, and
-    so is each layout the memory limit's step up may name. Tables.left_out_breaks names the
-    engine rules only rows below the floor break. Where nothing reaches it (the optimum's
-    row always does), priced whole."""
+    so is each layout the memory limit's step up may name. Where nothing reaches it (the
+    optimum's row always does), priced whole."""
     floored = replace(problem, mfu_floor=best.mfu * (1 - FLOOR_MARGIN))
     try:
         return build_tables(floored, assumptions, deadline=budget.deadline, stop=budget.stop)
@@ -108,11 +108,11 @@ def relaxations(
     """Each relaxable rule of the request, whether relaxing it raises the best MFU and, if so,
     what it would buy; and whether every rule was tried within the budget. `tables` are the
     wide model's (wide_tables, or every row): it names the rules, each re-solved over the
-    rows it may then choose; an engine rule that only rows left out below the floor break
-    does not bind. max_vpp and the node size widen the space instead: only its rows whose
+    rows it may then choose; an engine rule that some layout breaks but no row of the
+    tables (only layouts below the floor) does not bind. max_vpp and the node size widen the space instead: only its rows whose
     MFU ceiling beats the optimum are priced (_beyond)."""
     with_literals = rule_names(tables)
-    beneath = tables.left_out_breaks - set(with_literals)
+    beneath = engine_rules_broken(problem, tables.classes) - set(with_literals)
     rules = _named_in_order(problem, with_literals, beneath)
     tries: list[tuple[str, SearchProblem | None]] = [(rule, None) for rule in rules]
     tries += list(_relaxed_problems(problem).items())

@@ -8,6 +8,7 @@ model's terms tabulated (terms.py, placements.py, tables.py, dominance.py), the 
 Other rooms import from this module only.
 """
 
+from optimizer.search.boxes import engine_rules_broken
 from optimizer.search.ceiling_search import best_layout_above, best_layout_by_ceilings
 from optimizer.search.ceilings import tuple_ceilings
 from optimizer.search.enumerator import PricedSpace, layout_grid, price_space, restriction_masks
@@ -76,6 +77,7 @@ __all__ = [
     "build_tables",
     "choosable_model",
     "divisors",
+    "engine_rules_broken",
     "fast_link_domain",
     "frontier",
     "layout_grid",

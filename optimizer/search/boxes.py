@@ -21,7 +21,7 @@ from optimizer.costmodel import (
     Profile,
 )
 from optimizer.search.placements import PlacementClasses
-from optimizer.search.problem import KNOBS, SearchProblem
+from optimizer.search.problem import ENGINE_RULE_PREFIX, KNOBS, SearchProblem, valid_knob_mask
 from optimizer.search.terms import PLACEMENT
 
 # Cells of one box (every combination, valid or not): the largest arrays a box pricing
@@ -42,6 +42,46 @@ PRICE_FIELDS = (
     "bubble",
     "mfu",
 )
+
+
+def layout_cells(problem: SearchProblem, box: LayoutBox) -> np.ndarray:
+    """Which cells of the box are layouts (valid_knob_mask), broadcastable to its shape."""
+    pp, dp, cp = (box.degree(dim) for dim in ("pp", "dp", "cp"))
+    knobs = [box.knob(knob) for knob in ("vpp", "micro_batch", "schedule", "ep")]
+    # the mask takes its shape from its first four: give pp the others' axes as well
+    pp = np.broadcast_to(pp, np.broadcast_shapes(pp.shape, cp.shape, *(k.shape for k in knobs)))
+    vpp, micro_batch, schedule, ep = knobs
+    return valid_knob_mask(problem.job, pp, dp, vpp, micro_batch, cp, schedule, ep)
+
+
+def engine_rules_broken(problem: SearchProblem, classes: PlacementClasses) -> frozenset[str]:
+    """The engine's rules (search names) some layout of the problem breaks, whether or not a
+    table holds it: each rule tested on boxes of the tuples, every knob value and placement
+    class, so its test broadcasts over only the axes it reads (a rule of pp and vpp costs a
+    few thousand cells where the layouts are millions)."""
+    if problem.engine is None or len(problem.degrees) == 0:
+        return frozenset()
+    knobs = {knob: tuple(problem.knobs[knob]) for knob in KNOBS}
+    codes = classes.codes()
+    per_tuple = int(np.prod([len(values) for values in knobs.values()])) * codes.shape[1]
+    block = max(1, BOX_CELLS // max(per_tuple, 1))
+    broken: set[str] = set()
+    for start in range(0, len(problem.degrees), block):
+        chosen = slice(start, start + block)
+        # past a tuple's last class, padding at placement 0, which no layout of it takes
+        box = LayoutBox(problem.degrees[chosen], knobs, np.maximum(codes[chosen], 0))
+        grid, layouts = box.grid(), layout_cells(problem, box)
+        classes_held = np.expand_dims(codes[chosen] >= 0, tuple(range(1, 1 + len(KNOBS))))
+        for rule in problem.engine.rules:
+            name = ENGINE_RULE_PREFIX + rule.name
+            if name in broken:
+                continue
+            breaks = np.logical_not(rule.check(problem.job, grid))
+            if np.ndim(breaks) == len(box.shape) and np.shape(breaks)[-1] > 1:
+                breaks = breaks & classes_held  # it reads the placement: real classes only
+            if np.logical_and(breaks, layouts).any():
+                broken.add(name)
+    return frozenset(broken)
 
 
 def axis_values(problem: SearchProblem, classes: PlacementClasses, axis: str) -> int:

@@ -22,9 +22,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from optimizer.costmodel import CostAssumptions, LayoutBox, LayoutGrid, profile_named
-from optimizer.search.boxes import BOX_CELLS
+from optimizer.search.boxes import BOX_CELLS, layout_cells
 from optimizer.search.placements import PlacementClasses
-from optimizer.search.problem import KNOBS, SearchProblem, degree_columns, valid_knob_mask
+from optimizer.search.problem import KNOBS, SearchProblem, degree_columns
 from optimizer.search.stopping import CutShort
 from optimizer.search.terms import PLACEMENT
 
@@ -58,6 +58,19 @@ def cell_ceilings(
     return np.concatenate([cells for _, cells in blocks])
 
 
+def _cells_of(
+    problem: SearchProblem,
+    classes: PlacementClasses,
+    assumptions: CostAssumptions,
+    tuples: np.ndarray,
+) -> np.ndarray:
+    """cell_ceilings of `tuples` (sorted, unique), the problem's known ones when it has them."""
+    known = problem.known_ceilings
+    if known is not None and np.array_equal(known[0], problem.degrees):
+        return known[1][tuples]
+    return cell_ceilings(problem, classes, assumptions, tuples)
+
+
 def row_ceilings(
     problem: SearchProblem,
     classes: PlacementClasses,
@@ -68,24 +81,39 @@ def row_ceilings(
     """The ceiling of each table row (degree tuple `k`, each knob's and the placement class's
     value index in `index`)."""
     tuples = np.unique(k)
-    known = problem.known_ceilings
-    if known is not None and np.array_equal(known[0], problem.degrees):
-        ceilings = known[1][tuples]
-    else:
-        ceilings = cell_ceilings(problem, classes, assumptions, tuples)
+    ceilings = _cells_of(problem, classes, assumptions, tuples)
     return ceilings[(np.searchsorted(tuples, k), *(index[axis] for axis in CELL_AXES))]
 
 
-def reaching_floor(
+def floored_rows(
     problem: SearchProblem,
     classes: PlacementClasses,
     assumptions: CostAssumptions,
     k: np.ndarray,
     index: dict[str, np.ndarray],
-) -> np.ndarray:
-    """Which table rows have a ceiling at or above the problem's `mfu_floor`."""
+) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    """The rows of a table of whole layouts that these coupled rows (tuple `k`, the coupled
+    knobs' value indices) become, only those whose ceiling reaches the problem's
+    `mfu_floor`, in tables.with_free_axes's order (each coupled row's ZeRO stages, recompute
+    modes, then placement classes). Decided per coupled row, recompute mode and class, what a
+    ceiling reads, before the ZeRO stages multiply them: the rows below the floor (most of a
+    search's millions) are never made."""
     assert problem.mfu_floor is not None
-    return row_ceilings(problem, classes, assumptions, k, index) >= problem.mfu_floor
+    tuples = np.unique(k)
+    cells = _cells_of(problem, classes, assumptions, tuples)
+    vpp, micro_batch, schedule, ep = (
+        index[knob] for knob in ("vpp", "micro_batch", "schedule", "ep")
+    )
+    # [row, recompute mode, class]: CELL_AXES with recompute and the class left whole
+    at = cells[np.searchsorted(tuples, k), vpp, micro_batch, :, schedule, ep, :]
+    reached = at >= problem.mfu_floor
+    count = np.asarray([len(held) for held in classes.representative], dtype=np.int64)[k]
+    reached &= (np.arange(cells.shape[-1]) < count[:, None])[:, None, :]
+    zeros = len(problem.knobs["zero"])
+    every = np.broadcast_to(reached[:, None], (len(k), zeros, *reached.shape[1:]))
+    row, zero, recompute, placement = np.nonzero(every)
+    rows = {axis: column[row] for axis, column in index.items()}
+    return k[row], rows | {"zero": zero, "recompute": recompute, PLACEMENT: placement}
 
 
 @dataclass(frozen=True)
@@ -166,17 +194,7 @@ def _ceiling_blocks(
         with np.errstate(all="ignore"):  # combinations that are not layouts may overflow
             cells = np.broadcast_to(ceiling_box(problem.job, box, assumptions), box.shape)
         cells = np.where(np.isnan(cells), np.inf, cells)
-        yield chosen, np.where(_layouts(problem, box), cells, -np.inf).max(axis=zero_axis)
-
-
-def _layouts(problem: SearchProblem, box: LayoutBox) -> np.ndarray:
-    """Which cells of the box are layouts (valid_knob_mask), broadcastable to its shape."""
-    pp, dp, cp = (box.degree(dim) for dim in ("pp", "dp", "cp"))
-    knobs = [box.knob(knob) for knob in ("vpp", "micro_batch", "schedule", "ep")]
-    # the mask takes its shape from its first four: give pp the others' axes as well
-    pp = np.broadcast_to(pp, np.broadcast_shapes(pp.shape, cp.shape, *(k.shape for k in knobs)))
-    vpp, micro_batch, schedule, ep = knobs
-    return valid_knob_mask(problem.job, pp, dp, vpp, micro_batch, cp, schedule, ep)
+        yield chosen, np.where(layout_cells(problem, box), cells, -np.inf).max(axis=zero_axis)
 
 
 def _probe_mfu(

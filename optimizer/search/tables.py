@@ -17,7 +17,7 @@ import numpy as np
 from models.errors import InvalidSpec
 from optimizer.costmodel import CostAssumptions, GridPrices, LayoutGrid, profile_named
 from optimizer.search.boxes import axis_values, boxed_prices
-from optimizer.search.ceilings import reaching_floor
+from optimizer.search.ceilings import floored_rows
 from optimizer.search.dominance import without_dominated
 from optimizer.search.placements import PlacementClasses, placement_classes
 from optimizer.search.problem import KNOBS, SearchProblem, degree_columns, valid_knob_mask
@@ -71,9 +71,6 @@ class Tables:
     # Memory terms are in units of this many bytes (rounded up): 1, exact, unless the sum of
     # every row's memory would overflow the solver's int64 arithmetic (memory in petabytes).
     memory_unit_bytes: int = 1
-    # Under the problem's `mfu_floor`: the engine rules broken by rows left out below it (a
-    # rule broken only there has no literal, and relaxing it cannot reach the floor).
-    left_out_breaks: frozenset[str] = frozenset()
 
 
 def _table_rows(
@@ -281,7 +278,6 @@ def build_tables(
         return time_is_up(deadline, stop)
 
     tables = []
-    left_out_breaks: frozenset[str] = frozenset()
     for axes in all_axes:
         k, index = coupled_valid_rows(problem, classes, axes, structure, cut_short)
         per_row = rows_per_coupled_row(problem, classes, axes, k)
@@ -293,9 +289,7 @@ def build_tables(
             if cut_short():
                 raise CutShort()
             coupled = (k[rows], {axis: column[rows] for axis, column in index.items()})
-            part, broken = _priced_part(problem, classes, terms, axes, coupled, assumptions, prune)
-            parts.append(part)
-            left_out_breaks |= broken
+            parts.append(_priced_part(problem, classes, terms, axes, coupled, assumptions, prune))
         if not any(len(part.degree_index) for part in parts):
             # under a floor, no row reaching it is no layout reaching it: not an error
             raise NoLayouts() if problem.mfu_floor is not None else unpriced(assumptions)
@@ -305,7 +299,7 @@ def build_tables(
     if problem.engine is not None and not any(whole_layouts(axes) for axes in all_axes):
         tables.append(rules_table(problem, classes, structure))
     scaled, unit = in_memory_units(tuple(tables), terms)
-    return Tables(problem, classes, scaled, terms, unit, left_out_breaks)
+    return Tables(problem, classes, scaled, terms, unit)
 
 
 # Rows priced at once by build_tables (~150 MB of arrays under profile standard).
@@ -331,35 +325,21 @@ def _priced_part(
     coupled: tuple[np.ndarray, dict[str, np.ndarray]],
     assumptions: CostAssumptions,
     prune: bool,
-) -> tuple[Table, frozenset[str]]:
+) -> Table:
     """One chunk of a table: its rows expanded by the free axes (under a floor, those whose
-    ceiling reaches it), priced, the unpriced and (when `prune`) the dominated ones dropped;
-    and the engine rules the rows left out under the floor break."""
-    k, index = with_free_axes(problem, classes, axes, *coupled)
-    keep = np.ones(k.size, dtype=bool)
-    left_out: frozenset[str] = frozenset()
+    ceiling reaches it), priced, the unpriced and (when `prune`) the dominated ones dropped."""
     if problem.mfu_floor is not None and whole_layouts(axes):
-        keep = reaching_floor(problem, classes, assumptions, k, index)
-        left_out = _broken_by(problem, classes, k[~keep], {a: c[~keep] for a, c in index.items()})
-    # none kept: one row priced for the table's columns, then dropped
-    rows = np.flatnonzero(keep) if keep.any() else np.arange(min(k.size, 1))
-    k, index = k[rows], {axis: column[rows] for axis, column in index.items()}
+        k, index = floored_rows(problem, classes, assumptions, *coupled)
+    else:
+        k, index = with_free_axes(problem, classes, axes, *coupled)
+    if k.size == 0:  # none kept: one row priced for the table's columns, then dropped
+        first = (coupled[0][:1], {axis: column[:1] for axis, column in coupled[1].items()})
+        k, index = with_free_axes(problem, classes, axes, *first)
+        one = (k[:1], {axis: column[:1] for axis, column in index.items()})
+        part = priced_rows(problem, classes, terms, axes, *one, assumptions)
+        return part.take(np.zeros(len(part.degree_index), dtype=bool))
     part = priced_rows(problem, classes, terms, axes, k, index, assumptions)
-    if not keep.any():
-        return part.take(np.zeros(len(part.degree_index), dtype=bool)), left_out
-    if prune and len(part.degree_index):
-        part = without_dominated(problem, part, terms)
-    return part, left_out
-
-
-def _broken_by(
-    problem: SearchProblem, classes: PlacementClasses, k: np.ndarray, index: dict[str, np.ndarray]
-) -> frozenset[str]:
-    """The engine rules some of these rows break."""
-    if problem.engine is None or k.size == 0:
-        return frozenset()
-    breaks = problem.engine_breaks(_grid_for_rows(problem, classes, k, index))
-    return frozenset(name for name, broken in breaks.items() if broken.any())
+    return without_dominated(problem, part, terms) if prune and len(part.degree_index) else part
 
 
 def priced_rows(
