@@ -4,6 +4,9 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 HOST   ?= 127.0.0.1
 PORT   ?= 8000
+# Solves in a process per solver thread: the search's numpy and Python hold the GIL, so
+# threads alone use about one core (docs/deploy.md, SOLVE_IN).
+SOLVE_IN ?= processes
 STAMP  := $(VENV)/.installed
 
 .PHONY: install run test lint bench validate clean test-engines
@@ -19,7 +22,7 @@ $(STAMP): pyproject.toml | $(BIN)/python
 install: $(STAMP)
 
 run: install
-	HOST=$(HOST) PORT=$(PORT) $(BIN)/layoutopt serve
+	HOST=$(HOST) PORT=$(PORT) SOLVE_IN=$(SOLVE_IN) $(BIN)/layoutopt serve
 
 test: install
 	$(BIN)/python -m pytest

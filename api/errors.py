@@ -123,6 +123,12 @@ def saturated(message: str) -> ErrorDetail:
     return ErrorDetail(code="saturated", message=message)
 
 
+def solver_lost(message: str) -> ErrorDetail:
+    """The process solving the request ended without an answer (killed, out of memory): it
+    is replaced, so a retry is served."""
+    return ErrorDetail(code="solver_lost", message=message)
+
+
 def internal_error(request_id: str) -> ErrorDetail:
     """What a fault looks like from outside: no trace, an id to find it in the logs."""
     return ErrorDetail(

@@ -177,10 +177,19 @@ async def sample_rss(pid: int, deadline: float, samples: list[int]) -> None:
 
 
 def cpu_s_of(pid: int) -> float:
-    """User plus system CPU time of the process so far, from /proc/<pid>/stat."""
+    """User plus system CPU time so far of the process and its live children (the solver
+    processes of SOLVE_IN=processes), from /proc/<pid>/stat."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     ticks = int(fields[11]) + int(fields[12])  # utime, stime: fields 14 and 15 of stat(5)
-    return ticks / os.sysconf("SC_CLK_TCK")
+    return ticks / os.sysconf("SC_CLK_TCK") + sum(cpu_s_of(child) for child in children_of(pid))
+
+
+def children_of(pid: int) -> list[int]:
+    """The process's children, from /proc/<pid>/task/*/children (Linux 3.5+)."""
+    found: list[int] = []
+    for task in Path(f"/proc/{pid}/task").glob("*/children"):
+        found += [int(child) for child in task.read_text().split()]
+    return found
 
 
 def rss_of(pid: int) -> int:
@@ -367,6 +376,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--workers", type=int, default=2, help="server WORKERS")
     parser.add_argument("--queue-depth", type=int, default=8, help="server QUEUE_DEPTH")
     parser.add_argument("--cache-size", type=int, default=1024, help="server CACHE_SIZE")
+    parser.add_argument(
+        "--solve-in",
+        choices=("threads", "processes"),
+        default="threads",
+        help="server SOLVE_IN: solves in the solver threads, or a worker process each",
+    )
     args = parser.parse_args(argv)
     if not 0 < args.duration_s <= 600 or not 0 < args.clients <= 1000:
         parser.error("--duration-s must be in (0, 600] and --clients in (0, 1000]")
@@ -382,6 +397,7 @@ def main(argv: list[str] | None = None) -> int:
         "WORKERS": str(args.workers),
         "QUEUE_DEPTH": str(args.queue_depth),
         "CACHE_SIZE": str(args.cache_size),
+        "SOLVE_IN": args.solve_in,
         "LOG_LEVEL": "info",
     }
     with tempfile.TemporaryFile() as log:

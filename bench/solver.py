@@ -160,18 +160,19 @@ What the columns are: `optimize` is `optimizer.search.optimize(..., explain=Fals
 (space resolution, tables priced by the cost model, model build, the two lexicographic solves,
 read-back and re-pricing by `evaluate`); `+ explanations` adds the relaxation re-solves
 (memory, KV heads, allowed ZeRO stages and recompute, fixed degrees, max_vpp, node size), the
-re-solves that price each of the optimum's less common choices (optimizer/choices.py) and
+re-solves that price each of the optimum's less common choices (optimizer/explain/choices.py) and
 slacks; `pareto` is the whole epsilon-constraint frontier. Wall-clock medians after one
 warm-up run, with the median process CPU time (all threads) in brackets: on a loaded machine
 CPU time is the better estimate of an idle machine's wall time for a one-worker solve. The
 enumerator prices every layout with `profile.price_grid` (numpy). `argmax of pruned table`
-builds the same dominance-pruned table the optimum's CP-SAT model picks from and takes its
-numpy argmax under the same rules and tie-break (`enumerator.best_of_tables`), then
+builds the dominance-pruned table of every layout (what the optimum's CP-SAT model picked
+from before the MFU ceilings) and takes its numpy argmax under the same rules and tie-break (`enumerator.best_of_tables`), then
 re-prices the answer as optimize does: what the solver costs over the table, with no proof
 or explanation (workshop's terms are factored over several tables, which only a join
 searches: `-`). "agrees": the same optimum MFU (1e-6) as the enumerator and, where
-measured, the argmax, and the same number of frontier points as the enumerator. Rows `standard:` use the
-profile searches default to; the targets below are the workshop plate's.
+measured, the argmax, and the same number of frontier points as the enumerator. Rows
+`standard:` use the profile searches default to, `standard, megatron:` the engine too: the
+case issue 13's targets are read on.
 
 Targets on 2 cores (issue 13): proved optimum <= 100 ms median for the plate's case, <= 0.5 s
 with explanations, frontier <= 0.5 s.
@@ -188,25 +189,42 @@ stages, several jobs, network tiers) can grow where enumeration explodes.
 
 Against issue 13's targets, measured in the table above (`python -m bench.solver`, the load
 average in its header) on the searches' defaults (`standard, megatron: plate`): the optimum
-takes 78 ms against <= 100 ms, met; with explanations 0.79 s against <= 0.5 s, still
-missed; the frontier 0.31 s, within its 0.5 s (0.52 s without an engine's rules,
-`standard: plate`). **MFU ceilings (2026-12-05).** An optimize without explanations no longer
-prices every layout (optimizer/search/ceiling_search.py). Each layout has an MFU ceiling
-from the cost model: the model FLOPs over the step's floor, the busiest stage's micro-batch
-slots and pipeline sends, to which every ZeRO stage's step only adds
-(`breakdown.step_floor_s`), computed in boxes for every tuple, knob value and placement
-class at once (20 ms on the plate). A few layouts a tuple priced in full (probes) order the
-tuples; the 4 of best probe are priced and solved; of the others only the rows whose ceiling
-reaches that optimum are priced and solved (`SearchProblem.mfu_floor`), and the better of
-the two is the answer, proved (a row left out cannot beat a layout that keeps every rule).
-The plate prices 12,704 of its 284,544 rows. tests/test_ceilings.py holds the answer equal
-to the search over every tuple (five cases, three engines, MoE, forced paths) and every
-layout under its ceiling. The commit before and after, same hour, CPU medians of five in one
-process (load ~0.9): the plate 227 -> 78-85 ms, DeepSeek-V3-shaped on 2,048 GPUs 1,275 ->
-389 ms and on 16,384 1,993 -> 423 ms, Mixtral on 512 349 -> 121 ms, 70B on 6,144 113 -> 69
-ms. The numpy argmax of the pruned table, which prices every layout, now takes 2.6x the
-optimum. With explanations the optimum's table is still priced whole: the wide model that
-names the binding rules is built over its rows. Since ea13ebc the searches that relax no rule (the optimum, the frontier, the
+takes 57 ms against <= 100 ms, met; with explanations 0.29 s against <= 0.5 s, met; the
+frontier 0.31 s against 0.5 s, met (without an engine's rules, `standard: plate`, 68 ms,
+0.34 s and 0.57 s). Every model preset on every GPU count of the test suite, MoE included,
+is in the "## Presets" section below. The numpy argmax of the pruned table, which prices
+every layout, takes 3.8x the optimum's time (`optimize / argmax` 0.26x).
+
+**MFU ceilings (2026-12-05).** The search no longer prices every layout
+(optimizer/search/ceiling_search.py). Each layout has an MFU ceiling from the cost model: the
+model FLOPs over the step's floor, the busiest stage's micro-batch slots and pipeline sends,
+to which every ZeRO stage's step only adds (`breakdown.step_floor_s`), computed in boxes for
+every tuple, knob value and placement class at once (20 ms on the plate). A few layouts a
+tuple priced in full (probes) order the tuples; the 4 of best probe are priced and solved; of
+the others only the rows whose ceiling reaches that optimum are priced and solved
+(`SearchProblem.mfu_floor`), and the better of the two is the answer, proved (a row left out
+cannot beat a layout that keeps every rule). The plate prices 12,704 of its 284,544 rows.
+tests/test_ceilings.py holds the answer equal to the search over every tuple (five cases,
+three engines, MoE, forced paths) and every layout under its ceiling. The commit before and
+after, same hour, CPU medians of five in one process (load ~0.9): the plate 227 -> 78-85 ms,
+DeepSeek-V3-shaped on 2,048 GPUs 1,275 -> 389 ms and on 16,384 1,993 -> 423 ms, Mixtral on
+512 349 -> 121 ms, 70B on 6,144 113 -> 69 ms. The explanations use the same bound: a
+relaxation binds only if its optimum beats the optimum, so the wide model of the rules holds
+only the rows whose ceiling reaches it (`relaxations.wide_tables`, 450 of the plate's 7,663
+undominated rows), an engine rule that only layouts below that floor break is named from a
+test of the rules on boxes (`boxes.engine_rules_broken`, 1 ms) and does not bind, max_vpp's
+extra chunks and the doubled node are searched above the optimum
+(`ceiling_search.best_layout_above`), each choice's optimum is found by ceilings, and the
+models of each solve hold only the degree tuples of their rows (`enumerator.frontier_rows`).
+A floored table's rows are kept per coupled row, recompute mode and class before the ZeRO
+stages multiply them (`ceilings.floored_rows`). tests/test_pricing_reuse.py holds these
+explanations equal to those of every table priced whole (five cases, the plate among them).
+CPU, one process, the plate under Megatron-LM with explanations: 732 ms (before 14bfc07) ->
+~490 -> 519 (the optimum still priced whole) -> ~446 (wide model floored, own tuples) ->
+~376 (placement classes kept, rules on boxes) -> ~346 ms (floors before expansion);
+DeepSeek-V3-shaped with explanations on 16,384 GPUs 5.6 s -> 1.1 s, on 2,048 3.0 -> 1.05 s.
+
+**Earlier steps (2026-12-01 to 04), for the record.** Since ea13ebc the searches that relax no rule (the optimum, the frontier, the
 widened and restricted explanations) solve over `frontier_rows`: the rows every rule allows
 that no such row beats on memory and MFU anywhere in the table, tens instead of thousands, so
 each solve loads a tiny model (exact: such a row is never the best under any cap; the

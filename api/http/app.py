@@ -34,6 +34,7 @@ from api.http.page import POOLED_PAGE_PATHS
 from api.http.page import router as page_router
 from api.http.plan import POOLED_PLAN_PATHS
 from api.http.plan import router as plan_router
+from api.http.processes import WorkerDied
 from api.http.routes import POOLED_PATHS, router
 from api.http.settings import Settings
 from api.http.studies import STUDY_POOLED_PATHS, install_studies
@@ -59,6 +60,12 @@ def add_error_handlers(app: FastAPI) -> None:
     async def _not_installed(_: Request, error: CalibrationUnavailable) -> JSONResponse:
         return error_response(errors.not_installed(str(error)), 501)
 
+    @app.exception_handler(WorkerDied)
+    async def _worker_died(_: Request, error: WorkerDied) -> JSONResponse:
+        app.state.metrics.rejections.labels("solver_lost").inc()
+        headers = {"Retry-After": str(app.state.settings.retry_after_s)}
+        return error_response(errors.solver_lost(str(error)), 503, headers)
+
     @app.exception_handler(Saturated)
     async def _saturated(_: Request, error: Saturated) -> JSONResponse:
         return saturated_response(error)
@@ -75,8 +82,13 @@ def add_error_handlers(app: FastAPI) -> None:
 async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
     app.state.ready = True
     app.state.solver.pool.draining = False  # an app started again (tests) serves again
+    processes = app.state.solver.processes
+    if processes is not None:
+        processes.start()
     yield
     drain(app)
+    if processes is not None:
+        processes.close()
 
 
 def drain(app: FastAPI) -> int:

@@ -28,6 +28,12 @@ class Settings(BaseSettings):
         le=256,
         description="Solver threads: solves are CPU-bound, so one per core.",
     )
+    solve_in: Literal["threads", "processes"] = Field(
+        "threads",
+        description="Where solves run: the solver threads themselves, or one worker process "
+        "each (more throughput on several cores, as the search's numpy and Python hold the "
+        "GIL; about 150 MB more memory a worker).",
+    )
     queue_depth: int = Field(
         8, ge=0, le=10_000, description="Solves that may wait for a worker before 503."
     )

@@ -1,7 +1,7 @@
 """Bounded work: a solver pool that refuses at once when full, and a cache of answers.
 
-Solves are CPU-bound and run off the event loop in threads (CP-SAT and numpy release the
-GIL while they work). At most `workers` run and `queue_depth` wait; the next request is
+Solves are CPU-bound and run off the event loop in threads, or in a worker process per
+thread (`SOLVE_IN=processes`, api/http/processes.py). At most `workers` run and `queue_depth` wait; the next request is
 refused with `Saturated` (503 + Retry-After) instead of queueing without bound, so a
 scheduler calling in its hot path learns at once that it should retry or go elsewhere.
 
@@ -25,12 +25,14 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
+from functools import partial
 from typing import Any, TypeVar
 
 from pydantic import BaseModel
 from starlette.types import Receive
 
 from api.http.metrics import Metrics
+from api.http.processes import SolverProcesses
 from api.http.settings import Settings
 from optimizer.search import StopSignal
 
@@ -200,6 +202,10 @@ class Solver:
 
     def __init__(self, settings: Settings, metrics: Metrics) -> None:
         self.pool = SolverPool(settings.workers, settings.queue_depth, settings.retry_after_s)
+        # with processes, each solver thread hands its work to a process of its own
+        self.processes = (
+            SolverProcesses(settings.workers) if settings.solve_in == "processes" else None
+        )
         self.cache = AnswerCache(settings.cache_size)
         self.time_limit_s = settings.solver_time_limit_s
         self.metrics = metrics
@@ -256,6 +262,8 @@ class Solver:
         slot: Slot | None,
         receive: Receive | None,
     ) -> tuple[Answer, float]:
+        if self.processes is not None:
+            work = partial(self.processes.run, work)
         try:
             future = self.pool.submit(_timed, work, stop, slot=slot)
         except Saturated as refused:

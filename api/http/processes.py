@@ -1,0 +1,162 @@
+"""Solves in worker processes (`SOLVE_IN=processes`): one process per solver thread.
+
+Most of a solve is now the cost model's numpy and the search's Python, which hold the GIL
+for much of their time (CP-SAT's own solves are short): two solver threads answered the load
+benchmark's optimize requests at 1.04x the rate of one, two processes at 1.76x
+(docs/performance.md, "Load"). A thread of the SolverPool keeps the admission, queueing and
+stopping it always had, and hands its work to a free process: the work (a partial of a
+route's module-level function and its request) is pickled there, its answer or error back.
+The thread forwards its request's StopSignal to the process's stop event; the process sets
+its own StopSignal from it, so a stopped solve ends as a thread's would. A process that dies
+(killed, out of memory) is replaced, and its request answered 503 with Retry-After
+(`solver_lost`): a retry is served.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import queue
+import signal
+import threading
+from collections.abc import Callable
+from multiprocessing.connection import Connection
+from multiprocessing.context import SpawnContext
+from multiprocessing.synchronize import Event
+from typing import Any
+
+from optimizer.search import StopSignal
+
+# How often a waiting thread looks at its StopSignal, and a worker at its stop event.
+POLL_S = 0.01
+# A worker asked to leave at shutdown gets this long before it is terminated.
+CLOSE_WAIT_S = 2.0
+
+
+class WorkerDied(RuntimeError):
+    """The process running a solve ended without an answer."""
+
+
+def _serve(conn: Connection, stop_event: Event) -> None:
+    """A worker's loop: each work item received is run with a StopSignal the parent may set
+    (through `stop_event`), and its answer or exception sent back; None or EOF ends it."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the server's to handle
+    import api.http.app  # noqa: F401  the routes' work functions, before the first request
+
+    while True:
+        try:
+            work = conn.recv()
+        except EOFError:
+            return
+        if work is None:
+            return
+        conn.send(_answer(work, stop_event))
+
+
+def _answer(work: Callable[[StopSignal], Any], stop_event: Event) -> tuple[bool, Any]:
+    stop, done = StopSignal(), threading.Event()
+    forward = threading.Thread(target=_forward, args=(stop_event, stop, done), daemon=True)
+    forward.start()
+    try:
+        return True, work(stop)
+    except Exception as error:  # the parent raises it as the thread would have
+        return False, error
+    finally:
+        done.set()
+
+
+def _forward(stop_event: Event, stop: StopSignal, done: threading.Event) -> None:
+    while not done.is_set():
+        if stop_event.wait(POLL_S):
+            stop.stop()
+            return
+
+
+class WorkerProcess:
+    """One solver process, started on first use, and the pipe and stop event to it."""
+
+    def __init__(self, context: SpawnContext) -> None:
+        self._context = context
+        self._process: Any = None
+        self._conn: Connection | None = None
+        self._stop_event: Event | None = None
+
+    def start(self) -> None:
+        if self._process is not None and self._process.is_alive():
+            return
+        self._stop_event = self._context.Event()
+        self._conn, child = self._context.Pipe()
+        self._process = self._context.Process(
+            target=_serve, args=(child, self._stop_event), daemon=True, name="layoutopt-solver"
+        )
+        self._process.start()
+        child.close()
+
+    def run(self, work: Callable[[StopSignal], Any], stop: StopSignal) -> Any:
+        """`work(stop)` in the process: its answer, or the exception it raised."""
+        self.start()
+        assert self._conn is not None and self._stop_event is not None
+        self._stop_event.clear()
+        self._conn.send(work)
+        try:
+            while not self._conn.poll(POLL_S):  # a pipe closed by a death polls readable
+                if stop.stopped:
+                    self._stop_event.set()
+                if not self._process.is_alive():
+                    raise EOFError()
+            ok, value = self._conn.recv()
+        except (EOFError, OSError):
+            self._reap()  # replaced on the next run
+            raise WorkerDied(
+                "the solver process ended without an answer (killed or out of memory); it is "
+                "replaced: retry"
+            ) from None
+        if ok:
+            return value
+        raise value
+
+    def close(self) -> None:
+        if self._process is None:
+            return
+        try:
+            assert self._conn is not None
+            self._conn.send(None)
+        except (OSError, ValueError):
+            pass
+        self._process.join(CLOSE_WAIT_S)
+        if self._process.is_alive():
+            self._process.terminate()
+        self._reap()
+
+    def _reap(self) -> None:
+        """Forget the process (waited for, so no zombie is left) and its pipe."""
+        self._process.join(CLOSE_WAIT_S)
+        if self._conn is not None:
+            self._conn.close()
+        self._process, self._conn = None, None
+
+
+class SolverProcesses:
+    """`count` worker processes, each used by one solver thread at a time."""
+
+    def __init__(self, count: int) -> None:
+        context = multiprocessing.get_context("spawn")  # fork is unsafe under the server's threads
+        self._workers = [WorkerProcess(context) for _ in range(count)]
+        self._free: queue.SimpleQueue[WorkerProcess] = queue.SimpleQueue()
+        for worker in self._workers:
+            self._free.put(worker)
+
+    def start(self) -> None:
+        """Start every process now (they import the service, ~1 s) rather than on first use."""
+        for worker in self._workers:
+            worker.start()
+
+    def run(self, work: Callable[[StopSignal], Any], stop: StopSignal) -> Any:
+        worker = self._free.get()
+        try:
+            return worker.run(work, stop)
+        finally:
+            self._free.put(worker)
+
+    def close(self) -> None:
+        for worker in self._workers:
+            worker.close()
