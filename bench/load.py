@@ -379,8 +379,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--solve-in",
         choices=("threads", "processes"),
-        default="threads",
-        help="server SOLVE_IN: solves in the solver threads, or a worker process each",
+        default="processes",
+        help="server SOLVE_IN: a worker process per solver thread (as `make run` and the "
+        "manifests serve), or the solves in the threads themselves",
     )
     args = parser.parse_args(argv)
     if not 0 < args.duration_s <= 600 or not 0 < args.clients <= 1000:
