@@ -18,7 +18,8 @@ from .answers import FRACTION_DECIMALS, ExportOut, LayoutOut, Status, layout_out
 from .exports import export_out
 from .requests import SEARCH_EXAMPLE, SearchRequest
 
-STAGES_EXAMPLE: dict[str, Any] = SEARCH_EXAMPLE | {"engine": "megatron"}
+# the plate under Megatron-LM, priced by profile standard: stage plans are priced rank by rank
+STAGES_EXAMPLE: dict[str, Any] = SEARCH_EXAMPLE | {"engine": "megatron", "profile": "standard"}
 
 
 class StagesRequest(SearchRequest):
