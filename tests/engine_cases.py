@@ -149,7 +149,8 @@ def megatron_parser() -> argparse.ArgumentParser:
         "sequence-parallel account-for-embedding-in-pipeline-split "
         "account-for-loss-in-pipeline-split use-distributed-optimizer use-megatron-fsdp "
         "overlap-grad-reduce overlap-param-gather bf16 group-query-attention swiglu "
-        "untie-embeddings-and-output-weights moe-grouped-gemm multi-latent-attention"
+        "untie-embeddings-and-output-weights moe-grouped-gemm multi-latent-attention "
+        "use-tp-pp-dp-mapping"
     )
     for name in ints.split():
         parser.add_argument(f"--{name}", type=int)

@@ -102,7 +102,7 @@ def test_infeasible_request_explains_the_conflict(capsys: pytest.CaptureFixture[
         (["--workers", "0"], "--workers must be at least 1"),
         (
             ["--model", "deepseek-v3-shaped", "--gpus", "16384", "--profile", "standard"]
-            + ["--micro-batches", "1,2,4,8,16,32", "--max-vpp", "16"],
+            + ["--micro-batches", "1,2,4,8,16,32", "--max-vpp", "16", "--engine", "generic"],
             "search space too large: 421 (tp, pp, cp, dp) tuples",
         ),
     ],

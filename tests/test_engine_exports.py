@@ -9,8 +9,12 @@ from fastapi.testclient import TestClient
 from models.hf_config import from_hf_config
 from models.layout import Layout, resolve_layout
 from models.presets import published_hf_configs
+from optimizer.costmodel.grid import PLACEMENTS
 from optimizer.engines import export, get_engine
+from optimizer.search import SearchSpace
+from optimizer.searches import optimize, prepared
 from tests.engine_cases import _llama70b, _llama70b_fp8, _mixtral, command_line, megatron_parser
+from tests.helpers import plate_job
 from tests.test_recompute_modules import NONE, job
 
 
@@ -108,3 +112,32 @@ def test_torchtitan_export_says_an_fp8_price_needs_a_float8_config() -> None:
     assert "Priced in FP8" in fp8 and "Priced in FP8" not in bf16
     # the arguments themselves are the same
     assert command_line(fp8) == command_line(bf16)
+
+
+def test_searches_lay_ranks_only_as_the_engine_does_and_megatron_says_which_order() -> None:
+    # Megatron-LM lays ranks tp-cp-ep-dp-pp, or tp-cp-ep-pp-dp with --use-tp-pp-dp-mapping
+    # (initialize.py); torchtitan, DeepSpeed and NeMo's exports the first only; generic any
+    plate = plate_job(16384)
+    orders = {}
+    for engine in ("megatron", "nemo", "torchtitan", "deepspeed", "generic"):
+        problem, _ = prepared(plate, SearchSpace(), "standard", None, engine)
+        orders[engine] = {PLACEMENTS[p] for p in problem.placements}
+    assert orders["megatron"] == {("tp", "cp", "dp", "pp"), ("tp", "cp", "pp", "dp")}
+    assert orders["nemo"] == orders["torchtitan"] == orders["deepspeed"]
+    assert orders["deepspeed"] == {("tp", "cp", "dp", "pp")}
+    assert len(orders["generic"]) == 24
+    best = optimize(plate, engine="megatron", explain=False).best
+    assert best is not None and best.layout.placement in orders["megatron"]
+    # pipeline stages inside data parallelism: the flag; the default order: none
+    parser, megatron = megatron_parser(), get_engine("megatron")
+    inside = resolve_layout(Layout(tp=8, pp=16, vpp=4, placement=("tp", "cp", "pp", "dp")), plate)
+    outside = inside.model_copy(update={"placement": ("tp", "cp", "dp", "pp")})
+    flags = [
+        parser.parse_args(command_line(export(megatron, plate, lay).text))
+        for lay in (inside, outside)
+    ]
+    assert [f.use_tp_pp_dp_mapping for f in flags] == [True, False]
+    # an order it has not (a placement the request fixed): said in the header, no flag
+    odd = export(megatron, plate, inside.model_copy(update={"placement": ("dp", "tp", "cp", "pp")}))
+    assert "an order Megatron-LM does not lay ranks in" in odd.text
+    assert not parser.parse_args(command_line(odd.text)).use_tp_pp_dp_mapping

@@ -18,15 +18,16 @@ from api.client import Client, LayoutoptError
 from bench.load import free_port, start_server, stop_server
 
 FAST: dict[str, Any] = {"model": "llama3-8b", "cluster.gpus": 8}
-# Runs to its time limit on any machine: four micro-batch sizes give the optimum 19.6M MFU
-# ceilings to bound and its best tuples to price, 1.2 s to prove on the 2-core reference
-# machine against its 0.5 s limit (one size: 0.5 s, too close to it).
+# Runs to its time limit on any machine: four micro-batch sizes and every placement (no
+# engine's rank order) give the optimum millions of MFU ceilings to bound and its best
+# tuples to price, 0.75 s to prove on the 2-core reference machine against its 0.3 s limit.
 SLOW: dict[str, Any] = {
     "model": "deepseek-v3-shaped",
     "cluster.gpus": 16384,
     "search.micro_batches": [1, 2, 4, 8],
+    "engine": "generic",
     "explain": True,
-    "time_limit_s": 0.5,
+    "time_limit_s": 0.3,
 }
 BASE: dict[str, Any] = {
     "model": "llama3-8b",
@@ -71,8 +72,8 @@ def test_the_first_row_arrives_before_the_last_scenario_is_solved(server: str) -
     assert first["status"] == "optimal" and first["model"] == "llama3-8b"
     # cut short by its time limit: a layout not proved optimal, or none yet on a slower machine
     assert last["status"] in ("feasible", "unknown") and last["model"] == "deepseek-v3-shaped"
-    assert last["solver_wall_s"] >= 0.45
-    assert last_s - first_s >= 0.4, arrivals  # streamed, not held back until the end
+    assert last["solver_wall_s"] >= 0.25
+    assert last_s - first_s >= 0.2, arrivals  # streamed, not held back until the end
 
 
 def test_a_client_that_leaves_stops_the_rest_of_its_study(server: str) -> None:

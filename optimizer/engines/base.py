@@ -15,7 +15,7 @@ from typing import Literal
 import numpy as np
 
 from models.job import TrainingJob
-from models.layout import Layout, Recompute, Schedule
+from models.layout import Dimension, Layout, Recompute, Schedule
 from optimizer.costmodel import LayoutGrid
 
 ZERO_STAGES = (0, 1, 2, 3)
@@ -252,6 +252,9 @@ class Engine:
     rules: tuple[EngineRule, ...]
     runtime: EngineRuntime
     exporter: Exporter
+    # The orders in which the engine lays the parallel groups on ranks, innermost first (a
+    # Layout's `placement`): the searches under it choose among these; empty: any order.
+    rank_orders: tuple[tuple[Dimension, ...], ...] = ()
 
     def rule(self, name: str) -> EngineRule:
         return next(r for r in self.rules if r.name == name)

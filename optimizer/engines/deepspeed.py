@@ -284,4 +284,6 @@ DEEPSPEED = Engine(
     ),
     runtime=RUNTIME,
     exporter=export,
+    # PipeModelDataParallelTopology's axes pipe, data, model, outermost first (no cp here)
+    rank_orders=(("tp", "cp", "dp", "pp"),),
 )

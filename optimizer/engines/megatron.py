@@ -12,7 +12,7 @@ from __future__ import annotations
 import shlex
 
 from models.job import TrainingJob
-from models.layout import Layout
+from models.layout import Dimension, Layout
 from models.transformer import TransformerSpec
 
 from . import mcore
@@ -98,8 +98,10 @@ def export(
     plan's layers per rank, written as an explicit pipeline layout; `recompute_modules`: the
     request's selective module list."""
     settings = mcore_settings(job, layout, rank_layers, recompute_modules)
+    order_pairs, order_note = _rank_order(layout)
     pairs = (
         _parallel(settings)
+        + order_pairs
         + _split(settings, job.model.num_layers)
         + _batch_and_optimizer(settings)
         + _recompute(settings)
@@ -110,13 +112,38 @@ def export(
         flag if value is None else f"{flag} {shlex.quote(value)}" for flag, value in pairs
     )
     header = (
-        f"# {LABEL} ({MLM}) pretrain_gpt.py arguments for {job.model.name} on "
-        f"{job.cluster.gpus} GPUs: tp {layout.tp} x pp {layout.pp} x cp {layout.cp} x dp "
-        f"{layout.dp}, vpp {layout.vpp}, ep {layout.ep}, micro-batch {layout.micro_batch}, "
-        f"ZeRO-{layout.zero}, recompute {layout.recompute.value}.\n"
-        "# Data, tokenizer, learning-rate and checkpoint flags are yours to add.\n"
-    ) + _unwritten_attention(job)
+        (
+            f"# {LABEL} ({MLM}) pretrain_gpt.py arguments for {job.model.name} on "
+            f"{job.cluster.gpus} GPUs: tp {layout.tp} x pp {layout.pp} x cp {layout.cp} x dp "
+            f"{layout.dp}, vpp {layout.vpp}, ep {layout.ep}, micro-batch {layout.micro_batch}, "
+            f"ZeRO-{layout.zero}, recompute {layout.recompute.value}.\n"
+            "# Data, tokenizer, learning-rate and checkpoint flags are yours to add.\n"
+        )
+        + order_note
+        + _unwritten_attention(job)
+    )
     return Artefact("megatron", "megatron-args", "megatron_args.sh", header + body + "\n")
+
+
+def _rank_order(layout: Layout) -> tuple[Pairs, str]:
+    """The flag that lays ranks as the layout's placement does, and a header line when
+    Megatron-LM lays them in neither of its orders (a placement the request fixed). Groups
+    of one rank do not count: their place changes nothing."""
+    placed = _effective(layout.placement, layout)
+    if placed == _effective(DEFAULT_ORDER, layout):
+        return [], ""
+    if placed == _effective(PP_DP_ORDER, layout):
+        return [(USE_PP_DP_ORDER, None)], ""
+    note = (
+        f"# Priced with the groups placed {'<'.join(layout.placement)} (innermost first), an "
+        f"order {LABEL} does not lay ranks in (tp-cp-ep-dp-pp, or tp-cp-ep-pp-dp with "
+        f"{USE_PP_DP_ORDER}): it runs tp<cp<dp<pp, whose links differ from the price.\n"
+    )
+    return [], note
+
+
+def _effective(order: tuple[str, ...], layout: Layout) -> tuple[str, ...]:
+    return tuple(dim for dim in order if getattr(layout, dim) > 1)
 
 
 def _unwritten_attention(job: TrainingJob) -> str:
@@ -291,6 +318,10 @@ def _moe_layer_pattern(m: TransformerSpec) -> str | None:
 
 
 _OFFERS = mcore.offers(FLAGS, SOURCES)
+# The rank orders of initialize.py's _initialize_distributed, innermost first.
+DEFAULT_ORDER: tuple[Dimension, ...] = ("tp", "cp", "dp", "pp")
+PP_DP_ORDER: tuple[Dimension, ...] = ("tp", "cp", "pp", "dp")
+USE_PP_DP_ORDER = "--use-tp-pp-dp-mapping"  # arguments.py, _add_distributed_args
 
 MEGATRON = Engine(
     name="megatron",
@@ -307,4 +338,8 @@ MEGATRON = Engine(
     + (seq_len_divisible_by_2cp(LABEL, f"{ARGS}:1335-1338"),),
     runtime=mcore.runtime(OVERLAPS),
     exporter=export,
+    # megatron/training/initialize.py _initialize_distributed (d98e8a6): order
+    # 'tp-cp-ep-dp-pp', or 'tp-cp-ep-pp-dp' with --use-tp-pp-dp-mapping (experts are carved
+    # from dp x cp, so a Layout's four groups keep these orders)
+    rank_orders=(DEFAULT_ORDER, PP_DP_ORDER),
 )

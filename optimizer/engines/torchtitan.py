@@ -282,4 +282,6 @@ TORCHTITAN = Engine(
     ),
     runtime=RUNTIME,
     exporter=export,
+    # parallel_dims.py builds its mesh pp, dp_replicate, dp_shard, cp, tp, outermost first
+    rank_orders=(("tp", "cp", "dp", "pp"),),
 )

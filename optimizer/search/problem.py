@@ -225,6 +225,8 @@ def resolve_space(
     placements = tuple(range(len(PLACEMENTS)))
     if space.placement is not None:
         placements = (PLACEMENTS.index(tuple(space.placement)),)
+    elif engine is not None and engine.rank_orders:  # only the orders the engine lays ranks in
+        placements = tuple(PLACEMENTS.index(order) for order in engine.rank_orders)
     limit_gb = job.cluster.gpu.memory_gb if space.memory_limit_gb is None else space.memory_limit_gb
     max_vpp = space.max_vpp or max(knobs.max_vpp, space.vpp or 1)
     return SearchProblem(
