@@ -30,6 +30,9 @@ from optimizer.search import StopSignal
 POLL_S = 0.01
 # A worker asked to leave at shutdown gets this long before it is terminated.
 CLOSE_WAIT_S = 2.0
+# What a worker sends once it has imported the service, and how long that may take.
+READY = "ready"
+START_TIMEOUT_S = 120.0
 
 
 class WorkerDied(RuntimeError):
@@ -42,6 +45,7 @@ def _serve(conn: Connection, stop_event: Event) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the server's to handle
     import api.http.app  # noqa: F401  the routes' work functions, before the first request
 
+    conn.send(READY)
     while True:
         try:
             work = conn.recv()
@@ -79,8 +83,15 @@ class WorkerProcess:
         self._process: Any = None
         self._conn: Connection | None = None
         self._stop_event: Event | None = None
+        self._ready = False  # the process has imported the service
 
     def start(self) -> None:
+        """Start the process and wait until it has imported the service (~1 s), so the
+        server reports ready with warm workers and no first request pays the imports."""
+        self.spawn()
+        self.wait_ready()
+
+    def spawn(self) -> None:
         if self._process is not None and self._process.is_alive():
             return
         self._stop_event = self._context.Event()
@@ -90,6 +101,20 @@ class WorkerProcess:
         )
         self._process.start()
         child.close()
+        self._ready = False
+
+    def wait_ready(self) -> None:
+        if self._ready:
+            return
+        assert self._conn is not None
+        try:
+            self._ready = self._conn.poll(START_TIMEOUT_S) and self._conn.recv() == READY
+        except (EOFError, OSError):
+            self._ready = False
+        if not self._ready:
+            self._process.terminate()
+            self._reap()
+            raise WorkerDied("a solver process did not start; it is started again on next use")
 
     def run(self, work: Callable[[StopSignal], Any], stop: StopSignal) -> Any:
         """`work(stop)` in the process: its answer, or the exception it raised."""
@@ -146,9 +171,12 @@ class SolverProcesses:
             self._free.put(worker)
 
     def start(self) -> None:
-        """Start every process now (they import the service, ~1 s) rather than on first use."""
+        """Start every process now, together, and wait until each has imported the service
+        (~1 s), rather than on first use."""
         for worker in self._workers:
-            worker.start()
+            worker.spawn()
+        for worker in self._workers:
+            worker.wait_ready()
 
     def run(self, work: Callable[[StopSignal], Any], stop: StopSignal) -> Any:
         worker = self._free.get()
