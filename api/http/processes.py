@@ -53,7 +53,11 @@ def _serve(conn: Connection, stop_event: Event) -> None:
             return
         if work is None:
             return
-        conn.send(_answer(work, stop_event))
+        answer = _answer(work, stop_event)
+        try:
+            conn.send(answer)
+        except Exception as error:  # an answer or error pickle cannot carry: said, not lost
+            conn.send((False, RuntimeError(f"the solve's result could not be sent back: {error}")))
 
 
 def _answer(work: Callable[[StopSignal], Any], stop_event: Event) -> tuple[bool, Any]:
