@@ -77,7 +77,10 @@ def test_the_first_row_arrives_before_the_last_scenario_is_solved(server: str) -
 
 
 def test_a_client_that_leaves_stops_the_rest_of_its_study(server: str) -> None:
-    slow = [SLOW | {"cluster.gpus": gpus} for gpus in (1024, 2048, 4096, 8192, 16384)]
+    # 2 s each (their explanations run to the limit): far longer than the 0.3 s wait below
+    slow = [
+        SLOW | {"cluster.gpus": gpus, "time_limit_s": 2} for gpus in (1024, 2048, 4096, 8192, 16384)
+    ]
     spec = {"base": BASE, "scenarios": [FAST, *slow]}
     solved = metric(server, 'layoutopt_study_scenarios_total{outcome="solved"}')
     with Client(server) as client:
