@@ -35,13 +35,11 @@ from optimizer.search import (
     narrowed,
     rule_names,
     solve_best,
+    tie_floor,
 )
 
 # A relaxed optimum must beat the optimum by more than the solver's scaling to count.
 BINDS_RELATIVE = 1e-7
-# The wide model's rows are those whose ceiling reaches the optimum less this share (the
-# ceilings' own margin, ceiling_search.TIE_MARGIN): the optimum's own row is among them.
-FLOOR_MARGIN = 1e-6
 
 
 def wide_tables(
@@ -50,8 +48,8 @@ def wide_tables(
     """The wide model's tables (the request's rules as literals) over the rows whose MFU
     ceiling reaches the optimum: each rule's relaxed optimum, if it binds, is among them, and
     so is each layout the memory limit's step up may name. Where nothing reaches it (the
-    optimum's row always does), priced whole."""
-    floored = replace(problem, mfu_floor=best.mfu * (1 - FLOOR_MARGIN))
+    optimum's row always does, as the floor keeps what might tie with it), priced whole."""
+    floored = replace(problem, mfu_floor=tie_floor(best.mfu))
     try:
         return build_tables(floored, assumptions, deadline=budget.deadline, stop=budget.stop)
     except NoLayouts:
@@ -109,8 +107,9 @@ def relaxations(
     what it would buy; and whether every rule was tried within the budget. `tables` are the
     wide model's (wide_tables, or every row): it names the rules, each re-solved over the
     rows it may then choose; an engine rule that some layout breaks but no row of the
-    tables (only layouts below the floor) does not bind. max_vpp and the node size widen the space instead: only its rows whose
-    MFU ceiling beats the optimum are priced (_beyond)."""
+    tables (only layouts below the floor) does not bind. max_vpp and the node size widen
+    the space instead: only its rows whose MFU ceiling beats the optimum are priced
+    (_beyond)."""
     with_literals = rule_names(tables)
     beneath = engine_rules_broken(problem, tables.classes) - set(with_literals)
     rules = _named_in_order(problem, with_literals, beneath)

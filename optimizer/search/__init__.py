@@ -9,7 +9,7 @@ Other rooms import from this module only.
 """
 
 from optimizer.search.boxes import engine_rules_broken
-from optimizer.search.ceiling_search import best_layout_above, best_layout_by_ceilings
+from optimizer.search.ceiling_search import best_layout_above, best_layout_by_ceilings, tie_floor
 from optimizer.search.ceilings import tuple_ceilings
 from optimizer.search.enumerator import PricedSpace, layout_grid, price_space, restriction_masks
 from optimizer.search.model import LayoutModel, rule_names
@@ -92,6 +92,7 @@ __all__ = [
     "rule_names",
     "run_solver",
     "solve_best",
+    "tie_floor",
     "time_is_up",
     "tuple_ceilings",
 ]

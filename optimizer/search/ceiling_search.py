@@ -54,6 +54,11 @@ MAX_CEILING_CELLS = 20_000_000
 TIE_MARGIN = 1e-6
 
 
+def tie_floor(mfu: float) -> float:
+    """The floor that keeps every row that might tie with or beat a layout of this MFU."""
+    return mfu * (1 - TIE_MARGIN)
+
+
 def best_layout_by_ceilings(
     problem: SearchProblem, assumptions: CostAssumptions, settings: SolveSettings
 ) -> Found:
@@ -80,10 +85,10 @@ def best_layout_by_ceilings(
         other = best_layout(_with_tuples(problem, others), assumptions, _left(settings, deadline))
         return replace(other, solves=other.solves + found.solves)
     incumbent = _mfu(problem, assumptions, found)
-    rest = others[ceilings[others] >= incumbent * (1 - TIE_MARGIN)]
+    floor = tie_floor(incumbent)
+    rest = others[ceilings[others] >= floor]
     if rest.size == 0:
         return found
-    floor = incumbent * (1 - TIE_MARGIN)
     other = _floored(problem, ranking, rest, floor, assumptions, _left(settings, deadline))
     return _better(problem, assumptions, settings, deadline, (found, incumbent), other, first, rest)
 
@@ -153,7 +158,7 @@ def _better(
     if abs(mfu - incumbent) > TIE_MARGIN * incumbent:
         return replace(other if mfu > incumbent else found, solves=solves)
     # as good as each other: the solver's tie-break over both sets, above the floor
-    floor = incumbent * (1 - TIE_MARGIN)
+    floor = tie_floor(incumbent)
     both = replace(_with_tuples(problem, np.union1d(first, rest)), mfu_floor=floor)
     again = best_layout(both, assumptions, _left(settings, deadline))
     return replace(again, solves=again.solves + solves)
