@@ -8,6 +8,7 @@ the schedule's bubble) depends on a few of its choices.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -22,6 +23,7 @@ from optimizer.costmodel import (
 )
 from optimizer.search.placements import PlacementClasses
 from optimizer.search.problem import ENGINE_RULE_PREFIX, KNOBS, SearchProblem, valid_knob_mask
+from optimizer.search.stopping import CutShort
 from optimizer.search.terms import PLACEMENT
 
 # Cells of one box (every combination, valid or not): the largest arrays a box pricing
@@ -54,6 +56,30 @@ def layout_cells(problem: SearchProblem, box: LayoutBox) -> np.ndarray:
     return valid_knob_mask(problem.job, pp, dp, vpp, micro_batch, cp, schedule, ep)
 
 
+def tuple_boxes(
+    problem: SearchProblem,
+    classes: PlacementClasses,
+    knobs: dict[str, tuple[int, ...]],
+    tuples: np.ndarray,
+    cut_short: Callable[[], bool] = lambda: False,
+) -> Iterator[tuple[slice, LayoutBox, np.ndarray]]:
+    """Boxes of `tuples` (indices into the problem's degrees) times `knobs`' values and each
+    tuple's placement classes, about BOX_CELLS cells each: the block's slice of `tuples`, its
+    box, and [tuple, class] which classes are the tuple's own (past its last, the box repeats
+    its first, a placement of it); `cut_short` is asked between boxes (CutShort)."""
+    codes = classes.codes()[tuples]
+    held = codes >= 0
+    padded = np.where(held, codes, codes[:, :1])
+    per_tuple = int(np.prod([len(values) for values in knobs.values()])) * codes.shape[1]
+    block = max(1, BOX_CELLS // max(per_tuple, 1))
+    for start in range(0, len(tuples), block):
+        if cut_short():
+            raise CutShort()
+        chosen = slice(start, start + block)
+        box = LayoutBox(problem.degrees[tuples[chosen]], knobs, padded[chosen])
+        yield chosen, box, held[chosen]
+
+
 def engine_rules_broken(problem: SearchProblem, classes: PlacementClasses) -> frozenset[str]:
     """The engine's rules (search names) some layout of the problem breaks, whether or not a
     table holds it: each rule tested on boxes of the tuples, every knob value and placement
@@ -62,16 +88,11 @@ def engine_rules_broken(problem: SearchProblem, classes: PlacementClasses) -> fr
     if problem.engine is None or len(problem.degrees) == 0:
         return frozenset()
     knobs = {knob: tuple(problem.knobs[knob]) for knob in KNOBS}
-    codes = classes.codes()
-    per_tuple = int(np.prod([len(values) for values in knobs.values()])) * codes.shape[1]
-    block = max(1, BOX_CELLS // max(per_tuple, 1))
+    tuples = np.arange(len(problem.degrees))
     broken: set[str] = set()
-    for start in range(0, len(problem.degrees), block):
-        chosen = slice(start, start + block)
-        # past a tuple's last class, padding at placement 0, which no layout of it takes
-        box = LayoutBox(problem.degrees[chosen], knobs, np.maximum(codes[chosen], 0))
+    for _, box, held in tuple_boxes(problem, classes, knobs, tuples):
         grid, layouts = box.grid(), layout_cells(problem, box)
-        classes_held = np.expand_dims(codes[chosen] >= 0, tuple(range(1, 1 + len(KNOBS))))
+        classes_held = np.expand_dims(held, tuple(range(1, 1 + len(KNOBS))))
         for rule in problem.engine.rules:
             name = ENGINE_RULE_PREFIX + rule.name
             if name in broken:

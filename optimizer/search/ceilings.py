@@ -21,11 +21,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from optimizer.costmodel import CostAssumptions, LayoutBox, LayoutGrid, profile_named
-from optimizer.search.boxes import BOX_CELLS, layout_cells
+from optimizer.costmodel import CostAssumptions, LayoutGrid, profile_named
+from optimizer.search.boxes import layout_cells, tuple_boxes
 from optimizer.search.placements import PlacementClasses
 from optimizer.search.problem import KNOBS, SearchProblem, degree_columns
-from optimizer.search.stopping import CutShort
 from optimizer.search.terms import PLACEMENT
 
 # Cell ceilings rank_tuples keeps for the floor's rows, at most (float32: 16 MB). Rounding
@@ -107,8 +106,7 @@ def floored_rows(
     # [row, recompute mode, class]: CELL_AXES with recompute and the class left whole
     at = cells[np.searchsorted(tuples, k), vpp, micro_batch, :, schedule, ep, :]
     reached = at >= problem.mfu_floor
-    count = np.asarray([len(held) for held in classes.representative], dtype=np.int64)[k]
-    reached &= (np.arange(cells.shape[-1]) < count[:, None])[:, None, :]
+    reached &= (np.arange(cells.shape[-1]) < classes.counts()[k][:, None])[:, None, :]
     zeros = len(problem.knobs["zero"])
     every = np.broadcast_to(reached[:, None], (len(k), zeros, *reached.shape[1:]))
     row, zero, recompute, placement = np.nonzero(every)
@@ -181,16 +179,8 @@ def _ceiling_blocks(
     assert ceiling_box is not None
     knobs = {knob: tuple(problem.knobs[knob]) for knob in KNOBS}
     knobs["zero"] = knobs["zero"][:1]  # the ceiling reads no ZeRO stage
-    # past a tuple's last class, padding at placement 0 (a placement of it, so a layout)
-    codes = np.maximum(classes.codes()[tuples], 0)
-    cells_per_tuple = int(np.prod([len(v) for v in knobs.values()])) * codes.shape[1]
-    block = max(1, BOX_CELLS // max(cells_per_tuple, 1))
     zero_axis = 1 + KNOBS.index("zero")
-    for start in range(0, len(tuples), block):
-        if cut_short():
-            raise CutShort()
-        chosen = slice(start, start + block)
-        box = LayoutBox(problem.degrees[tuples[chosen]], knobs, codes[chosen])
+    for chosen, box, _ in tuple_boxes(problem, classes, knobs, tuples, cut_short):
         with np.errstate(all="ignore"):  # combinations that are not layouts may overflow
             cells = np.broadcast_to(ceiling_box(problem.job, box, assumptions), box.shape)
         cells = np.where(np.isnan(cells), np.inf, cells)
@@ -235,10 +225,12 @@ def _probe_grid(
         if knob != "zero"
     }
     columns["zero"] = np.tile(np.asarray(problem.knobs["zero"]), int(is_layout.sum()))
-    placement = classes.codes()[tuples[row_tuple], np.repeat(at[PLACEMENT][is_layout], zeros)]
+    codes = classes.codes()[tuples[row_tuple]]
+    placement = codes[np.arange(len(codes)), np.repeat(at[PLACEMENT][is_layout], zeros)]
     grid = LayoutGrid(
         **degree_columns(problem.degrees[tuples[row_tuple]]),
-        placement=np.maximum(placement, 0),  # padding classes stand for the first
+        # a padding class is its tuple's first (boxes.tuple_boxes)
+        placement=np.where(placement >= 0, placement, codes[:, 0]),
         **columns,
     )
     return grid, row_tuple

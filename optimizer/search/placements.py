@@ -37,6 +37,10 @@ class PlacementClasses:
     def count(self) -> int:
         return max(len(classes) for classes in self.representative)
 
+    def counts(self) -> np.ndarray:
+        """Per tuple, how many classes it has."""
+        return np.asarray([len(classes) for classes in self.representative], dtype=np.int64)
+
     def codes(self) -> np.ndarray:
         """[tuple k, class j] -> placement code, -1 past a tuple's last class."""
         padded = np.full((len(self.representative), self.count), -1, dtype=np.int64)

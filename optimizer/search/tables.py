@@ -88,7 +88,7 @@ def _table_rows(
     rows[0] = chosen[rows[0]]
     index = {}
     if PLACEMENT in axes:  # each row once per placement class of its tuple
-        counts = np.asarray([len(r) for r in classes.representative])[rows[0]]
+        counts = classes.counts()[rows[0]]
         rows = rows[:, np.repeat(np.arange(rows.shape[1]), counts)]
         index[PLACEMENT] = np.arange(rows.shape[1]) - np.repeat(np.cumsum(counts) - counts, counts)
     index.update({axis: rows[i + 1] for i, axis in enumerate(knob_axes)})
@@ -180,7 +180,7 @@ def _free_axis_sizes(
 ) -> np.ndarray:
     """Per row, how many values a free axis has: the tuple's placement classes, or the knob's."""
     if axis == PLACEMENT:
-        return np.asarray([len(r) for r in classes.representative], dtype=np.int64)[k]
+        return classes.counts()[k]
     return np.full(k.size, len(problem.knobs[axis]), dtype=np.int64)
 
 
