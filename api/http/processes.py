@@ -80,7 +80,8 @@ def _forward(stop_event: Event, stop: StopSignal, done: threading.Event) -> None
 
 
 class WorkerProcess:
-    """One solver process, started on first use, and the pipe and stop event to it."""
+    """One solver process, started with the server (SolverProcesses.start) or on first use,
+    and the pipe and stop event to it."""
 
     def __init__(self, context: SpawnContext) -> None:
         self._context = context

@@ -32,7 +32,7 @@ class Settings(BaseSettings):
         "threads",
         description="Where solves run: the solver threads themselves, or one worker process "
         "each (more throughput on several cores, as the search's numpy and Python hold the "
-        "GIL; about 150 MB more memory a worker).",
+        "GIL; about 0.25 GB more memory a worker, docs/deploy.md).",
     )
     queue_depth: int = Field(
         8, ge=0, le=10_000, description="Solves that may wait for a worker before 503."

@@ -1,9 +1,10 @@
 """Bounded work: a solver pool that refuses at once when full, and a cache of answers.
 
 Solves are CPU-bound and run off the event loop in threads, or in a worker process per
-thread (`SOLVE_IN=processes`, api/http/processes.py). At most `workers` run and `queue_depth` wait; the next request is
-refused with `Saturated` (503 + Retry-After) instead of queueing without bound, so a
-scheduler calling in its hot path learns at once that it should retry or go elsewhere.
+thread (`SOLVE_IN=processes`, api/http/processes.py). At most `workers` run and
+`queue_depth` wait; the next request is refused with `Saturated` (503 + Retry-After)
+instead of queueing without bound, so a scheduler calling in its hot path learns at once
+that it should retry or go elsewhere.
 
 A request takes its slot before its body is parsed (`api.middleware.Admission` reserves
 it), so a refusal costs no parsing. A request whose client goes away has its work dropped

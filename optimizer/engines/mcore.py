@@ -17,7 +17,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from models.job import TrainingJob
-from models.layout import Layout, Recompute, Schedule
+from models.layout import Dimension, Layout, Recompute, Schedule
 from optimizer.costmodel import LayoutGrid
 
 from . import stages
@@ -45,6 +45,9 @@ DEFAULT_RECOMPUTE_MODULES = ("core_attn",)
 # their linears and there is no expert activation, so there it is the default.
 ENGINE_SELECTIVE_MODULES = ("core_attn", "layernorm", "moe_act")
 CORE = f"{MLM} megatron/core"
+# Megatron-Core's rank order, innermost first: initialize_model_parallel's default
+# order 'tp-cp-ep-dp-pp' (experts are carved from dp x cp, so a Layout's four groups keep it)
+DEFAULT_RANK_ORDER: tuple[Dimension, ...] = ("tp", "cp", "dp", "pp")
 
 # The knobs both engines offer, by the name this module uses; each engine maps these names
 # to its own spelling (e.g. "--use-distributed-optimizer", "ddp.use_distributed_optimizer").

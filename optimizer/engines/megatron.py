@@ -319,7 +319,7 @@ def _moe_layer_pattern(m: TransformerSpec) -> str | None:
 
 _OFFERS = mcore.offers(FLAGS, SOURCES)
 # The rank orders of initialize.py's _initialize_distributed, innermost first.
-DEFAULT_ORDER: tuple[Dimension, ...] = ("tp", "cp", "dp", "pp")
+DEFAULT_ORDER = mcore.DEFAULT_RANK_ORDER
 PP_DP_ORDER: tuple[Dimension, ...] = ("tp", "cp", "pp", "dp")
 USE_PP_DP_ORDER = "--use-tp-pp-dp-mapping"  # arguments.py, _add_distributed_args
 
@@ -339,7 +339,6 @@ MEGATRON = Engine(
     runtime=mcore.runtime(OVERLAPS),
     exporter=export,
     # megatron/training/initialize.py _initialize_distributed (d98e8a6): order
-    # 'tp-cp-ep-dp-pp', or 'tp-cp-ep-pp-dp' with --use-tp-pp-dp-mapping (experts are carved
-    # from dp x cp, so a Layout's four groups keep these orders)
+    # 'tp-cp-ep-dp-pp', or 'tp-cp-ep-pp-dp' with --use-tp-pp-dp-mapping
     rank_orders=(DEFAULT_ORDER, PP_DP_ORDER),
 )

@@ -245,7 +245,7 @@ NEMO = Engine(
     # ({BRIDGE} src/megatron/bridge/training/mixed_precision.py l.81-100, 217-302)
     runtime=mcore.runtime(OVERLAPS, TE_FUSED_LOSS_BYTES_PER_LOGIT, fp8_params=True),
     exporter=export,
-    # Megatron-Core's initialize_model_parallel, default order 'tp-cp-ep-dp-pp'; the
-    # recipes' dist.use_tp_pp_dp_mapping (the other order) is not written by the export
-    rank_orders=(("tp", "cp", "dp", "pp"),),
+    # the recipes' dist.use_tp_pp_dp_mapping (Megatron-Core's other order) is not written by
+    # the export
+    rank_orders=(mcore.DEFAULT_RANK_ORDER,),
 )
