@@ -14,7 +14,7 @@ from fastapi.testclient import TestClient
 from api.http.app import create_app
 from api.http.settings import Settings
 from api.schemas import PLATE_EXAMPLE
-from bench.load import free_port, start_server, stop_server
+from bench.server import free_port, start_server, stop_server
 
 
 @pytest.fixture

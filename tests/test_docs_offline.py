@@ -12,7 +12,7 @@ from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
 
-from bench.load import free_port, start_server, stop_server
+from bench.server import free_port, start_server, stop_server
 from tests.test_page_browser import CHROME_FLAGS, WAIT_S, browser_paths
 
 pytestmark = pytest.mark.browser

@@ -22,7 +22,7 @@ from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.remote.webdriver import WebDriver
 from selenium.webdriver.support.ui import Select, WebDriverWait
 
-from bench.load import free_port, start_server, stop_server
+from bench.server import free_port, start_server, stop_server
 from models.layout import Layout
 from optimizer.costmodel.assumptions import CostAssumptions
 from optimizer.search import enumerator

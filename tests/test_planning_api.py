@@ -15,7 +15,7 @@ from fastapi.testclient import TestClient
 
 from api.client import Client, LayoutoptError
 from api.schemas import EstimateOut, PlanOut, estimate_out
-from bench.load import free_port, start_server, stop_server
+from bench.server import free_port, start_server, stop_server
 from models.layout import Layout
 from models.presets import gpu_preset, model_preset
 from models.training import TrainingSpec

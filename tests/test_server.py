@@ -19,7 +19,8 @@ from api.schemas import (
     evaluate_answer,
 )
 from api.schemas.exports import under_engine
-from bench.load import free_port, optimize_bodies, start_server, stop_server
+from bench.load import optimize_bodies
+from bench.server import free_port, start_server, stop_server
 from models.layout import Layout, resolve_layout
 from models.stage_plan import StagePlan
 from optimizer.costmodel import CostAssumptions, stage_plans

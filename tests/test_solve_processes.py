@@ -17,6 +17,7 @@ import pytest
 
 from api.schemas import SEARCH_EXAMPLE, SearchRequest
 from api.schemas.exports import optimize_answer
+from bench.server import children_of
 from optimizer.searches import optimize
 
 # Two seconds or more of work on the reference machine, checked between chunks: the
@@ -34,9 +35,7 @@ LONG_FRONTIER = {
 def workers_of(server: Any) -> list[int]:
     """The server's solver processes: its children that multiprocessing spawned (not its
     resource tracker), from /proc."""
-    pid = server.process.pid
-    tasks = Path(f"/proc/{pid}/task").glob("*/children")
-    children = [int(child) for task in tasks for child in task.read_text().split()]
+    children = children_of(server.process.pid)
     return [c for c in children if b"spawn_main" in Path(f"/proc/{c}/cmdline").read_bytes()]
 
 

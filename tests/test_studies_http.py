@@ -15,7 +15,7 @@ import httpx
 import pytest
 
 from api.client import Client, LayoutoptError
-from bench.load import free_port, start_server, stop_server
+from bench.server import free_port, start_server, stop_server
 
 FAST: dict[str, Any] = {"model": "llama3-8b", "cluster.gpus": 8}
 # Runs to its time limit on any machine: four micro-batch sizes and every placement (no
