@@ -110,6 +110,31 @@ def test_one_run_fits_the_kernel_efficiency_alone() -> None:
     assert result.leave_one_out is None and result.leave_one_out_note
 
 
+def test_n_runs_fit_at_most_n_minus_one_assumptions() -> None:
+    # three runs that differ in tp and sequence length could tell three assumptions apart,
+    # but a fit of three unknowns to three runs passes through all of them: two at most
+    runs = synthetic(TRUTH, SHAPES[2:5])
+    freed, _, _ = choose(runs)
+    assert len(freed) == 3
+    result = calibrate(runs, leave_one_out=False)
+    assert len(result.fitted) <= 2
+    assert "3 runs fit at most 2 assumption(s)" in result.pinned[freed[2].name]
+
+
+def test_a_fit_at_its_bound_is_pinned_not_kept() -> None:
+    # a run ten times slower than its defaults: no kernel efficiency in [0.2, 0.95] explains
+    # it, the fit stops at 0.2, and a bound is no estimate: nothing is fitted, and it says so
+    job, layout = plate_job(16, "llama3-8b", global_batch=64), Layout(tp=2, zero=1)
+    slow = 10 * evaluate(job, layout, "standard").step_time_s
+    run = measured_run(
+        "slow", job, layout, "standard", CostAssumptions(), "megatron", "step_time_s", slow
+    )
+    result = calibrate([run])
+    assert result.fitted == {}
+    assert "its lower bound" in result.pinned["kernel_efficiency"]
+    assert result.assumptions().get("kernel_efficiency") is None
+
+
 def test_runs_at_one_dp_leave_the_dp_overlap_at_its_default() -> None:
     # three runs at dp 8 (tp 1, 2, 4 on 8, 16, 32 GPUs): nothing tells the dp overlap apart
     shapes = [(8 * tp, "llama3-8b", {"tp": tp}, 8192) for tp in (1, 2, 4)]

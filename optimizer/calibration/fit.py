@@ -8,7 +8,9 @@ Which assumptions are fitted is decided before the fit, from the runs alone:
 1. an assumption a run's request sets is a fact of that run: pinned;
 2. one no run's step time depends on (over its whole range) is pinned: nothing measures it;
 3. one whose knob the runs do not vary (a dp overlap from runs at one dp) is pinned;
-4. n runs fit at most n assumptions, freed in PARAMETERS' order;
+4. n runs fit at most n - 1 assumptions (one with a single run), freed in PARAMETERS' order:
+   a fit with as many unknowns as runs passes through every run whatever else the model
+   misses, and so absorbs it;
 5. one whose effect on the runs is (nearly) a combination of those already freed is pinned:
    the runs cannot tell them apart;
 6. of those freed, only as many (in order) as lower the leave-one-out error are kept: with
@@ -16,6 +18,10 @@ Which assumptions are fitted is decided before the fit, from the runs alone:
    on the one left out, and a parameter that does not improve that score is pinned (three
    runs fitted with three parameters fit themselves, and predict others worse than the
    defaults).
+
+After the fit, an assumption left at one of its bounds is pinned and the others fitted again
+(`fit_inside_bounds`): a bound is where the runs wanted to go further than the assumption can,
+which says the misfit lies elsewhere.
 
 Leave-one-out: each run is predicted by the fit of the others (the same rules on n-1 runs),
 the error of a prediction rather than of a fit.
@@ -326,3 +332,42 @@ def fit_values(
         "evaluations": evaluations,
         "objective": float(2 * best.cost),
     }
+
+
+# A fitted value this close to a bound (share of its range) is taken as at the bound.
+AT_BOUND = 1e-3
+
+
+def fit_inside_bounds(
+    runs: list[MeasuredRun],
+    freed: list[Parameter],
+    defaults: dict[str, float | None],
+    regularisation: float,
+    stop: Callable[[], bool] | None,
+) -> tuple[dict[str, float], dict[str, Any], dict[str, str]]:
+    """fit_values, then pin each parameter the fit left at a bound and fit the others again:
+    (values, the last fit's information, why each was pinned). A value at its bound is no
+    estimate: the runs ask for more than the assumption can physically give (a kernel
+    efficiency under any measured large GEMM's, a network at 20% of its line rate), so the
+    misfit lies in something else, and a fitted bound would carry it to every other layout."""
+    pinned: dict[str, str] = {}
+    while True:
+        values, info = fit_values(runs, freed, defaults, regularisation, stop)
+        at_bound = {p.name: side for p in freed if (side := _bound_side(p, values[p.name]))}
+        if not at_bound:
+            return values, info, pinned
+        for name, side in at_bound.items():
+            pinned[name] = (
+                f"the runs push it to its {side} bound ({values[name]:.4g}): they ask for more "
+                "than it can give, so what they miss lies elsewhere; kept at its default"
+            )
+        freed = [p for p in freed if p.name not in at_bound]
+
+
+def _bound_side(parameter: Parameter, value: float) -> str | None:
+    margin = AT_BOUND * (parameter.upper - parameter.lower)
+    if value <= parameter.lower + margin:
+        return "lower"
+    if value >= parameter.upper - margin:
+        return "upper"
+    return None

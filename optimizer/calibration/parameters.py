@@ -4,8 +4,8 @@ tell it apart.
 
 The order is that of how much of a step each one prices, in general: the matmul kernels first
 (every run depends on them), then attention, the network, and the overlaps of each kind of
-traffic. With n runs at most n of them are fitted (the rest keep their defaults): one run
-fits the kernel efficiency alone.
+traffic. With n runs at most n - 1 of them are fitted (the rest keep their defaults), and
+one run fits the kernel efficiency alone.
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ from optimizer.calibration.fit import (
     ParameterFit,
     RunFit,
     choose,
-    fit_values,
+    fit_inside_bounds,
     rms,
 )
 from optimizer.calibration.parameters import PARAMETERS, Parameter
@@ -33,7 +33,7 @@ def _prefix_loo_error(
     errors = []
     for i, run in enumerate(runs):
         others = runs[:i] + runs[i + 1 :]
-        values, _ = fit_values(others, freed, defaults, regularisation, stop)
+        values, _, _ = fit_inside_bounds(others, freed, defaults, regularisation, stop)
         errors.append(math.log(run.estimate(values).step_time_s / run.step_time_s))
     return rms(errors)
 
@@ -46,9 +46,21 @@ def select(
     stop: Callable[[], bool] | None,
 ) -> tuple[list[Parameter], dict[str, str]]:
     """(the prefix of `freed` kept, why each other one is pinned): the shortest prefix with
-    the least leave-one-out error; all of `freed` with a single run (nothing to score on)."""
+    the least leave-one-out error, at most one parameter fewer than there are runs; all of
+    `freed` with a single run (nothing to score on)."""
     if len(runs) < 2 or not freed:
         return freed, {}
+    # n runs fit exactly as many parameters with nothing left over: the fit would pass through
+    # every run whatever the model's other errors, and so absorb them
+    most = len(runs) - 1
+    beyond = {
+        p.name: (
+            f"{len(runs)} runs fit at most {most} assumption(s), so that the fit is not exact "
+            "and what it misses can be seen"
+        )
+        for p in freed[most:]
+    }
+    freed = freed[:most]
     scores = [
         _prefix_loo_error(runs, freed[:k], defaults, regularisation, stop)
         for k in range(len(freed) + 1)
@@ -67,7 +79,7 @@ def select(
         for i, p in enumerate(freed)
         if i >= keep
     }
-    return freed[:keep], pinned
+    return freed[:keep], pinned | beyond
 
 
 def calibrate(
@@ -88,7 +100,8 @@ def calibrate(
     freed, defaults, pinned = choose(runs, candidates)
     freed, unhelpful = select(runs, freed, defaults, regularisation, stop)
     pinned |= unhelpful
-    values, info = fit_values(runs, freed, defaults, regularisation, stop)
+    values, info, at_bound = fit_inside_bounds(runs, freed, defaults, regularisation, stop)
+    pinned |= at_bound
     parameters = tuple(
         ParameterFit(
             name=p.name,
@@ -138,6 +151,6 @@ def _left_out(
     others = runs[:index] + runs[index + 1 :]
     freed, defaults, _ = choose(others, candidates)
     freed, _ = select(others, freed, defaults, regularisation, stop)  # as the whole fit does
-    values, _ = fit_values(others, freed, defaults, regularisation, stop)
+    values, _, _ = fit_inside_bounds(others, freed, defaults, regularisation, stop)
     est = runs[index].estimate(values)
     return LeftOut(runs[index], est.step_time_s, est.mfu, tuple(values))
