@@ -13,7 +13,7 @@ import pytest
 from bench.report import h100_job
 from models.job import TrainingJob
 from optimizer.costmodel import profile_named
-from optimizer.costmodel.standard.breakdown import breakdown, step_floor_s
+from optimizer.costmodel.standard.breakdown import MFU_STEP_NAMES, breakdown, step_floor_s
 from optimizer.costmodel.standard.profile import grid_degrees
 from optimizer.search import (
     LN_MFU_SCALE,
@@ -79,7 +79,7 @@ def test_the_step_floor_is_the_waterfall_before_the_data_parallel_sync() -> None
     degrees = grid_degrees(grid)
     b = breakdown(problem.job, assumptions, degrees)
     floor = step_floor_s(problem.job, assumptions, degrees)
-    after_pipeline_sends = b.step_times_s[7]
+    after_pipeline_sends = b.step_times_s[MFU_STEP_NAMES.index("after pipeline sends")]
     np.testing.assert_allclose(floor, after_pipeline_sends, rtol=1e-12)
     assert np.all(b.step_time_s >= floor)
     # the data-parallel sync and the optimiser step are what the floor leaves out

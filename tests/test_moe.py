@@ -144,3 +144,35 @@ def test_experts_sync_over_their_own_data_parallel_group() -> None:
     volumes = a.gradient_volumes_per_step[1]
     by_hand = volumes * 2 * (dense * 63 / 64 / min(8 * nic, 400e9) + experts * 7 / 8 / nic)
     assert step_s == pytest.approx(by_hand, rel=1e-6)
+
+
+def test_eager_moe_layers_wait_on_the_host_per_layer_and_micro_batch() -> None:
+    # DeepSeek-V3's shape: 58 of 61 layers are MoE. At pp 1 every layer is on the one stage
+    # and the step runs m micro-batches back to back, so the host time adds, by hand,
+    # m x 58 x 3.3 ms between the waterfall's expert all-to-all and host overhead steps
+    model = from_hf_config(DEEPSEEK_V3_CONFIG)
+    job = TrainingJob(
+        model=model,
+        cluster=ClusterSpec(gpu=gpu_preset("h100-sxm"), gpus=64),
+        training=TrainingSpec(global_batch=512, seq_len=4096),
+    )
+    layout = Layout(tp=8, pp=1, ep=8, zero=1, recompute="full")
+    graphed = evaluate(job, layout, "standard")
+    eager = evaluate(job, layout, "standard", CostAssumptions(moe_host_ms_per_layer=3.3))
+    micro_batches = 512 // 8  # dp 8, micro-batch 1
+    added_s = micro_batches * 58 * 3.3e-3
+
+    def step_times(estimate) -> dict[str, float]:
+        return {s.name: estimate.step_time_s * estimate.mfu / s.mfu for s in estimate.mfu_steps}
+
+    before, after = step_times(graphed), step_times(eager)
+    assert graphed.times_s["moe_host"] == 0
+    assert eager.times_s["moe_host"] == pytest.approx(58 / 61 * 3.3e-3)
+    assert before["after host overhead"] == pytest.approx(before["after expert all-to-all"])
+    gap = after["after host overhead"] - after["after expert all-to-all"]
+    assert gap == pytest.approx(added_s, rel=1e-9)
+    # nothing before the host step moves; a dense model has no MoE layer to wait on
+    assert after["after expert all-to-all"] == pytest.approx(before["after expert all-to-all"])
+    llama = job.model_copy(update={"model": model_preset("llama3-8b")})
+    dense = evaluate(llama, Layout(tp=8), "standard", CostAssumptions(moe_host_ms_per_layer=3.3))
+    assert dense.times_s["moe_host"] == 0

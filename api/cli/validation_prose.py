@@ -33,7 +33,8 @@ or that the code it ran at the time
 shows (2021 DeepSpeed's blocking ZeRO-3 fetch, which hides nothing, and its list collectives,
 one a parameter above its persistence threshold, which PyTorch copies a rank at a time;
 torchtitan's eager kernels where its config left torch.compile off; Megatron-Core's
-selective recompute modules as the recipe names them). A row whose recipe sets a Megatron
+selective recompute modules as the recipe names them; the host time of MoE layers whose
+recipe captures no CUDA graphs, at the figure Megatron-Bridge measured graphs to remove). A row whose recipe sets a Megatron
 pipeline layout names it (`pipeline_layout`) and is priced as that stage plan, its ranks'
 layers as the layout places them (docs/cost-model.md "Stage plans: each rank's layers").
 

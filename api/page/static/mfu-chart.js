@@ -21,6 +21,7 @@ const STEP_LABELS = {
   "after uneven stages": "uneven stages",
   "after context-parallel communication": "CP comm.",
   "after expert all-to-all": "expert all-to-all",
+  "after host overhead": "host overhead",
   "after pipeline sends": "PP sends",
 };
 

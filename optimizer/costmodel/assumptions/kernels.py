@@ -151,6 +151,26 @@ class KernelAssumptions(BaseModel):
             "attention, Transformer Engine). Part of the elementwise term."
         ),
     )
+    moe_host_ms_per_layer: float = Field(
+        0.0,
+        ge=0,
+        le=1_000,
+        description=(
+            "Milliseconds an MoE layer leaves the GPU waiting on the host, per micro-batch, "
+            "forward and backward together, when the layer runs eagerly: Megatron-Core's "
+            "alltoall dispatcher waits on the host for each layer's token counts "
+            "(NVIDIA/Megatron-LM@d98e8a6 megatron/core/transformer/moe/token_dispatcher.py "
+            "l.921-957), after which the GPU runs only as fast as Python launches kernels. "
+            "0 (the default) prices layers whose launches CUDA graphs replay, as NVIDIA's "
+            "tuned MoE recipes capture them. Measured by Megatron-Bridge as the time TE-scoped "
+            "graphs of attention, router and dispatch preprocessing remove (NVIDIA-NeMo/"
+            "Megatron-Bridge@247a7ab docs/training/cuda-graphs.md, H100): GPT-OSS-20B at tp 2, "
+            "pp 4, 2 micro-batches, 467-520 ms to 391-399 ms a step over (2 + 4 - 1) slots of 6 "
+            "layers, 2.3-4.3 ms a layer (3.3 at the middle); Qwen3-30B-A3B at tp 2, pp 2, 623 "
+            "to 484 ms over 3 slots of 24 layers, 1.9 ms. Charged in full, as if nothing the "
+            "GPU runs hid it: an upper bound where a micro-batch's kernels are long."
+        ),
+    )
     optimizer_step_bytes_per_param: float = Field(
         38.0,
         ge=0,

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from models.job import TrainingJob
+from models.transformer import TransformerSpec
 from optimizer.costmodel.assumptions import (
     CostAssumptions,
 )
@@ -46,6 +47,7 @@ MFU_STEP_NAMES = (
     "after tensor-parallel communication",
     "after context-parallel communication",
     "after expert all-to-all",
+    "after host overhead",
     "after pipeline sends",
     "after data-parallel communication",
     "after optimizer step",
@@ -183,7 +185,16 @@ def layer_times(job: TrainingJob, a: CostAssumptions, k: Degrees) -> dict[str, N
             model.moe_layer_share,
             a2a_overlap,
         ),
+        "moe_host": moe_host_s(model, a, tokens),
     }
+
+
+def moe_host_s(model: TransformerSpec, a: CostAssumptions, tokens: Number) -> Number:
+    """Seconds a layer (averaged over dense and MoE layers) waits on the host a micro-batch:
+    an eager MoE layer's launches after its dispatcher's sync (moe_host_ms_per_layer), the
+    same at any token count (shaped as `tokens`, to broadcast as the other parts)."""
+    seconds = model.moe_layer_share * a.moe_host_ms_per_layer / 1e3
+    return np.full_like(np.asarray(tokens, dtype=float), seconds)
 
 
 def busiest_stage_s(layers: mem.StageLayers, pp: Number, layer_s: Number, head_s: Number) -> Number:
@@ -195,7 +206,15 @@ def busiest_stage_s(layers: mem.StageLayers, pp: Number, layer_s: Number, head_s
 
 
 # What a layer's time on one micro-batch is made of (layer_times' keys, the head apart).
-LAYER_PARTS = ("matmul", "attention", "recompute", "tp_comm", "cp_comm", "moe_all_to_all")
+LAYER_PARTS = (
+    "matmul",
+    "attention",
+    "recompute",
+    "tp_comm",
+    "cp_comm",
+    "moe_all_to_all",
+    "moe_host",
+)
 
 
 def micro_batch_and_step_s(
@@ -241,6 +260,7 @@ def step_waterfall(
         slots * stage(*compute, "recompute"),
         slots * stage(*compute, "recompute", "tp_comm"),
         slots * stage(*compute, "recompute", "tp_comm", "cp_comm"),
+        slots * stage(*compute, "recompute", "tp_comm", "cp_comm", "moe_all_to_all"),
         slots * busy,
         slots * (busy + p2p),
         step_s(slots, per_mb, dp_exposed, 0.0),
