@@ -135,6 +135,36 @@ def test_a_fit_at_its_bound_is_pinned_not_kept() -> None:
     assert result.assumptions().get("kernel_efficiency") is None
 
 
+def test_moe_runs_at_three_micro_batch_sizes_tell_host_time_from_kernels(recovered) -> None:
+    # an eager MoE layer's host time is the same at any micro-batch, its kernels' time grows
+    # with the tokens: three micro-batch sizes tell the two apart, and both come back
+    truth = {"kernel_efficiency": 0.5, "moe_host_ms_per_layer": 2.0}
+    runs = []
+    for micro_batch in (1, 2, 4):
+        job = plate_job(64, "mixtral-8x7b", global_batch=256, seq_len=4096)
+        layout = Layout(tp=2, pp=4, ep=8, micro_batch=micro_batch, zero=1, recompute="full")
+        step_s = evaluate(job, layout, "standard", CostAssumptions(**truth)).step_time_s
+        runs.append(
+            measured_run(
+                f"mb {micro_batch}",
+                job,
+                layout,
+                "standard",
+                CostAssumptions(),
+                "megatron",
+                "step_time_s",
+                step_s,
+            )
+        )
+    result = calibrate(runs, leave_one_out=False)
+    assert result.fitted["kernel_efficiency"] == pytest.approx(0.5, abs=0.005)
+    assert result.fitted["moe_host_ms_per_layer"] == pytest.approx(2.0, abs=0.05)
+    # at one micro-batch size it is pinned, and dense runs never depend on it
+    _, _, pinned = choose(runs[:1] * 2)
+    assert "do not vary tokens a micro-batch" in pinned["moe_host_ms_per_layer"]
+    assert "no run has MoE layers" in recovered.pinned["moe_host_ms_per_layer"]
+
+
 def test_runs_at_one_dp_leave_the_dp_overlap_at_its_default() -> None:
     # three runs at dp 8 (tp 1, 2, 4 on 8, 16, 32 GPUs): nothing tells the dp overlap apart
     shapes = [(8 * tp, "llama3-8b", {"tp": tp}, 8192) for tp in (1, 2, 4)]

@@ -30,6 +30,10 @@ class Parameter:
     absent: str = ""
 
 
+def _micro_batch_tokens(run: MeasuredRun) -> int:
+    return run.layout.micro_batch * run.job.training.seq_len // run.layout.cp
+
+
 PARAMETERS: tuple[Parameter, ...] = (
     Parameter(
         "kernel_efficiency",
@@ -90,6 +94,16 @@ PARAMETERS: tuple[Parameter, ...] = (
         "share of the expert all-to-all hidden under compute (1F1B schedules)",
         varies=("ep", lambda run: run.layout.ep),
         absent="no run has ep > 1",
+    ),
+    Parameter(
+        "moe_host_ms_per_layer",
+        0.0,
+        20.0,
+        "milliseconds an eager MoE layer waits on the host a micro-batch",
+        # a host time a micro-batch is told from slower kernels only by runs whose
+        # micro-batches hold different numbers of tokens
+        varies=("tokens a micro-batch", _micro_batch_tokens),
+        absent="no run has MoE layers",
     ),
 )
 
