@@ -287,6 +287,11 @@ def from_hf_config(config: Mapping[str, Any]) -> TransformerSpec:
     _refuse_other_layer_types(config)
     fields.update(_window_fields(config))
     fields.update(_chunk_fields(config))
+    # GPT-OSS clamps its SwiGLU's halves: swiglu_limit, 7.0 when config.json omits it
+    # (transformers' configuration_gpt_oss.py, GptOssConfig(swiglu_limit=7.0))
+    limit = config.get("swiglu_limit", 7.0 if config.get("model_type") == "gpt_oss" else None)
+    if limit:
+        fields["glu_clamp"] = limit
     name = config.get("_name_or_path") or config.get("model_type") or "hf-config"
     fields["name"] = str(name)[:200]
     try:

@@ -111,6 +111,16 @@ class TransformerSpec(BaseModel):
         "but every fourth); default every layer when a chunk size is given.",
     )
 
+    glu_clamp: float | None = Field(
+        None,
+        gt=0,
+        le=1e6,
+        description="The limit a clamped GLU cuts its two halves to before the activation "
+        "(GPT-OSS's swiglu_limit, 7.0: the gate at most it, the linear half within plus or "
+        "minus it); None: unclamped. Run as eager ops the clamps cost HBM traffic "
+        "(assumption fused_glu_clamp).",
+    )
+
     @model_validator(mode="after")
     def _is_consistent(self) -> TransformerSpec:
         self._heads_are_consistent()

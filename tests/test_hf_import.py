@@ -342,6 +342,17 @@ def test_sliding_windows_are_imported_with_the_layers_that_use_them() -> None:
     assert gemma2.total_params == from_hf_config(ROWS["Gemma-2-9B"].config).total_params
 
 
+def test_gpt_oss_clamps_its_glu_others_do_not() -> None:
+    # the configs of these rows omit swiglu_limit: GptOssConfig's default, 7.0, is taken
+    oss = from_hf_config(ROWS["gpt-oss-120b"].config)
+    assert oss.glu_clamp == 7.0
+    assert from_hf_config({**ROWS["gpt-oss-120b"].config, "swiglu_limit": 5.5}).glu_clamp == 5.5
+    assert from_hf_config(ROWS["Qwen2.5-72B"].config).glu_clamp is None
+    # a clamp changes no parameter count
+    unclamped = oss.model_copy(update={"glu_clamp": None})
+    assert unclamped.total_params == oss.total_params
+
+
 def test_layers_that_are_not_attention_are_refused_not_priced_as_attention() -> None:
     # Qwen3-Next lists three linear-attention layers for each full one (transformers
     # Qwen3NextConfig layer_types); pricing them as attention would be a silent wrong answer

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from models.hardware import ClusterSpec, fits_one_domain
+from models.hf_config import from_hf_config
 from models.layout import Layout
 from models.presets import gpu_preset
 from models.transformer import TransformerSpec
@@ -380,3 +381,27 @@ def test_a_deduplicated_dispatch_crosses_the_network_once_a_remote_domain() -> N
     alltoall = evaluate(job, layout, "standard").times_s["moe_all_to_all"]
     dedup = evaluate(job, layout, "standard", CostAssumptions(moe_dispatch_dedup=True))
     assert dedup.times_s["moe_all_to_all"] == pytest.approx(alltoall * (1 - 0.5**8) / 4)
+
+
+def test_a_clamped_glu_charges_its_eager_clamps_by_hand() -> None:
+    # GPT-OSS's shape: 36 MoE layers, 4 routed experts of f_e 2,880 a token. Eager clamps
+    # move 16 + 20 bytes a value of f_e a copy, forward and backward: on one H100 (3.35 TB/s),
+    # tp 2, a 4,096-token micro-batch, each rank's share of the tokens, 4,096 / 2
+    config = {
+        "model_type": "gpt_oss", "num_hidden_layers": 36, "hidden_size": 2880,
+        "intermediate_size": 2880, "num_attention_heads": 64, "num_key_value_heads": 8,
+        "head_dim": 64, "vocab_size": 201088, "tie_word_embeddings": False,
+        "num_local_experts": 128, "num_experts_per_tok": 4,
+    }  # fmt: skip
+    job = plate_job(64, global_batch=64, seq_len=4096)
+    job = job.model_copy(update={"model": from_hf_config(config)})
+    layout = Layout(tp=2, ep=8, zero=1)
+    eager = evaluate(job, layout, "standard").times_s["matmul"]
+    fused = evaluate(job, layout, "standard", CostAssumptions(fused_glu_clamp=True))
+    by_hand = 4096 / 2 * (16 + 20) * 4 * 2880 / 3.35e12
+    assert eager - fused.times_s["matmul"] == pytest.approx(by_hand, rel=1e-9)
+    # a model without a clamp pays nothing either way
+    plain = job.model_copy(update={"model": job.model.model_copy(update={"glu_clamp": None})})
+    assert evaluate(plain, layout, "standard").times_s["matmul"] == pytest.approx(
+        fused.times_s["matmul"], rel=1e-12
+    )

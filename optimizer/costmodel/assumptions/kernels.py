@@ -151,6 +151,18 @@ class KernelAssumptions(BaseModel):
             "attention, Transformer Engine). Part of the elementwise term."
         ),
     )
+    fused_glu_clamp: bool = Field(
+        False,
+        description=(
+            "A model's GLU clamp (glu_clamp: GPT-OSS's swiglu_limit) runs inside the "
+            "activation kernel, as Transformer Engine's fused clamped GeGLU does where "
+            "Megatron-Bridge's MXFP8 recipes turn it on. False (the default): as Megatron-"
+            "Core's bf16 path runs it (megatron/core/fusions/fused_bias_geglu.py, "
+            "weighted_bias_quick_geglu_impl with clamp_value: chunk, a clamp of each half, "
+            "torch.cat, then the fused activation) and Hugging Face's GptOssExperts, eager "
+            "ops whose bytes the elementwise term charges (kernels.EAGER_GLU_CLAMP_BYTES)."
+        ),
+    )
     moe_host_ms_per_layer: float = Field(
         0.0,
         ge=0,

@@ -160,8 +160,8 @@ def elementwise_s(
     job: TrainingJob, a: CostAssumptions, k: Degrees, tokens: Number, forward_only: bool = False
 ) -> Number:
     """One layer's memory-bound elementwise kernels at HBM bandwidth (kernels.py): the fused
-    ones, the eager ones the assumptions name and, under fp8, the casts of the GEMMs'
-    operands; `forward_only`, the forward pass's alone (what op-level selective
+    ones, the eager ones the assumptions name, a clamped GLU's clamps unless fused and, under
+    fp8, the casts of the GEMMs' operands; `forward_only`, the forward pass's alone (what op-level selective
     checkpointing replays; the FP8 casts are then left out, UNVERIFIED whether torchao's
     casts replay)."""
     model, bandwidth = job.model, job.cluster.gpu.memory_bandwidth_bytes_s
@@ -176,6 +176,8 @@ def elementwise_s(
     if a.eager_norms or a.eager_pointwise or a.gqa_kv_copies:
         flags = (a.eager_norms, a.eager_pointwise, a.gqa_kv_copies)
         total = total + seconds(kern.eager_bytes_per_token(model, *flags, forward_only))
+    if model.glu_clamp is not None and not a.fused_glu_clamp:
+        total = total + seconds(kern.glu_clamp_bytes_per_token(model, forward_only))
     if prec.is_fp8(job) and not forward_only:
         total = total + seconds(kern.fp8_cast_bytes_per_token(model, a.fp8_cast_bytes_per_value))
     return total

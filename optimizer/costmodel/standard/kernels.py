@@ -208,6 +208,24 @@ LAYOUT_COPY_BYTES = (4, 4)
 KV_COPY_BYTES = (BF16_BYTES, BF16_BYTES)
 
 
+# A clamped GLU's clamps as eager ops (Megatron-Core's bf16 path: input.chunk(2), x_glu.clamp,
+# x_linear.clamp, torch.cat): forward, each clamp reads and writes its half (4 values of f per
+# copy) and the cat reads and writes both (4): 8 values of 2 bytes; backward, each clamp's
+# gradient reads the gradient and the input and writes one (6), and chunk's gradient
+# concatenates the halves' (4): 10. Bytes per value of the MLP's width f (f_e an expert copy).
+EAGER_GLU_CLAMP_BYTES = (16, 20)
+
+
+def glu_clamp_bytes_per_token(
+    model: TransformerSpec, forward_only: bool = False
+) -> tuple[float, float]:
+    """HBM bytes per token and layer a clamped GLU's eager clamps move, forward and backward
+    (or forward alone): (0 on the hidden state, on the tp-split projections), for each dense
+    MLP and each routed and shared expert copy (mlp_width_per_token)."""
+    by_value = passes_bytes(EAGER_GLU_CLAMP_BYTES, forward_only)
+    return 0.0, float(by_value * model.mlp_width_per_token)
+
+
 def eager_bytes_per_token(
     model: TransformerSpec,
     norms: bool,
