@@ -205,9 +205,12 @@ CALIBRATION_PREAMBLE = """## Calibrated on {n} rows per engine
 that engine's other priced rows with the fitted assumptions laid over their own: the error a
 user with {n} measured runs of one engine would see on its other layouts. The issue's figure
 is within {target:.0f} points mean on the held-out rows. The fit frees at most one assumption
-per run, in a fixed order, keeps only as many as lower the leave-one-out error of its own
-rows, and pins what the rows cannot tell apart (its `pinned` reasons are in `layoutopt
-calibrate`'s output); nothing is tuned to the held-out rows. An engine's rows span GPUs,
+fewer than it has rows, in a fixed order, keeps only as many as lower the leave-one-out error
+of its own rows, pins what the rows cannot tell apart or push to a bound (its `pinned` reasons
+are in `layoutopt calibrate`'s output), and pulls each towards its default as a prior would:
+a run's own miss is taken as the spread of these rows' errors within one source and GPU type
+(`optimizer/calibration/fit.py`, `RUN_LOG_ERROR`), so three rows move an assumption less than
+thirty; nothing is tuned to the held-out rows. An engine's rows span GPUs,
 years and software releases, so the last view groups them by engine, source and GPU type,
 the nearest the published rows come to one user's runs on one cluster. A group within the
 target with nothing fitted says the defaults already fit it, not that calibration works:

@@ -13,7 +13,6 @@ module only.
 
 from optimizer.calibration.fit import (
     MAX_RUNS,
-    REGULARISATION,
     Calibration,
     CalibrationStopped,
     CalibrationUnavailable,
@@ -30,7 +29,6 @@ __all__ = [
     "MAX_RUNS",
     "MEASURES",
     "PARAMETERS",
-    "REGULARISATION",
     "Calibration",
     "CalibrationStopped",
     "CalibrationUnavailable",

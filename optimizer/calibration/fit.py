@@ -1,7 +1,7 @@
 """Fit the cost model's named assumptions to measured runs, as Pollux/AdaptDL fits its
 throughput model (adaptdl/goodput.py): minimise the RMS log error of step times with
-scipy.optimize, within bounds, lightly regularised towards the defaults, and pin what the
-runs cannot identify.
+scipy.optimize, within bounds, pulled towards the defaults as a prior would (the fewer the
+runs, the harder: `prior_weight`), and pin what the runs cannot identify.
 
 Which assumptions are fitted is decided before the fit, from the runs alone:
 
@@ -40,10 +40,23 @@ from optimizer.calibration.parameters import PARAMETERS, Parameter, default_valu
 from optimizer.calibration.runs import MeasuredRun
 from optimizer.costmodel import CostAssumptions
 
-# Weight of the pull towards the defaults, per parameter, in units of squared log error for a
-# move across the whole bounded range: a parameter the runs barely see stays near its default,
-# one they measure moves freely (a 1% step-time error costs 1e-4).
-REGULARISATION = 1e-4
+# The fit is a maximum a posteriori estimate. What a fit to one cluster's runs cannot remove is
+# each run's own miss: the spread of the defaults' log errors about their mean within one source
+# and GPU type, RUN_LOG_ERROR, over docs/validation.md's priced rows (0.097 on 2026-12-05, across
+# all of them 0.140; tests/test_calibration.py checks it against the rows). Each assumption's
+# prior is centred on its default with its bounded range four standard deviations wide (the
+# bounds a 95% interval: PRIOR_SD_OF_RANGE). Mean squared log error plus prior_weight(n) times
+# each parameter's squared move (in units of its range) is then the posterior's negative log
+# over n runs: one run moves an assumption less than many.
+RUN_LOG_ERROR = 0.10
+PRIOR_SD_OF_RANGE = 0.25
+
+
+def prior_weight(runs: int) -> float:
+    """The pull towards the defaults for a fit to `runs` runs: sigma^2 / (n tau^2)."""
+    return RUN_LOG_ERROR**2 / (runs * PRIOR_SD_OF_RANGE**2)
+
+
 # An assumption moving a run's step time by less than this (log) over its range is not seen.
 MIN_EFFECT = 1e-3
 # A freed assumption's effect must keep this share of its norm off the span of those already
@@ -284,10 +297,13 @@ def fit_values(
     runs: list[MeasuredRun],
     freed: list[Parameter],
     defaults: dict[str, float | None],
-    regularisation: float,
+    regularisation: float | None,
     stop: Callable[[], bool] | None,
 ) -> tuple[dict[str, float], dict[str, Any]]:
-    """The freed parameters' values minimising mean squared log error plus the pull."""
+    """The freed parameters' values minimising mean squared log error plus the pull towards
+    the defaults (`regularisation`; None: the prior's, prior_weight)."""
+    if regularisation is None:
+        regularisation = prior_weight(len(runs))
     if not freed:
         return {}, {"success": True, "message": "nothing to fit", "evaluations": 0}
     optimize = _scipy_optimize()
@@ -342,7 +358,7 @@ def fit_inside_bounds(
     runs: list[MeasuredRun],
     freed: list[Parameter],
     defaults: dict[str, float | None],
-    regularisation: float,
+    regularisation: float | None,
     stop: Callable[[], bool] | None,
 ) -> tuple[dict[str, float], dict[str, Any], dict[str, str]]:
     """fit_values, then pin each parameter the fit left at a bound and fit the others again:

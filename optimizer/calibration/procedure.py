@@ -9,7 +9,6 @@ from collections.abc import Callable
 
 from optimizer.calibration.fit import (
     MAX_RUNS,
-    REGULARISATION,
     Calibration,
     LeftOut,
     ParameterFit,
@@ -26,7 +25,7 @@ def _prefix_loo_error(
     runs: list[MeasuredRun],
     freed: list[Parameter],
     defaults: dict[str, float | None],
-    regularisation: float,
+    regularisation: float | None,
     stop: Callable[[], bool] | None,
 ) -> float:
     """RMS log error of each run predicted by the fit of `freed` to the others."""
@@ -42,7 +41,7 @@ def select(
     runs: list[MeasuredRun],
     freed: list[Parameter],
     defaults: dict[str, float | None],
-    regularisation: float,
+    regularisation: float | None,
     stop: Callable[[], bool] | None,
 ) -> tuple[list[Parameter], dict[str, str]]:
     """(the prefix of `freed` kept, why each other one is pinned): the shortest prefix with
@@ -85,7 +84,7 @@ def select(
 def calibrate(
     runs: list[MeasuredRun],
     candidates: tuple[Parameter, ...] = PARAMETERS,
-    regularisation: float = REGULARISATION,
+    regularisation: float | None = None,
     leave_one_out: bool = True,
     stop: Callable[[], bool] | None = None,
     deadline: Callable[[], bool] | None = None,
@@ -145,7 +144,7 @@ def _left_out(
     runs: list[MeasuredRun],
     index: int,
     candidates: tuple[Parameter, ...],
-    regularisation: float,
+    regularisation: float | None,
     stop: Callable[[], bool] | None,
 ) -> LeftOut:
     others = runs[:index] + runs[index + 1 :]
