@@ -8,9 +8,9 @@ Which assumptions are fitted is decided before the fit, from the runs alone:
 1. an assumption a run's request sets is a fact of that run: pinned;
 2. one no run's step time depends on (over its whole range) is pinned: nothing measures it;
 3. one whose knob the runs do not vary (a dp overlap from runs at one dp) is pinned;
-4. n runs fit at most n - 1 assumptions (one with a single run), freed in PARAMETERS' order:
-   a fit with as many unknowns as runs passes through every run whatever else the model
-   misses, and so absorbs it;
+4. n runs fit at most n - 1 assumptions (one with a single run: `most_freed`), freed in
+   PARAMETERS' order: a fit with as many unknowns as runs passes through every run whatever
+   else the model misses, and so absorbs it;
 5. one whose effect on the runs is (nearly) a combination of those already freed is pinned:
    the runs cannot tell them apart;
 6. of those freed, only as many (in order) as lower the leave-one-out error are kept: with
@@ -265,12 +265,8 @@ def choose(
                     f"it cannot be told from the kernel efficiency"
                 )
                 continue
-        if len(freed) >= len(runs):
-            pinned[p.name] = (
-                f"{len(runs)} run{'s' if len(runs) > 1 else ''} fit at most {len(runs)} "
-                f"assumption{'s' if len(runs) > 1 else ''}, freed in order "
-                f"({', '.join(f.name for f in freed)})"
-            )
+        if len(freed) >= most_freed(len(runs)):
+            pinned[p.name] = _too_many(len(runs), freed)
             continue
         if columns:
             basis = np.column_stack(columns)
@@ -291,6 +287,23 @@ def choose(
         freed.append(p)
         columns.append(effect)
     return freed, defaults, pinned
+
+
+def most_freed(runs: int) -> int:
+    """Assumptions n runs may fit: one fewer than the runs, so that the fit is not exact and
+    what it misses shows (n unknowns pass through n runs whatever else the model misses, and
+    carry that to every other layout); one run fits one."""
+    return max(1, runs - 1)
+
+
+def _too_many(runs: int, freed: list[Parameter]) -> str:
+    most = most_freed(runs)
+    return (
+        f"{runs} run{'s' if runs > 1 else ''} fit at most {most} "
+        f"assumption{'s' if most > 1 else ''}, freed in order "
+        f"({', '.join(f.name for f in freed)})"
+        + (", so that the fit is not exact and what it misses can be seen" if most < runs else "")
+    )
 
 
 def fit_values(

@@ -45,21 +45,9 @@ def select(
     stop: Callable[[], bool] | None,
 ) -> tuple[list[Parameter], dict[str, str]]:
     """(the prefix of `freed` kept, why each other one is pinned): the shortest prefix with
-    the least leave-one-out error, at most one parameter fewer than there are runs; all of
-    `freed` with a single run (nothing to score on)."""
+    the least leave-one-out error; all of `freed` with a single run (nothing to score on)."""
     if len(runs) < 2 or not freed:
         return freed, {}
-    # n runs fit exactly as many parameters with nothing left over: the fit would pass through
-    # every run whatever the model's other errors, and so absorb them
-    most = len(runs) - 1
-    beyond = {
-        p.name: (
-            f"{len(runs)} runs fit at most {most} assumption(s), so that the fit is not exact "
-            "and what it misses can be seen"
-        )
-        for p in freed[most:]
-    }
-    freed = freed[:most]
     scores = [
         _prefix_loo_error(runs, freed[:k], defaults, regularisation, stop)
         for k in range(len(freed) + 1)
@@ -78,7 +66,7 @@ def select(
         for i, p in enumerate(freed)
         if i >= keep
     }
-    return freed[:keep], pinned | beyond
+    return freed[:keep], pinned
 
 
 def calibrate(
