@@ -18,7 +18,7 @@ from api.http.settings import Settings
 from api.schemas import EvaluateRequest
 from models.layout import Layout
 from optimizer.calibration import MeasuredRun, calibrate, choose, measured_run
-from optimizer.calibration.fit import PRIOR_SD_OF_RANGE, RUN_LOG_ERROR, prior_weight
+from optimizer.calibration.parameters import PRIOR_SD_OF_RANGE, RUN_LOG_ERROR, prior_weight
 from optimizer.costmodel import CostAssumptions, evaluate
 from optimizer.validation import published_runs
 from optimizer.validation.calibrated import GROUPINGS, calibrate_engines, measured, spread

@@ -209,9 +209,9 @@ fewer than it has rows, in a fixed order, keeps only as many as lower the leave-
 of its own rows, pins what the rows cannot tell apart or push to a bound (its `pinned` reasons
 are in `layoutopt calibrate`'s output), and pulls each towards its default as a prior would:
 a run's own miss is taken as the spread of these rows' errors within one source and GPU type
-(`optimizer/calibration/fit.py`, `RUN_LOG_ERROR`), so three rows move an assumption less than
-thirty; nothing is tuned to the held-out rows. An engine's rows span GPUs,
-years and software releases, so the last view groups them by engine, source and GPU type,
+(`RUN_LOG_ERROR` in `optimizer/calibration/parameters.py`), so three rows move an assumption
+less than thirty; nothing is tuned to the held-out rows. An engine's rows span GPUs, years
+and software releases, so the last view groups them by engine, source and GPU type,
 the nearest the published rows come to one user's runs on one cluster. A group within the
 target with nothing fitted says the defaults already fit it, not that calibration works:
 the SC21 rows (Narayanan et al.) are the ones the profile's defaults were first checked

@@ -5,7 +5,8 @@ tell it apart.
 The order is that of how much of a step each one prices, in general: the matmul kernels first
 (every run depends on them), then attention, the network, and the overlaps of each kind of
 traffic. With n runs at most n - 1 of them are fitted (the rest keep their defaults), and
-one run fits the kernel efficiency alone.
+one run fits the kernel efficiency alone (`most_freed`). Each has a prior centred on its
+default (`prior_weight`): the fit is a maximum a posteriori estimate.
 """
 
 from __future__ import annotations
@@ -106,6 +107,30 @@ PARAMETERS: tuple[Parameter, ...] = (
         absent="no run has MoE layers",
     ),
 )
+
+
+# The fit is a maximum a posteriori estimate. What a fit to one cluster's runs cannot remove is
+# each run's own miss: the spread of the defaults' log errors about their mean within one source
+# and GPU type, RUN_LOG_ERROR, over docs/validation.md's priced rows (0.097 on 2026-12-05, across
+# all of them 0.140; tests/test_calibration.py checks it against the rows). Each assumption's
+# prior is centred on its default with its bounded range four standard deviations wide (the
+# bounds a 95% interval: PRIOR_SD_OF_RANGE). Mean squared log error plus prior_weight(n) times
+# each parameter's squared move (in units of its range) is then the posterior's negative log
+# over n runs: one run moves an assumption less than many.
+RUN_LOG_ERROR = 0.10
+PRIOR_SD_OF_RANGE = 0.25
+
+
+def prior_weight(runs: int) -> float:
+    """The pull towards the defaults for a fit to `runs` runs: sigma^2 / (n tau^2)."""
+    return RUN_LOG_ERROR**2 / (runs * PRIOR_SD_OF_RANGE**2)
+
+
+def most_freed(runs: int) -> int:
+    """Assumptions n runs may fit: one fewer than the runs, so that the fit is not exact and
+    what it misses shows (n unknowns pass through n runs whatever else the model misses, and
+    carry that to every other layout); one run fits one."""
+    return max(1, runs - 1)
 
 
 def default_value(parameter: Parameter, runs: list[MeasuredRun]) -> float | None:

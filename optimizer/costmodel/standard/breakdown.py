@@ -17,7 +17,6 @@ from typing import Any
 import numpy as np
 
 from models.job import TrainingJob
-from models.transformer import TransformerSpec
 from optimizer.costmodel.assumptions import (
     CostAssumptions,
 )
@@ -185,16 +184,8 @@ def layer_times(job: TrainingJob, a: CostAssumptions, k: Degrees) -> dict[str, N
             model.moe_layer_share,
             a2a_overlap,
         ),
-        "moe_host": moe_host_s(model, a, tokens),
+        "moe_host": tim.moe_host_s(model.moe_layer_share, a.moe_host_ms_per_layer, tokens),
     }
-
-
-def moe_host_s(model: TransformerSpec, a: CostAssumptions, tokens: Number) -> Number:
-    """Seconds a layer (averaged over dense and MoE layers) waits on the host a micro-batch:
-    an eager MoE layer's launches after its dispatcher's sync (moe_host_ms_per_layer), the
-    same at any token count (shaped as `tokens`, to broadcast as the other parts)."""
-    seconds = model.moe_layer_share * a.moe_host_ms_per_layer / 1e3
-    return np.full_like(np.asarray(tokens, dtype=float), seconds)
 
 
 def busiest_stage_s(layers: mem.StageLayers, pp: Number, layer_s: Number, head_s: Number) -> Number:

@@ -297,6 +297,14 @@ def moe_all_to_all_s(
     return moe_layer_share * per_layer * (1 - overlap)
 
 
+def moe_host_s(moe_layer_share: float, host_ms_per_layer: float, tokens: Number) -> Number:
+    """Seconds a layer (averaged over dense and MoE layers) waits on the host a micro-batch:
+    an eager MoE layer's launches after its dispatcher's sync (moe_host_ms_per_layer), the
+    same at any token count (shaped as `tokens`, to broadcast as the other parts)."""
+    seconds = moe_layer_share * host_ms_per_layer / 1e3
+    return np.full_like(np.asarray(tokens, dtype=float), seconds)
+
+
 def pp_p2p_s(
     pp: Number,
     vpp: Number,
