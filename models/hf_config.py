@@ -247,6 +247,10 @@ def _chunk_fields(config: Mapping[str, Any]) -> dict[str, Any]:
     return {"attention_chunk_size": chunk, "chunked_attention_layers": count}
 
 
+# Spec fields read from config.json keys of other names than _HF_KEYS maps
+_OTHER_KEYS = {"glu_clamp": "swiglu_limit"}
+
+
 def looks_like_hf_config(data: Mapping[str, Any]) -> bool:
     """config.json carries `model_type`; a bare dict with its layer keys is taken as one too."""
     return "model_type" in data or ("num_hidden_layers" in data and "hidden_size" in data)
@@ -300,7 +304,7 @@ def from_hf_config(config: Mapping[str, Any]) -> TransformerSpec:
         first = error.errors()[0]
         field = str(first["loc"][0]) if first["loc"] else ""
         # Name the key as the user wrote it in config.json, not our field.
-        where = {v: k for k, v in _HF_KEYS.items()}.get(field, field) or "model"
+        where = {**{v: k for k, v in _HF_KEYS.items()}, **_OTHER_KEYS}.get(field, field) or "model"
         raise InvalidSpec(f"config.json: {where}: {first['msg']}", "model") from None
 
 

@@ -351,6 +351,9 @@ def test_gpt_oss_clamps_its_glu_others_do_not() -> None:
     # a clamp changes no parameter count
     unclamped = oss.model_copy(update={"glu_clamp": None})
     assert unclamped.total_params == oss.total_params
+    # a bad limit is named as config.json names it
+    with pytest.raises(InvalidSpec, match="config.json: swiglu_limit: Input should be greater"):
+        from_hf_config({**ROWS["gpt-oss-120b"].config, "swiglu_limit": -3})
 
 
 def test_layers_that_are_not_attention_are_refused_not_priced_as_attention() -> None:
