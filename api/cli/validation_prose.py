@@ -110,7 +110,11 @@ Figures as measured when the rows were added; the table above is current.
   lowered both the measured MFU, which counts fewer model FLOPs a token, and the predicted,
   less: the errors grew by 0.3-0.7 points. Pricing the experts' gradient sync on their own
   data-parallel group, one NIC a rank with ep 8 inside a node, brought the B200 rows, two and
-  five micro-batches a step, from +35 and +27 points to +13 and +15.)
+  five micro-batches a step, from +35 and +27 points to +13 and +15.) Megatron-Bridge's bf16
+  recipes for this model capture no CUDA graphs: charged the host time graphs were measured to
+  remove from GPT-OSS-20B's layers (3.3 ms a layer and micro-batch, docs/cost-model.md "Host
+  time of eager MoE layers") and the eager clamps of its SwiGLU, all six rows moved from
+  +12..+21 to +4..+11; the four-sequence micro-batches on B200 and GB200 stay the furthest off.
 - **Expert parallelism across racks.** DeepSeek-V3 and Qwen3-235B on 256 GB200 are
   under-predicted by about 23 points: with the preset's 72-GPU NVLink domain, expert groups of 32
   and 64 consecutive ranks straddle racks and their all-to-all is priced on the network. How many
