@@ -12,6 +12,7 @@ layouts to use.
 from __future__ import annotations
 
 from dataclasses import replace
+from functools import partial
 
 from optimizer.costmodel import CostAssumptions, Estimate
 from optimizer.explain.budget import Budget, priced
@@ -33,9 +34,12 @@ from optimizer.search import (
     engine_rules_broken,
     least_memory_beating,
     narrowed,
+    placement_classes,
+    reaching_problem,
     rule_names,
     solve_best,
     tie_floor,
+    time_is_up,
 )
 
 # A relaxed optimum must beat the optimum by more than the solver's scaling to count.
@@ -49,8 +53,10 @@ def wide_tables(
     ceiling reaches the optimum: each rule's relaxed optimum, if it binds, is among them, and
     so is each layout the memory limit's step up may name. Where nothing reaches it (the
     optimum's row always does, as the floor keeps what might tie with it), priced whole."""
-    floored = replace(problem, mfu_floor=tie_floor(best.mfu))
+    cut_short = partial(time_is_up, budget.deadline, budget.stop)
     try:
+        # only the tuples whose ceiling reaches the optimum: the size guard counts those alone
+        floored = reaching_problem(problem, assumptions, tie_floor(best.mfu), cut_short)
         return build_tables(floored, assumptions, deadline=budget.deadline, stop=budget.stop)
     except NoLayouts:
         return build_tables(problem, assumptions, deadline=budget.deadline, stop=budget.stop)
@@ -111,7 +117,8 @@ def relaxations(
     the space instead: only its rows whose MFU ceiling beats the optimum are priced
     (_beyond)."""
     with_literals = rule_names(tables)
-    beneath = engine_rules_broken(problem, tables.classes) - set(with_literals)
+    # the tables may hold only some of the problem's tuples: its rules are tested on them all
+    beneath = engine_rules_broken(problem, placement_classes(problem)) - set(with_literals)
     rules = _named_in_order(problem, with_literals, beneath)
     tries: list[tuple[str, SearchProblem | None]] = [(rule, None) for rule in rules]
     tries += list(_relaxed_problems(problem).items())
@@ -199,6 +206,7 @@ def _smallest_step_up(
 
 
 def _kv_rule_idle(problem: SearchProblem, rules: tuple[str, ...]) -> bool:
-    """The request keeps the KV-head rule, but every candidate tp already meets it (so the
-    model holds no literal for it): relaxing it cannot help."""
+    """The request keeps the KV-head rule, but every tp of the tables meets it (so the model
+    holds no literal for it): every candidate tp, or every one of a tuple whose ceiling
+    reaches the optimum (wide_tables). Relaxing it cannot help."""
     return problem.require_kv_divisibility and KV_HEADS not in rules

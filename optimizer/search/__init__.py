@@ -9,12 +9,17 @@ Other rooms import from this module only.
 """
 
 from optimizer.search.boxes import engine_rules_broken
-from optimizer.search.ceiling_search import best_layout_above, best_layout_by_ceilings, tie_floor
+from optimizer.search.ceiling_search import (
+    best_layout_above,
+    best_layout_by_ceilings,
+    reaching_problem,
+    tie_floor,
+)
 from optimizer.search.ceilings import tuple_ceilings
 from optimizer.search.enumerator import PricedSpace, layout_grid, price_space, restriction_masks
 from optimizer.search.model import LayoutModel, rule_names
 from optimizer.search.pareto import frontier
-from optimizer.search.placements import placement_class_of
+from optimizer.search.placements import placement_class_of, placement_classes
 from optimizer.search.pricing import Pricing
 from optimizer.search.problem import (
     ENGINE_RULE_PREFIX,
@@ -84,9 +89,11 @@ __all__ = [
     "least_memory_beating",
     "narrowed",
     "placement_class_of",
+    "placement_classes",
     "new_solver",
     "price_space",
     "priced_knobs",
+    "reaching_problem",
     "resolve_space",
     "restriction_masks",
     "rule_names",

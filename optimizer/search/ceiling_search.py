@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
 from dataclasses import replace
 from functools import partial
 
@@ -114,6 +115,35 @@ def best_layout_above(
     return _floored(problem, ranking, reaching, floor, assumptions, _left(settings, deadline))
 
 
+def reaching_problem(
+    problem: SearchProblem,
+    assumptions: CostAssumptions,
+    floor: float,
+    cut_short: Callable[[], bool],
+) -> SearchProblem:
+    """`problem` floored at `floor`, over only the degree tuples whose MFU ceiling reaches it
+    (their cell ceilings passed on), so that what a table build counts against its size
+    guard is what it will price; floored whole where ceilings are not to be had. What an
+    explanation's wide model needs: every row it can use beats the optimum."""
+    floored = replace(problem, mfu_floor=floor)
+    if not has_ceilings(problem):
+        return floored
+    classes = placement_classes(problem)
+    if ceiling_cells(problem, classes) > MAX_CEILING_CELLS:
+        return floored
+    ranking = rank_tuples(problem, classes, assumptions, cut_short, probed=False)
+    return _floored_problem(problem, ranking, np.flatnonzero(ranking.ceilings >= floor), floor)
+
+
+def _floored_problem(
+    problem: SearchProblem, ranking: TupleRanking, tuples: np.ndarray, floor: float
+) -> SearchProblem:
+    floored = replace(_with_tuples(problem, tuples), mfu_floor=floor)
+    if ranking.cells is not None:
+        floored = replace(floored, known_ceilings=(floored.degrees, ranking.cells[tuples]))
+    return floored
+
+
 def _floored(
     problem: SearchProblem,
     ranking: TupleRanking,
@@ -126,10 +156,7 @@ def _floored(
     on when the ranking kept them)."""
     if tuples.size == 0:
         return Found(None, True, 0)
-    floored = replace(_with_tuples(problem, tuples), mfu_floor=floor)
-    if ranking.cells is not None:
-        floored = replace(floored, known_ceilings=(floored.degrees, ranking.cells[tuples]))
-    return best_layout(floored, assumptions, settings)
+    return best_layout(_floored_problem(problem, ranking, tuples, floor), assumptions, settings)
 
 
 def _better(
