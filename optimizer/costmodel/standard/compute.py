@@ -161,9 +161,9 @@ def elementwise_s(
 ) -> Number:
     """One layer's memory-bound elementwise kernels at HBM bandwidth (kernels.py): the fused
     ones, the eager ones the assumptions name, a clamped GLU's clamps unless fused and, under
-    fp8, the casts of the GEMMs' operands; `forward_only`, the forward pass's alone (what op-level selective
-    checkpointing replays; the FP8 casts are then left out, UNVERIFIED whether torchao's
-    casts replay)."""
+    fp8, the casts of the GEMMs' operands; `forward_only`, the forward pass's alone (what
+    op-level selective checkpointing replays; the FP8 casts are then left out, UNVERIFIED
+    whether torchao's casts replay)."""
     model, bandwidth = job.model, job.cluster.gpu.memory_bandwidth_bytes_s
     if not a.elementwise_traffic or bandwidth is None:
         return 0.0
