@@ -102,17 +102,15 @@ def best_layout_above(
     explanation asks of a widened space: does anything there beat the optimum?)."""
     if not has_ceilings(problem):
         return best_layout(problem, assumptions, settings)
-    classes = placement_classes(problem)
-    if ceiling_cells(problem, classes) > MAX_CEILING_CELLS:  # rows floored as they are priced
-        return best_layout(replace(problem, mfu_floor=floor), assumptions, settings)
     deadline = time.perf_counter() + settings.time_limit_s
     cut_short = partial(time_is_up, deadline, settings.stop)
     try:
-        ranking = rank_tuples(problem, classes, assumptions, cut_short, probed=False)
+        floored = reaching_problem(problem, assumptions, floor, cut_short)
     except CutShort:
         return Found(None, False, 0)
-    reaching = np.flatnonzero(ranking.ceilings >= floor)
-    return _floored(problem, ranking, reaching, floor, assumptions, _left(settings, deadline))
+    if len(floored.degrees) == 0:
+        return Found(None, True, 0)
+    return best_layout(floored, assumptions, _left(settings, deadline))
 
 
 def reaching_problem(
@@ -123,8 +121,9 @@ def reaching_problem(
 ) -> SearchProblem:
     """`problem` floored at `floor`, over only the degree tuples whose MFU ceiling reaches it
     (their cell ceilings passed on), so that what a table build counts against its size
-    guard is what it will price; floored whole where ceilings are not to be had. What an
-    explanation's wide model needs: every row it can use beats the optimum."""
+    guard is what it will price; floored whole (its rows floored as they are priced) where
+    ceilings are not to be had. What an explanation's wide model and a widened space's
+    search need: every row they can use beats the optimum."""
     floored = replace(problem, mfu_floor=floor)
     if not has_ceilings(problem):
         return floored
