@@ -1,0 +1,190 @@
+"""Calibration through its doors: `layoutopt calibrate` (file in, assumptions file out),
+`POST /v1/calibrate` and `Client.calibrate`, each answering as the library fits the same runs,
+and refusing bad input with the reason."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+from api.cli import main
+from api.client import Client
+from api.http.app import create_app
+from api.http.settings import Settings
+from optimizer.calibration import calibrate
+from optimizer.costmodel import CostAssumptions
+from tests.test_calibration import SHAPES, TRUTH, synthetic
+
+# --- the CLI -------------------------------------------------------------------------------
+
+
+def runs_jsonl(tmp_path: Path) -> Path:
+    lines = []
+    for i, run in enumerate(synthetic(TRUTH, SHAPES[:3])):
+        request = {
+            "model": "llama3-8b",
+            "cluster": {"gpus": run.job.cluster.gpus, "gpu": "h100-sxm"},
+            "training": {"global_batch": run.job.training.global_batch, "seq_len": 8192},
+            "layout": run.layout.model_dump(mode="json", exclude={"dp"}),
+            "engine": "megatron",
+        }
+        measured_ = {"step_time_s": run.step_time_s}
+        if i == 0:
+            measured_["peak_memory_gb"] = 60.0
+        lines.append(
+            json.dumps({"name": f"tp {run.layout.tp}", "request": request, "measured": measured_})
+        )
+    path = tmp_path / "runs.jsonl"
+    path.write_text("\n".join(lines) + "\n\n")
+    return path
+
+
+@pytest.fixture(scope="module")
+def library_fit() -> float:
+    """The kernel efficiency the library fits to the runs the round trips send, prior and
+    all: what the CLI, the HTTP route and the client must each give back."""
+    return calibrate(synthetic(TRUTH, SHAPES[:3])).fitted["kernel_efficiency"]
+
+
+def test_cli_round_trip(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], library_fit: float
+) -> None:
+    out = tmp_path / "calibrated.json"
+    assert main(["calibrate", str(runs_jsonl(tmp_path)), "--out", str(out)]) == 0
+    captured = capsys.readouterr()
+    assumptions = json.loads(out.read_text())
+    # as the library fits the same runs, prior and all: between the default and the truth
+    written = CostAssumptions.model_validate(assumptions).kernel_efficiency
+    assert written == pytest.approx(library_fit, abs=5e-5)  # as written: four decimals
+    assert TRUTH["kernel_efficiency"] < library_fit < 0.6
+    assert "leave-one-out" in captured.err and "pinned" in captured.err
+    assert "memory" in captured.err  # the run with a peak memory is compared
+    # the file is any request's `assumptions`: evaluate takes it as it stands
+    spec = tmp_path / "spec.json"
+    spec.write_text(
+        json.dumps(
+            {
+                "model": "llama3-8b",
+                "cluster": {"gpus": 8},
+                "profile": "standard",
+                "assumptions": assumptions,
+            }
+        )
+    )
+    assert main(["evaluate", "--spec", str(spec), "--json"]) == 0
+    capsys.readouterr()
+
+
+def test_cli_json_prints_the_http_answer(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["calibrate", str(runs_jsonl(tmp_path)), "--json", "--no-loo"]) == 0
+    answer = json.loads(capsys.readouterr().out)
+    assert set(answer) == {"assumptions", "fit"}
+    assert answer["fit"]["leave_one_out"] is None
+    assert answer["fit"]["leave_one_out_note"] == "not asked for"
+    statuses = {p["name"]: p["status"] for p in answer["fit"]["parameters"]}
+    assert statuses["kernel_efficiency"] == "fitted"
+
+
+@pytest.mark.parametrize(
+    ("line", "message"),
+    [
+        ("not json", "line 1 is not a JSON object"),
+        (
+            json.dumps({"request": {"model": "llama3-8b", "cluster": {"gpus": 8}}, "measured": {}}),
+            "exactly one of",
+        ),
+        (
+            json.dumps(
+                {
+                    "request": {"model": "llama3-8b", "cluster": {"gpus": 8}},
+                    "measured": {"mfu": 0.4, "step_time_s": 3},
+                }
+            ),
+            "exactly one of",
+        ),
+        (
+            json.dumps(
+                {
+                    "request": {"model": "llama3-8b", "cluster": {"gpus": 8}, "engine": "jax"},
+                    "measured": {"mfu": 0.4},
+                }
+            ),
+            "engine",
+        ),
+    ],
+)
+def test_cli_refuses_a_bad_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], line: str, message: str
+) -> None:
+    path = tmp_path / "runs.jsonl"
+    path.write_text(line + "\n")
+    assert main(["calibrate", str(path)]) == 2
+    assert message in capsys.readouterr().err
+
+
+# --- HTTP and the client -------------------------------------------------------------------
+
+
+def http_body(tmp_path: Path) -> dict[str, Any]:
+    return {
+        "runs": [json.loads(line) for line in runs_jsonl(tmp_path).read_text().split("\n") if line]
+    }
+
+
+def test_http_round_trip(api: TestClient, tmp_path: Path) -> None:
+    answer = api.post("/v1/calibrate", json=http_body(tmp_path))
+    assert answer.status_code == 200, answer.text
+    body = answer.json()
+    CostAssumptions.model_validate(body["assumptions"])
+    fit = body["fit"]
+    assert len(fit["runs"]) == 3 and fit["rms_log_error"] < fit["rms_log_error_before"]
+    assert len(fit["leave_one_out"]["runs"]) == 3
+    assert fit["runs"][0]["memory_error"] is not None
+    # the answer's assumptions priced through /v1/evaluate
+    evaluate_body = {
+        "model": "llama3-8b",
+        "cluster": {"gpus": 8},
+        "profile": "standard",
+        "assumptions": body["assumptions"],
+    }
+    assert api.post("/v1/evaluate", json=evaluate_body).status_code == 200
+
+
+def test_http_refuses_bad_bodies(api: TestClient) -> None:
+    assert api.post("/v1/calibrate", json={"runs": []}).status_code == 422
+    two_profiles = {
+        "runs": [
+            {
+                "request": {"model": "llama3-8b", "cluster": {"gpus": 8}, "profile": p},
+                "measured": {"mfu": 0.4},
+            }
+            for p in ("standard", "workshop")
+        ]
+    }
+    answer = api.post("/v1/calibrate", json=two_profiles)
+    assert answer.status_code == 422 and "same profile" in answer.json()["error"]["message"]
+
+
+def test_calibrate_is_pooled_like_the_searches(tmp_path: Path) -> None:
+    # no worker and no queue: the pooled route is refused before its body is parsed
+    app = create_app(Settings(workers=1, queue_depth=0))
+    with TestClient(app) as api:
+        slot = app.state.solver.pool.reserve()  # the only slot taken
+        try:
+            answer = api.post("/v1/calibrate", json=http_body(tmp_path))
+            assert answer.status_code == 503 and "Retry-After" in answer.headers
+        finally:
+            slot.release()
+
+
+def test_client_calibrate(api: TestClient, tmp_path: Path, library_fit: float) -> None:
+    client = Client("http://testserver", transport=api._transport)
+    answer = client.calibrate(http_body(tmp_path))
+    assert answer.assumptions["kernel_efficiency"] == pytest.approx(library_fit, abs=5e-5)
+    assert answer.fit.leave_one_out is not None
