@@ -65,6 +65,17 @@ class CalibrationStopped(Exception):
 
 
 @dataclass(frozen=True)
+class FitSettings:
+    """What every fit of one calibration shares: each candidate's default (the prior's
+    centre and the fit's start), the pull towards it (None: the prior's, `prior_weight` of
+    the runs fitted) and the caller's request to stop."""
+
+    defaults: dict[str, float | None]
+    regularisation: float | None = None
+    stop: Callable[[], bool] | None = None
+
+
+@dataclass(frozen=True)
 class ParameterFit:
     name: str
     default: float | None
@@ -289,14 +300,12 @@ def _too_many(runs: int, freed: list[Parameter]) -> str:
 
 
 def fit_values(
-    runs: list[MeasuredRun],
-    freed: list[Parameter],
-    defaults: dict[str, float | None],
-    regularisation: float | None,
-    stop: Callable[[], bool] | None,
+    runs: list[MeasuredRun], freed: list[Parameter], settings: FitSettings
 ) -> tuple[dict[str, float], dict[str, Any]]:
     """The freed parameters' values minimising mean squared log error plus the pull towards
-    the defaults (`regularisation`; None: the prior's, prior_weight)."""
+    the defaults (`settings.regularisation`; None: the prior's, prior_weight)."""
+    defaults, stop = settings.defaults, settings.stop
+    regularisation = settings.regularisation
     if regularisation is None:
         regularisation = prior_weight(len(runs))
     if not freed:
@@ -350,11 +359,7 @@ AT_BOUND = 1e-3
 
 
 def fit_inside_bounds(
-    runs: list[MeasuredRun],
-    freed: list[Parameter],
-    defaults: dict[str, float | None],
-    regularisation: float | None,
-    stop: Callable[[], bool] | None,
+    runs: list[MeasuredRun], freed: list[Parameter], settings: FitSettings
 ) -> tuple[dict[str, float], dict[str, Any], dict[str, str]]:
     """fit_values, then pin each parameter the fit left at a bound and fit the others again:
     (values, the last fit's information, why each was pinned). A value at its bound is no
@@ -363,7 +368,7 @@ def fit_inside_bounds(
     misfit lies in something else, and a fitted bound would carry it to every other layout."""
     pinned: dict[str, str] = {}
     while True:
-        values, info = fit_values(runs, freed, defaults, regularisation, stop)
+        values, info = fit_values(runs, freed, settings)
         at_bound = {p.name: side for p in freed if (side := _bound_side(p, values[p.name]))}
         if not at_bound:
             return values, info, pinned

@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from dataclasses import replace
 
 from optimizer.calibration.fit import (
     MAX_RUNS,
     Calibration,
+    FitSettings,
     LeftOut,
     ParameterFit,
     RunFit,
@@ -22,36 +24,25 @@ from optimizer.calibration.runs import MeasuredRun
 
 
 def _prefix_loo_error(
-    runs: list[MeasuredRun],
-    freed: list[Parameter],
-    defaults: dict[str, float | None],
-    regularisation: float | None,
-    stop: Callable[[], bool] | None,
+    runs: list[MeasuredRun], freed: list[Parameter], settings: FitSettings
 ) -> float:
     """RMS log error of each run predicted by the fit of `freed` to the others."""
     errors = []
     for i, run in enumerate(runs):
         others = runs[:i] + runs[i + 1 :]
-        values, _, _ = fit_inside_bounds(others, freed, defaults, regularisation, stop)
+        values, _, _ = fit_inside_bounds(others, freed, settings)
         errors.append(math.log(run.estimate(values).step_time_s / run.step_time_s))
     return rms(errors)
 
 
 def select(
-    runs: list[MeasuredRun],
-    freed: list[Parameter],
-    defaults: dict[str, float | None],
-    regularisation: float | None,
-    stop: Callable[[], bool] | None,
+    runs: list[MeasuredRun], freed: list[Parameter], settings: FitSettings
 ) -> tuple[list[Parameter], dict[str, str]]:
     """(the prefix of `freed` kept, why each other one is pinned): the shortest prefix with
     the least leave-one-out error; all of `freed` with a single run (nothing to score on)."""
     if len(runs) < 2 or not freed:
         return freed, {}
-    scores = [
-        _prefix_loo_error(runs, freed[:k], defaults, regularisation, stop)
-        for k in range(len(freed) + 1)
-    ]
+    scores = [_prefix_loo_error(runs, freed[:k], settings) for k in range(len(freed) + 1)]
     # a longer prefix must beat the shorter by more than noise (0.1% of the error)
     keep = 0
     for k in range(1, len(scores)):
@@ -85,9 +76,10 @@ def calibrate(
     if len(runs) > MAX_RUNS:
         raise ValueError(f"at most {MAX_RUNS} runs, got {len(runs)}")
     freed, defaults, pinned = choose(runs, candidates)
-    freed, unhelpful = select(runs, freed, defaults, regularisation, stop)
+    settings = FitSettings(defaults, regularisation, stop)
+    freed, unhelpful = select(runs, freed, settings)
     pinned |= unhelpful
-    values, info, at_bound = fit_inside_bounds(runs, freed, defaults, regularisation, stop)
+    values, info, at_bound = fit_inside_bounds(runs, freed, settings)
     pinned |= at_bound
     parameters = tuple(
         ParameterFit(
@@ -122,22 +114,21 @@ def calibrate(
             if deadline is not None and deadline():
                 note = f"out of time after {i} of {len(runs)} refits: ask with fewer runs"
                 break
-            done.append(_left_out(runs, i, candidates, regularisation, stop))
+            done.append(_left_out(runs, i, candidates, settings))
         else:
             left_out = tuple(done)
     return Calibration(parameters, fits, left_out, info, note)
 
 
 def _left_out(
-    runs: list[MeasuredRun],
-    index: int,
-    candidates: tuple[Parameter, ...],
-    regularisation: float | None,
-    stop: Callable[[], bool] | None,
+    runs: list[MeasuredRun], index: int, candidates: tuple[Parameter, ...], settings: FitSettings
 ) -> LeftOut:
+    """Run `index` predicted by the fit of the others, the same rules on them (their own
+    defaults: a GPU only the left-out run has no longer splits them)."""
     others = runs[:index] + runs[index + 1 :]
     freed, defaults, _ = choose(others, candidates)
-    freed, _ = select(others, freed, defaults, regularisation, stop)  # as the whole fit does
-    values, _, _ = fit_inside_bounds(others, freed, defaults, regularisation, stop)
+    settings = replace(settings, defaults=defaults)
+    freed, _ = select(others, freed, settings)  # as the whole fit does
+    values, _, _ = fit_inside_bounds(others, freed, settings)
     est = runs[index].estimate(values)
     return LeftOut(runs[index], est.step_time_s, est.mfu, tuple(values))
