@@ -13,6 +13,7 @@ from __future__ import annotations
 from pydantic import BaseModel, Field, model_validator
 
 from models.strict import SPEC_CONFIG, JsonInt
+from models.transformer_checks import check_consistent
 
 # Bounds that reject typos and absurd sizes while admitting every published model.
 MAX_LAYERS = 10_000
@@ -123,108 +124,8 @@ class TransformerSpec(BaseModel):
 
     @model_validator(mode="after")
     def _is_consistent(self) -> TransformerSpec:
-        self._heads_are_consistent()
-        self._mla_is_consistent()
-        self._moe_is_consistent()
-        self._window_is_consistent()
-        self._chunks_are_consistent()
+        check_consistent(self)
         return self
-
-    def _heads_are_consistent(self) -> None:
-        a, k = self.num_attention_heads, self.num_kv_heads
-        if a % k:
-            raise ValueError(
-                f"num_attention_heads({a}) is not divisible by num_kv_heads({k}): "
-                "grouped-query attention shares each KV head among a whole number of query heads"
-            )
-        # Under MLA the head widths are the MLA fields', not hidden_size / heads.
-        if self.head_dim is None and not self.is_mla and self.hidden_size % a:
-            raise ValueError(
-                f"hidden_size({self.hidden_size}) is not divisible by num_attention_heads({a}); "
-                "give head_dim explicitly if the model's heads are not hidden_size / heads wide"
-            )
-
-    def _mla_is_consistent(self) -> None:
-        latent = {
-            "q_lora_rank": self.q_lora_rank,
-            "qk_nope_head_dim": self.qk_nope_head_dim,
-            "qk_rope_head_dim": self.qk_rope_head_dim,
-            "v_head_dim": self.v_head_dim,
-        }
-        if not self.is_mla:
-            given = [name for name, value in latent.items() if value is not None]
-            if given:
-                raise ValueError(
-                    f"{', '.join(given)} describe multi-head latent attention and need kv_lora_rank"
-                )
-            return
-        missing = [
-            name for name, value in latent.items() if value is None and name != "q_lora_rank"
-        ]
-        if missing:
-            raise ValueError(
-                f"multi-head latent attention (kv_lora_rank) needs {', '.join(missing)}"
-            )
-        if self.head_dim is not None:
-            raise ValueError(
-                "head_dim does not apply under multi-head latent attention: its heads are "
-                "qk_nope_head_dim + qk_rope_head_dim wide for queries and keys, v_head_dim for values"
-            )
-        if self.qk_head_dim_size == 0:
-            raise ValueError("qk_nope_head_dim + qk_rope_head_dim must be positive")
-        # MLA up-projects one key and value per query head (DeepSeek-V3@9b4e978
-        # inference/model.py l.432, 476): there are no shared KV heads to group.
-        if self.num_kv_heads != self.num_attention_heads:
-            raise ValueError(
-                f"num_kv_heads({self.num_kv_heads}) must equal num_attention_heads"
-                f"({self.num_attention_heads}) under multi-head latent attention: every query "
-                "head gets its own key and value from the latent"
-            )
-
-    def _moe_is_consistent(self) -> None:
-        if not self.num_experts:
-            return
-        if not 1 <= self.experts_per_token <= self.num_experts:
-            raise ValueError(
-                f"experts_per_token({self.experts_per_token}) must be 1..num_experts({self.num_experts})"
-            )
-        if self.expert_ffn_hidden_size is None:
-            raise ValueError("an MoE model needs expert_ffn_hidden_size")
-        if self.dense_layers >= self.num_layers:
-            raise ValueError(
-                f"dense_layers({self.dense_layers}) leaves no MoE layer of num_layers({self.num_layers})"
-            )
-        if self.moe_layer_interval > 1 and self.dense_layers:
-            raise ValueError(
-                f"dense_layers({self.dense_layers}) and moe_layer_interval"
-                f"({self.moe_layer_interval}): leading dense layers or interleaved ones, not both"
-            )
-        if self.moe_layer_interval > self.num_layers:
-            raise ValueError(
-                f"moe_layer_interval({self.moe_layer_interval}) leaves no MoE layer of "
-                f"num_layers({self.num_layers})"
-            )
-
-    def _window_is_consistent(self) -> None:
-        count = self.sliding_window_layers
-        if count is None:
-            return
-        if self.sliding_window is None:
-            raise ValueError("sliding_window_layers needs sliding_window, the window's length")
-        if count > self.num_layers:
-            raise ValueError(
-                f"sliding_window_layers({count}) is more than num_layers({self.num_layers})"
-            )
-
-    def _chunks_are_consistent(self) -> None:
-        chunked = self.chunked_attention_layers
-        if chunked is not None and self.attention_chunk_size is None:
-            raise ValueError("chunked_attention_layers needs attention_chunk_size, the chunk")
-        if self.windowed_layers + self.chunked_layers > self.num_layers:
-            raise ValueError(
-                f"windowed ({self.windowed_layers}) and chunked ({self.chunked_layers}) "
-                f"attention layers are more than num_layers({self.num_layers})"
-            )
 
     @property
     def windowed_layers(self) -> int:
