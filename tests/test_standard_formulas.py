@@ -6,10 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from models.hardware import ClusterSpec, fits_one_domain
 from models.hf_config import from_hf_config
 from models.layout import Layout
-from models.presets import gpu_preset
 from models.transformer import TransformerSpec
 from optimizer.costmodel.assumptions import CostAssumptions
 from optimizer.costmodel.profiles import evaluate
@@ -170,130 +168,6 @@ def test_state_bytes_fp32_shards() -> None:
         assert mem.state_bytes(1000, 400, zero, 4, 2, 1, 4, 12, fp32_shards=True) == (
             mem.state_bytes(1000, 400, zero, 4, 2, 1, 4, 12)
         )
-
-
-# --- communication ----------------------------------------------------------------------
-
-
-def test_tp_comm() -> None:
-    # tokens 100, h 10 -> payload 2000 B; ring 2*3/4*2000 = 3000 B; 4 collectives = 12000 B
-    # at 1000 B/s = 12 s; full recompute replays the 2 forward ones: 18 s
-    assert tim.tp_comm_s(4, 100, 10, 1000, NONE, 0.0) == pytest.approx(12)
-    assert tim.tp_comm_s(4, 100, 10, 1000, FULL, 0.0) == pytest.approx(18)
-    assert tim.tp_comm_s(4, 100, 10, 1000, NONE, 0.5) == pytest.approx(6)
-
-
-def test_cp_exchange_bytes() -> None:
-    # K+V width 8, one KV head so tp 2 cannot shard it further: 8 values per token per rank
-    # 3 passes * (4-1)/4 * 1024 tokens * 8 * 2 B = 36864 B; full recompute adds a 4th pass
-    assert tim.cp_exchange_bytes(4, 1024, 8, 1, 2, NONE) == pytest.approx(36864)
-    assert tim.cp_exchange_bytes(4, 1024, 8, 1, 2, FULL) == pytest.approx(36864 * 4 / 3)
-    # 8 KV heads over tp 8: one head each, 1/8 of the width
-    assert tim.cp_exchange_bytes(4, 1024, 64, 8, 8, NONE) == pytest.approx(36864)
-    assert tim.cp_exchange_bytes(1, 1024, 8, 1, 2, NONE) == 0
-
-
-def test_cp_bytes_grow_with_degree_and_exposure_hides() -> None:
-    degrees = np.array([2, 4, 8, 16])
-    assert np.all(np.diff(tim.cp_exchange_bytes(degrees, 1024, 8, 1, 1, NONE)) > 0)
-    # 10 s of exchange under 8 s of attention with half of it usable: 10 - 4 = 6 s left
-    assert tim.exposed_s(10.0, 8.0, 0.5) == pytest.approx(6)
-    assert tim.exposed_s(3.0, 8.0, 0.5) == 0
-
-
-def test_cp_passes_and_tp_collectives() -> None:
-    # all-gather K,V forward; again backward plus the reduce-scatter of dK,dV: 3 collectives,
-    # 4 when full recompute replays the forward gather
-    assert tim.cp_passes(np.array([NONE, SELECTIVE, FULL])).tolist() == [3, 3, 4]
-    # sequence-parallel TP: 4 all-reduce volumes = 4 all-gathers + 4 reduce-scatters = 8
-    # collectives, plus 2 x 2 for full recompute's replayed forward = 12
-    assert tim.tp_collectives(np.array([NONE, SELECTIVE, FULL])).tolist() == [8, 8, 12]
-
-
-def test_collective_latency_alpha_term() -> None:
-    # NCCL ring/Simple: 8.4 us base + 9.6 us a network step; cp 8 takes 7 steps:
-    # 3 collectives * (8.4 + 7 * 9.6) us = 3 * 75.6 us = 226.8 us
-    assert tim.collective_latency_s(8, 3, 8.4e-6, 9.6e-6) == pytest.approx(226.8e-6)
-    # NVLink steps of 3.4 us, tp 8, 8 collectives: 8 * (8.4 + 7 * 3.4) = 8 * 32.2 = 257.6 us
-    assert tim.collective_latency_s(8, 8, 8.4e-6, 3.4e-6) == pytest.approx(257.6e-6)
-    # a group of one sends nothing, and pays no latency
-    assert tim.collective_latency_s(1, 3, 8.4e-6, 9.6e-6) == 0
-
-
-def test_latency_grows_with_the_group() -> None:
-    groups = np.array([2, 4, 8, 16, 32])
-    assert np.all(np.diff(tim.collective_latency_s(groups, 3, 8.4e-6, 9.6e-6)) > 0)
-
-
-def test_tp_comm_adds_latency_before_overlap() -> None:
-    # 12 s of transfer (test_tp_comm) plus 2 s of latency = 14 s; half hidden: 7 s
-    assert tim.tp_comm_s(4, 100, 10, 1000, NONE, 0.0, 2.0) == pytest.approx(14)
-    assert tim.tp_comm_s(4, 100, 10, 1000, NONE, 0.5, 2.0) == pytest.approx(7)
-
-
-def test_data_parallel_traffic() -> None:
-    # once a step: 2 passes * (4-1)/4 * 2 B * 1000 = 3000 B
-    assert tim.ring_pass_bytes(tim.GRAD_SYNC_PASSES, 1000, 4) == pytest.approx(3000)
-    # ZeRO-3, every micro-batch: 3 passes * 3/4 * 2 B * 1000 = 4500 B
-    assert tim.ring_pass_bytes(3, 1000, 4) == 4500
-    # experts reduce over their own (smaller) group: 3 * 1/2 * 2 * 400 = 1200 B more
-    both = tim.ring_pass_bytes(3, 1000, 4) + tim.ring_pass_bytes(3, 400, 2)
-    assert both == pytest.approx(5700)
-    # a group of one sends nothing
-    assert tim.ring_pass_bytes(3, 1000, 1) + tim.ring_pass_bytes(3, 400, 1) == 0
-
-
-def test_moe_all_to_all() -> None:
-    # 64 tokens / tp 2 = 32 per rank, top-2, h 8, bf16: 32*2*8*2 = 1024 B, 3/4 leave the
-    # rank: 768 B; 4 all-to-alls a layer: 3072 B at 1 B/s
-    assert tim.moe_all_to_all_s(4, 64, 2, 2, 8, 1.0, 1.0, 0.0) == pytest.approx(3072)
-    # half the layers are MoE and half of it hides: 768
-    assert tim.moe_all_to_all_s(4, 64, 2, 2, 8, 1.0, 0.5, 0.5) == pytest.approx(768)
-    assert tim.moe_all_to_all_s(1, 64, 2, 2, 8, 1.0, 1.0, 0.0) == 0
-
-
-def test_pipeline_sends() -> None:
-    # 2 sends per chunk, 2 chunks, 10 tokens * 4 h * 2 B / tp 2 = 40 B each: 160 B at 1 B/s
-    assert tim.pp_p2p_s(2, 2, 10, 4, 2, 1.0, 0.0) == pytest.approx(160)
-    assert tim.pp_p2p_s(1, 1, 10, 4, 2, 1.0, 0.0) == 0
-
-
-def test_links_by_domain() -> None:
-    # 72-GPU domains hold groups of 4, 8, 24 and 72 consecutive ranks whole; groups of 16
-    # straddle (ranks 64-79 cross into the next rack), as do groups beyond the domain
-    spans = np.array([4, 8, 16, 24, 72, 144])
-    assert tim.link_bytes_s(spans, 72, 900.0, 50.0).tolist() == [900, 900, 50, 900, 900, 50]
-
-
-def test_groups_that_straddle_nodes_run_at_the_networks_pace() -> None:
-    # 8-GPU nodes: tp 6 puts ranks 6-11 on two nodes, tp 3 ranks 6-8; tp 2, 4, 8 pack whole
-    spans = np.array([1, 2, 3, 4, 6, 8])
-    assert tim.link_bytes_s(spans, 8, 400.0, 40.0).tolist() == [400, 400, 40, 400, 40, 400]
-    # a job smaller than a node is one domain: 6 GPUs hold tp 3 and tp 6 whole
-    small = ClusterSpec(gpus=6, gpu=gpu_preset("h100-sxm"), gpus_per_node=8)
-    assert small.job_nvlink_domain == 6
-    assert fits_one_domain(np.array([3, 6]), small.job_nvlink_domain).tolist() == [True, True]
-
-
-def test_a_straddling_cp_group_is_priced_on_the_network_and_said() -> None:
-    # Llama 3 8B, 6,144 tokens, tp 2 x cp 3: cp groups span 6 GPUs. K/V per layer: 3
-    # collectives x 2/3 x 6144 tokens x (2*8*128 / tp 2 = 1024) values x 2 B = 25,165,824 B.
-    # 8-GPU nodes: ranks 6-11 straddle two, so the network: 25.17 MB / (50 GB/s x 0.74) =
-    # 680.2 us, plus NCCL's ring latency, 2 steps of which 1 crosses between the two nodes:
-    # 3 x (8.4 + 3.4 + 14.0) us = 77.4 us. 6-GPU nodes hold each group whole:
-    # 25.17 MB / 400 GB/s = 62.9 us + 3 x (8.4 + 2 x 3.4) us = 108.5 us.
-    cp_s = {}
-    for node in (8, 6):
-        job = plate_job(48, "llama3-8b", global_batch=16, seq_len=6144)
-        cluster = job.cluster.model_copy(update={"gpus_per_node": node})
-        estimate = evaluate(
-            job.model_copy(update={"cluster": cluster}), Layout(tp=2, cp=3), "standard"
-        )
-        cp_s[node] = (estimate.times_s["cp_comm"], estimate.warnings)
-    assert cp_s[8][0] == pytest.approx(25_165_824 / 37e9 + 77.4e-6, rel=1e-6)
-    assert cp_s[6][0] == pytest.approx(62.91456e-6 + 45.6e-6, rel=1e-6)
-    assert any("cp groups span 6 GPUs" in w and "straddle" in w for w in cp_s[8][1])
-    assert not any("straddle" in w for w in cp_s[6][1])
 
 
 # --- FLOPs and schedules ----------------------------------------------------------------
