@@ -90,6 +90,17 @@ class KernelAssumptions(BaseModel):
             "efficiency for every shape."
         ),
     )
+    attention_length_throughput: bool = Field(
+        True,
+        description=(
+            "Price fused attention at its measured throughput for the keys its queries attend "
+            "(the sequence, a window, a chunk), relative to a 16,384-token causal sequence, "
+            "where the GPU's attention efficiency is taken to hold (profile standard, GPUs "
+            "whose preset names a gemm_table, the architecture measured: cuDNN's training "
+            "SDPA benchmark on H200 and GB200, optimizer/costmodel/standard/"
+            "attention_table.py). Off: one efficiency for every length."
+        ),
+    )
     gemm_wave_quantization: bool = Field(
         False,
         description=(

@@ -20,6 +20,7 @@ from optimizer.costmodel.assumptions import (
     PLATE_KERNEL_EFFICIENCY,
     CostAssumptions,
 )
+from optimizer.costmodel.standard import attention_table as attn_table
 from optimizer.costmodel.standard import kernels as kern
 from optimizer.costmodel.standard import precision as prec
 from optimizer.costmodel.standard import times as tim
@@ -189,9 +190,20 @@ def attention_efficiency(job: TrainingJob, a: CostAssumptions) -> float:
     return job.cluster.gpu.attention_efficiency or DEFAULT_ATTENTION_EFFICIENCY
 
 
+def attention_rate(job: TrainingJob, a: CostAssumptions) -> Callable[[float], float] | None:
+    """Fused attention's relative throughput by attended keys on this GPU's architecture
+    (attention_table.py), where its preset names one and the request prices it; None: one
+    efficiency for every length."""
+    table = job.cluster.gpu.gemm_table
+    if table is None or not a.attention_length_throughput:
+        return None
+    return functools.partial(attn_table.relative_rate, table)
+
+
 def attention_time_s(job: TrainingJob, a: CostAssumptions, k: Degrees, tokens: Number) -> Number:
     """Fused: the causal share of the square (of a windowed layer, its band; of a chunked one,
-    its chunks') at the attention kernels' efficiency. Unfused: the whole square as batched matmuls, plus the scores
+    its chunks') at the attention kernels' efficiency, less what short sequences and windows
+    take from it (attention_rate). Unfused: the whole square as batched matmuls, plus the scores
     streamed through HBM; a window is a mask there, which saves nothing."""
     model, gpu, s = job.model, job.cluster.gpu, job.training.seq_len
     if a.fused_attention:
@@ -203,6 +215,7 @@ def attention_time_s(job: TrainingJob, a: CostAssumptions, k: Degrees, tokens: N
             a.causal_attention_work_fraction,
             model.attention_chunk_size,
             model.chunked_layers,
+            attention_rate(job, a),
         )
         return tim.attention_s(
             model.q_width,

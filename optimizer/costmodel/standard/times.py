@@ -90,6 +90,7 @@ def attention_work_share(
     causal_fraction: float,
     chunk: int | None = None,
     chunked: int = 0,
+    rate: Callable[[float], float] | None = None,
 ) -> float:
     """Share of the s x s square the fused attention kernels compute, averaged over the
     layers: `causal_fraction` where a layer attends the whole sequence; in a windowed one its
@@ -97,16 +98,23 @@ def attention_work_share(
     s (s + 1) / 2, times `causal_fraction` (a window as long as the sequence is a causal
     layer); in a chunked one each chunk's causal triangle, c (c + 1) / 2 a whole chunk, over
     the same. Kernels skip the masked blocks (FlashAttention's window_size; chunks are its
-    local windows' block-diagonal, UNVERIFIED which kernels Llama 4's trainers ran)."""
+    local windows' block-diagonal, UNVERIFIED which kernels Llama 4's trainers ran). With
+    `rate` (the kernels' relative throughput at a number of attended keys,
+    attention_table.relative_rate), each kind's share is divided by its rate at the keys its
+    queries attend (the sequence, the window, the chunk): a share of time, not of work."""
     s = seq_len
+
+    def at(length: float) -> float:
+        return 1.0 if rate is None else rate(min(length, s))
+
     triangle = s * (s + 1) / 2
-    share = (num_layers - windowed - chunked) * causal_fraction
+    share = (num_layers - windowed - chunked) * causal_fraction / at(s)
     if window is not None and windowed:
         w = min(window, s)
-        share += windowed * causal_fraction * (w * s - w * (w - 1) / 2) / triangle
+        share += windowed * causal_fraction * (w * s - w * (w - 1) / 2) / triangle / at(w)
     if chunk is not None and chunked:
         scores = over_chunks(s, chunk, lambda c: c * (c + 1) / 2)
-        share += chunked * causal_fraction * scores / triangle
+        share += chunked * causal_fraction * scores / triangle / at(chunk)
     return share / num_layers
 
 
