@@ -192,13 +192,14 @@ Figures as measured when the rows were added; the table above is current.
 - **Calibration.** Calibrated on the first 3 rows of each engine (the tables below), only the
   DeepSpeed rows held out come within the issue's 2 points mean: its three ZeRO-3 rows share
   model, GPU and engine code with the rest. Elsewhere three rows of one engine differ in model,
-  GPU and scale, and what the fit frees bends to them. nemo's first three hold two GPT-OSS runs,
-  over-predicted for what the profile does not price (host time and small experts on
-  Blackwell), which pull the attention efficiency to about a third of its default, and that
-  prices the engine's other rows too slow; torchtitan's are the power-capped Grand Teton H100s,
-  whose fitted kernel efficiency, laid over the A100 rows, prices them far too slow. An
-  efficiency is fitted as an absolute figure, so it carries one GPU's and one model's misses to
-  every other. Grouped by engine and GPU type the calibrated rows do a little better than the
+  GPU and scale. For megatron, generic and nemo the fit frees nothing: no assumption it could
+  free lowers the leave-one-out error of its own three rows, or, for nemo, the one that would
+  (the attention efficiency, pulled by two GPT-OSS runs over-predicted for what the profile
+  does not price) goes below any fused kernel's published figure, a bound the fit refuses. So
+  their held-out rows keep the defaults' error. torchtitan's first three rows are the
+  power-capped Grand Teton H100s, over-predicted by 6-8 points; the kernel efficiency they fit
+  is an absolute figure of that GPU at that cap, and laid over the A100 rows it prices them far
+  too slow. Grouped by engine and GPU type the calibrated rows do a little better than the
   defaults; by engine, source and GPU type (the nearest to one user's runs) worse: three rows
   that differ in model and scale identify one or two efficiencies, not what the profile misses
   above (kernel shapes on A100, FSDP overlap, host time on Blackwell).

@@ -43,11 +43,16 @@ PARAMETERS: tuple[Parameter, ...] = (
         "share of peak the matmul kernels reach",
         absent="no run's step time depends on the matmul kernels",
     ),
+    # At long sequences (the reference of attention_table.py), no fused kernel's published
+    # figure is below FlashAttention-1's 25% of A100's peak (Dao, FlashAttention-2, arXiv
+    # 2307.08691, abstract: "only 25-40%"), none above FlashAttention-3's 75% of H100's (Shah
+    # et al., arXiv 2407.08608, abstract: 740 TFLOP/s): a fit beyond 0.2-0.9 asks the kernel to
+    # carry a miss that lies elsewhere, and is pinned at its default (fit.fit_inside_bounds).
     Parameter(
         "attention_kernel_efficiency",
-        0.1,
+        0.2,
         0.9,
-        "share of peak fused attention reaches",
+        "share of peak fused attention reaches on long sequences",
         absent="no run uses fused attention",
     ),
     Parameter(
