@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import importlib
 import math
 from dataclasses import replace
 
@@ -11,6 +12,7 @@ import numpy as np
 import pytest
 
 from bench.report import h100_job
+from models.errors import InvalidSpec
 from models.job import TrainingJob
 from optimizer.costmodel import profile_named
 from optimizer.costmodel.standard.breakdown import MFU_STEP_NAMES, breakdown, step_floor_s
@@ -141,15 +143,38 @@ def test_optimize_without_explanations_searches_by_ceilings() -> None:
     assert bare.best.mfu == explained.best.mfu
 
 
-def test_a_space_too_large_to_price_whole_is_answered_its_explanations_skipped() -> None:
+def test_a_space_too_large_to_price_whole_is_explained_by_its_ceilings() -> None:
     # DeepSeek-V3-shaped on 16,384 GPUs with four micro-batch sizes, every placement (no
-    # engine's rank order): past the 10M layouts a table may price, under the 20M ceilings
-    # that bound them; the relaxations' wide model visits every row, so it is refused with
-    # the numbers, the optimum kept
+    # engine's rank order): past the 10M layouts a table may price whole, so the
+    # explanations price only what reaches the optimum (ceilings up to
+    # MAX_EXPLAIN_CEILING_CELLS, the widened node size's too), and every one is worked out
     job, space = h100_job(16384, "deepseek-v3-shaped"), SearchSpace(micro_batches=[1, 2, 4, 8])
     result = optimize(job, space, engine="generic", time_limit_s=60.0)
-    assert result.status == "optimal" and result.explained and not result.explanations_complete
-    assert any("explanations skipped: search space too large" in w for w in result.warnings)
+    assert result.status == "optimal" and result.explained and result.explanations_complete
+    assert not any("explanations skipped" in w for w in result.warnings)
+    assert {r.name for r in result.relaxations} >= {"memory_limit", "node_size", "max_vpp"}
+
+
+def test_a_widened_space_too_large_is_skipped_alone(monkeypatch: pytest.MonkeyPatch) -> None:
+    # a relaxation whose widened space is over the size guard is said so, by name; the other
+    # rules are still judged, and the answer does not claim its explanations complete
+    # the module, which the package's function of the same name shadows as an attribute
+    relaxing = importlib.import_module("optimizer.explain.relaxations")
+
+    def too_large(rule: str, *args: object) -> None:
+        raise InvalidSpec("search space too large: (numbers)", "search")
+
+    monkeypatch.setattr(relaxing, "_beyond", too_large)
+    result = optimize(h100_job(1024, "llama3-70b"), SearchSpace(), engine="megatron")
+    assert result.status == "optimal" and not result.explanations_complete
+    skipped = [w for w in result.warnings if w.startswith("explanations skipped")]
+    assert skipped == [
+        f"explanations skipped: {rule} not relaxed: search space too large: (numbers)"
+        for rule in ("max_vpp", "node_size")
+    ]
+    names = {r.name for r in result.relaxations}
+    assert "memory_limit" in names and not names & {"max_vpp", "node_size"}
+    assert not any("time limit" in w for w in result.warnings)
 
 
 def test_the_plates_optimum_by_ceilings() -> None:

@@ -260,8 +260,9 @@ class OptimizeOut(BaseModel):
     )
     explanations_complete: bool = Field(
         False,
-        description="Every relaxation, choice or conflict was worked out within the time limit; "
-        "only then does an empty `binding` mean that nothing holds the optimum back.",
+        description="Every relaxation, choice or conflict was worked out, within the time limit "
+        "and the tables' size guard (`warnings` says which stopped them); only then does an "
+        "empty `binding` mean that nothing holds the optimum back.",
     )
     explained: bool = Field(
         True,

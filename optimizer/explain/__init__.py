@@ -20,7 +20,19 @@ from optimizer.explain.slack import slacks
 from optimizer.results import Choice, Conflict, Relaxation, Slack
 from optimizer.search import CutShort, Pricing, SearchProblem, narrowed
 
-__all__ = ["CUT_SHORT", "Budget", "Explanation", "explain", "priced", "searched_spaces"]
+__all__ = [
+    "CUT_SHORT",
+    "EXPLANATIONS_SKIPPED",
+    "Budget",
+    "Explanation",
+    "explain",
+    "priced",
+    "searched_spaces",
+]
+
+# How the warning of an explanation not attempted begins (the spaces it would search are over
+# the tables' size guard), as against CUT_SHORT's time limit.
+EXPLANATIONS_SKIPPED = "explanations skipped"
 
 
 @dataclass(frozen=True)
@@ -66,19 +78,20 @@ def explain(
             tables = wide_tables(problem, best, assumptions, budget)
         else:
             tables = pricing.tables(problem, deadline=budget.deadline, stop=budget.stop)
-        tried, complete = relaxations(problem, best, assumptions, budget, tables)
+        tried, complete, too_large = relaxations(problem, best, assumptions, budget, tables)
     # the wider spaces the explanations search are too large, or their tables outlast the time
     except (InvalidSpec, CutShort) as error:
         why = (
-            f"explanations skipped: {error.message}"
+            f"{EXPLANATIONS_SKIPPED}: {error.message}"
             if isinstance(error, InvalidSpec)
             else CUT_SHORT
         )
         return Explanation(slack=() if best is None else slacks(problem, best), warnings=(why,))
     bought, settled = choices(problem, best, assumptions, budget.settings, pricing)
+    skipped = tuple(f"{EXPLANATIONS_SKIPPED}: {why}" for why in too_large)
     return Explanation(
         relaxations=tried,
         slack=slacks(problem, best),
-        warnings=() if complete and settled else (CUT_SHORT,),
+        warnings=skipped + (() if complete and settled else (CUT_SHORT,)),
         choices=bought,
     )

@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import replace
 from functools import partial
 
+from models.errors import InvalidSpec
 from optimizer.costmodel import CostAssumptions, Estimate
 from optimizer.explain.budget import Budget, priced
 from optimizer.explain.words import _not_binding, _relaxation_words
@@ -21,6 +22,7 @@ from optimizer.results import Relaxation
 from optimizer.search import (
     EVEN_STAGES,
     KV_HEADS,
+    MAX_EXPLAIN_CEILING_CELLS,
     MEMORY_LIMIT,
     MIN_INTERLEAVED_PP,
     Found,
@@ -56,7 +58,9 @@ def wide_tables(
     cut_short = partial(time_is_up, budget.deadline, budget.stop)
     try:
         # only the tuples whose ceiling reaches the optimum: the size guard counts those alone
-        floored = reaching_problem(problem, assumptions, tie_floor(best.mfu), cut_short)
+        floored = reaching_problem(
+            problem, assumptions, tie_floor(best.mfu), cut_short, MAX_EXPLAIN_CEILING_CELLS
+        )
         return build_tables(floored, assumptions, deadline=budget.deadline, stop=budget.stop)
     except NoLayouts:
         return build_tables(problem, assumptions, deadline=budget.deadline, stop=budget.stop)
@@ -108,9 +112,10 @@ def relaxations(
     assumptions: CostAssumptions,
     budget: Budget,
     tables: Tables,
-) -> tuple[tuple[Relaxation, ...], bool]:
+) -> tuple[tuple[Relaxation, ...], bool, tuple[str, ...]]:
     """Each relaxable rule of the request, whether relaxing it raises the best MFU and, if so,
-    what it would buy; and whether every rule was tried within the budget. `tables` are the
+    what it would buy; whether every rule was settled within the budget; and, for each
+    widened space too large to search, why (the others are still judged). `tables` are the
     wide model's (wide_tables, or every row): it names the rules, each re-solved over the
     rows it may then choose; an engine rule that some layout breaks but no row of the
     tables (only layouts below the floor) does not bind. max_vpp and the node size widen
@@ -123,6 +128,7 @@ def relaxations(
     tries: list[tuple[str, SearchProblem | None]] = [(rule, None) for rule in rules]
     tries += list(_relaxed_problems(problem).items())
     found = {}
+    too_large: list[str] = []
     # a relaxed optimum short of this does not bind: no tie-break needed to say so
     binds_above = best.mfu * (1 + BINDS_RELATIVE)
     for rule, wider in tries:
@@ -136,7 +142,12 @@ def relaxations(
             rows = choosable_model(tables, dropped)
             found[rule] = (problem, solve_best(rows, settings, dropped, None, binds_above))
         else:
-            found[rule] = (wider, _beyond(rule, wider, problem, assumptions, settings, binds_above))
+            try:
+                answer = _beyond(rule, wider, problem, assumptions, settings, binds_above)
+            except InvalidSpec as error:  # the widened space is over the tables' size guard
+                too_large.append(f"{rule} not relaxed: {error.message}")
+                continue
+            found[rule] = (wider, answer)
     judged = [_not_binding(problem, KV_HEADS, best)] if _kv_rule_idle(problem, rules) else []
     # A rule is unsettled when time ran out before a layout (relaxing only widens a feasible
     # space) or, for a verdict of "does not bind", before the proof that nothing beats it.
@@ -154,7 +165,8 @@ def relaxations(
             judged.append(_not_binding(problem, rule, best))
         else:
             unsettled += 1
-    return tuple(judged), len(found) == len(tries) and not unsettled
+    settled = len(found) + len(too_large) == len(tries) and not unsettled
+    return tuple(judged), settled, tuple(too_large)
 
 
 def _priced_answer(

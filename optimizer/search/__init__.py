@@ -10,6 +10,7 @@ Other rooms import from this module only.
 
 from optimizer.search.boxes import engine_rules_broken
 from optimizer.search.ceiling_search import (
+    MAX_EXPLAIN_CEILING_CELLS,
     best_layout_above,
     best_layout_by_ceilings,
     reaching_problem,
@@ -94,6 +95,7 @@ __all__ = [
     "price_space",
     "priced_knobs",
     "reaching_problem",
+    "MAX_EXPLAIN_CEILING_CELLS",
     "resolve_space",
     "restriction_masks",
     "rule_names",

@@ -49,6 +49,10 @@ FIRST_TUPLES = 4
 # reference machine, about a second at the cap); a larger search is priced whole, under the
 # tables' own size guard, as it was before ceilings.
 MAX_CEILING_CELLS = 20_000_000
+# What an explanation's wide model may spend on ceilings: its tables are refused outright
+# above the size guard when priced whole, so ceilings that might floor them under it are worth
+# more time there; the explanation's deadline still cuts them short (CutShort).
+MAX_EXPLAIN_CEILING_CELLS = 10 * MAX_CEILING_CELLS
 # A row is left out only when its ceiling is below the incumbent by more than this share: the
 # solver compares ln(MFU) rounded to 1e-8 (terms.LN_MFU_SCALE) and the ceilings are the cost
 # model's floats, so a row that might tie is kept.
@@ -105,7 +109,9 @@ def best_layout_above(
     deadline = time.perf_counter() + settings.time_limit_s
     cut_short = partial(time_is_up, deadline, settings.stop)
     try:
-        floored = reaching_problem(problem, assumptions, floor, cut_short)
+        floored = reaching_problem(
+            problem, assumptions, floor, cut_short, MAX_EXPLAIN_CEILING_CELLS
+        )
     except CutShort:
         return Found(None, False, 0)
     if len(floored.degrees) == 0:
@@ -118,17 +124,18 @@ def reaching_problem(
     assumptions: CostAssumptions,
     floor: float,
     cut_short: Callable[[], bool],
+    max_cells: int = MAX_CEILING_CELLS,
 ) -> SearchProblem:
     """`problem` floored at `floor`, over only the degree tuples whose MFU ceiling reaches it
     (their cell ceilings passed on), so that what a table build counts against its size
     guard is what it will price; floored whole (its rows floored as they are priced) where
-    ceilings are not to be had. What an explanation's wide model and a widened space's
-    search need: every row they can use beats the optimum."""
+    ceilings are not to be had or would cost more than `max_cells`. What an explanation's wide
+    model and a widened space's search need: every row they can use beats the optimum."""
     floored = replace(problem, mfu_floor=floor)
     if not has_ceilings(problem):
         return floored
     classes = placement_classes(problem)
-    if ceiling_cells(problem, classes) > MAX_CEILING_CELLS:
+    if ceiling_cells(problem, classes) > max_cells:
         return floored
     ranking = rank_tuples(problem, classes, assumptions, cut_short, probed=False)
     return _floored_problem(problem, ranking, np.flatnonzero(ranking.ceilings >= floor), floor)

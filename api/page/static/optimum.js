@@ -25,7 +25,7 @@ export function renderOptimum(answer, onLoad) {
   $("binding-intro").textContent = answer.best
     ? (answer.binding.length
       ? "What holds it back, and what relaxing each rule would buy:"
-      : answer.explanations_complete ? "No rule holds it back." : "No binding rule found before the time limit.")
+      : noBindingText(answer))
     : solver.proved_optimal ? "These rules cannot all hold:" : "";
   $("optimum-layout").replaceChildren(...(answer.best ? layoutChips(answer.best.layout) : []));
   const items = answer.best
@@ -35,6 +35,18 @@ export function renderOptimum(answer, onLoad) {
   const choices = answer.best ? answer.choices || [] : [];
   $("choices-intro").hidden = choices.length === 0;
   $("choices").replaceChildren(...choices.map((choice) => choiceItem(choice, onLoad)));
+}
+
+// Why the binding list is empty, as far as it was shown: nothing binds only when every
+// explanation was worked out. A skipped explanation's warning begins as the server writes it
+// (optimizer.explain.EXPLANATIONS_SKIPPED).
+function noBindingText(answer) {
+  if (answer.explanations_complete) return "No rule holds it back.";
+  if (answer.explained === false) return "What holds it back was not asked for (explain: false).";
+  const skipped = (answer.warnings || []).some((w) => w.startsWith("explanations skipped"));
+  return skipped
+    ? "No rule found among those worked out: some spaces are too large to search (the notes below)."
+    : "No binding rule found before the time limit.";
 }
 
 // One of the optimum's less common choices, what it buys, and a button to load the layout without it.
