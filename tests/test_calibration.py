@@ -12,7 +12,7 @@ from api.schemas import EvaluateRequest
 from models.layout import Layout
 from optimizer.calibration import MeasuredRun, calibrate, choose, measured_run
 from optimizer.calibration.parameters import PRIOR_SD_OF_RANGE, RUN_LOG_ERROR, prior_weight
-from optimizer.costmodel import CostAssumptions, evaluate
+from optimizer.costmodel import CostAssumptions, evaluate, kernel_efficiency
 from optimizer.validation import published_runs
 from optimizer.validation.calibrated import GROUPINGS, calibrate_engines, measured, spread
 from optimizer.validation.report import compare
@@ -104,6 +104,14 @@ def test_one_run_fits_the_kernel_efficiency_alone() -> None:
     assert result.rms_log_error < 1e-3  # one equation, one unknown
     assert "1 run fit at most 1" in result.pinned["attention_kernel_efficiency"]
     assert result.leave_one_out is None and result.leave_one_out_note
+    # the file holds it as a share of these runs' GPU's peak: the report says how to carry it
+    (note,) = result.transfer_notes
+    fitted, default = (
+        result.fitted["kernel_efficiency"],
+        kernel_efficiency(run.job, CostAssumptions()),
+    )
+    assert note.startswith(f"kernel_efficiency {fitted:.4g} is a share of the h100-sxm peak")
+    assert f"{fitted / default:.3g} times its default there ({default:.4g})" in note
 
 
 def test_n_runs_fit_at_most_n_minus_one_assumptions() -> None:

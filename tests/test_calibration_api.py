@@ -63,6 +63,8 @@ def test_cli_round_trip(
     assert TRUTH["kernel_efficiency"] < library_fit < 0.6
     assert "leave-one-out" in captured.err and "pinned" in captured.err
     assert "memory" in captured.err  # the run with a peak memory is compared
+    # the fitted kernel efficiency is a share of the runs' GPU's peak: the report says so
+    assert "note: kernel_efficiency" in captured.err and "h100-sxm peak" in captured.err
     # the file is any request's `assumptions`: evaluate takes it as it stands
     spec = tmp_path / "spec.json"
     spec.write_text(

@@ -97,6 +97,7 @@ def report_text(answer: CalibrateOut) -> str:
                 f"    {left.name}: {left.predicted_step_time_s:.4g} s predicted by the others "
                 f"(log error {left.log_error:+.4f}, MFU {100 * left.mfu_error:+.2f} points)"
             )
+    lines += [f"  note: {note}" for note in fit.notes]
     return "\n".join(lines)
 
 

@@ -292,6 +292,6 @@ def calibrate_out(result: Calibration) -> CalibrateOut:
             leave_one_out=_leave_one_out(result),
             leave_one_out_note=result.leave_one_out_note,
             optimizer=result.optimizer,
-            notes=NOTES,
+            notes=NOTES + result.transfer_notes,
         ),
     )

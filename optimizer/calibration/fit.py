@@ -56,6 +56,12 @@ MAX_RUNS = 32
 MAX_EVALUATIONS_PER_PARAMETER = 100
 
 
+# Assumptions whose default is the GPU's own figure, a share of its peak (the plate's kernel
+# efficiency carried by the GPU's matmul ceiling; the preset's attention efficiency): a
+# fitted value holds for the GPU the runs ran on.
+GPU_RELATIVE = ("kernel_efficiency", "attention_kernel_efficiency")
+
+
 class CalibrationUnavailable(Exception):
     """scipy, which the fit needs, is not installed (the `calibration` extra)."""
 
@@ -167,6 +173,20 @@ class Calibration:
     @property
     def pinned(self) -> dict[str, str]:
         return {p.name: p.pinned for p in self.parameters if p.pinned is not None}
+
+    @property
+    def transfer_notes(self) -> list[str]:
+        """For each fitted assumption whose default is the GPU's own figure, how to carry it
+        to another GPU: the file holds it as a share of these runs' GPU's peak."""
+        gpus = ", ".join(sorted({r.run.job.cluster.gpu.name for r in self.runs}))
+        return [
+            f"{p.name} {p.value:.4g} is a share of the {gpus} peak as these runs reached it, "
+            f"{p.value / p.default:.3g} times its default there ({p.default:.4g}); for another "
+            "GPU, scale that GPU's default by the same ratio rather than take the value as it "
+            "stands"
+            for p in self.parameters
+            if p.name in GPU_RELATIVE and p.value is not None and p.default
+        ]
 
     @property
     def rms_log_error_before(self) -> float:
