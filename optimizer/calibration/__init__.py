@@ -11,18 +11,10 @@ Needs scipy (the `calibration` extra), imported when a fit runs. Other rooms imp
 module only.
 """
 
-from optimizer.calibration.fit import (
-    MAX_RUNS,
-    Calibration,
-    CalibrationStopped,
-    CalibrationUnavailable,
-    LeftOut,
-    ParameterFit,
-    RunFit,
-    choose,
-)
+from optimizer.calibration.fit import MAX_RUNS, CalibrationStopped, CalibrationUnavailable, choose
 from optimizer.calibration.parameters import PARAMETERS, Parameter
 from optimizer.calibration.procedure import calibrate, select
+from optimizer.calibration.results import Calibration, LeftOut, ParameterFit, RunFit
 from optimizer.calibration.runs import MEASURES, MeasuredRun, measured_run
 
 __all__ = [

@@ -8,18 +8,9 @@ import math
 from collections.abc import Callable
 from dataclasses import replace
 
-from optimizer.calibration.fit import (
-    MAX_RUNS,
-    Calibration,
-    FitSettings,
-    LeftOut,
-    ParameterFit,
-    RunFit,
-    choose,
-    fit_inside_bounds,
-    rms,
-)
+from optimizer.calibration.fit import MAX_RUNS, FitSettings, choose, fit_inside_bounds
 from optimizer.calibration.parameters import PARAMETERS, Parameter
+from optimizer.calibration.results import Calibration, LeftOut, ParameterFit, RunFit, rms
 from optimizer.calibration.runs import MeasuredRun
 
 

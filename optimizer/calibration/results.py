@@ -1,0 +1,169 @@
+"""What a calibration answers: each candidate assumption fitted or pinned (and why), each run's
+step time before and after, each run predicted by the fit of the others, and the assumptions
+file itself (fit.py and procedure.py compute them)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from optimizer.calibration.runs import MeasuredRun
+from optimizer.costmodel import CostAssumptions
+
+# Assumptions whose default is the GPU's own figure, a share of its peak (the plate's kernel
+# efficiency carried by the GPU's matmul ceiling; the preset's attention efficiency): a
+# fitted value holds for the GPU the runs ran on.
+GPU_RELATIVE = ("kernel_efficiency", "attention_kernel_efficiency")
+
+
+@dataclass(frozen=True)
+class ParameterFit:
+    name: str
+    default: float | None
+    lower: float
+    upper: float
+    what: str
+    value: float | None = None  # fitted; None when pinned
+    pinned: str | None = None  # why, when pinned
+
+    @property
+    def fitted(self) -> bool:
+        return self.pinned is None
+
+    @property
+    def at_bound(self) -> str | None:
+        """'lower' or 'upper' when the fit ended on a bound: the runs ask for more than the
+        bounds allow, a sign that the cost model misses something they have."""
+        if self.value is None:
+            return None
+        tolerance = 1e-3 * (self.upper - self.lower)
+        if self.value <= self.lower + tolerance:
+            return (
+                "lower" if self.default is None or self.default > self.lower + tolerance else None
+            )
+        if self.value >= self.upper - tolerance:
+            return (
+                "upper" if self.default is None or self.default < self.upper - tolerance else None
+            )
+        return None
+
+
+@dataclass(frozen=True)
+class RunFit:
+    run: MeasuredRun
+    predicted_before_s: float  # under the runs' own assumptions (the defaults)
+    predicted_s: float  # under the fitted ones
+    predicted_mfu: float
+    predicted_memory_gb: float
+
+    @property
+    def log_error_before(self) -> float:
+        return math.log(self.predicted_before_s / self.run.step_time_s)
+
+    @property
+    def log_error(self) -> float:
+        return math.log(self.predicted_s / self.run.step_time_s)
+
+    @property
+    def mfu_error(self) -> float:
+        return self.predicted_mfu - self.run.measured_mfu
+
+    @property
+    def memory_error(self) -> float | None:
+        if self.run.peak_memory_gb is None:
+            return None
+        return self.predicted_memory_gb / self.run.peak_memory_gb - 1
+
+
+@dataclass(frozen=True)
+class LeftOut:
+    """One run predicted by the fit of the others."""
+
+    run: MeasuredRun
+    predicted_s: float
+    predicted_mfu: float
+    fitted: tuple[str, ...]  # what that fit freed
+
+    @property
+    def log_error(self) -> float:
+        return math.log(self.predicted_s / self.run.step_time_s)
+
+    @property
+    def mfu_error(self) -> float:
+        return self.predicted_mfu - self.run.measured_mfu
+
+
+@dataclass(frozen=True)
+class Calibration:
+    parameters: tuple[ParameterFit, ...]
+    runs: tuple[RunFit, ...]
+    leave_one_out: tuple[LeftOut, ...] | None  # None with a single run, or out of time
+    optimizer: dict[str, Any] = field(default_factory=dict)
+    leave_one_out_note: str | None = None  # why there is none
+
+    @property
+    def fitted(self) -> dict[str, float]:
+        return {p.name: p.value for p in self.parameters if p.value is not None}
+
+    @property
+    def pinned(self) -> dict[str, str]:
+        return {p.name: p.pinned for p in self.parameters if p.pinned is not None}
+
+    @property
+    def transfer_notes(self) -> list[str]:
+        """For each fitted assumption whose default is the GPU's own figure, how to carry it
+        to another GPU: the file holds it as a share of these runs' GPU's peak."""
+        gpus = ", ".join(sorted({r.run.job.cluster.gpu.name for r in self.runs}))
+        return [
+            f"{p.name} {p.value:.4g} is a share of the {gpus} peak as these runs reached it, "
+            f"{p.value / p.default:.3g} times its default there ({p.default:.4g}); for another "
+            "GPU, scale that GPU's default by the same ratio rather than take the value as it "
+            "stands"
+            for p in self.parameters
+            if p.name in GPU_RELATIVE and p.value is not None and p.default
+        ]
+
+    @property
+    def rms_log_error_before(self) -> float:
+        return rms([r.log_error_before for r in self.runs])
+
+    @property
+    def rms_log_error(self) -> float:
+        return rms([r.log_error for r in self.runs])
+
+    @property
+    def loo_rms_log_error(self) -> float | None:
+        if self.leave_one_out is None:
+            return None
+        return rms([r.log_error for r in self.leave_one_out])
+
+    @property
+    def loo_mean_abs_mfu_error(self) -> float | None:
+        if self.leave_one_out is None:
+            return None
+        return sum(abs(r.mfu_error) for r in self.leave_one_out) / len(self.leave_one_out)
+
+    def assumptions(self) -> dict[str, Any]:
+        """The output file: an `assumptions` object any request can take as it stands. The
+        fitted values, plus what every run's request states alike (facts of those runs)."""
+        common = _common_stated(list(r.run for r in self.runs))
+        out = {**common, **{name: round(value, 4) for name, value in self.fitted.items()}}
+        CostAssumptions.model_validate(out)  # valid as it stands
+        return out
+
+
+def rms(values: list[float]) -> float:
+    return math.sqrt(sum(v * v for v in values) / len(values)) if values else 0.0
+
+
+def _common_stated(runs: list[MeasuredRun]) -> dict[str, Any]:
+    if not runs:
+        return {}
+    stated = set.intersection(*(set(r.stated) for r in runs))
+    common = {}
+    for name in sorted(stated):
+        values = {repr(getattr(r.assumptions, name)) for r in runs}
+        if len(values) == 1:
+            common[name] = getattr(runs[0].assumptions, name)
+    return common
