@@ -50,16 +50,12 @@ class ParameterFit:
 
 
 @dataclass(frozen=True)
-class RunFit:
-    run: MeasuredRun
-    predicted_before_s: float  # under the runs' own assumptions (the defaults)
-    predicted_s: float  # under the fitted ones
-    predicted_mfu: float
-    predicted_memory_gb: float
+class Prediction:
+    """A run's step time and MFU as a fit predicts them, and how far off the measurement."""
 
-    @property
-    def log_error_before(self) -> float:
-        return math.log(self.predicted_before_s / self.run.step_time_s)
+    run: MeasuredRun
+    predicted_s: float
+    predicted_mfu: float
 
     @property
     def log_error(self) -> float:
@@ -68,6 +64,18 @@ class RunFit:
     @property
     def mfu_error(self) -> float:
         return self.predicted_mfu - self.run.measured_mfu
+
+
+@dataclass(frozen=True)
+class RunFit(Prediction):
+    """A run under the fit of all the runs (`predicted_s`: the fitted assumptions)."""
+
+    predicted_before_s: float  # under the runs' own assumptions (the defaults)
+    predicted_memory_gb: float
+
+    @property
+    def log_error_before(self) -> float:
+        return math.log(self.predicted_before_s / self.run.step_time_s)
 
     @property
     def memory_error(self) -> float | None:
@@ -77,21 +85,10 @@ class RunFit:
 
 
 @dataclass(frozen=True)
-class LeftOut:
+class LeftOut(Prediction):
     """One run predicted by the fit of the others."""
 
-    run: MeasuredRun
-    predicted_s: float
-    predicted_mfu: float
     fitted: tuple[str, ...]  # what that fit freed
-
-    @property
-    def log_error(self) -> float:
-        return math.log(self.predicted_s / self.run.step_time_s)
-
-    @property
-    def mfu_error(self) -> float:
-        return self.predicted_mfu - self.run.measured_mfu
 
 
 @dataclass(frozen=True)
