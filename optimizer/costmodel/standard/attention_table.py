@@ -32,6 +32,8 @@ from typing import Any
 
 import numpy as np
 
+from optimizer.costmodel.standard import times as tim
+
 Number = Any
 
 REFERENCE_LENGTH = 16_384
@@ -58,8 +60,7 @@ class SdpaRun:
     @property
     def scores(self) -> float:
         """Query-key pairs the causal band holds, per head and sequence."""
-        s, w = self.seq_len, self.attended
-        return w * s - w * (w - 1) / 2
+        return tim.causal_band_scores(self.seq_len, self.attended)
 
     @property
     def score_rate(self) -> float:

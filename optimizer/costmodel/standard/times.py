@@ -75,6 +75,13 @@ def chunked_squares(seq_len: int, chunk: int) -> float:
     return over_chunks(seq_len, chunk, lambda c: c * c)
 
 
+def causal_band_scores(seq_len: int, window: int) -> float:
+    """Query-key pairs a causal layer windowed to `window` keys scores in a sequence:
+    sum_i min(i, w) = w s - w (w - 1) / 2 (w = s: the causal triangle, s (s + 1) / 2)."""
+    w = min(window, seq_len)
+    return w * seq_len - w * (w - 1) / 2
+
+
 def over_chunks(seq_len: int, chunk: int, cells: Callable[[int], float]) -> float:
     """`cells(c)` summed over a sequence's chunks: each whole chunk's and the last, shorter
     one's (a chunked layer's block-diagonal: its squares, or its causal triangles)."""
@@ -107,11 +114,11 @@ def attention_work_share(
     def at(length: float) -> float:
         return 1.0 if rate is None else rate(min(length, s))
 
-    triangle = s * (s + 1) / 2
+    triangle = causal_band_scores(s, s)
     share = (num_layers - windowed - chunked) * causal_fraction / at(s)
     if window is not None and windowed:
-        w = min(window, s)
-        share += windowed * causal_fraction * (w * s - w * (w - 1) / 2) / triangle / at(w)
+        band = causal_band_scores(s, window)
+        share += windowed * causal_fraction * band / triangle / at(min(window, s))
     if chunk is not None and chunked:
         scores = over_chunks(s, chunk, lambda c: c * (c + 1) / 2)
         share += chunked * causal_fraction * scores / triangle / at(chunk)
