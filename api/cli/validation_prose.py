@@ -1,6 +1,8 @@
 """The prose of docs/validation.md that `layoutopt validate --markdown` writes around its
 tables: what the columns mean, the known misses with their causes, and how the calibration
-views are made. Kept apart from validate.py, which renders the figures."""
+views are made. Kept apart from validate.py, which renders the figures: in MARKDOWN_MISSES a
+row's figure is a field, `{error[...]}`, `{memory[...]}` or `{rank[...]}` around a part of
+its name that names one row, filled in from the report (validate.known_misses)."""
 
 MARKDOWN_PREAMBLE = """# Validation: profile `standard` against published runs
 
@@ -45,8 +47,9 @@ their casts, the FP8 weight copies), with constants read from GEMM benchmarks an
 none fitted to these rows. They were reported on their own while the profile priced bf16 matmuls
 only (24.64 points mean error, up to 44, all under-predicted); priced in FP8 their errors are of
 the bf16 rows' size, so they joined the means (the line below and the precision breakdown give
-their own figures). Rows whose run used something else the profile cannot express (torch.compile,
-CPU offload, a different optimiser, token dropping) are kept and marked `[excluded]` with the
+their own figures). Rows whose run used something else the profile cannot express (torch.compile
+with Float8, whose fusions and saved activations are not the eager ones priced; CPU offload, a
+different optimiser, token dropping) are kept and marked `[excluded]` with the
 reason; none is dropped silently. Each breakdown below counts them in its last column.
 
 `rank` places the published (tp, pp, cp, dp) among every degree tuple the optimiser can
@@ -63,146 +66,142 @@ covers it.)
 MARKDOWN_MISSES = """
 ## Known misses
 
-- Korthikanti et al. 2022's large models (530B, 1T: 54-56% MFU) are under-predicted by 6-11
-  points, while the same models under the SC21 code a year earlier (Table 1, 52% HFU with full
-  recompute) are within 3. The 2022 code (sequence parallelism, selective recompute, newer
-  kernels) ran the same matmuls faster than one matmul efficiency for A100 allows; the profile
-  has no notion of software generation and we did not add a per-paper efficiency.
-- Llama 3's 131,072-token row (cp 16) is over-predicted by about 6.5 points, although its
-  exposed K/V all-gather (3 collectives a layer, bytes and NCCL latency) is now charged in full
-  (5.2 ms of a ~83 ms layer). The paper cites PaLM's MFU definition, which counts the full
-  s x s attention square; the profile charges the causal half at FlashAttention-2's H100
-  efficiency (35%). A lower attention efficiency at 131K (e.g. document masks), or an MFU that
-  counts only the causal half, would close the gap; neither is printed in the paper.
-- Smaller misses beyond 3 points: Korthikanti's 175B (-4.3), SC21 Table 1's 7.5B (-4.0),
-  SC21 Table 2's 530B on 560 GPUs (-3.6) and its ZeRO-3 530B at micro-batch 2 (-4.1; the ZeRO-3
-  overlap fraction was fitted on the three 175B rows, which land within 2 points).
-- Ranking: SC21 Table 1's 18.4B (tp 8, pp 1) ranks 6th since every collective pays NCCL's
-  per-step latency: the profile prefers smaller tp with a few pipeline stages (tp 2 x pp 4,
-  tp 4 x pp 4, tp 4 x pp 2), by up to 10%.
-- Ranking: GPT-3 175B on 384 and 768 A100s (SC21 Table 2, tp 8 x pp 12) ranks 7th and 6th:
-  the profile prefers tp 4 x pp 12, halving the tensor-parallel traffic on A100's NVLink, by
-  about 5%. tp 8 there follows the paper's own rule (section 3, takeaway #1: tensor
-  parallelism up to the server's GPUs, then pipeline parallelism); what else made it the
-  authors' choice is not priced. (tp 6 and tp 3, which also divide 96 heads, used to rank
-  above it: their groups straddle 8-GPU nodes and are now priced on the network.)
-- Evidence on those ranking misses, both ways. Before training BLOOM, BigScience measured
-  layouts of 176-184B GPTs on the same 384 A100s (train/tr11-176B-ml/chronicles-prequel.md
-  in github.com/bigscience-workshop/bigscience), starting from the advice to use tp = GPUs
-  per server. At the same pp 12, tp 4 x dp 8 ran 19% faster than tp 8 x dp 4 (153.7 against
-  128.9 TFLOP/s, 176B) and 7% faster on a 178B variant; they trained with tp 4, which the
-  profile ranks first for that run. The profile agrees on the direction of the 178B pair
-  (by 2%) but prices the 176B pair within 1% with tp 8 ahead, and it does not reproduce the
-  rest of that sweep: larger micro-batches ran faster than its bubble term allows (on A100
-  it has one matmul efficiency for every shape: no measured table by shape), and pp 2-4 with dp 12-24 ran slower than it
-  predicts. We report this rather than fit it.
+Every figure of a row in this section is read from the table above when the file is written
+(validate.py, `known_misses`), so it is the current one; a figure called "before" or "went
+from" is history, measured when the term it names was priced.
 
-## Known misses of the newer rows (issue 15)
+{beyond_target}
 
-Figures as measured when the rows were added; the table above is current.
-
-- **Small experts on Blackwell.** GPT-OSS 120B (128 experts 2,880 wide, top 4) on 64 B200 or
-  GB200 is over-predicted by 14-27 points (measured 14-29% MFU); on H100 by 10-18. The expert
-  GEMMs are small, but priced at their shapes' measured throughput (a grouped call of the rank's
-  local experts, docs/cost-model.md "GEMMs by shape") they are not what is missing: the errors
-  moved by -1.6 to +0.8 points. (Pricing
-  GPT-OSS's 128-token sliding window on every other layer, once priced as full attention,
-  lowered both the measured MFU, which counts fewer model FLOPs a token, and the predicted,
-  less: the errors grew by 0.3-0.7 points. Pricing the experts' gradient sync on their own
-  data-parallel group, one NIC a rank with ep 8 inside a node, brought the B200 rows, two and
-  five micro-batches a step, from +35 and +27 points to +13 and +15.) Megatron-Bridge's bf16
-  recipes for this model capture no CUDA graphs: charged the host time graphs were measured to
-  remove from GPT-OSS-20B's layers (3.3 ms a layer and micro-batch, docs/cost-model.md "Host
-  time of eager MoE layers") and the eager clamps of its SwiGLU, all six rows moved from
-  +12..+21 to +4..+11; the four-sequence micro-batches on B200 and GB200 stay the furthest off.
-- **Expert parallelism across racks.** DeepSeek-V3 and Qwen3-235B on 256 GB200 are
-  under-predicted by about 23 points: with the preset's 72-GPU NVLink domain, expert groups of 32
-  and 64 consecutive ranks straddle racks and their all-to-all is priced on the network. How many
-  GPUs of each rack the jobs held is not printed; with 64 (nvlink_domain 64) the same rows are
-  predicted at about 44% and 42% against 35% and 33% measured.
-- **Expert all-to-all on two H100 nodes.** Qwen3-30B-A3B with EP 16 on 16 H100 runs at 30% MFU
-  with the overlap off and 35% with it on; with one copy per expert on the network the profile
-  priced both at 22%. The runs' HybridEP dispatcher sends a token once per remote node
-  (`moe_dispatch_dedup`, docs/cost-model.md "All-to-all"): priced so, both are 40.5%, now over by
-  11 and 5 points (the narrow 768-wide expert GEMMs, which the profile runs at the large-GEMM
-  efficiency, are the likely rest). AutoModel's DeepSeek-V3 rows (DeepEP) went from -4 and -9 to
-  0 and -5.
-- **FSDP (ZeRO-3) over the network.** torchtitan's FSDP rows on 64 A100 were under-predicted by
-  12-27 points, AutoModel's Llama 3 70B (CP 2 x FSDP 32 over 8 nodes) by 26, its DeepSeek-V3 rows
-  by 8-9, while `zero3_overlap_fraction` was fitted (0.5) on SC21's 2021 DeepSpeed rows; those
-  rows are now priced with nothing hidden, as their code ran (docs/cost-model.md, "ZeRO-3 /
-  FSDP"), and the 0.5 default is a judgement. torchtitan's A100 page does not describe its
-  network; the preset's 200 Gb/s per GPU is taken.
-- **Eager kernels.** torchtitan's bf16 rows ran without torch.compile, some with fp32 eager
-  RMSNorm: charged as their configs say (docs/cost-model.md, "Eager kernels"), their mean error
-  went from 8.0 to 5.6 points; the 8B rows on H100 are still 10-11 points over.
 - **Megatron-Core's weak-scaling table** (the Megatron-LM README's nine H100 rows, 1.7B to
-  462B at dp 48). Small hidden sizes are over-predicted (1.7B at tp 1: +10.7, 7.1B: +8.0, after
-  the loss's HBM traffic took 5.3 and 1.1 points off them: docs/cost-model.md "The loss"); the
-  16B and 32B rows, whose tp 4 and tp 8 put their dp-48 gradient sync on one NIC a rank, are
-  under-predicted by 4.6 and 11.8: at 4 micro-batches a step the profile hides the fp32
-  reduce-scatter and the gather (24 GB a rank for the 32B) under one micro-batch only and
-  exposes 0.47 s of a 1.19 s step, where the run's whole step was about 0.89 s. Not fitted:
-  the published table does not say which of the overlaps' reach, NCCL's algorithm or the
-  fabric accounts for it.
-- **Grand Teton H100s.** torchtitan's 8B FSDP rows on Meta's 500 W H100s are over-predicted by
-  15-27 points: the profile divides by the SXM peak as the source does, which its own footnote
-  says these parts do not reach (torchtitan prints 33-39% MFU for them).
-- **Tensor-parallel overlap.** NeMo's Llama 3.1 405B recipe (TP 8 x PP 9 x CP 2) overlaps its
-  tensor-parallel collectives (ub_tp_comm_overlap) and pipeline sends. With nothing hidden these
-  rows were under-predicted by 6.5-7.7 points (70B, TP 4: about 3); priced with the hidden share
-  the recipe's userbuffer methods give (15/16, docs/cost-model.md "Tensor parallelism") the eight
-  NeMo 24.09 70B and 405B rows went from 6.0 to 2.5 points mean, the FP8 70B row the other way
-  (-0.6 to +9.6). Megatron-Bridge's three FP8 Llama rows read their recipes' configs the same way
-  (FP8 below); its BF16 405B row on GB200 (NeMo's GB200 userbuffers, pipelined reduce-scatters of
-  4: 15/16) went from -3.3 to -0.9.
+  462B at dp 48). The two smallest are over-predicted (1.7B at tp 1: {error[GPT 1.7B on 48]},
+  7.1B at tp 2: {error[GPT 7.1B on 96]}); the 16B and 32B rows are under-predicted
+  ({error[GPT 16B on 192]}, {error[GPT 32B on 384]}): at tp 4 and tp 8 their dp-48 groups hold
+  two ranks and one a node, so the gradient sync crosses the network on two NICs and one. The README prints no micro-batch; the rows
+  take Megatron-LM's own GPT-3 script's (`--micro-batch-size 1`,
+  examples/gpt3/train_gpt3_175b_distributed.sh at that commit), so a step holds 4 micro-batches and the
+  profile hides the fp32 reduce-scatter and the parameter gather (24 GB a rank for the 32B)
+  under one of them, as `--overlap-grad-reduce` and `--overlap-param-gather` allow. At 2-4
+  sequences a micro-batch the whole sync hides and the same rows come out 5-8 points high
+  instead (`layoutopt optimize` with `micro_batches` [1, 2, 4] and the degrees fixed). Not
+  fitted: the table does not say which micro-batch, overlap reach, NCCL algorithm or fabric
+  the runs had.
+- **Korthikanti et al. 2022's large models** (530B and 1T at 54-56% MFU) are under-predicted
+  ({error[GPT 530B on 280]}, {error[GPT 530B on 2240 A100 (dp 8)]},
+  {error[Korthikanti 2022 GPT 1T]}), while the same models under SC21's code a year earlier
+  (Table 1, 52% HFU with full recompute) are {error[SC21 GPT 529.6B on 2520]} and
+  {error[SC21 GPT 1008B]} points off. The 2022 code (sequence parallelism, selective recompute, newer
+  kernels) ran the same matmuls faster than the profile allows on A100, which has no measured
+  GEMM table by shape (XLA's tables are for sm_90 and sm_100); the profile has no notion of
+  software generation and we did not add a per-paper efficiency.
+- **DeepSpeed's ZeRO-3 rows of 2021** (SC21 Table 2's comparison, tp 1 and ZeRO-3 over every
+  GPU) are over-predicted: 174.6B at micro-batch 2 {error[ZeRO-3 GPT 174.6B on 768]}, 529.6B
+  {error[ZeRO-3 GPT 529.6B on 640]}, {error[ZeRO-3 GPT 529.6B on 1120]} and
+  {error[ZeRO-3 GPT 529.6B on 2240]}. Their code's blocking fetch, list collectives and
+  parameter reuse are priced as it ran (docs/cost-model.md, "ZeRO-3 / FSDP"); with nothing
+  hidden, what the 529.6B rows still lose is not located.
+- **Llama 3's 131,072-token row** (cp 16) is {error[cp 16, 131,072-token]} points off, its
+  exposed K/V all-gather (3 collectives a layer, bytes and NCCL latency) charged in full and its
+  attention at the rate cuDNN's runs give a row of its attended length (docs/cost-model.md,
+  "Attention by attended length"). The paper cites PaLM's MFU definition, which counts the
+  full s x s attention square, as the profile's model FLOPs do.
+- **Ranking.** SC21 Table 1's 18.4B (tp 8, pp 1) ranks {rank[SC21 GPT 18.4B]}: every
+  collective pays NCCL's per-step latency, and the profile prefers smaller tp with a few
+  pipeline stages. GPT-3 175B on 384 and 768 A100s (SC21 Table 2, tp 8 x pp 12) ranks
+  {rank[SC21 PTD GPT 174.6B on 384]} and {rank[SC21 PTD GPT 174.6B on 768]}: the profile prefers
+  tp 4 x pp 12, halving the tensor-parallel traffic on A100's NVLink. tp 8 there follows the
+  paper's own rule (section 3, takeaway #1: tensor parallelism up to the server's GPUs, then
+  pipeline parallelism); what else made it the authors' choice is not priced.
+- **Evidence on those ranking misses, both ways.** Before training BLOOM, BigScience measured
+  layouts of 176-184B GPTs on the same 384 A100s (train/tr11-176B-ml/chronicles-prequel.md in
+  github.com/bigscience-workshop/bigscience), starting from the advice to use tp = GPUs per
+  server. At the same pp 12, tp 4 x dp 8 ran 19% faster than tp 8 x dp 4 (153.7 against 128.9
+  TFLOP/s, 176B) and 7% faster on a 178B variant; they trained with tp 4, which the profile
+  ranks {rank[BLOOM]} for that run. Larger micro-batches ran faster in that sweep than the
+  profile's bubble term allows (on A100 it has no measured GEMM table by shape), and pp 2-4
+  with dp 12-24 ran slower than it predicts. We report this rather than fit it.
+- **Small experts on Blackwell.** GPT-OSS 120B (128 experts 2,880 wide, top 4) on 64 B200 or
+  GB200 is over-predicted ({error[GPT-OSS 120B on 64 B200, 26.04.01]},
+  {error[GPT-OSS 120B on 64 B200, GBS 512]}, {error[GPT-OSS 120B on 64 GB200, 26.04.01]},
+  {error[GPT-OSS 120B on 64 GB200, 8,192-token]}); on H100 it is within
+  {error[GPT-OSS 120B on 64 H100, 26.04.01]} and {error[GPT-OSS 120B on 64 H100, GBS 512]}. The
+  expert GEMMs are priced at their shapes' measured throughput (a grouped call of the rank's
+  local experts), the experts' gradient sync on their own data-parallel group, the 128-token
+  sliding window on every other layer as such, and, since these bf16 recipes capture no CUDA
+  graphs, the host time graphs were measured to remove from GPT-OSS-20B's layers (3.3 ms a
+  layer and micro-batch, docs/cost-model.md "Host time of eager MoE layers") with the eager
+  clamps of its SwiGLU: together they took these rows from +12..+35 to where they stand. What
+  the four-sequence micro-batches on B200 and GB200 still lose, about 9-10 ms a layer and
+  micro-batch, is not located.
+- **Expert parallelism across racks.** DeepSeek-V3 and Qwen3-235B on 256 GB200
+  ({error[DeepSeek-V3 (without MTP) on 256 GB200]}, {error[Qwen3-235B-A22B on 256 GB200]}) take
+  the recipes' pipeline layouts and a 64-GPU NVLink domain per job (`nvlink_domain` 64): how many
+  GPUs of each 72-GPU rack the jobs held is not printed, and with the preset's 72 their expert
+  groups of 32 and 64 consecutive ranks straddle racks and were priced on the network (about
+  23 points low).
+- **Expert all-to-all on two H100 nodes.** Qwen3-30B-A3B with EP 16 on 16 H100 runs at 30% MFU
+  with the overlap off and 35% with it on ({error[overlap off]} and {error[overlap on]} now).
+  The runs' HybridEP dispatcher sends a token once per remote node (`moe_dispatch_dedup`,
+  docs/cost-model.md "All-to-all"); with one copy per expert on the network the profile priced
+  both at 22%. AutoModel's DeepSeek-V3 rows (DeepEP) stand at
+  {error[AutoModel DeepSeek-V3 on 1024]} and {error[AutoModel DeepSeek-V3 on 256]};
+  Megatron-Bridge's FP8 DeepSeek-V3 on 1,024 H100 at {error[DeepSeek-V3 (dropless) on 1024]}:
+  its recipe overlaps the expert all-to-all (overlap_moe_expert_parallel_comm) by a share it
+  does not state, so the row prices it exposed.
+- **FSDP (ZeRO-3) over the network.** torchtitan's FSDP rows on 64 A100 were under-predicted by
+  12-27 points, AutoModel's Llama 3 70B (CP 2 x FSDP 32 over 8 nodes) by 26, while
+  `zero3_overlap_fraction` was fitted (0.5) on SC21's 2021 DeepSpeed rows; priced with what
+  FSDP2 overlaps (docs/cost-model.md, "ZeRO-3 / FSDP") they stand between
+  {error[Llama 2 70B on 64 A100, FSDP, full]} and {error[Llama 2 70B on 64 A100, FSDP, selective]}
+  and at {error[AutoModel Llama 3 70B]}. torchtitan's A100 page does not describe its network;
+  the preset's 200 Gb/s per GPU is taken.
+- **Grand Teton H100s.** torchtitan's 8B FSDP rows on Meta's 500 W H100s are over-predicted
+  ({error[torchtitan Llama 3.1 8B on 8 H100, FSDP 8]}, {error[FSDP 8, torch.compile]},
+  {error[Llama 3.1 8B on 128 H100, FSDP 128]}; their eager kernels charged as their configs
+  say, docs/cost-model.md "Eager kernels"): the profile divides by the SXM peak as the source
+  does, which its own footnote says these lower-power parts do not reach.
+- **Tensor-parallel overlap.** NeMo's Llama 3.1 70B and 405B recipes overlap their
+  tensor-parallel collectives (ub_tp_comm_overlap); priced with the hidden share their
+  userbuffer methods give (15/16, docs/cost-model.md "Tensor parallelism") the eight NeMo
+  24.09 70B and 405B rows went from 6.0 to 2.5 points mean, the FP8 70B row the other way
+  (-0.6 to +9.6; {error[Llama 3.1 70B on 64 H100 (DGX Cloud benchmark, FP8)]} now).
 - **FP8.** Priced in bf16, Megatron-Bridge's and NeMo's FP8 rows were under-predicted by 24.6
-  points on average (up to 44). Priced in FP8 (docs/cost-model.md, "Precision") they are 5.7 off
-  (max 15.3). Megatron-Bridge's three Llama rows went from -12..-15 to -6.3, +3.7 and -4.9 once
-  their recipes' userbuffers were priced (15/16 at tp 4, 31/32 at tp 8: every reduce-scatter a
-  ring exchange) and their recompute read from the recipes (none), NeMo 24.09's 405B from -15.5 to -2.5 (15/16), while its 70B went from -0.6 to
-  +9.6. Megatron-Bridge's 70B recipe also splits its stages unevenly (its
-  pipeline_model_parallel_layout), which the row's even split does not price. The FP8 GEMM
-  efficiency comes from a single-GEMM shape search (70.9% of H100's FP8 peak), which these
-  large GEMMs may
-  beat. torchtitan's Float8 rows also
-  ran torch.compile (and AsyncTP at 405B): they are excluded, not just set apart, and their
-  memory is off by 18-53% (compile and Float8 buffers, and torchtitan's reserved rather than
-  allocated memory).
-- **Memory.** The profile's worst stage exceeds torchtitan's readings (the caching allocator's
-  peak reserved memory) by 5% on its two eager bf16 H100 rows, and by 12% on the same run with
-  torch.compile (77.0 GiB against 82.4): the profile's activations do not depend on compile,
-  whose fused kernels save fewer intermediates; Qwen3-30B's rank-0 peak allocated is 9%
-  below the profile's; Megatron-Bridge's FP8 SFT rows are +15%, +15% and -5% since Transformer
-  Engine's FP8-saved GEMM inputs and their recipe's bf16 gradients are priced (+37%, +31%, +7%
-  before). 7 published layouts are priced over their GPU's memory though they ran (11 before),
-  Megatron-Bridge's 405B FP8 on GB200 by 0.4%. The same SFT recipe at VPP 10 peaked 1.4 GB above
-  VPP 5 (60.2 GB); the profile prices it 1.5 GB below, since interleaving's in-flight count falls
-  with vpp (p + (p - 1)/v stages' worth): whatever grows per chunk is not priced.
+  points on average (up to 44); priced in FP8 (docs/cost-model.md, "Precision") their figures
+  are the precision line at the top. Megatron-Bridge's 70B recipe splits its stages unevenly
+  (its pipeline_model_parallel_layout); the SFT rows at TP 4 are
+  {error[SFT on 32 H100, FP8, baseline]} and {error[SFT on 32 H100, FP8, TP 4, PP 8]}, at TP 8
+  {error[SFT on 32 H100, FP8, TP 8]}. The FP8 GEMM efficiency comes from a single-GEMM shape
+  search (70.9% of H100's FP8 peak), which these large GEMMs may beat. torchtitan's Float8 rows
+  also ran torch.compile (and AsyncTP at 405B): they are excluded, not just set apart, and
+  their memory is off by 9-39% (compile and Float8 buffers).
+- **Memory.** The profile's worst stage against torchtitan's readings (the caching allocator's
+  peak reserved memory) on its eager bf16 H100 rows: {memory[torchtitan Llama 3.1 8B on 8 H100, FSDP 8]}
+  and {memory[Llama 3.1 8B on 128 H100, FSDP 128]}; on the same run with torch.compile
+  {memory[FSDP 8, torch.compile]}: the profile's activations do not depend on compile, whose
+  fused kernels save fewer intermediates. Qwen3-30B's rank-0 peak allocated:
+  {memory[overlap on]}. Megatron-Bridge's FP8 SFT rows: {memory[SFT on 32 H100, FP8, baseline]},
+  {memory[SFT on 32 H100, FP8, TP 4, PP 8]} and {memory[SFT on 32 H100, FP8, TP 8]}, since
+  Transformer Engine's FP8-saved GEMM inputs and their recipe's bf16 gradients are priced
+  (+37%, +31%, +7% before). The same SFT recipe at VPP 10 peaked 1.4 GB above VPP 5; the profile
+  prices it {memory[VPP 10]} off, since interleaving's in-flight count falls with vpp
+  (p + (p - 1)/v stages' worth): whatever grows per chunk is not priced. {over_memory}
 - **MosaicML's MPT benchmarks (excluded).** llm-foundry's tables (every 2,048-token row of the
   1B-70B models on A100 80GB and H100) ran on Composer's FSDP, PyTorch FSDP1, which no engine
-  here models; they are priced under generic's ZeRO-3 and kept out of the means. Of the rows with
-  activation checkpointing, the A100 ones come out 5-7 points low and the H100 ones within 1.5
-  but for 30B on 8 GPUs (+5.5); of those without it, the A100 ones within 4.5 and every H100 one
-  9-16 points high (13B at one micro-batch of 2 a step, on 8-64 GPUs: 54.5-56.1% predicted,
-  39.6-39.9% reported). Within one table, runs with and without checkpointing differ by less
-  than the extra forward the profile charges for full recomputation; what else differs between
-  them (micro-batch sizes chosen to fill memory, the H100 tables' software, which predates
-  torch 2.0) is not printed.
-- **Calibration.** Calibrated on the first 3 rows of each engine (the tables below), only the
-  DeepSpeed rows held out come within the issue's 2 points mean: its three ZeRO-3 rows share
-  model, GPU and engine code with the rest. Elsewhere three rows of one engine differ in model,
-  GPU and scale. For megatron, generic and nemo the fit frees nothing: no assumption it could
-  free lowers the leave-one-out error of its own three rows, or, for nemo, the one that would
-  (the attention efficiency, pulled by two GPT-OSS runs over-predicted for what the profile
-  does not price) goes below any fused kernel's published figure, a bound the fit refuses. So
-  their held-out rows keep the defaults' error. torchtitan's first three rows are the
-  power-capped Grand Teton H100s, over-predicted by 6-8 points; the kernel efficiency they fit
-  is an absolute figure of that GPU at that cap, and laid over the A100 rows it prices them far
-  too slow. Grouped by engine and GPU type the calibrated rows do a little better than the
-  defaults; by engine, source and GPU type (the nearest to one user's runs) worse: three rows
-  that differ in model and scale identify one or two efficiencies, not what the profile misses
-  above (kernel shapes on A100, FSDP overlap, host time on Blackwell).
+  here models; they are priced under generic's ZeRO-3 and kept out of the means. With
+  activation checkpointing the A100 rows come out low ({error[MPT-70B on 64 A100]},
+  {error[MPT-30B on 8 A100]}); without it every H100 row is high (13B:
+  {error[MPT-13B on 8 H100]} to {error[MPT-13B on 64 H100]}). Within one table, runs with and
+  without checkpointing differ by less than the extra forward the profile charges for full
+  recomputation; what else differs between them (micro-batch sizes chosen to fill memory, the
+  H100 tables' software, which predates torch 2.0) is not printed.
+- **Calibration.** In the tables above, three rows of one engine differ in model, GPU and
+  scale; where the fit frees nothing, no assumption it could free lowers the leave-one-out
+  error of its own three rows, or the one that would goes past a bound it refuses (the
+  attention efficiency below any fused kernel's published figure), and the held-out rows keep
+  the defaults' error. torchtitan's first three rows are the power-capped Grand Teton H100s:
+  the kernel efficiency they fit is an absolute figure of that GPU at that cap, and laid over
+  the A100 rows it prices them far too slow (`layoutopt calibrate` says so in its notes, with
+  the ratio to the GPU's default that does carry over). Three rows that differ in model and
+  scale identify one or two efficiencies, not what the profile misses above.
 
 ## Published rows not added
 
@@ -216,8 +215,7 @@ Figures as measured when the rows were added; the table above is current.
 - NeMo's long-sequence Llama 2 7B table: no global batch printed, FP8.
 - ml-engineering's H200 ZeRO-3 rows: CPU offload of the optimizer, which the profile cannot price.
 - LoRA and token-dropping rows, Nemotron's hybrid Mamba models: not expressible as the spec stands.
-- torchtitan's torch.compile variants of the FSDP rows: compile is not priced (the bf16
-  non-compiled rows are in).
+- MegaScale's (NSDI '24) scaling table: not read from a source here.
 """
 
 CALIBRATION_PREAMBLE = """## Calibrated on {n} rows per engine
