@@ -119,6 +119,9 @@ class OptimizeResult:
     # Every relaxation, choice or conflict was worked out within the time limit: only then
     # does an empty `binding` mean that nothing holds the optimum back
     explanations_complete: bool = False
+    # What was not worked out because its space is over the tables' size guard, each with why
+    # (a time limit leaves this empty and explanations_complete false)
+    explanations_skipped: tuple[str, ...] = ()
     # Whether explanations were worked out at all: not when the request turned them off
     # (explain false) or no layout came back to explain
     explained: bool = True

@@ -133,6 +133,7 @@ def optimize(
         relaxations=explained.relaxations,
         choices=explained.choices,
         explanations_complete=complete,
+        explanations_skipped=explained.skipped,
         explained=explain and status != "unknown",
     )
 

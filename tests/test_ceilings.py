@@ -11,6 +11,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
+from api.schemas.answers import optimize_out
 from bench.report import h100_job
 from models.errors import InvalidSpec
 from models.job import TrainingJob
@@ -152,6 +153,7 @@ def test_a_space_too_large_to_price_whole_is_explained_by_its_ceilings() -> None
     result = optimize(job, space, engine="generic", time_limit_s=60.0)
     assert result.status == "optimal" and result.explained and result.explanations_complete
     assert not any("explanations skipped" in w for w in result.warnings)
+    assert result.explanations_skipped == ()
     assert {r.name for r in result.relaxations} >= {"memory_limit", "node_size", "max_vpp"}
 
 
@@ -172,6 +174,12 @@ def test_a_widened_space_too_large_is_skipped_alone(monkeypatch: pytest.MonkeyPa
         f"explanations skipped: {rule} not relaxed: search space too large: (numbers)"
         for rule in ("max_vpp", "node_size")
     ]
+    # the answer names them in a field of their own, for a client that reads no prose
+    assert result.explanations_skipped == tuple(
+        f"{rule} not relaxed: search space too large: (numbers)"
+        for rule in ("max_vpp", "node_size")
+    )
+    assert optimize_out(result).explanations_skipped == list(result.explanations_skipped)
     names = {r.name for r in result.relaxations}
     assert "memory_limit" in names and not names & {"max_vpp", "node_size"}
     assert not any("time limit" in w for w in result.warnings)

@@ -212,11 +212,15 @@ def test_unfinished_explanations_do_not_read_as_nothing_binds() -> None:
     # explanations turned off are not explanations cut short
     off = optimize_text(optimize_out(unexplained))
     assert "  - not worked out: explanations off" in off and "time limit" not in off
-    # nor are explanations the size guard skipped: their warnings say why, the list says so
+    # nor are explanations the size guard skipped: the answer names them, their warnings say
+    # why, the list says so
     from optimizer.explain import EXPLANATIONS_SKIPPED
 
-    warning = f"{EXPLANATIONS_SKIPPED}: search space too large"
-    skipped = replace(result, explanations_complete=False, warnings=(warning,))
+    why = "node_size not relaxed: search space too large"
+    warning = f"{EXPLANATIONS_SKIPPED}: {why}"
+    skipped = replace(
+        result, explanations_complete=False, warnings=(warning,), explanations_skipped=(why,)
+    )
     text = optimize_text(optimize_out(skipped))
     assert "  - none among those worked out: some spaces are too large to search" in text
     assert "time limit" not in text and f"warning: {warning}" in text

@@ -22,6 +22,7 @@ from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.remote.webdriver import WebDriver
 from selenium.webdriver.support.ui import Select, WebDriverWait
 
+from api.schemas.requests import SEARCH_EXAMPLE
 from bench.server import free_port, start_server, stop_server
 from models.layout import Layout
 from optimizer.costmodel.assumptions import CostAssumptions
@@ -307,6 +308,40 @@ def save_screenshot(browser: WebDriver) -> None:
     browser.save_screenshot(str(SCREENSHOT))
     browser.execute_script("document.documentElement.style.overflow = ''")
     browser.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
+
+
+@pytest.mark.browser
+def test_an_empty_binding_list_says_why_it_is_empty(page: WebDriver, api: TestClient) -> None:
+    # under an optimum with no binding rule the page says why the list is empty, from the
+    # answer's fields alone: every explanation worked out, some skipped for their size
+    # (explanations_skipped), the time limit, or explanations not asked for. A real answer,
+    # rendered by the page's own module with those fields set
+    answer = api.post("/v1/optimize", json=SEARCH_EXAMPLE).json()
+    assert answer["best"] is not None
+    cases = {
+        "No rule holds it back.": {"explanations_complete": True},
+        "too large to search": {"explanations_skipped": ["node_size not relaxed: too large"]},
+        "before the time limit": {},
+        "not asked for": {"explained": False},
+    }
+    for expected, fields in cases.items():
+        shown = {
+            **answer,
+            "binding": [],
+            "explanations_complete": False,
+            "explanations_skipped": [],
+            "explained": True,
+            **fields,
+        }
+        intro = page.execute_async_script(
+            "const [answer, done] = arguments;"
+            "import('/static/optimum.js').then((m) => {"
+            "  m.renderOptimum(answer, () => {});"
+            "  done(document.getElementById('binding-intro').textContent);"
+            "});",
+            shown,
+        )
+        assert expected in intro, (fields, intro)
 
 
 # The page's own server side, without a browser: the choices helper and the static files.

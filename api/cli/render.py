@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from api.schemas import EstimateOut, OptimizeOut, ParetoOut, SolverOut
-from optimizer.explain import EXPLANATIONS_SKIPPED
 
 BAR_WIDTH = 48
 _EIGHTHS = " ▏▎▍▌▋▊▉"
@@ -120,7 +119,7 @@ def optimize_text(answer: OptimizeOut) -> str:
     lines.append("what holds it back (the best without each rule; not layouts to use)")
     complete = answer.explanations_complete
     nothing = "nothing we can relax" if complete else "none found before the time limit"
-    if any(w.startswith(EXPLANATIONS_SKIPPED) for w in answer.warnings):
+    if answer.explanations_skipped:
         nothing = (
             "none among those worked out: some spaces are too large to search (warnings below)"
         )

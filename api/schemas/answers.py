@@ -264,6 +264,13 @@ class OptimizeOut(BaseModel):
         "and the tables' size guard (`warnings` says which stopped them); only then does an "
         "empty `binding` mean that nothing holds the optimum back.",
     )
+    explanations_skipped: list[str] = Field(
+        default_factory=list,
+        description="What was not worked out because the space it would search is over the "
+        "tables' size guard, each with why (e.g. 'node_size not relaxed: search space too "
+        "large: ...', or 'every explanation: ...'); each also has a warning. Empty with "
+        "`explanations_complete` false: the time limit stopped them.",
+    )
     explained: bool = Field(
         True,
         description="Whether explanations were worked out: false when the request said "
@@ -317,6 +324,7 @@ def optimize_out(result: OptimizeResult) -> OptimizeOut:
         ],
         choices=[choice_out(choice) for choice in result.choices],
         explanations_complete=result.explanations_complete,
+        explanations_skipped=list(result.explanations_skipped),
         explained=result.explained,
     )
 

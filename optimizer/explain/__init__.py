@@ -42,6 +42,9 @@ class Explanation:
     conflict: tuple[Conflict, ...] = ()
     warnings: tuple[str, ...] = ()
     choices: tuple[Choice, ...] = ()
+    # what was not worked out because its space is over the tables' size guard, each with why
+    # ("max_vpp not relaxed: search space too large: ..."); each also has its warning
+    skipped: tuple[str, ...] = ()
 
     @property
     def binding(self) -> tuple[Relaxation, ...]:
@@ -81,17 +84,23 @@ def explain(
         tried, complete, too_large = relaxations(problem, best, assumptions, budget, tables)
     # the wider spaces the explanations search are too large, or their tables outlast the time
     except (InvalidSpec, CutShort) as error:
-        why = (
-            f"{EXPLANATIONS_SKIPPED}: {error.message}"
-            if isinstance(error, InvalidSpec)
-            else CUT_SHORT
+        slack = () if best is None else slacks(problem, best)
+        if isinstance(error, CutShort):
+            return Explanation(slack=slack, warnings=(CUT_SHORT,))
+        return Explanation(
+            slack=slack,
+            warnings=_skipped_warnings((error.message,)),
+            skipped=(f"every explanation: {error.message}",),
         )
-        return Explanation(slack=() if best is None else slacks(problem, best), warnings=(why,))
     bought, settled = choices(problem, best, assumptions, budget.settings, pricing)
-    skipped = tuple(f"{EXPLANATIONS_SKIPPED}: {why}" for why in too_large)
     return Explanation(
         relaxations=tried,
         slack=slacks(problem, best),
-        warnings=skipped + (() if complete and settled else (CUT_SHORT,)),
+        warnings=_skipped_warnings(too_large) + (() if complete and settled else (CUT_SHORT,)),
         choices=bought,
+        skipped=tuple(too_large),
     )
+
+
+def _skipped_warnings(skipped: tuple[str, ...] | list[str]) -> tuple[str, ...]:
+    return tuple(f"{EXPLANATIONS_SKIPPED}: {why}" for why in skipped)

@@ -38,13 +38,11 @@ export function renderOptimum(answer, onLoad) {
 }
 
 // Why the binding list is empty, as far as it was shown: nothing binds only when every
-// explanation was worked out. A skipped explanation's warning begins as the server writes it
-// (optimizer.explain.EXPLANATIONS_SKIPPED).
+// explanation was worked out; the size guard (explanations_skipped) is not the time limit.
 function noBindingText(answer) {
   if (answer.explanations_complete) return "No rule holds it back.";
   if (answer.explained === false) return "What holds it back was not asked for (explain: false).";
-  const skipped = (answer.warnings || []).some((w) => w.startsWith("explanations skipped"));
-  return skipped
+  return (answer.explanations_skipped || []).length > 0
     ? "No rule found among those worked out: some spaces are too large to search (the notes below)."
     : "No binding rule found before the time limit.";
 }
