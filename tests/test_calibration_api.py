@@ -4,6 +4,7 @@ and refusing bad input with the reason."""
 
 from __future__ import annotations
 
+import csv
 import json
 from pathlib import Path
 from typing import Any
@@ -128,6 +129,77 @@ def test_cli_refuses_a_bad_run(
     path.write_text(line + "\n")
     assert main(["calibrate", str(path)]) == 2
     assert message in capsys.readouterr().err
+
+
+def runs_csv(tmp_path: Path) -> Path:
+    """The runs of runs_jsonl as a spreadsheet would hold them: a run a row, each header a
+    dotted path (the name, the request's fields, the measured figures)."""
+    runs = [json.loads(line) for line in runs_jsonl(tmp_path).read_text().split("\n") if line]
+    headers = ["name", "model", "cluster.gpus", "cluster.gpu", "training.global_batch"]
+    headers += ["training.seq_len", "engine", "measured.step_time_s", "measured.peak_memory_gb"]
+    layout_keys = list(runs[0]["request"]["layout"])
+    headers += [f"layout.{key}" for key in layout_keys]
+
+    def cell(run: dict[str, Any], header: str) -> str:
+        node: Any = run if header == "name" or header.startswith("measured.") else run["request"]
+        for part in header.split("."):
+            if not isinstance(node, dict) or part not in node:
+                return ""  # an empty cell: the field unset
+            node = node[part]
+        return json.dumps(node) if isinstance(node, list) else str(node)
+
+    path = tmp_path / "runs.csv"
+    with path.open("w", newline="") as file:  # quoted where a cell holds a comma
+        writer = csv.writer(file)
+        writer.writerow(headers)
+        writer.writerows([cell(run, h) for h in headers] for run in runs)
+    return path
+
+
+def test_cli_takes_the_runs_as_csv(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # the issue's `layoutopt calibrate runs.csv`: the same runs fit the same assumptions
+    from_jsonl, from_csv = tmp_path / "jsonl.json", tmp_path / "csv.json"
+    assert main(["calibrate", str(runs_jsonl(tmp_path)), "--out", str(from_jsonl)]) == 0
+    jsonl_report = capsys.readouterr().err
+    assert main(["calibrate", str(runs_csv(tmp_path)), "--out", str(from_csv)]) == 0
+    csv_report = capsys.readouterr().err
+    assert json.loads(from_csv.read_text()) == json.loads(from_jsonl.read_text())
+    assert "fitted kernel_efficiency" in csv_report
+    assert csv_report.replace(str(from_csv), "") == jsonl_report.replace(str(from_jsonl), "")
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("model,cluster.gpus\nllama3-8b,8,9\n", "line 2 has more cells than the header"),
+        (
+            "model,cluster.gpus,measured.mfu\nllama3-8b,8,0.4\nllama3-8b,eight,0.4\n",
+            "line 3: request.cluster.gpus",
+        ),
+        ("model,,measured.mfu\nllama3-8b,8,0.4\n", "needs a header row"),
+        (
+            "model,cluster,cluster.gpus,measured.mfu\nllama3-8b,8,8,0.4\n",
+            "line 2: cannot set cluster.gpus: cluster is 8",
+        ),
+        ("model,cluster.gpus,measured.mfu\n", "holds no runs"),
+    ],
+)
+def test_cli_refuses_a_bad_csv_naming_the_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], text: str, message: str
+) -> None:
+    path = tmp_path / "runs.csv"
+    path.write_text(text)
+    assert main(["calibrate", str(path)]) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_csv_cells_read_as_json_would_give_them() -> None:
+    from api.cli.calibrate import csv_value
+
+    assert [csv_value(c) for c in ("8", "0.45", "1e3", "true", "False", "megatron")] == [
+        8, 0.45, 1000.0, True, False, "megatron",
+    ]  # fmt: skip
+    assert csv_value('["tp", "cp", "dp", "pp"]') == ["tp", "cp", "dp", "pp"]
 
 
 # --- HTTP and the client -------------------------------------------------------------------

@@ -2,7 +2,10 @@
 measured runs.
 
 Each line of RUNS.jsonl is one run, `{"request": ..., "measured": ...}` (api/schemas/
-calibration.py). `--out` receives the fitted assumptions, a JSON object any request takes as
+calibration.py). A `.csv` file holds the same runs a row each, under headers that are the
+request's dotted paths (`model`, `cluster.gpus`, `layout.tp`, as a study's grid names them)
+and the measured figures' (`measured.step_time_s`), with `name` for the run's label; an empty
+cell leaves its field unset. `--out` receives the fitted assumptions, a JSON object any request takes as
 its `assumptions` as it stands (without `--out` it goes to standard output); the fit's
 residuals, what was pinned and why, and the leave-one-out error go to standard error. `--json`
 prints the whole answer of `POST /v1/calibrate` instead.
@@ -11,8 +14,12 @@ prints the whole answer of `POST /v1/calibrate` instead.
 from __future__ import annotations
 
 import argparse
+import csv
+import io
 import json
+import re
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -22,10 +29,20 @@ from api.cli.common import STDIN, BadRequest
 from api.errors import EXIT_INTERNAL, EXIT_OK, detail_from_validation
 from api.schemas import CalibrateOut, CalibrateRequest, calibrate_out
 from optimizer.calibration import CalibrationUnavailable, calibrate
+from optimizer.studies import ScenarioError, with_overrides
 
 
-def read_runs(path: Path) -> list[Any]:
-    """The JSON objects of a JSONL file (blank lines skipped), each error naming its line."""
+@dataclass(frozen=True)
+class RunLines:
+    """The runs a file holds, each with the line it came from, for errors that name it."""
+
+    where: str  # the file, or standard input
+    runs: dict[int, Any]  # line number -> the run, in the file's order
+
+
+def read_runs(path: Path) -> RunLines:
+    """The runs of a JSONL file (blank lines skipped) or, by its suffix, a CSV file; each
+    error names its line."""
     where = "standard input" if path == STDIN else str(path)
     try:
         text = sys.stdin.read() if path == STDIN else path.read_text(encoding="utf-8")
@@ -33,27 +50,87 @@ def read_runs(path: Path) -> list[Any]:
         raise BadRequest(f"cannot read {where}: {error.strerror}") from None
     except UnicodeDecodeError as error:
         raise BadRequest(f"{where} is not UTF-8 text (byte {error.start})") from None
-    runs = []
+    runs = csv_runs(text, where) if path.suffix.lower() == ".csv" else jsonl_runs(text, where)
+    if not runs:
+        raise BadRequest(f"{where} holds no runs")
+    return RunLines(where, runs)
+
+
+def jsonl_runs(text: str, where: str) -> dict[int, Any]:
+    runs = {}
     for number, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
             continue
         try:
-            runs.append(json.loads(line))
+            runs[number] = json.loads(line)
         except (json.JSONDecodeError, RecursionError, ValueError) as error:
             raise BadRequest(f"{where} line {number} is not a JSON object: {error}") from None
-    if not runs:
-        raise BadRequest(f"{where} holds no runs (one JSON object a line)")
     return runs
 
 
-def build_request(runs: list[Any], leave_one_out: bool) -> CalibrateRequest:
-    for number, run in enumerate(runs, start=1):
+def csv_runs(text: str, where: str) -> dict[int, Any]:
+    """A run a row: each header a dotted path into the run (`name`, `measured.step_time_s`)
+    or, otherwise, into its request (`cluster.gpus`); numbers and true/false as such, a cell
+    opening with [ or { as JSON, an empty cell left out."""
+    reader = csv.DictReader(io.StringIO(text))
+    headers = [header.strip() for header in reader.fieldnames or []]
+    if not headers or not all(headers):
+        raise BadRequest(f"{where} needs a header row naming every column (model, cluster.gpus)")
+    runs = {}
+    for row in reader:
+        line = reader.line_num
+        if None in row:
+            raise BadRequest(f"{where} line {line} has more cells than the header has names")
+        cells = {h: cell.strip() for h, cell in zip(headers, row.values(), strict=True) if cell}
+        try:
+            values = {header: csv_value(cell) for header, cell in cells.items() if cell}
+        except ValueError as error:
+            raise BadRequest(f"{where} line {line}: a cell is not JSON: {error}") from None
+        if not values:
+            continue
+        measured = {
+            h.removeprefix("measured."): v for h, v in values.items() if h.startswith("measured.")
+        }
+        request = {h: v for h, v in values.items() if h != "name" and not h.startswith("measured.")}
+        try:
+            run = {"request": with_overrides({}, request), "measured": with_overrides({}, measured)}
+        except ScenarioError as error:
+            raise BadRequest(f"{where} line {line}: {error}") from None
+        runs[line] = run | ({"name": cells["name"]} if "name" in cells else {})
+    return runs
+
+
+def csv_value(cell: str) -> Any:
+    """A CSV cell as JSON would give it: an integer, a number, true or false, a list or
+    object written as JSON, or the text as it stands."""
+    if cell[0] in "[{":
+        return json.loads(cell)
+    if cell.lower() in ("true", "false"):
+        return cell.lower() == "true"
+    for number in (int, float):
+        try:
+            return number(cell)
+        except ValueError:
+            pass
+    return cell
+
+
+def build_request(read: RunLines, leave_one_out: bool) -> CalibrateRequest:
+    """The HTTP request of the runs; an invalid run's error names its line."""
+    lines = list(read.runs)
+    for line, run in read.runs.items():
         if not isinstance(run, dict):
-            raise BadRequest(f"run {number} must be a JSON object, got {type(run).__name__}")
+            kind = type(run).__name__
+            raise BadRequest(f"{read.where} line {line}: a run must be a JSON object, not {kind}")
+    body = {"runs": list(read.runs.values()), "leave_one_out": leave_one_out}
     try:
-        return CalibrateRequest.model_validate({"runs": runs, "leave_one_out": leave_one_out})
+        return CalibrateRequest.model_validate(body)
     except ValidationError as error:
-        raise BadRequest(detail_from_validation(error).message) from None
+        message = detail_from_validation(error).message
+        at = re.match(r"runs\.(\d+)\.?", message)
+        if at is not None:
+            message = f"{read.where} line {lines[int(at.group(1))]}: {message[at.end() :]}"
+        raise BadRequest(message) from None
 
 
 def report_text(answer: CalibrateOut) -> str:
@@ -127,7 +204,7 @@ def run_calibrate(args: argparse.Namespace) -> int:
 def register_calibrate_command(commands: Any) -> None:
     cmd = commands.add_parser(
         "calibrate",
-        help="fit the cost model's assumptions to measured runs (RUNS.jsonl)",
+        help="fit the cost model's assumptions to measured runs (RUNS.jsonl or .csv)",
         description="Fit efficiencies and overlaps to measured runs; write them as an "
         "`assumptions` object any request takes.",
     )
@@ -135,7 +212,9 @@ def register_calibrate_command(commands: Any) -> None:
         "runs",
         type=Path,
         help='JSONL, one run a line: {"request": ..., "measured": {"step_time_s": ...}} '
-        "(or tokens_per_s_per_gpu, mfu; optionally peak_memory_gb); - for standard input",
+        "(or tokens_per_s_per_gpu, mfu; optionally peak_memory_gb); or a .csv file, a run a "
+        "row, its headers the same fields' dotted paths (model, cluster.gpus, layout.tp, "
+        "measured.step_time_s, name); - for standard input (JSONL)",
     )
     cmd.add_argument("--out", type=Path, help="write the fitted assumptions (JSON) here")
     cmd.add_argument("--no-loo", action="store_true", help="skip the leave-one-out refits")
