@@ -72,6 +72,12 @@ def published_hf_configs() -> dict[str, Any]:
     return dict(published_data().get("hf_configs", {}))
 
 
+def published_gpus() -> dict[str, Any]:
+    """The GPU specs of published clusters no preset describes, by name, each `{"source",
+    "spec"}`: rows name them as they name presets."""
+    return dict(published_data().get("gpus", {}))
+
+
 @cache
 def reference_model(name: str) -> TransformerSpec:
     """A model preset, or one of the published Hugging Face configs kept beside the

@@ -39,6 +39,7 @@ from optimizer.validation import (
     calibration_table,
     excluded_rows,
     gap_line,
+    gpu_sources,
     group_line,
     held_out_summary,
     hf_config_sources,
@@ -179,6 +180,8 @@ def markdown(report: ValidationReport, extra_sections: list[str] | None = None) 
     if configs:
         lines += ["", "Model configurations (Hugging Face `config.json` keys) named by rows:", ""]
         lines += [f"- `{name}`: {source}" for name, source in configs.items()]
+    lines += ["", "GPUs of published clusters no preset describes, named by rows:", ""]
+    lines += [f"- `{name}`: {source}" for name, source in gpu_sources().items()]
     lines += ["", known_misses(report)]
     return "\n".join(lines)
 

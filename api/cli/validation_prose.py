@@ -157,8 +157,10 @@ from" is history, measured when the term it names was priced.
 - **Grand Teton H100s.** torchtitan's 8B FSDP rows on Meta's 500 W H100s are over-predicted
   ({error[torchtitan Llama 3.1 8B on 8 H100, FSDP 8]}, {error[FSDP 8, torch.compile]},
   {error[Llama 3.1 8B on 128 H100, FSDP 128]}; their eager kernels charged as their configs
-  say, docs/cost-model.md "Eager kernels"): the profile divides by the SXM peak as the source
-  does, which its own footnote says these lower-power parts do not reach.
+  say, docs/cost-model.md "Eager kernels"). MFU is over the SXM peak, as the source counts it;
+  its footnote says these lower-power parts reach less, somewhere between the NVL and SXM
+  peaks, so their GEMM and attention ceilings are priced at the middle of that range, 0.922 of
+  the SXM's (the data file's `gpus`; the three rows were 6.4-8.1 points high at the SXM's).
 - **Tensor-parallel overlap.** NeMo's Llama 3.1 70B and 405B recipes overlap their
   tensor-parallel collectives (ub_tp_comm_overlap); priced with the hidden share their
   userbuffer methods give (15/16, docs/cost-model.md "Tensor parallelism") the eight NeMo

@@ -17,6 +17,7 @@ from optimizer.validation.published import (
     PRECISIONS,
     PRICED_PRECISIONS,
     PublishedRun,
+    gpu_sources,
     hf_config_sources,
     published_runs,
 )
@@ -74,6 +75,7 @@ __all__ = [
     "gap_line",
     "group_line",
     "precision_line",
+    "gpu_sources",
     "hf_config_sources",
     "published_runs",
     "ranked_degrees",

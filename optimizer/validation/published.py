@@ -20,7 +20,13 @@ from models.hardware import ClusterSpec, GpuSpec
 from models.hf_config import from_hf_config, looks_like_hf_config
 from models.job import TrainingJob
 from models.layout import Layout
-from models.presets import gpu_preset, model_preset, published_data, published_hf_configs
+from models.presets import (
+    gpu_preset,
+    model_preset,
+    published_data,
+    published_gpus,
+    published_hf_configs,
+)
 from models.stage_plan import StagePlan
 from models.training import TrainingSpec
 from models.transformer import TransformerSpec
@@ -109,8 +115,14 @@ def _model(entry: str | dict[str, Any], hf_configs: Mapping[str, Any]) -> Transf
 
 
 def _gpu(entry: str | dict[str, Any]) -> GpuSpec:
-    """A preset, or a full spec for a cluster whose links differ from the preset's."""
-    return gpu_preset(entry) if isinstance(entry, str) else GpuSpec.model_validate(entry)
+    """A GPU of the data file's `gpus` (a published cluster no preset describes), a preset,
+    or a full spec."""
+    if isinstance(entry, dict):
+        return GpuSpec.model_validate(entry)
+    published = published_gpus().get(entry)
+    if published is None:
+        return gpu_preset(entry)
+    return GpuSpec.model_validate({**published["spec"], "source": published["source"]})
 
 
 def _memory_gb(reported: Mapping[str, Any]) -> float | None:
@@ -241,3 +253,8 @@ def published_runs() -> tuple[PublishedRun, ...]:
 def hf_config_sources() -> dict[str, str]:
     """The data file's named Hugging Face configs and where each was read."""
     return {name: entry["source"] for name, entry in published_hf_configs().items()}
+
+
+def gpu_sources() -> dict[str, str]:
+    """The data file's GPUs of published clusters and where each figure came from."""
+    return {name: entry["source"] for name, entry in published_gpus().items()}
