@@ -10,9 +10,11 @@ import pytest
 
 from api.schemas import EvaluateRequest
 from models.layout import Layout
+from models.presets import gpu_preset
 from optimizer.calibration import MeasuredRun, calibrate, choose, measured_run
 from optimizer.calibration.parameters import PRIOR_SD_OF_RANGE, RUN_LOG_ERROR, prior_weight
 from optimizer.costmodel import CostAssumptions, evaluate, kernel_efficiency
+from optimizer.searches import evaluate_on
 from optimizer.validation import published_runs
 from optimizer.validation.calibrated import GROUPINGS, calibrate_engines, measured, spread
 from optimizer.validation.report import compare
@@ -228,7 +230,30 @@ def test_assumptions_a_request_states_are_facts_not_fitted() -> None:
     request = EvaluateRequest.model_validate(
         {"model": "llama3-8b", "cluster": {"gpus": 8}, "assumptions": out}
     )
-    assert request.assumptions.kernel_efficiency == out["kernel_efficiency"]
+    assert request.assumptions.kernel_efficiency_scale == out["kernel_efficiency_scale"]
+
+
+def test_the_file_carries_a_fitted_efficiency_to_other_gpus_as_its_ratio() -> None:
+    # fitted on H100 runs, the kernel efficiency is a share of H100's peak; the file holds its
+    # ratio to H100's default, so on H100 it prices the fitted share and on A100 or B200 that
+    # GPU's own default times the same ratio (not H100's share of another GPU's peak)
+    result = calibrate(synthetic(TRUTH, SHAPES[:3]), leave_one_out=False)
+    fitted = result.fitted["kernel_efficiency"]
+    out = result.assumptions()
+    assert "kernel_efficiency" not in out
+    h100 = plate_job(64, "llama3-8b")
+    ratio = fitted / kernel_efficiency(h100, CostAssumptions())
+    assert out["kernel_efficiency_scale"] == pytest.approx(ratio, abs=5e-5)
+    written = CostAssumptions.model_validate(out)
+    assert kernel_efficiency(h100, written) == pytest.approx(fitted, abs=5e-5)
+    for gpu in ("a100-80gb", "b200"):
+        job = h100.model_copy(
+            update={"cluster": h100.cluster.model_copy(update={"gpu": gpu_preset(gpu)})}
+        )
+        default = kernel_efficiency(job, CostAssumptions())
+        assert default != pytest.approx(kernel_efficiency(h100, CostAssumptions()))
+        assert kernel_efficiency(job, written) == pytest.approx(min(default * ratio, 1.0), abs=1e-4)
+    assert any("kernel_efficiency_scale" in note for note in result.transfer_notes)
 
 
 def test_leave_one_out_by_hand() -> None:
@@ -298,3 +323,16 @@ def test_validate_calibrates_each_engine_and_checks_the_rest() -> None:
         assert len(r.held_out_before) == len(r.held_out_after) > 0
         assert all(row.run.engine == r.engine for row in r.held_out_after)
     assert spread(list(range(21)), 3) == [0, 10, 20]  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(("engine", "zero"), [("torchtitan", 3), ("megatron", 1), ("deepspeed", 3)])
+def test_a_run_is_priced_as_its_engine_runs_it(engine: str, zero: int) -> None:
+    # the fit starts from the step time evaluate gives the same request (its engine's gradient
+    # sync, kernels and overlaps), not from an engine-agnostic price of it
+    # (cp 2: megatron hides its context-parallel exchange, the others do not)
+    job, layout = plate_job(64, "llama3-8b", global_batch=128), Layout(tp=2, cp=2, zero=zero)
+    run = measured_run("r", job, layout, "standard", CostAssumptions(), engine, "step_time_s", 1.0)
+    as_evaluated = evaluate_on(job, layout, "standard", CostAssumptions(), engine).step_time_s
+    assert run.estimate().step_time_s == pytest.approx(as_evaluated, rel=1e-12)
+    agnostic = evaluate(job, layout, "standard", CostAssumptions()).step_time_s
+    assert as_evaluated != pytest.approx(agnostic, rel=1e-3)  # the engine changes the price

@@ -199,11 +199,17 @@ from" is history, measured when the term it names was priced.
   scale; where the fit frees nothing, no assumption it could free lowers the leave-one-out
   error of its own three rows, or the one that would goes past a bound it refuses (the
   attention efficiency below any fused kernel's published figure), and the held-out rows keep
-  the defaults' error. torchtitan's first three rows are the power-capped Grand Teton H100s:
-  the kernel efficiency they fit is an absolute figure of that GPU at that cap, and laid over
-  the A100 rows it prices them far too slow (`layoutopt calibrate` says so in its notes, with
-  the ratio to the GPU's default that does carry over). Three rows that differ in model and
-  scale identify one or two efficiencies, not what the profile misses above.
+  the defaults' error. A fitted kernel or attention efficiency is carried to the held-out rows
+  as its ratio to the calibration rows' GPU's default (`kernel_efficiency_scale`), as the file
+  `layoutopt calibrate` writes carries it: torchtitan's first three rows are the power-capped
+  Grand Teton H100s, and the ratio they fit, laid over the A100 rows (within the defaults'
+  error before), moves those rows apart instead; laid over them as an absolute share of H100's
+  peak, as the file held it before, it priced them far too slow. Each calibration row is priced
+  as its engine runs it, as the table above prices it: the three DeepSpeed ZeRO-3 rows, whose
+  fit used to bring the other DeepSpeed rows within 2 points, fitted an engine-agnostic
+  pricing of them, and priced as DeepSpeed's code ran them they free nothing. Three rows that
+  differ in model and scale identify one or two efficiencies, not what the profile misses
+  above.
 
 ## Published rows not added
 

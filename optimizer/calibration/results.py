@@ -13,8 +13,10 @@ from optimizer.costmodel import CostAssumptions
 
 # Assumptions whose default is the GPU's own figure, a share of its peak (the plate's kernel
 # efficiency carried by the GPU's matmul ceiling; the preset's attention efficiency): a
-# fitted value holds for the GPU the runs ran on.
+# fitted value holds for the GPU the runs ran on, its ratio to that default for any GPU, so
+# the file holds the ratio (`<name>_scale`, CostAssumptions).
 GPU_RELATIVE = ("kernel_efficiency", "attention_kernel_efficiency")
+SCALE_SUFFIX = "_scale"
 
 
 @dataclass(frozen=True)
@@ -109,17 +111,34 @@ class Calibration:
 
     @property
     def transfer_notes(self) -> list[str]:
-        """For each fitted assumption whose default is the GPU's own figure, how to carry it
-        to another GPU: the file holds it as a share of these runs' GPU's peak."""
+        """For each fitted assumption whose default is the GPU's own figure, how the file
+        carries it to another GPU: as its ratio to the runs' GPU's default."""
         gpus = ", ".join(sorted({r.run.job.cluster.gpu.name for r in self.runs}))
         return [
             f"{p.name} {p.value:.4g} is a share of the {gpus} peak as these runs reached it, "
-            f"{p.value / p.default:.3g} times its default there ({p.default:.4g}); for another "
-            "GPU, scale that GPU's default by the same ratio rather than take the value as it "
-            "stands"
+            f"{p.value / p.default:.3g} times its default there ({p.default:.4g}); the file "
+            f"holds that ratio as {p.name}{SCALE_SUFFIX}, which multiplies any GPU's default, "
+            "so that it carries to another GPU where the share itself would not"
             for p in self.parameters
             if p.name in GPU_RELATIVE and p.value is not None and p.default
         ]
+
+    def portable(self, stated: dict[str, Any] | None = None) -> dict[str, float]:
+        """The fitted values as a request takes them on any GPU: an assumption whose default
+        is the runs' GPU's own figure as its ratio to that default (`<name>_scale`, times
+        any scale the runs' requests `stated`), the others as fitted. Where the runs' GPUs
+        have different defaults the fit is of the share itself, and so is the value."""
+        stated = stated or {}
+        out: dict[str, float] = {}
+        for p in self.parameters:
+            if p.value is None:
+                continue
+            if p.name in GPU_RELATIVE and p.default:
+                scale = p.name + SCALE_SUFFIX
+                out[scale] = round(stated.get(scale, 1.0) * p.value / p.default, 4)
+            else:
+                out[p.name] = round(p.value, 4)
+        return out
 
     @property
     def rms_log_error_before(self) -> float:
@@ -145,7 +164,7 @@ class Calibration:
         """The output file: an `assumptions` object any request can take as it stands. The
         fitted values, plus what every run's request states alike (facts of those runs)."""
         common = _common_stated(list(r.run for r in self.runs))
-        out = {**common, **{name: round(value, 4) for name, value in self.fitted.items()}}
+        out = {**common, **self.portable(common)}
         CostAssumptions.model_validate(out)  # valid as it stands
         return out
 

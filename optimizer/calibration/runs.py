@@ -15,6 +15,7 @@ from models.errors import InvalidSpec
 from models.job import TrainingJob
 from models.layout import Layout
 from optimizer.costmodel import CostAssumptions, Estimate, evaluate
+from optimizer.engines import engine_assumptions, get_engine
 
 MEASURES = ("step_time_s", "tokens_per_s_per_gpu", "mfu", "hfu")
 
@@ -31,17 +32,25 @@ class MeasuredRun:
     value: float  # as measured, in the measure's unit
     step_time_s: float  # the measurement as a step time (what the fit works on)
     peak_memory_gb: float | None = None
+    # the run's assumptions as its engine runs it (optimizer.engines: its gradient sync,
+    # kernels, overlaps), as evaluate and optimize price a request naming that engine
+    priced: CostAssumptions | None = None
 
     @property
     def stated(self) -> frozenset[str]:
         """The assumptions the run's request sets: facts of that run, never fitted."""
         return frozenset(self.assumptions.model_fields_set)
 
+    @property
+    def defaults(self) -> CostAssumptions:
+        """What the run is priced with before any fit: its own, over its engine's."""
+        return self.assumptions if self.priced is None else self.priced
+
     def estimate(self, values: dict[str, float] | None = None) -> Estimate:
         """The run priced with `values` laid over its assumptions (not over those it states)."""
         update = {k: v for k, v in (values or {}).items() if k not in self.stated}
         return evaluate(
-            self.job, self.layout, self.profile, self.assumptions.model_copy(update=update)
+            self.job, self.layout, self.profile, self.defaults.model_copy(update=update)
         )
 
     @property
@@ -61,13 +70,17 @@ def measured_run(
     measure: str,
     value: float,
     peak_memory_gb: float | None = None,
+    precision: str | None = None,
 ) -> MeasuredRun:
     """A run whose measurement is turned into a step time (see the module's note)."""
     if measure not in MEASURES:
         raise InvalidSpec(f"{name}: measured {measure!r} is none of {', '.join(MEASURES)}")
     if not value > 0:
         raise InvalidSpec(f"{name}: measured {measure} must be positive, got {value}")
-    est = evaluate(job, layout, profile, assumptions)
+    priced = engine_assumptions(
+        get_engine(engine), assumptions, precision or job.training.precision
+    )
+    est = evaluate(job, layout, profile, priced)
     if measure == "step_time_s":
         step = value
     elif measure == "tokens_per_s_per_gpu":
@@ -92,4 +105,5 @@ def measured_run(
         value=float(value),
         step_time_s=float(step),
         peak_memory_gb=peak_memory_gb,
+        priced=priced,
     )

@@ -35,6 +35,7 @@ def measured(run: PublishedRun, profile: str = VALIDATION_PROFILE) -> MeasuredRu
         measure=measure,
         value=value,
         peak_memory_gb=run.reported_memory_gb,
+        precision=run.precision,  # fp16 rows' engines reduce as their code did
     )
 
 
@@ -115,7 +116,7 @@ def calibrate_group(
     if len(chosen) < n or not held:
         return EngineCalibration(name, tuple(chosen), before, (), None)
     result = calibrate([measured(run, profile) for run in chosen], leave_one_out=False)
-    fitted = result.fitted
+    fitted = result.portable()  # a fitted efficiency as its ratio to the GPU's default
     after = tuple(
         compare(
             run,

@@ -35,6 +35,30 @@ class KernelAssumptions(BaseModel):
             "else 0.35."
         ),
     )
+    # What calibration writes (optimizer.calibration): a fitted efficiency is a share of the
+    # peak of the GPU its runs ran on, so the file holds its ratio to that GPU's default,
+    # which carries to another GPU where the share itself would not.
+    kernel_efficiency_scale: float = Field(
+        1.0,
+        gt=0,
+        le=10,
+        description=(
+            "Multiplies the matmul kernel efficiency the request otherwise prices "
+            "(kernel_efficiency, or the GPU's default), capped at 1: the form a calibration "
+            "writes a fitted kernel efficiency in, as its ratio to the runs' GPU's default, so "
+            "that it carries to other GPUs."
+        ),
+    )
+    attention_kernel_efficiency_scale: float = Field(
+        1.0,
+        gt=0,
+        le=10,
+        description=(
+            "Multiplies the fused attention efficiency the request otherwise prices "
+            "(attention_kernel_efficiency, or the GPU's), capped at 1: how a calibration "
+            "writes a fitted attention efficiency, as kernel_efficiency_scale."
+        ),
+    )
     fused_attention: bool = Field(
         True,
         description=(

@@ -103,11 +103,14 @@ def workshop_breakdown(
             "needs profile standard",
             "training.precision",
         )
-    return workshop.breakdown(
-        job,
+    plate_or_asked = (
         PLATE_KERNEL_EFFICIENCY
         if assumptions.kernel_efficiency is None
-        else assumptions.kernel_efficiency,
+        else assumptions.kernel_efficiency
+    )
+    return workshop.breakdown(
+        job,
+        min(plate_or_asked * assumptions.kernel_efficiency_scale, 1.0),
         tp=grid.tp,
         pp=grid.pp,
         cp=grid.cp,
