@@ -197,6 +197,18 @@ def test_cli_refuses_a_bad_csv_naming_the_line(
     assert message in capsys.readouterr().err
 
 
+def test_a_csv_a_spreadsheet_saved_with_a_byte_order_mark_reads_the_same(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    plain = runs_csv(tmp_path)
+    marked = tmp_path / "marked.csv"
+    marked.write_text("\ufeff" + plain.read_text(), encoding="utf-8")
+    assert main(["calibrate", str(plain), "--json", "--no-loo"]) == 0
+    expected = json.loads(capsys.readouterr().out)
+    assert main(["calibrate", str(marked), "--json", "--no-loo"]) == 0
+    assert json.loads(capsys.readouterr().out) == expected
+
+
 def test_csv_cells_read_as_json_would_give_them() -> None:
     from api.cli.calibrate import csv_value
 

@@ -72,7 +72,7 @@ def csv_runs(text: str, where: str) -> dict[int, Any]:
     """A run a row: each header a dotted path into the run (`name`, `measured.step_time_s`)
     or, otherwise, into its request (`cluster.gpus`); numbers and true/false as such, a cell
     opening with [ or { as JSON, an empty cell left out."""
-    reader = csv.DictReader(io.StringIO(text))
+    reader = csv.DictReader(io.StringIO(text.removeprefix("\ufeff")))  # a spreadsheet's BOM
     headers = [header.strip() for header in reader.fieldnames or []]
     if not headers or not all(headers):
         raise BadRequest(f"{where} needs a header row naming every column (model, cluster.gpus)")
