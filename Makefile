@@ -9,7 +9,7 @@ PORT   ?= 8000
 SOLVE_IN ?= processes
 STAMP  := $(VENV)/.installed
 
-.PHONY: install run test lint bench validate clean test-engines
+.PHONY: install run test lint bench validate clean test-engines screenshot
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -41,6 +41,10 @@ bench: install
 
 validate: install
 	$(BIN)/layoutopt validate --calibrate 3 --markdown docs/validation.md
+
+# The README's picture of the workshop page, retaken by its browser test.
+screenshot: install
+	LAYOUTOPT_UPDATE_SCREENSHOT=1 $(BIN)/python -m pytest -q tests/test_page_browser.py -k optimise_fills
 
 # The engines' own parsers (torchtitan, DeepSpeed: torch on the CPU; Megatron-LM: a checkout
 # at MEGATRON_LM_PATH) check the exports; too heavy for `make test`, whose suite skips them.

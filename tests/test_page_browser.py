@@ -31,7 +31,10 @@ from optimizer.search.problem import SearchProblem, resolve_space
 from optimizer.search.space import SearchSpace
 from tests.helpers import plate_job
 
+# The README's picture, rewritten only when asked (`make screenshot`): a test run leaves the
+# work tree as it found it.
 SCREENSHOT = Path(__file__).resolve().parent.parent / "docs" / "workshop.png"
+UPDATE_SCREENSHOT = "LAYOUTOPT_UPDATE_SCREENSHOT"
 WAIT_S = 30.0  # a ceiling for slow CI machines, not a speed claim
 LAPTOP_WIDTH, LAPTOP_HEIGHT = 1366, 768
 CHROME_FLAGS = (
@@ -233,7 +236,7 @@ def dataset(browser: WebDriver, name: str) -> str:
 
 
 @pytest.mark.browser
-def test_optimise_fills_the_optimum_and_draws_the_frontier(page: WebDriver) -> None:
+def test_optimise_fills_the_optimum_and_draws_the_frontier(page: WebDriver, tmp_path: Path) -> None:
     problem = enumerated_plate_problem()
     optimum = enumerator.best_layout(problem, CostAssumptions())  # the exhaustive oracle
     frontier = enumerator.frontier_points(problem, CostAssumptions())
@@ -255,7 +258,10 @@ def test_optimise_fills_the_optimum_and_draws_the_frontier(page: WebDriver) -> N
     assert "memory limit" in text(page, "binding")
     points = page.find_elements(By.CSS_SELECTOR, "#pareto-chart g.point")
     assert len(points) == len(frontier)
-    save_screenshot(page)
+    shot = SCREENSHOT if os.environ.get(UPDATE_SCREENSHOT) else tmp_path / "workshop.png"
+    save_screenshot(page, shot)
+    assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert int.from_bytes(shot.read_bytes()[16:20], "big") == LAPTOP_WIDTH  # the IHDR width
     # "load that layout" beside the memory rule: the enumerator's optimum without it, which
     # does not fit (pp 1: 101.46 GB of weights alone).
     unbounded = enumerator.best_layout(
@@ -296,16 +302,16 @@ def test_optimise_fills_the_optimum_and_draws_the_frontier(page: WebDriver) -> N
     wait_for(page, lambda: state(page) == "ready" and shown_layout(page) == as_shown(without))
 
 
-def save_screenshot(browser: WebDriver) -> None:
-    """The whole page at laptop width, for the README."""
+def save_screenshot(browser: WebDriver, path: Path) -> None:
+    """The whole page at laptop width, as the README shows it."""
     height = browser.execute_script("return document.documentElement.scrollHeight")
     browser.execute_cdp_cmd(
         "Emulation.setDeviceMetricsOverride",
         {"width": LAPTOP_WIDTH, "height": int(height), "deviceScaleFactor": 1, "mobile": False},
     )
     browser.execute_script("document.documentElement.style.overflow = 'hidden'")  # no scrollbar
-    SCREENSHOT.parent.mkdir(exist_ok=True)
-    browser.save_screenshot(str(SCREENSHOT))
+    path.parent.mkdir(exist_ok=True)
+    browser.save_screenshot(str(path))
     browser.execute_script("document.documentElement.style.overflow = ''")
     browser.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
 
