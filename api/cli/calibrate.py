@@ -83,7 +83,7 @@ def csv_runs(text: str, where: str) -> dict[int, Any]:
             raise BadRequest(f"{where} line {line} has more cells than the header has names")
         cells = {h: cell.strip() for h, cell in zip(headers, row.values(), strict=True) if cell}
         try:
-            values = {header: csv_value(cell) for header, cell in cells.items() if cell}
+            values = {header: csv_value(cell) for header, cell in cells.items()}
         except ValueError as error:
             raise BadRequest(f"{where} line {line}: a cell is not JSON: {error}") from None
         if not values:
