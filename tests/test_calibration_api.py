@@ -186,6 +186,7 @@ def test_cli_takes_the_runs_as_csv(tmp_path: Path, capsys: pytest.CaptureFixture
             "line 2: cannot set cluster.gpus: cluster is 8",
         ),
         ("model,cluster.gpus,measured.mfu\n", "holds no runs"),
+        ("model,cluster.gpus,measured.mfu\n  ,  , \n", "holds no runs"),  # blank cells
     ],
 )
 def test_cli_refuses_a_bad_csv_naming_the_line(

@@ -81,7 +81,8 @@ def csv_runs(text: str, where: str) -> dict[int, Any]:
         line = reader.line_num
         if None in row:
             raise BadRequest(f"{where} line {line} has more cells than the header has names")
-        cells = {h: cell.strip() for h, cell in zip(headers, row.values(), strict=True) if cell}
+        stripped = zip(headers, (cell.strip() for cell in row.values()), strict=True)
+        cells = {header: cell for header, cell in stripped if cell}
         try:
             values = {header: csv_value(cell) for header, cell in cells.items()}
         except ValueError as error:
