@@ -187,6 +187,7 @@ def test_cli_takes_the_runs_as_csv(tmp_path: Path, capsys: pytest.CaptureFixture
         ),
         ("model,cluster.gpus,measured.mfu\n", "holds no runs"),
         ("model,cluster.gpus,measured.mfu\n  ,  , \n", "holds no runs"),  # blank cells
+        ("model,cluster.gpus,measured.mfu\nllama3-8b,8\n", "exactly one of"),  # a short row
     ],
 )
 def test_cli_refuses_a_bad_csv_naming_the_line(

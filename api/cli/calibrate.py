@@ -81,7 +81,8 @@ def csv_runs(text: str, where: str) -> dict[int, Any]:
         line = reader.line_num
         if None in row:
             raise BadRequest(f"{where} line {line} has more cells than the header has names")
-        stripped = zip(headers, (cell.strip() for cell in row.values()), strict=True)
+        # a row shorter than the header leaves its last fields unset (DictReader gives None)
+        stripped = zip(headers, ((cell or "").strip() for cell in row.values()), strict=True)
         cells = {header: cell for header, cell in stripped if cell}
         try:
             values = {header: csv_value(cell) for header, cell in cells.items()}
