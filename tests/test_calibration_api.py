@@ -11,6 +11,8 @@ from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from api.cli import main
 from api.client import Client
@@ -283,3 +285,25 @@ def test_client_calibrate(api: TestClient, tmp_path: Path, library_fit: float) -
         library_fit, abs=5e-4
     )
     assert answer.fit.leave_one_out is not None
+
+
+HEADER = "model,cluster.gpus,training.global_batch,measured.mfu,layout.tp,layout.placement\n"
+
+
+@settings(
+    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    body=st.text(
+        alphabet=st.sampled_from(list(',."[]{}\n \t-:;0123456789abcdefgtrue')), max_size=80
+    )
+)
+def test_no_csv_text_gives_an_internal_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], body: str
+) -> None:
+    # whatever a spreadsheet holds, the answer is a fit or a bad request naming why, never a
+    # trace (exit 1)
+    path = tmp_path / "runs.csv"
+    path.write_text(HEADER + "llama3-8b,8," + body)
+    assert main(["calibrate", str(path), "--no-loo", "--json"]) in (0, 2)
+    capsys.readouterr()
