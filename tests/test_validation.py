@@ -376,6 +376,7 @@ def test_cli_writes_markdown(tmp_path: Path, capsys: pytest.CaptureFixture[str])
     assert main(["validate", "--markdown", str(target)]) == 0
     out = capsys.readouterr().out
     assert "mean absolute error" in out and "Llama 3 405B" in out and "by engine:" in out
+    assert "beyond the 8-point target" in out  # which rows, worst first
     assert target.read_text().startswith("# Validation")
     assert main(["validate", "--profile", "nope"]) == 2
     assert main(["validate", "--calibrate", "2", "--markdown", str(target)]) == 0

@@ -197,6 +197,7 @@ def text_table(header: list[str], rows: list[list[str]]) -> str:
 
 def text_report(report: ValidationReport) -> str:
     lines = [text_table(TABLE_HEADER, report_table(report)), "", summary_line(report)]
+    lines.append(beyond_target_line(report))
     lines += [precision_line(report, "fp8"), group_line(report, "excluded")]
     for title, key in BREAKDOWNS.items():
         lines += ["", f"by {title}:", text_table(BREAKDOWN_HEADER, breakdown_table(report, key))]
