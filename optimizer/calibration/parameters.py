@@ -146,9 +146,9 @@ def default_value(parameter: Parameter, runs: list[MeasuredRun]) -> float | None
 
 
 def default_for_run(parameter: Parameter, run: MeasuredRun) -> float:
-    value = getattr(run.defaults, parameter.name)  # its own, else its engine's, else ours
+    value = getattr(run.priced, parameter.name)  # its own, else its engine's, else ours
     if value is None and parameter.name == "attention_kernel_efficiency":
-        return attention_efficiency(run.job, run.defaults)  # the GPU preset's, else FA-2's
+        return attention_efficiency(run.job, run.priced)  # the GPU preset's, else FA-2's
     if value is None and parameter.name == "kernel_efficiency":
-        return kernel_efficiency(run.job, run.defaults)  # the plate's, by the GPU's ceiling
+        return kernel_efficiency(run.job, run.priced)  # the plate's, by the GPU's ceiling
     return float(value)

@@ -34,6 +34,15 @@ class ParameterFit:
         return self.pinned is None
 
     @property
+    def ratio_to_default(self) -> float | None:
+        """A fitted share of the runs' GPU's peak over that GPU's default (GPU_RELATIVE):
+        what carries to another GPU; None for the others, the pinned, or where the runs'
+        GPUs have different defaults."""
+        if self.name not in GPU_RELATIVE or self.value is None or not self.default:
+            return None
+        return self.value / self.default
+
+    @property
     def at_bound(self) -> str | None:
         """'lower' or 'upper' when the fit ended on a bound: the runs ask for more than the
         bounds allow, a sign that the cost model misses something they have."""
@@ -116,11 +125,11 @@ class Calibration:
         gpus = ", ".join(sorted({r.run.job.cluster.gpu.name for r in self.runs}))
         return [
             f"{p.name} {p.value:.4g} is a share of the {gpus} peak as these runs reached it, "
-            f"{p.value / p.default:.3g} times its default there ({p.default:.4g}); the file "
+            f"{p.ratio_to_default:.3g} times its default there ({p.default:.4g}); the file "
             f"holds that ratio as {p.name}{SCALE_SUFFIX}, which multiplies any GPU's default, "
             "so that it carries to another GPU where the share itself would not"
             for p in self.parameters
-            if p.name in GPU_RELATIVE and p.value is not None and p.default
+            if p.ratio_to_default is not None
         ]
 
     def portable(self, stated: dict[str, Any] | None = None) -> dict[str, float]:
@@ -131,12 +140,10 @@ class Calibration:
         stated = stated or {}
         out: dict[str, float] = {}
         for p in self.parameters:
-            if p.value is None:
-                continue
-            if p.name in GPU_RELATIVE and p.default:
+            if p.ratio_to_default is not None:
                 scale = p.name + SCALE_SUFFIX
-                out[scale] = round(stated.get(scale, 1.0) * p.value / p.default, 4)
-            else:
+                out[scale] = round(stated.get(scale, 1.0) * p.ratio_to_default, 4)
+            elif p.value is not None:
                 out[p.name] = round(p.value, 4)
         return out
 

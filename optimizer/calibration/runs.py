@@ -31,27 +31,20 @@ class MeasuredRun:
     measure: str  # one of MEASURES: what was measured
     value: float  # as measured, in the measure's unit
     step_time_s: float  # the measurement as a step time (what the fit works on)
-    peak_memory_gb: float | None = None
     # the run's assumptions as its engine runs it (optimizer.engines: its gradient sync,
     # kernels, overlaps), as evaluate and optimize price a request naming that engine
-    priced: CostAssumptions | None = None
+    priced: CostAssumptions
+    peak_memory_gb: float | None = None
 
     @property
     def stated(self) -> frozenset[str]:
         """The assumptions the run's request sets: facts of that run, never fitted."""
         return frozenset(self.assumptions.model_fields_set)
 
-    @property
-    def defaults(self) -> CostAssumptions:
-        """What the run is priced with before any fit: its own, over its engine's."""
-        return self.assumptions if self.priced is None else self.priced
-
     def estimate(self, values: dict[str, float] | None = None) -> Estimate:
         """The run priced with `values` laid over its assumptions (not over those it states)."""
         update = {k: v for k, v in (values or {}).items() if k not in self.stated}
-        return evaluate(
-            self.job, self.layout, self.profile, self.defaults.model_copy(update=update)
-        )
+        return evaluate(self.job, self.layout, self.profile, self.priced.model_copy(update=update))
 
     @property
     def measured_mfu(self) -> float:

@@ -59,6 +59,22 @@ class KernelAssumptions(BaseModel):
             "writes a fitted attention efficiency, as kernel_efficiency_scale."
         ),
     )
+
+    def matmul_efficiency_or(self, default: float) -> float:
+        """The matmul kernels' efficiency: the request's, else the profile's `default` for
+        this GPU; times kernel_efficiency_scale, at most 1."""
+        asked = default if self.kernel_efficiency is None else self.kernel_efficiency
+        return min(asked * self.kernel_efficiency_scale, 1.0)
+
+    def attention_efficiency_or(self, default: float) -> float:
+        """Fused attention's efficiency, as matmul_efficiency_or."""
+        asked = (
+            default
+            if self.attention_kernel_efficiency is None
+            else self.attention_kernel_efficiency
+        )
+        return min(asked * self.attention_kernel_efficiency_scale, 1.0)
+
     fused_attention: bool = Field(
         True,
         description=(

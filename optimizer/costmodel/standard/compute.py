@@ -39,12 +39,8 @@ def kernel_efficiency(job: TrainingJob, a: CostAssumptions) -> float:
     """The request's, else the plate's H100 figure scaled by this GPU's measured matmul
     ceiling against H100's (a GPU without one keeps the plate's); times the request's
     kernel_efficiency_scale (a calibration's ratio), at most 1."""
-    if a.kernel_efficiency is not None:
-        base = a.kernel_efficiency
-    else:
-        ceiling = job.cluster.gpu.matmul_efficiency or PLATE_GPU_MATMUL_EFFICIENCY
-        base = PLATE_KERNEL_EFFICIENCY * ceiling / PLATE_GPU_MATMUL_EFFICIENCY
-    return min(base * a.kernel_efficiency_scale, 1.0)
+    ceiling = job.cluster.gpu.matmul_efficiency or PLATE_GPU_MATMUL_EFFICIENCY
+    return a.matmul_efficiency_or(PLATE_KERNEL_EFFICIENCY * ceiling / PLATE_GPU_MATMUL_EFFICIENCY)
 
 
 def layer_gemm_efficiency(job: TrainingJob, a: CostAssumptions) -> float:
@@ -190,10 +186,9 @@ def elementwise_s(
 def attention_efficiency(job: TrainingJob, a: CostAssumptions) -> float:
     """The request's, else the GPU preset's, else FlashAttention-2's on H100; times the
     request's attention_kernel_efficiency_scale, at most 1."""
-    base = a.attention_kernel_efficiency
-    if base is None:
-        base = job.cluster.gpu.attention_efficiency or DEFAULT_ATTENTION_EFFICIENCY
-    return min(base * a.attention_kernel_efficiency_scale, 1.0)
+    return a.attention_efficiency_or(
+        job.cluster.gpu.attention_efficiency or DEFAULT_ATTENTION_EFFICIENCY
+    )
 
 
 def attention_rate(job: TrainingJob, a: CostAssumptions) -> Callable[[float], float] | None:

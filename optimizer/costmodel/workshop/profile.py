@@ -103,14 +103,9 @@ def workshop_breakdown(
             "needs profile standard",
             "training.precision",
         )
-    plate_or_asked = (
-        PLATE_KERNEL_EFFICIENCY
-        if assumptions.kernel_efficiency is None
-        else assumptions.kernel_efficiency
-    )
     return workshop.breakdown(
         job,
-        min(plate_or_asked * assumptions.kernel_efficiency_scale, 1.0),
+        assumptions.matmul_efficiency_or(PLATE_KERNEL_EFFICIENCY),
         tp=grid.tp,
         pp=grid.pp,
         cp=grid.cp,
