@@ -78,11 +78,24 @@ class GpuSpec(BaseModel):
         "profile standard then prices each GEMM at its shape's throughput relative to the "
         "plate's. None: one kernel efficiency for every shape.",
     )
+    usable_memory_gb: float | None = Field(
+        None,
+        gt=0,
+        le=100_000,
+        description="The device memory CUDA reports as the GPU's total (cudaMemGetInfo, as "
+        "PyTorch's out-of-memory message prints it), GB of 1e9 bytes: what the tensors, the "
+        "CUDA context and NCCL's buffers share in profile standard. None: memory_gb. "
+        "Profile workshop keeps memory_gb, as its plate does.",
+    )
     source: str | None = Field(None, max_length=2000, description="Where the figures come from.")
 
     @property
     def memory_bytes(self) -> float:
         return self.memory_gb * 1e9
+
+    @property
+    def usable_memory_bytes(self) -> float:
+        return (self.memory_gb if self.usable_memory_gb is None else self.usable_memory_gb) * 1e9
 
     @property
     def peak_flop_s(self) -> float:

@@ -52,7 +52,8 @@ def test_a_row_with_its_recipes_layout_is_priced_as_that_plan() -> None:
     assert row.predicted == plan.mfu != even.mfu
     # the head moves off a full last rank: the plan is faster than the even split
     assert plan.mfu > even.mfu
-    assert row.predicted_memory_gb == pytest.approx(plan.memory_bytes / 1e9)
+    assert row.predicted_memory_gb == pytest.approx(plan.allocator_bytes / 1e9)
+    assert row.predicted_device_gb == pytest.approx(plan.memory_bytes / 1e9)
 
 
 def test_a_layout_that_misplaces_the_models_layers_is_refused() -> None:

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from api.scenarios import scenario_request
+from optimizer.costmodel import CostAssumptions
 from optimizer.search import SearchSpace
 from optimizer.searches import stage_plans
 from optimizer.staging.oracle import ORACLE_MODEL
@@ -43,6 +44,8 @@ BASE: dict[str, Any] = {
     "time_limit_s": 5,
 }
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+NO_RUNTIME = {"cuda_context_gb": 0, "nccl_buffers_gb_per_group": 0}
 
 
 def small_spec(**extra: Any) -> StudySpec:
@@ -131,7 +134,9 @@ def test_a_row_has_the_layout_memory_throughput_and_time_to_train() -> None:
         16,
     )
     assert row["tp"] * row["pp"] * row["cp"] * row["dp"] == 16
-    parts = sum(row[f"memory_{p}_gb"] for p in ("weights", "gradients", "optimizer", "activations"))
+    tensors = ("weights", "gradients", "optimizer", "activations")
+    parts = sum(row[f"memory_{p}_gb"] for p in (*tensors, "fragmentation", "runtime"))
+    assert row["memory_runtime_gb"] > 0  # the CUDA context and NCCL's buffers
     assert abs(parts - row["memory_total_gb"]) < 0.03 and row["fits"] is True
     assert row["tokens_per_s"] == pytest.approx(row["tokens_per_s_per_gpu"] * 16, rel=1e-3)
     seconds = 1e12 / row["tokens_per_s"]
@@ -277,6 +282,7 @@ def test_stage_rows_carry_each_ranks_layers_and_what_the_plan_buys() -> None:
         "engine": "generic",
         "search": search,
         "time_limit_s": 60,
+        "assumptions": NO_RUNTIME,  # the limits are set for the tensors alone
     }
     spec = StudySpec.model_validate(
         {"compute": "stages", "base": base, "grid": {"search.memory_limit_gb": [8, 9]}}
@@ -288,7 +294,11 @@ def test_stage_rows_carry_each_ranks_layers_and_what_the_plan_buys() -> None:
         layers = json.loads(row["stage_layers"])
         assert sum(layers) == ORACLE_MODEL.num_layers and len(layers) == row["pp"]
         direct = stage_plans(
-            job, SearchSpace(**search, memory_limit_gb=limit_gb), engine="generic", time_limit_s=60
+            job,
+            SearchSpace(**search, memory_limit_gb=limit_gb),
+            assumptions=CostAssumptions(**NO_RUNTIME),
+            engine="generic",
+            time_limit_s=60,
         )
         assert direct.best is not None
         assert row["mfu"] == pytest.approx(direct.best.price.mfu, abs=1e-4)

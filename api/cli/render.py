@@ -33,8 +33,11 @@ def memory_chart(est: EstimateOut) -> list[str]:
     mem = est.memory_gb
     scale = max(mem.capacity, mem.total)
     lines = [f"memory per device (GB), capacity {mem.capacity:.2f} GB"]
-    for name in ("weights", "gradients", "optimizer", "activations"):
+    parts = ["weights", "gradients", "optimizer", "activations", "fragmentation", "runtime"]
+    for name in parts:
         value = getattr(mem, name)
+        if value == 0 and name in ("fragmentation", "runtime"):
+            continue  # parts the profile does not price (workshop) or assumes away
         lines.append(f"  {name:<12}{value:>9.2f}  {bar(value, scale)}")
     verdict = (
         f"fits, {mem.capacity - mem.total:.2f} GB free"

@@ -23,7 +23,10 @@ docs/cost-model.md "Engines") and in the precision it trained in (`precision`):
   count, which each row's notes compare with the profile's where the source gives one.
 - **Peak memory per GPU**, against the profile's worst pipeline stage (`memory error` is
   predicted over reported, minus one). Sources print GiB (torch's `max_memory_allocated` or
-  `reserved`) or GB; the data file keeps what was printed and each row says which.
+  `reserved`) or GB; the data file keeps what was printed and each row says which. Each is a
+  statistic of PyTorch's allocator, so the prediction is the stage's tensors and the
+  allocator's reserve, without the CUDA context and NCCL's buffers; `fits` counts those too,
+  against the memory CUDA reports (docs/cost-model.md, "Memory outside the tensors").
 
 The runs, their citations and every figure a source does not print (with what we took instead)
 are in `models/presets/published_runs.json`; a row may set only an assumption its source states

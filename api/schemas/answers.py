@@ -45,6 +45,14 @@ class MemoryOut(BaseModel):
     gradients: float
     optimizer: float
     activations: float
+    fragmentation: float = Field(
+        0.0, description="What PyTorch's allocator reserves beyond the tensors (profile standard)."
+    )
+    runtime: float = Field(
+        0.0,
+        description="Memory outside PyTorch's allocator: the CUDA context and NCCL's buffers "
+        "(profile standard).",
+    )
     total: float
     capacity: float
 
@@ -139,6 +147,8 @@ def estimate_out(estimate: Estimate) -> EstimateOut:
             gradients=_gb(memory.gradients),
             optimizer=_gb(memory.optimizer),
             activations=_gb(memory.activations),
+            fragmentation=_gb(memory.fragmentation),
+            runtime=_gb(memory.runtime),
             total=_gb(memory.total),
             capacity=_gb(memory.capacity),
         ),

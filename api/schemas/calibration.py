@@ -52,7 +52,12 @@ class MeasuredIn(BaseModel):
         None, ge=1e-6, le=1, description="Hardware FLOPs utilisation (recomputation counted)."
     )
     peak_memory_gb: float | None = Field(
-        None, gt=0, le=100_000, description="Peak memory per GPU, GB (compared, not fitted)."
+        None,
+        gt=0,
+        le=100_000,
+        description="Peak memory per GPU, GB, as PyTorch's allocator reports it "
+        "(torch.cuda.max_memory_allocated, or max_memory_reserved when fragmentation is "
+        "assumed): compared with the tensors and fragmentation, not fitted.",
     )
 
     @model_validator(mode="after")

@@ -179,7 +179,11 @@ class JobIn(BaseModel):
 
     name: str = Name
     request: JobRequestIn
-    weight: float = Field(1.0, gt=0, le=1000, description="Its share of the objective.")
+    # a floor, not gt=0: a subnormal weight (5e-324) made the objective's integer scale
+    # infinite, and the plan an internal error
+    weight: float = Field(
+        1.0, ge=1e-6, le=1000, description="Its share of the objective (1e-6 to 1,000)."
+    )
     min_gpus: JsonInt = Field(1, gt=0, le=10_000_000)
     max_gpus: JsonInt | None = Field(None, gt=0, le=10_000_000)
     node_counts: list[JsonInt] | None = Field(

@@ -90,7 +90,7 @@ def calibrate(
             predicted_before_s=run.estimate().step_time_s,
             predicted_s=(est := run.estimate(values)).step_time_s,
             predicted_mfu=est.mfu,
-            predicted_memory_gb=est.memory.total / 1e9,
+            predicted_memory_gb=est.memory.allocator / 1e9,
         )
         for run in runs
     )

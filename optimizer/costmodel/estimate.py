@@ -9,17 +9,29 @@ from models.layout import Layout, Schedule
 
 @dataclass(frozen=True)
 class MemoryBytes:
-    """Memory per device by part, in bytes (the worst device's where devices differ)."""
+    """Memory per device by part, in bytes (the worst device's where devices differ): the
+    tensors, what PyTorch's allocator reserves beyond them (`fragmentation`) and the
+    runtime's own memory outside the allocator (`runtime`: CUDA context, NCCL buffers)."""
 
     weights: float
     gradients: float
     optimizer: float
     activations: float
     capacity: float
+    fragmentation: float = 0.0
+    runtime: float = 0.0
+
+    @property
+    def allocator(self) -> float:
+        """What PyTorch's caching allocator reserves at the peak: what its memory statistics
+        (max_memory_reserved; max_memory_allocated without fragmentation) report."""
+        return (
+            self.weights + self.gradients + self.optimizer + self.activations + self.fragmentation
+        )
 
     @property
     def total(self) -> float:
-        return self.weights + self.gradients + self.optimizer + self.activations
+        return self.allocator + self.runtime
 
 
 @dataclass(frozen=True)

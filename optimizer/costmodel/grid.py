@@ -178,6 +178,8 @@ class GridPrices:
     gradients_bytes: np.ndarray
     optimizer_bytes: np.ndarray
     activations_bytes: np.ndarray
+    # the allocator's fragmentation and the runtime's memory outside it (CUDA context, NCCL)
+    runtime_bytes: np.ndarray
     bubble: np.ndarray
     mfu: np.ndarray
 
@@ -188,6 +190,7 @@ class GridPrices:
             + self.gradients_bytes
             + self.optimizer_bytes
             + self.activations_bytes
+            + self.runtime_bytes
         )
 
 

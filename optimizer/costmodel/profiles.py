@@ -15,6 +15,7 @@ import numpy as np
 from pydantic import AfterValidator, Field
 
 from models.errors import InvalidSpec
+from models.hardware import GpuSpec
 from models.job import TrainingJob
 from models.layout import Layout, resolve_layout
 from optimizer.costmodel.assumptions import CostAssumptions
@@ -70,6 +71,13 @@ ProfileName = Annotated[
     str, AfterValidator(known_profile), Field(json_schema_extra={"enum": list(PROFILES)})
 ]
 DEFAULT_EVALUATE_PROFILE = "workshop"
+
+
+def device_capacity_bytes(gpu: GpuSpec, profile: str) -> float:
+    """The memory a layout's parts share on one GPU, as the profile prices it: the plate's
+    nominal capacity for `workshop`, the total CUDA reports for the others (which price the
+    CUDA context and NCCL's buffers beside the tensors)."""
+    return gpu.memory_bytes if profile == "workshop" else gpu.usable_memory_bytes
 
 
 def profile_named(name: str) -> Profile:

@@ -41,6 +41,7 @@ PRICE_FIELDS = (
     "gradients_bytes",
     "optimizer_bytes",
     "activations_bytes",
+    "runtime_bytes",
     "bubble",
     "mfu",
 )

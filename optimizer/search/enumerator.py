@@ -153,6 +153,7 @@ def table_space(tables: Tables) -> PricedSpace:
         gradients_bytes=zeros,
         optimizer_bytes=zeros,
         activations_bytes=zeros,
+        runtime_bytes=zeros,
         bubble=zeros,
         mfu=np.exp(np.asarray(ln_mfu, dtype=float) / LN_MFU_SCALE),
     )

@@ -23,6 +23,7 @@ from optimizer.costmodel import (
     DEGREE_COLUMNS,
     PLACEMENTS,
     LayoutGrid,
+    device_capacity_bytes,
     recompute_code,
     schedule_code,
 )
@@ -227,7 +228,9 @@ def resolve_space(
         placements = (PLACEMENTS.index(tuple(space.placement)),)
     elif engine is not None and engine.rank_orders:  # only the orders the engine lays ranks in
         placements = tuple(PLACEMENTS.index(order) for order in engine.rank_orders)
-    limit_gb = job.cluster.gpu.memory_gb if space.memory_limit_gb is None else space.memory_limit_gb
+    limit_gb = space.memory_limit_gb
+    if limit_gb is None:
+        limit_gb = device_capacity_bytes(job.cluster.gpu, profile) / 1e9
     max_vpp = space.max_vpp or max(knobs.max_vpp, space.vpp or 1)
     return SearchProblem(
         job=job,

@@ -55,6 +55,7 @@ def _memory_terms(states_axes: tuple[str, ...], activation_axes: tuple[str, ...]
         Term("gradients_bytes", states_axes, "memory_bytes", lambda p: p.gradients_bytes),
         Term("optimizer_bytes", states_axes, "memory_bytes", lambda p: p.optimizer_bytes),
         Term("activations_bytes", activation_axes, "memory_bytes", lambda p: p.activations_bytes),
+        Term("runtime_bytes", activation_axes, "memory_bytes", lambda p: p.runtime_bytes),
     ]
 
 

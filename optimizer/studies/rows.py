@@ -38,7 +38,10 @@ LAYOUT_COLUMNS = (
     "tp", "pp", "cp", "dp", "ep", "vpp", "micro_batch", "micro_batches", "zero",
     "recompute", "schedule", "placement",
 )  # fmt: skip
-MEMORY_PARTS = ("weights", "gradients", "optimizer", "activations", "total", "capacity")
+MEMORY_PARTS = (
+    "weights", "gradients", "optimizer", "activations", "fragmentation", "runtime", "total",
+    "capacity",
+)  # fmt: skip
 ESTIMATE_COLUMNS = (
     *LAYOUT_COLUMNS,
     "mfu", "hfu", "bubble", "fits",

@@ -106,6 +106,16 @@ class Comparison:
 
     @property
     def predicted_memory_gb(self) -> float:
+        """What PyTorch's allocator holds at the worst rank's peak: every published peak is
+        one of its statistics (max allocated or reserved), which leave the CUDA context and
+        NCCL's buffers out."""
+        if self.plan is not None:
+            return self.plan.allocator_bytes / 1e9
+        return self.estimate.memory.allocator / 1e9
+
+    @property
+    def predicted_device_gb(self) -> float:
+        """Everything the worst rank holds on the device, runtime included (what fits)."""
         if self.plan is not None:
             return self.plan.memory_bytes / 1e9
         return self.estimate.memory.total / 1e9

@@ -88,7 +88,7 @@ def report_table(report: ValidationReport) -> list[list[str]]:
                 f"{run.reported_memory_gb:.1f} GB" if memory else "-",
                 f"{row.predicted_memory_gb:.1f} GB" if memory else "-",
                 f"{100 * row.memory_error:+.0f}%" if memory else "-",
-                "yes" if row.fits else f"no ({row.predicted_memory_gb:.0f} GB)",
+                "yes" if row.fits else f"no ({row.predicted_device_gb:.0f} GB)",
                 _rank_text(row.rank) if row in report.ranked_rows else "-",
                 "-" if row.behind_best is None else f"{100 * row.behind_best:.1f}%",
             ]

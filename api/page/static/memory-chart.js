@@ -11,7 +11,13 @@ const MEMORY_PARTS = [
   { key: "gradients", label: "Gradients", colour: "#6aa5dc" },
   { key: "optimizer", label: "Optimiser state", colour: "#e3a33b" },
   { key: "activations", label: "Activations", colour: "#3f9e74" },
+  // priced by profile standard only: shown where they hold something
+  { key: "fragmentation", label: "Allocator reserve", colour: "#b07aa1", optional: true },
+  { key: "runtime", label: "CUDA context, NCCL", colour: "#8c8c8c", optional: true },
 ];
+
+// The parts this answer holds: the optional ones only where they are above zero.
+const partsOf = (memory) => MEMORY_PARTS.filter((p) => !p.optional || memory[p.key] > 0);
 
 const MEMORY_PLOT_HEIGHT = 256;
 const SWATCH = 10;
@@ -37,7 +43,7 @@ export function drawMemoryChart(memory, fits) {
   drawSegments(chart, memory, x, y);
   chart.append(svg("line", { x1: box.left, x2: box.right, y1: at.capY, y2: at.capY, class: "capacity" }));
   drawMemoryLabels(chart, labels, x, at, capBase);
-  $("memory-chart-desc").textContent = `${MEMORY_PARTS.map((p) => `${p.label} ${memory[p.key].toFixed(2)} GB`).join(", ")}; `
+  $("memory-chart-desc").textContent = `${partsOf(memory).map((p) => `${p.label} ${memory[p.key].toFixed(2)} GB`).join(", ")}; `
     + `total ${memory.total.toFixed(2)} GB against a capacity of ${memory.capacity} GB: ${fits ? "fits" : "does not fit"}.`;
   renderMemoryTable(memory);
 }
@@ -48,7 +54,7 @@ function memoryLabels(measure, memory, fits) {
   const totalClass = fits ? "total-label" : "total-label bad";
   const capacity = { text: `capacity ${memory.capacity} GB` };
   capacity.m = measure("capacity-label", capacity.text);
-  const legend = MEMORY_PARTS.map((part) => {
+  const legend = partsOf(memory).map((part) => {
     const text = `${part.label} ${memory[part.key].toFixed(2)}`;
     return { part, text, m: measure("segment-label", text) };
   });
@@ -144,7 +150,7 @@ function capacityBaseline(x, { legend, legendWidth, total, capacity }, { middles
 
 function drawSegments(chart, memory, x, y) {
   let base = 0;
-  for (const part of MEMORY_PARTS) {
+  for (const part of partsOf(memory)) {
     const value = memory[part.key];
     chart.append(svg("rect", {
       x: x.barX, width: x.barWidth, y: y(base + value), height: Math.max(0, y(base) - y(base + value)),
@@ -170,7 +176,7 @@ function drawMemoryLabels(chart, { legend, capacity, total, totalClass }, x, { m
 }
 
 function renderMemoryTable(memory) {
-  const rows = MEMORY_PARTS.map((p) => [p.label, memory[p.key].toFixed(2), p.colour]);
+  const rows = partsOf(memory).map((p) => [p.label, memory[p.key].toFixed(2), p.colour]);
   rows.push(["Total", memory.total.toFixed(2)], ["Capacity", memory.capacity.toFixed(2)]);
   $("memory-table").tBodies[0].replaceChildren(...rows.map(([name, value, colour]) => {
     const row = document.createElement("tr");

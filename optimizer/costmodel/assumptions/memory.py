@@ -106,6 +106,64 @@ class MemoryAssumptions(BaseModel):
             "multiply 8 and cast back 6 (megatron/core/tensor_parallel/cross_entropy.py)."
         ),
     )
+    cuda_context_gb: float = Field(
+        1.65,
+        ge=0,
+        le=100,
+        description=(
+            "Device memory each process holds outside PyTorch's allocator for its CUDA context "
+            "and the kernels loaded into it, in GB: 1,573 MiB on an A100 as nvidia-smi showed "
+            "it after torch.ones(1).cuda() (BigScience, bigscience-workshop/bigscience "
+            "train/tr11-176B-ml/chronicles-prequel.md l.144; 1,271 MiB on a V100 l.86; "
+            "Hugging Face's model_memory_anatomy.md measured 1,343 MiB on a V100 the same way). "
+            "CUDA's lazy module loading (the default from CUDA 12.2) loads fewer kernels: "
+            "the figure is then an upper bound."
+        ),
+    )
+    nccl_buffers_gb_per_group: float = Field(
+        0.308,
+        ge=0,
+        le=100,
+        description=(
+            "NCCL's buffers per communicator a rank runs collectives in (each parallel "
+            "dimension of degree above 1: tp, cp, dp x cp, pp, ep), in GB: its three "
+            "protocols' FIFOs per channel and receiving connection, Simple 4 MiB "
+            "(DEFAULT_BUFFSIZE), LL128 120 x 640 x 8 steps x 8 B and LL 8 x 512 x 8 steps x "
+            "16 B (NVIDIA/nccl src/init.cc DEFAULT_*_BUFFSIZE over NVIDIA/nccl@0524aef "
+            "src/include/device.h's NCCL_STEPS, NCCL_LL128_* and NCCL_LL_*), 9.63 MB; "
+            "times 16 channels (an H100 cluster's rings, NVIDIA/nccl#1453's log 'Channel "
+            "00/16') and 2 receiving connections a channel, since 'memory usage is linearly "
+            "tied to the number of channels' and a ring 'only has 2 connections regardless "
+            "of the scale' (NVIDIA/nccl#986, quoting #864)."
+        ),
+    )
+    nccl_all_to_all_gb: float = Field(
+        3.28,
+        ge=0,
+        le=100,
+        description=(
+            "NCCL's point-to-point buffers an all-to-all connects on each rank of an "
+            "expert-parallel group (ep > 1), in GB: 8 H100 in one node went from 1.06 to 4.34 "
+            "GB of memory outside PyTorch at their first all_to_all_single, NCCL connecting "
+            "32 channels to each peer (NVIDIA/nccl#1685). Dispatchers with buffers of their "
+            "own (DeepEP, HybridEP) hold those instead."
+        ),
+    )
+    allocator_fragmentation: float = Field(
+        0.0,
+        ge=0,
+        le=1,
+        description=(
+            "What PyTorch's caching allocator reserves beyond the tensors it holds, as a "
+            "share of them. 0 assumes expandable segments "
+            "(PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True), which Megatron-Bridge "
+            "recommends first, at no throughput cost, and most of its Slurm templates set; "
+            "without it a Llama 3 70B layout whose peak was 58.8 GB ran out of 80 GB from "
+            "fragmentation alone (NVIDIA-NeMo/Megatron-Bridge@067f987 skills/"
+            "nemo-mbridge-perf-memory-tuning/SKILL.md, 'Measured Results'), which takes a "
+            "share above 0.4 on an H100 (82.4 GB left beside its context and buffers)."
+        ),
+    )
     logits_bytes_per_value: float = Field(
         4.0,
         ge=0,

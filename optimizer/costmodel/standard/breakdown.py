@@ -72,12 +72,7 @@ class Breakdown:
 
         return Breakdown(
             micro_batches=int(scalar(self.micro_batches)),
-            memory=mem.StageMemory(
-                weights=scalar(self.memory.weights),
-                gradients=scalar(self.memory.gradients),
-                optimizer=scalar(self.memory.optimizer),
-                activations=scalar(self.memory.activations),
-            ),
+            memory=mem.map_parts(lambda part: scalar(getattr(self.memory, part))),
             valid=bool(scalar(self.valid)),
             bubble=scalar(self.bubble),
             layer_times_s={name: scalar(v) for name, v in self.layer_times_s.items()},

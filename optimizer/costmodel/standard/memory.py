@@ -8,7 +8,8 @@ schedule codes `grid.SCHEDULE_CODES` (0 1f1b, 1 zero-bubble, 2 dualpipe).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, fields, replace
 from typing import Any
 
 import numpy as np
@@ -210,16 +211,56 @@ def embedding_params_per_device(model: TransformerSpec, tp: Number, pp: Number) 
 
 @dataclass(frozen=True)
 class StageMemory:
-    """Bytes per device by part, of the worst stage (elementwise over a grid)."""
+    """Bytes per device by part, of the worst stage (elementwise over a grid): the tensors
+    PyTorch's allocator holds, what it reserves beyond them, and the runtime's own memory
+    outside it (CUDA context, NCCL buffers)."""
 
     weights: Number
     gradients: Number
     optimizer: Number
     activations: Number
+    fragmentation: Number = 0.0
+    runtime: Number = 0.0
+
+    @property
+    def allocator(self) -> Number:
+        """What PyTorch's caching allocator reserves: its tensors and its fragmentation."""
+        return (
+            self.weights + self.gradients + self.optimizer + self.activations + self.fragmentation
+        )
 
     @property
     def total(self) -> Number:
-        return self.weights + self.gradients + self.optimizer + self.activations
+        return self.allocator + self.runtime
+
+
+# --- memory outside the tensors -------------------------------------------------------
+
+GB = 1e9
+
+
+def nccl_groups(k: Any) -> Number:
+    """Communicators a rank runs collectives in: each parallel dimension of degree above 1
+    (tp, cp, the gradients' dp x cp, pp's sends, ep's all-to-all)."""
+    dims = (k.tp, k.cp, k.dp * k.cp, k.pp, k.ep)
+    return sum(np.where(np.asarray(d) > 1, 1, 0) for d in dims)
+
+
+def runtime_bytes(a: Any, k: Any) -> Number:
+    """Device memory outside PyTorch's allocator (docs/cost-model.md, "Memory outside the
+    tensors"): the CUDA context, NCCL's buffers per communicator and, with expert
+    parallelism, its all-to-all's point-to-point buffers. `a` is MemoryAssumptions-like."""
+    buffers = nccl_groups(k) * a.nccl_buffers_gb_per_group
+    all_to_all = np.where(np.asarray(k.ep) > 1, a.nccl_all_to_all_gb, 0.0)
+    return (a.cuda_context_gb + buffers + all_to_all) * GB
+
+
+def with_runtime(tensors: StageMemory, a: Any, k: Any) -> StageMemory:
+    """The rank's tensors with the allocator's fragmentation and the runtime beside them."""
+    held = tensors.weights + tensors.gradients + tensors.optimizer + tensors.activations
+    return replace(
+        tensors, fragmentation=a.allocator_fragmentation * held, runtime=runtime_bytes(a, k)
+    )
 
 
 def sharded_params(
@@ -268,9 +309,9 @@ def state_bytes(
 
 def worst_stage(first: StageMemory, last: StageMemory) -> StageMemory:
     take_first = first.total >= last.total
-    return StageMemory(
-        weights=np.where(take_first, first.weights, last.weights),
-        gradients=np.where(take_first, first.gradients, last.gradients),
-        optimizer=np.where(take_first, first.optimizer, last.optimizer),
-        activations=np.where(take_first, first.activations, last.activations),
-    )
+    return map_parts(lambda part: np.where(take_first, getattr(first, part), getattr(last, part)))
+
+
+def map_parts(value_of: Callable[[str], Number]) -> StageMemory:
+    """A StageMemory whose every part is `value_of(part name)`."""
+    return StageMemory(**{f.name: value_of(f.name) for f in fields(StageMemory)})

@@ -139,7 +139,9 @@ def price_standard(job: TrainingJob, layout: Layout, assumptions: CostAssumption
             gradients=float(b.memory.gradients),
             optimizer=float(b.memory.optimizer),
             activations=float(b.memory.activations),
-            capacity=job.cluster.gpu.memory_bytes,
+            capacity=job.cluster.gpu.usable_memory_bytes,
+            fragmentation=float(b.memory.fragmentation),
+            runtime=float(b.memory.runtime),
         ),
         bubble=float(b.bubble),
         mfu_steps=tuple(
@@ -165,6 +167,7 @@ def _grid_prices(b: Breakdown) -> GridPrices:
         gradients_bytes=part(b.memory.gradients),
         optimizer_bytes=part(b.memory.optimizer),
         activations_bytes=part(b.memory.activations),
+        runtime_bytes=part(b.memory.fragmentation + b.memory.runtime),
         bubble=np.asarray(b.bubble, dtype=float),
         mfu=np.asarray(b.mfu, dtype=float),
     )

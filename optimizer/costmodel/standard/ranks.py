@@ -183,7 +183,7 @@ def rank_memory(
         n_layers * terms.activation_bytes_per_layer * in_flight + terms.working_bytes + logits_bytes
     )
     weights = weights + n_layers * terms.fp8_copy_bytes_per_layer
-    return mem.StageMemory(weights, grads, opt, activations)
+    return mem.with_runtime(mem.StageMemory(weights, grads, opt, activations), a, k)
 
 
 def head_s(job: TrainingJob, a: CostAssumptions, k: Degrees) -> Number:

@@ -154,6 +154,11 @@ class PlanPrice:
     def memory_bytes(self) -> float:
         return max(float(m.total) for m in self.rank_memory)
 
+    @property
+    def allocator_bytes(self) -> float:
+        """The busiest rank's share in PyTorch's allocator (what its statistics report)."""
+        return max(float(m.allocator) for m in self.rank_memory)
+
 
 def price_plan(job: TrainingJob, a: CostAssumptions, layout: Layout, plan: StagePlan) -> PlanPrice:
     plan.check(layout, job.model.num_layers)

@@ -127,6 +127,7 @@ def price_workshop_grid(
         gradients_bytes=np.asarray(b.gradients_bytes, dtype=float),
         optimizer_bytes=np.asarray(b.optimizer_bytes, dtype=float),
         activations_bytes=np.asarray(b.activations_bytes, dtype=float),
+        runtime_bytes=np.zeros_like(np.asarray(b.mfu, dtype=float)),  # the plate prices none
         bubble=np.asarray(b.bubble, dtype=float),
         mfu=np.asarray(b.mfu, dtype=float),
     )
