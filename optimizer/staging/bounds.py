@@ -68,10 +68,11 @@ def step_bound_s(tables: PlanTables, busy_units: int) -> float:
     slot = k * busy_units + k * t.p2p_units
     monotone = t.zero3_overlap_scaled <= k // 2 or min(zero3, dp_mb) == 0
     monotone = monotone and t.dp_overlap_scaled <= t.slots_scaled
+    s = t.slowdown_scaled
     if monotone:
-        slot += max(k * zero3 - t.zero3_overlap_scaled * busy_units, 0)
-        slot += max(k * dp_mb - t.zero3_overlap_scaled * busy_units, 0)
-        exposed = max(k * k * dp_step - t.dp_overlap_scaled * slot, 0)
+        slot += max(k * zero3 - t.zero3_overlap_scaled * busy_units, s * zero3)
+        slot += max(k * dp_mb - t.zero3_overlap_scaled * busy_units, s * dp_mb)
+        exposed = max(k * k * dp_step - t.dp_overlap_scaled * slot, s * k * dp_step)
     else:
         exposed = 0
     step = t.slots_scaled * slot + exposed + k * k * optimizer_step

@@ -147,26 +147,41 @@ class StageModel:
         then the slowest rank's optimiser step."""
         t, model, k = self.tables, self.model, FRACTION_SCALE
         top = MAX_OBJECTIVE // max(t.slots_scaled, 1)
+        s = t.slowdown_scaled
         z3 = self._exposed(
-            "zero3_exposed", k * self.zero3 - t.zero3_overlap_scaled * self.busy, top
+            "zero3_exposed",
+            k * self.zero3 - t.zero3_overlap_scaled * self.busy,
+            s * self.zero3,
+            top,
         )
         mb = self._exposed(
-            "dp_micro_batch_exposed", k * self.dp_mb - t.zero3_overlap_scaled * self.busy, top
+            "dp_micro_batch_exposed",
+            k * self.dp_mb - t.zero3_overlap_scaled * self.busy,
+            s * self.dp_mb,
+            top,
         )
         self.slot = model.new_int_var(0, top, "micro_batch_slot")
         model.add(self.slot == k * self.busy + k * t.p2p_units + z3 + mb)
         dp = self._exposed(
-            "dp_step_exposed", k * k * self.dp_step - t.dp_overlap_scaled * self.slot, MAX_OBJECTIVE
+            "dp_step_exposed",
+            k * k * self.dp_step - t.dp_overlap_scaled * self.slot,
+            s * k * self.dp_step,
+            MAX_OBJECTIVE,
         )
         self.step = t.slots_scaled * self.slot + dp + k * k * self.optimizer_step
         model.minimize(self.step)
 
-    def _exposed(self, name: str, expression: cp_model.LinearExprT, top: int) -> cp_model.IntVar:
-        """max(expression, 0): the traffic a term leaves after hiding."""
+    def _exposed(
+        self, name: str, expression: cp_model.LinearExprT, floor: cp_model.LinearExprT, top: int
+    ) -> cp_model.IntVar:
+        """max(expression, floor): what a term costs after hiding, at least `floor` (the
+        compute a hidden transfer slows, times.exposed_s)."""
         var = self.model.new_int_var(0, top, name)
         gap = self.model.new_int_var(-top, top, f"{name}_before_hiding")
+        least = self.model.new_int_var(0, top, f"{name}_when_hidden")
         self.model.add(gap == expression)
-        self.model.add_max_equality(var, [gap, 0])
+        self.model.add(least == floor)
+        self.model.add_max_equality(var, [gap, least])
         return var
 
     # --- read-back --------------------------------------------------------------------

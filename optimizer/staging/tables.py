@@ -51,8 +51,9 @@ class PlanTables:
     head_units: int
     p2p_units: int
     slots_scaled: int  # slots x FRACTION_SCALE
-    zero3_overlap_scaled: int
+    zero3_overlap_scaled: int  # (1 - overlap_compute_slowdown) x the overlap, scaled
     dp_overlap_scaled: int
+    slowdown_scaled: int  # overlap_compute_slowdown, scaled: a hidden transfer's least cost
     ranks: tuple[RankTables, ...]
     memory_limit_bytes: int
     # per step, per micro-batch, ZeRO-3, the optimiser step: their least
@@ -167,8 +168,12 @@ def plan_tables(
     `with_least_dp` and `with_dp_tables` add them later without rebuilding the rest."""
     pp = int(np.asarray(terms.degrees.pp)[0])
     slots, slots_error = scaled(terms.slots)
-    zero3_overlap, z_error = scaled(a.zero3_overlap_fraction)
-    dp_overlap, d_error = scaled(a.dp_overlap_microbatches)
+    # a hidden transfer still costs overlap_compute_slowdown of itself: the exposure is
+    # max(c - (1 - s) o h, s c) (times.exposed_s), so the tables hold (1 - s) o and s
+    slowdown = a.overlap_compute_slowdown
+    zero3_overlap, z_error = scaled((1 - slowdown) * a.zero3_overlap_fraction)
+    dp_overlap, d_error = scaled((1 - slowdown) * a.dp_overlap_microbatches)
+    slowdown_scaled, s_error = scaled(slowdown)
     tables = PlanTables(
         num_layers=job.model.num_layers,
         pp=pp,
@@ -181,10 +186,11 @@ def plan_tables(
         slots_scaled=slots,
         zero3_overlap_scaled=zero3_overlap,
         dp_overlap_scaled=dp_overlap,
+        slowdown_scaled=slowdown_scaled,
         ranks=rank_tables(a, terms, pp),
         least_dp_units=(0, 0, 0, 0),
         memory_limit_bytes=int(math.floor(memory_limit_bytes)),
-        rounding=max(slots_error, z_error, d_error),
+        rounding=max(slots_error, z_error, d_error, s_error),
     )
     if least_dp:
         tables = with_least_dp(job, a, terms, tables)

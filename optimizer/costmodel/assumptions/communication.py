@@ -111,6 +111,18 @@ class CommunicationAssumptions(BaseModel):
             "next rank, so a step across domains runs at one NIC's pace). Same bytes either way."
         ),
     )
+    overlap_compute_slowdown: float = fraction_field(
+        0.189,
+        "How much slower compute runs while an NCCL collective runs beside it on another "
+        "stream, which takes SMs and memory bandwidth from it: a hidden transfer still costs "
+        "this share of its time. Default: the average slowdown measured over GPT and Llama "
+        "layers on A100, H100, MI250 and MI210, 18.9% (up to 40%; Lee et al., "
+        "'Characterizing Compute-Communication Overlap in GPU-Accelerated Distributed Deep "
+        "Learning', arXiv 2507.03114, abstract). Charged on the data-parallel sync, ZeRO-3's "
+        "gathers, the context-parallel exchange and the expert all-to-all where they hide; "
+        "not on tensor-parallel overlap, whose ring exchange moves data with the copy engines "
+        "(docs/cost-model.md, 'Contention').",
+    )
     cp_overlap_fraction: float = fraction_field(
         0.0,
         "Share of the attention compute under which the context-parallel K/V exchange hides. "

@@ -124,6 +124,7 @@ def layer_times(job: TrainingJob, a: CostAssumptions, k: Degrees) -> dict[str, N
         return link_bytes_s(job, a, span, message_bytes, ranks)
 
     tokens = s * k.micro_batch / k.cp
+    slowdown = a.overlap_compute_slowdown
     moe_token_bytes = model.experts_per_token * model.hidden_size * mem.BF16_BYTES
     gemm = gemm_s(job, a, k, tokens)
     matmul = gemm + elementwise_s(job, a, k, tokens)
@@ -156,7 +157,7 @@ def layer_times(job: TrainingJob, a: CostAssumptions, k: Degrees) -> dict[str, N
             a.tp_overlap_fraction,
             tp_latency_s,
         ),
-        "cp_comm": tim.exposed_s(cp_s, attention, a.cp_overlap_fraction),
+        "cp_comm": tim.exposed_s(cp_s, attention, a.cp_overlap_fraction, slowdown),
         "moe_all_to_all": tim.moe_all_to_all_s(
             k.ep,
             tokens,
@@ -173,6 +174,7 @@ def layer_times(job: TrainingJob, a: CostAssumptions, k: Degrees) -> dict[str, N
             ),
             model.moe_layer_share,
             a2a_overlap,
+            slowdown,
         ),
         "moe_host": tim.moe_host_s(model.moe_layer_share, a.moe_host_ms_per_layer, tokens),
     }
@@ -209,10 +211,11 @@ def micro_batch_and_step_s(
     """(exposed ZeRO-3, exposed per-micro-batch sync, a micro-batch slot, exposed per-step
     sync) seconds: the data-parallel traffic hides under the busiest stage's compute, the
     per-step share under `dp_overlap_microbatches` slots."""
-    zero3_exposed = tim.exposed_s(zero3_mb_s, busy, a.zero3_overlap_fraction)
-    dp_mb_exposed = tim.exposed_s(dp_mb_s, busy, a.zero3_overlap_fraction)
+    slowdown = a.overlap_compute_slowdown
+    zero3_exposed = tim.exposed_s(zero3_mb_s, busy, a.zero3_overlap_fraction, slowdown)
+    dp_mb_exposed = tim.exposed_s(dp_mb_s, busy, a.zero3_overlap_fraction, slowdown)
     per_mb = busy + p2p + zero3_exposed + dp_mb_exposed
-    dp_exposed = tim.exposed_s(dp_step_s, per_mb, a.dp_overlap_microbatches)
+    dp_exposed = tim.exposed_s(dp_step_s, per_mb, a.dp_overlap_microbatches, slowdown)
     return zero3_exposed, dp_mb_exposed, per_mb, dp_exposed
 
 

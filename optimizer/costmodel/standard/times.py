@@ -289,9 +289,11 @@ def cp_passes(recompute: Number) -> Number:
     return CP_KV_PASSES + forward_replays(recompute)
 
 
-def exposed_s(comm_s: Number, hiding_s: Number, overlap: float) -> Number:
-    """Communication left after hiding under `overlap` of some compute."""
-    return np.maximum(comm_s - overlap * hiding_s, 0.0)
+def exposed_s(comm_s: Number, hiding_s: Number, overlap: float, slowdown: float = 0.0) -> Number:
+    """Communication left after hiding under `overlap` of some compute, plus what the hidden
+    part costs that compute: `slowdown` of its time (overlap_compute_slowdown)."""
+    # = max(c - o h, 0) + s x (what hid); the staging solver encodes this form
+    return np.maximum(comm_s - (1 - slowdown) * overlap * hiding_s, slowdown * comm_s)
 
 
 def moe_all_to_all_s(
@@ -303,13 +305,14 @@ def moe_all_to_all_s(
     bandwidth: Number,
     moe_layer_share: float,
     overlap: Number,
+    slowdown: float = 0.0,
 ) -> Number:
     """Dispatch and combine of each token's top-k copies (bf16, sequence-parallel shards of
     tokens/t per rank), (ep-1)/ep of it leaving the rank, four times a layer; averaged over
-    layers by the share of MoE layers."""
+    layers by the share of MoE layers. The hidden share still costs `slowdown` of itself."""
     payload = tokens / tp * top_k * hidden * BF16_BYTES * (ep - 1) / ep
     per_layer = MOE_ALL_TO_ALLS_PER_LAYER * payload / bandwidth
-    return moe_layer_share * per_layer * (1 - overlap)
+    return moe_layer_share * per_layer * (1 - overlap + slowdown * overlap)
 
 
 def moe_host_s(moe_layer_share: float, host_ms_per_layer: float, tokens: Number) -> Number:
