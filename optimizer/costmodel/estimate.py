@@ -22,12 +22,14 @@ class MemoryBytes:
     runtime: float = 0.0
 
     @property
+    def tensors(self) -> float:
+        return self.weights + self.gradients + self.optimizer + self.activations
+
+    @property
     def allocator(self) -> float:
         """What PyTorch's caching allocator reserves at the peak: what its memory statistics
         (max_memory_reserved; max_memory_allocated without fragmentation) report."""
-        return (
-            self.weights + self.gradients + self.optimizer + self.activations + self.fragmentation
-        )
+        return self.tensors + self.fragmentation
 
     @property
     def total(self) -> float:

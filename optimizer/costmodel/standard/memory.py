@@ -15,6 +15,8 @@ from typing import Any
 import numpy as np
 
 from models.transformer import TransformerSpec
+from optimizer.costmodel.assumptions.memory import MemoryAssumptions
+from optimizer.costmodel.standard.degrees import Degrees
 
 Number = Any  # float | int | np.ndarray: the formulas broadcast
 
@@ -223,11 +225,13 @@ class StageMemory:
     runtime: Number = 0.0
 
     @property
+    def tensors(self) -> Number:
+        return self.weights + self.gradients + self.optimizer + self.activations
+
+    @property
     def allocator(self) -> Number:
         """What PyTorch's caching allocator reserves: its tensors and its fragmentation."""
-        return (
-            self.weights + self.gradients + self.optimizer + self.activations + self.fragmentation
-        )
+        return self.tensors + self.fragmentation
 
     @property
     def total(self) -> Number:
@@ -239,27 +243,26 @@ class StageMemory:
 GB = 1e9
 
 
-def nccl_groups(k: Any) -> Number:
+def nccl_groups(k: Degrees) -> Number:
     """Communicators a rank runs collectives in: each parallel dimension of degree above 1
     (tp, cp, the gradients' dp x cp, pp's sends, ep's all-to-all)."""
     dims = (k.tp, k.cp, k.dp * k.cp, k.pp, k.ep)
     return sum(np.where(np.asarray(d) > 1, 1, 0) for d in dims)
 
 
-def runtime_bytes(a: Any, k: Any) -> Number:
+def runtime_bytes(a: MemoryAssumptions, k: Degrees) -> Number:
     """Device memory outside PyTorch's allocator (docs/cost-model.md, "Memory outside the
     tensors"): the CUDA context, NCCL's buffers per communicator and, with expert
-    parallelism, its all-to-all's point-to-point buffers. `a` is MemoryAssumptions-like."""
+    parallelism, its all-to-all's point-to-point buffers."""
     buffers = nccl_groups(k) * a.nccl_buffers_gb_per_group
     all_to_all = np.where(np.asarray(k.ep) > 1, a.nccl_all_to_all_gb, 0.0)
     return (a.cuda_context_gb + buffers + all_to_all) * GB
 
 
-def with_runtime(tensors: StageMemory, a: Any, k: Any) -> StageMemory:
+def with_runtime(held: StageMemory, a: MemoryAssumptions, k: Degrees) -> StageMemory:
     """The rank's tensors with the allocator's fragmentation and the runtime beside them."""
-    held = tensors.weights + tensors.gradients + tensors.optimizer + tensors.activations
     return replace(
-        tensors, fragmentation=a.allocator_fragmentation * held, runtime=runtime_bytes(a, k)
+        held, fragmentation=a.allocator_fragmentation * held.tensors, runtime=runtime_bytes(a, k)
     )
 
 
