@@ -80,7 +80,13 @@ class SearchSpace(BaseModel):
         None, gt=0, le=MAX_DEGREE, description="Fix the expert-parallel degree (MoE)."
     )
     memory_limit_gb: float | None = Field(
-        None, gt=0, le=1_000_000, description="Per-device memory limit; default the GPU's."
+        None,
+        gt=0,
+        le=1_000_000,
+        description="Per-device memory limit on everything a GPU holds (under profile "
+        "standard the CUDA context and NCCL's buffers too); default the GPU's: what CUDA "
+        "reports as its total (usable_memory_gb) for standard, its nominal memory_gb for "
+        "workshop.",
     )
     even_stages: bool = Field(
         False,
