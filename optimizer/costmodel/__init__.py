@@ -36,6 +36,7 @@ from optimizer.costmodel.standard import stage_plans
 from optimizer.costmodel.standard.collectives import domains_spanned
 from optimizer.costmodel.standard.compute import attention_efficiency, kernel_efficiency
 from optimizer.costmodel.standard.profile import expert_span
+from optimizer.costmodel.standard.times import contended_overlap
 
 __all__ = [
     "BOX_KNOBS",
@@ -64,6 +65,7 @@ __all__ = [
     "placement_code",
     "profile_named",
     "device_capacity_bytes",
+    "contended_overlap",
     "recompute_code",
     "require_finite",
     "schedule_code",

@@ -22,11 +22,15 @@ from optimizer.costmodel.assumptions import CostAssumptions
 from optimizer.costmodel.estimate import Estimate
 from optimizer.costmodel.grid import GridPrices, LayoutBox, LayoutGrid
 from optimizer.costmodel.standard.profile import (
+    capacity_bytes as standard_capacity_bytes,
+)
+from optimizer.costmodel.standard.profile import (
     mfu_ceiling_standard_box,
     price_standard,
     price_standard_box,
     price_standard_grid,
 )
+from optimizer.costmodel.workshop.profile import capacity_bytes as workshop_capacity_bytes
 from optimizer.costmodel.workshop.profile import price_workshop, price_workshop_grid
 
 Pricer = Callable[[TrainingJob, Layout, CostAssumptions], Estimate]
@@ -43,17 +47,19 @@ class Profile:
     name: str
     price: Pricer
     price_grid: GridPricer
+    capacity: Callable[[GpuSpec], float]  # bytes a layout's parts share on one GPU
     price_box: BoxPricer | None = None
     # per box cell, an MFU that no ZeRO stage of its layout exceeds (the search's ceilings)
     mfu_ceiling_box: BoxCeiling | None = None
 
 
 PROFILES: dict[str, Profile] = {
-    "workshop": Profile("workshop", price_workshop, price_workshop_grid),
+    "workshop": Profile("workshop", price_workshop, price_workshop_grid, workshop_capacity_bytes),
     "standard": Profile(
         "standard",
         price_standard,
         price_standard_grid,
+        standard_capacity_bytes,
         price_standard_box,
         mfu_ceiling_standard_box,
     ),
@@ -74,10 +80,9 @@ DEFAULT_EVALUATE_PROFILE = "workshop"
 
 
 def device_capacity_bytes(gpu: GpuSpec, profile: str) -> float:
-    """The memory a layout's parts share on one GPU, as the profile prices it: the plate's
-    nominal capacity for `workshop`, the total CUDA reports for the others (which price the
-    CUDA context and NCCL's buffers beside the tensors)."""
-    return gpu.memory_bytes if profile == "workshop" else gpu.usable_memory_bytes
+    """The memory a layout's parts share on one GPU, as the profile's estimates state it
+    (their `memory.capacity`): the search's default memory limit."""
+    return profile_named(profile).capacity(gpu)
 
 
 def profile_named(name: str) -> Profile:

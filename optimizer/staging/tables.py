@@ -12,7 +12,7 @@ from fractions import Fraction
 import numpy as np
 
 from models.job import TrainingJob
-from optimizer.costmodel import CostAssumptions
+from optimizer.costmodel import CostAssumptions, contended_overlap
 from optimizer.costmodel import stage_plans as sp
 
 # Seconds per solver time unit: 1 ns is far below any layer's time, so rounding each term
@@ -171,8 +171,8 @@ def plan_tables(
     # a hidden transfer still costs overlap_compute_slowdown of itself: the exposure is
     # max(c - (1 - s) o h, s c) (times.exposed_s), so the tables hold (1 - s) o and s
     slowdown = a.overlap_compute_slowdown
-    zero3_overlap, z_error = scaled((1 - slowdown) * a.zero3_overlap_fraction)
-    dp_overlap, d_error = scaled((1 - slowdown) * a.dp_overlap_microbatches)
+    zero3_overlap, z_error = scaled(contended_overlap(a.zero3_overlap_fraction, slowdown))
+    dp_overlap, d_error = scaled(contended_overlap(a.dp_overlap_microbatches, slowdown))
     slowdown_scaled, s_error = scaled(slowdown)
     tables = PlanTables(
         num_layers=job.model.num_layers,

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from models.hardware import fits_one_domain
+from models.hardware import GpuSpec, fits_one_domain
 from models.job import TrainingJob
 from models.layout import Layout
 from optimizer.costmodel.assumptions import CostAssumptions
@@ -126,6 +126,12 @@ def _first_straddling_rank(span: int, domain: int) -> int:
     return start
 
 
+def capacity_bytes(gpu: GpuSpec) -> float:
+    """What a layout's parts share on one GPU: the total CUDA reports, since the CUDA context
+    and NCCL's buffers are priced beside the tensors (standard/memory.runtime_bytes)."""
+    return gpu.usable_memory_bytes
+
+
 def price_standard(job: TrainingJob, layout: Layout, assumptions: CostAssumptions) -> Estimate:
     # one layout is a grid of one: the very formulas the search prices with
     b = breakdown(job, assumptions, grid_degrees(LayoutGrid.from_layouts([layout]))).first()
@@ -139,7 +145,7 @@ def price_standard(job: TrainingJob, layout: Layout, assumptions: CostAssumption
             gradients=float(b.memory.gradients),
             optimizer=float(b.memory.optimizer),
             activations=float(b.memory.activations),
-            capacity=job.cluster.gpu.usable_memory_bytes,
+            capacity=capacity_bytes(job.cluster.gpu),
             fragmentation=float(b.memory.fragmentation),
             runtime=float(b.memory.runtime),
         ),

@@ -222,9 +222,10 @@ def step_lower_bounds_s(job: TrainingJob, a: CostAssumptions, grid: LayoutGrid) 
     _, _, per_mb, dp_exposed = brk.micro_batch_and_step_s(a, busy, p2p, zero3, dp_mb, dp_step)
     # the busiest rank holds at least most_layers layers' parameters, so steps at least this
     optimizer_s = rnk.rank_optimizer_step_s(job, a, k, most_layers, 0.0)
-    hides = 1 - a.overlap_compute_slowdown  # the overlaps as exposed_s applies them
-    monotone = (hides * a.zero3_overlap_fraction <= 0.5) | (np.minimum(zero3, dp_mb) == 0)
-    monotone &= hides * a.dp_overlap_microbatches <= slots
+    slowdown = a.overlap_compute_slowdown  # the overlaps as exposed_s applies them
+    zero3_overlap = tim.contended_overlap(a.zero3_overlap_fraction, slowdown)
+    monotone = (zero3_overlap <= 0.5) | (np.minimum(zero3, dp_mb) == 0)
+    monotone &= tim.contended_overlap(a.dp_overlap_microbatches, slowdown) <= slots
     exposed = np.asarray(brk.step_s(slots, per_mb, dp_exposed, optimizer_s))
     return np.where(monotone, exposed, brk.step_s(slots, busy + p2p, 0.0, optimizer_s))
 

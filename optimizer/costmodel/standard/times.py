@@ -293,7 +293,14 @@ def exposed_s(comm_s: Number, hiding_s: Number, overlap: float, slowdown: float 
     """Communication left after hiding under `overlap` of some compute, plus what the hidden
     part costs that compute: `slowdown` of its time (overlap_compute_slowdown)."""
     # = max(c - o h, 0) + s x (what hid); the staging solver encodes this form
-    return np.maximum(comm_s - (1 - slowdown) * overlap * hiding_s, slowdown * comm_s)
+    hides = contended_overlap(overlap, slowdown)
+    return np.maximum(comm_s - hides * hiding_s, slowdown * comm_s)
+
+
+def contended_overlap(overlap: float, slowdown: float) -> float:
+    """The overlap as exposed_s applies it, where a hidden transfer slows the compute by
+    `slowdown`: what the staging tables hold and its bounds test."""
+    return (1 - slowdown) * overlap
 
 
 def moe_all_to_all_s(

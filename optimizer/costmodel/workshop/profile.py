@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from models.errors import InvalidSpec
+from models.hardware import GpuSpec
 from models.job import TrainingJob
 from models.layout import Layout, Recompute, Schedule
 from optimizer.costmodel.assumptions import PLATE_KERNEL_EFFICIENCY, CostAssumptions
@@ -49,6 +50,11 @@ def _workshop_model_warnings(job: TrainingJob) -> list[str]:
     return []
 
 
+def capacity_bytes(gpu: GpuSpec) -> float:
+    """The plate's capacity: the GPU's nominal memory (no runtime is priced beside it)."""
+    return gpu.memory_bytes
+
+
 def price_workshop(job: TrainingJob, layout: Layout, assumptions: CostAssumptions) -> Estimate:
     if layout.recompute == Recompute.SELECTIVE:
         raise InvalidSpec(
@@ -71,7 +77,7 @@ def price_workshop(job: TrainingJob, layout: Layout, assumptions: CostAssumption
             gradients=float(b.gradients_bytes[0]),
             optimizer=float(b.optimizer_bytes[0]),
             activations=float(b.activations_bytes[0]),
-            capacity=job.cluster.gpu.memory_bytes,
+            capacity=capacity_bytes(job.cluster.gpu),
         ),
         bubble=float(b.bubble[0]),
         mfu_steps=tuple(MfuStep(name, mfu) for name, mfu in zip(MFU_STEP_NAMES, mfus, strict=True)),
