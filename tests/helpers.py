@@ -9,6 +9,11 @@ from models.job import TrainingJob
 from models.presets import gpu_preset, model_preset
 from models.training import TrainingSpec
 from models.transformer import TransformerSpec
+from optimizer.costmodel import CostAssumptions
+
+# No CUDA context or NCCL buffers beside the tensors: for tests whose memory limits were set
+# for the tensors alone (the oracle's stage plans at 8 and 9 GB)
+NO_RUNTIME = CostAssumptions(cuda_context_gb=0, nccl_buffers_gb_per_group=0)
 
 
 def plate_job(

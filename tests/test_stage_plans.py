@@ -21,10 +21,9 @@ from optimizer.staging.bounds import least_busy_units, step_bound_s
 from optimizer.staging.oracle import ORACLE_MODEL, best_plan_exhaustive, compositions
 from optimizer.staging.search import solve_candidate
 from optimizer.staging.tables import plan_tables
-from tests.helpers import plate_job
+from tests.helpers import NO_RUNTIME, plate_job
 
 A = CostAssumptions()
-NO_RUNTIME = CostAssumptions(cuda_context_gb=0, nccl_buffers_gb_per_group=0)
 SMALL = ORACLE_MODEL
 
 

@@ -11,7 +11,6 @@ from typing import Any
 import pytest
 
 from api.scenarios import scenario_request
-from optimizer.costmodel import CostAssumptions
 from optimizer.search import SearchSpace
 from optimizer.searches import stage_plans
 from optimizer.staging.oracle import ORACLE_MODEL
@@ -34,7 +33,7 @@ from optimizer.studies import (
     whole_node_counts,
     with_overrides,
 )
-from tests.helpers import plate_job
+from tests.helpers import NO_RUNTIME, plate_job
 
 BASE: dict[str, Any] = {
     "model": "llama3-8b",
@@ -44,8 +43,6 @@ BASE: dict[str, Any] = {
     "time_limit_s": 5,
 }
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
-
-NO_RUNTIME = {"cuda_context_gb": 0, "nccl_buffers_gb_per_group": 0}
 
 
 def small_spec(**extra: Any) -> StudySpec:
@@ -282,7 +279,7 @@ def test_stage_rows_carry_each_ranks_layers_and_what_the_plan_buys() -> None:
         "engine": "generic",
         "search": search,
         "time_limit_s": 60,
-        "assumptions": NO_RUNTIME,  # the limits are set for the tensors alone
+        "assumptions": NO_RUNTIME.model_dump(exclude_unset=True),  # limits for tensors alone
     }
     spec = StudySpec.model_validate(
         {"compute": "stages", "base": base, "grid": {"search.memory_limit_gb": [8, 9]}}
@@ -296,7 +293,7 @@ def test_stage_rows_carry_each_ranks_layers_and_what_the_plan_buys() -> None:
         direct = stage_plans(
             job,
             SearchSpace(**search, memory_limit_gb=limit_gb),
-            assumptions=CostAssumptions(**NO_RUNTIME),
+            assumptions=NO_RUNTIME,
             engine="generic",
             time_limit_s=60,
         )

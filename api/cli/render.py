@@ -29,15 +29,20 @@ def layout_line(est: EstimateOut) -> str:
     )
 
 
+MEMORY_PARTS = ("weights", "gradients", "optimizer", "activations")
+# shown where they hold something: the workshop profile prices neither, and the allocator's
+# reserve is 0 under expandable segments
+OPTIONAL_MEMORY_PARTS = ("fragmentation", "runtime")
+
+
 def memory_chart(est: EstimateOut) -> list[str]:
     mem = est.memory_gb
     scale = max(mem.capacity, mem.total)
     lines = [f"memory per device (GB), capacity {mem.capacity:.2f} GB"]
-    parts = ["weights", "gradients", "optimizer", "activations", "fragmentation", "runtime"]
-    for name in parts:
+    for name in (*MEMORY_PARTS, *OPTIONAL_MEMORY_PARTS):
         value = getattr(mem, name)
-        if value == 0 and name in ("fragmentation", "runtime"):
-            continue  # parts the profile does not price (workshop) or assumes away
+        if value == 0 and name in OPTIONAL_MEMORY_PARTS:
+            continue
         lines.append(f"  {name:<12}{value:>9.2f}  {bar(value, scale)}")
     verdict = (
         f"fits, {mem.capacity - mem.total:.2f} GB free"
