@@ -25,6 +25,14 @@ class GpuSpec(BaseModel):
     inter_node_gb_s: float = Field(
         ge=0.001, le=1_000_000, description="Network bandwidth per GPU across nodes, GB/s."
     )
+    all_to_all_gb_s: float | None = Field(
+        None,
+        ge=0.001,
+        le=1_000_000,
+        description="Bandwidth of an expert all-to-all (dispatch or combine) inside the NVLink "
+        "domain, per rank, counting the bytes that leave it, GB/s: a measured figure, below "
+        "the all-reduce's (no NVLink SHARP, no ring pipelining). None: intra_node_gb_s.",
+    )
     memory_bandwidth_gb_s: float | None = Field(
         None, gt=0, le=1_000_000, description="HBM bandwidth, GB/s (memory-bound kernels)."
     )
@@ -112,6 +120,11 @@ class GpuSpec(BaseModel):
     @property
     def intra_node_bytes_s(self) -> float:
         return self.intra_node_gb_s * 1e9
+
+    @property
+    def all_to_all_bytes_s(self) -> float:
+        gb_s = self.intra_node_gb_s if self.all_to_all_gb_s is None else self.all_to_all_gb_s
+        return gb_s * 1e9
 
     @property
     def inter_node_bytes_s(self) -> float:

@@ -141,6 +141,24 @@ def test_a_group_spread_over_whole_nodes_uses_every_nic() -> None:
     assert all_to_all_bytes_s(job, on, 16, 16, 1e9) == pytest.approx(74e9)
 
 
+def test_an_all_to_all_inside_nvlink_runs_at_the_measured_all_to_all_bandwidth() -> None:
+    # H100: 450 GB/s line rate less NCCL's ~20% protocol overhead, 370, not the all-reduce's
+    # 400 (NVLink SHARP); B200: HybridEP's 533.4 GB/s over 8 ranks, 7/8 of it leaving the rank
+    job = plate_job(16, "llama3-8b", global_batch=16)
+    a = CostAssumptions()
+    assert all_to_all_bytes_s(job, a, 8, 8, 1e9) == pytest.approx(370e9)
+    b200 = job.model_copy(
+        update={"cluster": job.cluster.model_copy(update={"gpu": gpu_preset("b200")})}
+    )
+    assert all_to_all_bytes_s(b200, a, 8, 8, 1e9) == pytest.approx(
+        (535.94 + 530.86) / 2 * 7 / 8 * 1e9, rel=1e-3
+    )
+    # a GPU that states none falls back to its all-reduce bandwidth
+    custom = gpu_preset("h100-sxm").model_copy(update={"all_to_all_gb_s": None})
+    plain = job.model_copy(update={"cluster": job.cluster.model_copy(update={"gpu": custom})})
+    assert all_to_all_bytes_s(plain, a, 8, 8, 1e9) == pytest.approx(400e9)
+
+
 def test_ring_attention_sends_at_one_nics_pace() -> None:
     # cp 16 at tp 1 over two nodes: an all-gather spreads over 8 NICs, ring attention's
     # point-to-point steps cross at one NIC's pace: 8 times the bandwidth part

@@ -132,9 +132,11 @@ from" is history, measured when the term it names was priced.
   sliding window on every other layer as such, and, since these bf16 recipes capture no CUDA
   graphs, the host time graphs were measured to remove from GPT-OSS-20B's layers (3.3 ms a
   layer and micro-batch, docs/cost-model.md "Host time of eager MoE layers") with the eager
-  clamps of its SwiGLU: together they took these rows from +12..+35 to where they stand. What
-  the four-sequence micro-batches on B200 and GB200 still lose, about 9-10 ms a layer and
-  micro-batch, is not located.
+  clamps of its SwiGLU, and the expert all-to-all at HybridEP's measured bandwidth on Blackwell
+  (467 and 451 GB/s, not the 800 of NVLink 5's all-reduce; docs/cost-model.md "All-to-all"):
+  together they took these rows from +12..+35 to where they stand. What the four-sequence
+  micro-batches on B200 and GB200 still lose, about 7-8 ms a layer and micro-batch, is not
+  located.
 - **Expert parallelism across racks.** DeepSeek-V3 and Qwen3-235B on 256 GB200
   ({error[DeepSeek-V3 (without MTP) on 256 GB200]}, {error[Qwen3-235B-A22B on 256 GB200]}) take
   the recipes' pipeline layouts and a 64-GPU NVLink domain per job (`nvlink_domain` 64): how many

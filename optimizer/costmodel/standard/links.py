@@ -59,19 +59,24 @@ def all_to_all_bytes_s(
     copies: int = 1,
 ) -> Number:
     """Per-rank bandwidth of an all-to-all over `ranks` spread over `span` ranks: each rank
-    sends its share to every other; the shares for ranks in its own NVLink domain go over
-    NVLink at the same time as the rest cross its own NIC, so across domains the step runs at
-    one NIC's pace on the remote part alone, (ranks - local) / ranks of the bytes. With
-    `moe_dispatch_dedup`, a token's `copies` cross the network once per remote domain."""
+    sends its share to every other. Inside one NVLink domain it runs at the GPU's measured
+    all-to-all bandwidth (GpuSpec.all_to_all_gb_s, below the all-reduce's). Across domains
+    the shares for ranks in its own domain go over NVLink at the same time as the rest cross
+    its own NIC, so the step runs at one NIC's pace on the remote part alone, (ranks - local)
+    / ranks of the bytes, up to NVLink's. With `moe_dispatch_dedup`, a token's `copies` cross
+    the network once per remote domain."""
     domain = job.cluster.job_nvlink_domain
+    inside = fits_one_domain(span, domain)
+    nvlink = job.cluster.gpu.all_to_all_bytes_s
+    if a.collective_message_size:
+        nvlink = nvlink * coll.bus_share(message_bytes, False)
     one_nic = link_bytes_s(job, a, span, message_bytes)
     domains = coll.domains_spanned(ranks, span, domain)
     local = ranks / domains
     remote_share = np.maximum(ranks - local, 1.0) / np.maximum(ranks, 1.0)
     if a.moe_dispatch_dedup:
         remote_share = remote_share * coll.deduplicated_network_share(copies, domains)
-    across = np.minimum(one_nic / remote_share, job.cluster.gpu.intra_node_bytes_s)
-    return np.where(fits_one_domain(span, domain), one_nic, across)
+    return np.where(inside, nvlink, np.minimum(one_nic / remote_share, nvlink))
 
 
 def latency_s(
