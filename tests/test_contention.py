@@ -49,4 +49,5 @@ def test_fsdp_gathers_cost_more_when_they_hide() -> None:
     # never more than the slowdown times every hidden second: a bound from the parts
     zero3_s = with_it.times_s["zero3_per_micro_batch"] * with_it.micro_batches
     sync_s = with_it.times_s["dp_comm_exposed"]
-    assert with_it.step_time_s - without.step_time_s <= zero3_s + sync_s
+    # (equal when every gather hides: then the whole difference is the slowdown's share)
+    assert with_it.step_time_s - without.step_time_s <= (zero3_s + sync_s) * (1 + 1e-9)

@@ -12,6 +12,7 @@ from models.hardware import ClusterSpec, fits_one_domain
 from models.layout import Layout
 from models.presets import gpu_preset
 from optimizer.costmodel.profiles import evaluate
+from optimizer.costmodel.standard import collectives as coll
 from optimizer.costmodel.standard import memory as mem
 from optimizer.costmodel.standard import times as tim
 from tests.helpers import plate_job
@@ -19,12 +20,12 @@ from tests.helpers import plate_job
 NONE, SELECTIVE, FULL = mem.RECOMPUTE_NONE, mem.RECOMPUTE_SELECTIVE, mem.RECOMPUTE_FULL
 
 
-def test_tp_comm() -> None:
+def test_tp_transfer() -> None:
     # tokens 100, h 10 -> payload 2000 B; ring 2*3/4*2000 = 3000 B; 4 collectives = 12000 B
     # at 1000 B/s = 12 s; full recompute replays the 2 forward ones: 18 s
-    assert tim.tp_comm_s(4, 100, 10, 1000, NONE, 0.0) == pytest.approx(12)
-    assert tim.tp_comm_s(4, 100, 10, 1000, FULL, 0.0) == pytest.approx(18)
-    assert tim.tp_comm_s(4, 100, 10, 1000, NONE, 0.5) == pytest.approx(6)
+    assert tim.tp_transfer_s(4, 100, 10, 1000, NONE) == pytest.approx(12)
+    assert tim.tp_transfer_s(4, 100, 10, 1000, FULL) == pytest.approx(18)
+    assert tim.tp_transfer_s(1, 100, 10, 1000, NONE) == 0
 
 
 def test_cp_exchange_bytes() -> None:
@@ -55,24 +56,18 @@ def test_cp_passes_and_tp_collectives() -> None:
 
 
 def test_collective_latency_alpha_term() -> None:
-    # NCCL ring/Simple: 8.4 us base + 9.6 us a network step; cp 8 takes 7 steps:
+    # NCCL ring/Simple: 8.4 us base + 9.6 us a network step; cp 8 over 8 nodes takes 7 steps:
     # 3 collectives * (8.4 + 7 * 9.6) us = 3 * 75.6 us = 226.8 us
-    assert tim.collective_latency_s(8, 3, 8.4e-6, 9.6e-6) == pytest.approx(226.8e-6)
-    # NVLink steps of 3.4 us, tp 8, 8 collectives: 8 * (8.4 + 7 * 3.4) = 8 * 32.2 = 257.6 us
-    assert tim.collective_latency_s(8, 8, 8.4e-6, 3.4e-6) == pytest.approx(257.6e-6)
+    assert coll.ring_latency_s(8, 8, 3, 8.4e-6, 3.4e-6, 9.6e-6) == pytest.approx(226.8e-6)
+    # NVLink steps of 3.4 us, tp 8 in one node, 8 collectives: 8 * (8.4 + 7 * 3.4) = 257.6 us
+    assert coll.ring_latency_s(8, 1, 8, 8.4e-6, 3.4e-6, 9.6e-6) == pytest.approx(257.6e-6)
     # a group of one sends nothing, and pays no latency
-    assert tim.collective_latency_s(1, 3, 8.4e-6, 9.6e-6) == 0
+    assert coll.ring_latency_s(1, 1, 3, 8.4e-6, 3.4e-6, 9.6e-6) == 0
 
 
 def test_latency_grows_with_the_group() -> None:
     groups = np.array([2, 4, 8, 16, 32])
-    assert np.all(np.diff(tim.collective_latency_s(groups, 3, 8.4e-6, 9.6e-6)) > 0)
-
-
-def test_tp_comm_adds_latency_before_overlap() -> None:
-    # 12 s of transfer (test_tp_comm) plus 2 s of latency = 14 s; half hidden: 7 s
-    assert tim.tp_comm_s(4, 100, 10, 1000, NONE, 0.0, 2.0) == pytest.approx(14)
-    assert tim.tp_comm_s(4, 100, 10, 1000, NONE, 0.5, 2.0) == pytest.approx(7)
+    assert np.all(np.diff(coll.ring_latency_s(groups, groups, 3, 8.4e-6, 3.4e-6, 9.6e-6)) > 0)
 
 
 def test_data_parallel_traffic() -> None:

@@ -89,15 +89,32 @@ def test_ring_and_pat_latency_by_hand() -> None:
     ring = coll.ring_latency_s(16, 2, 1, 8.4e-6, 3.4e-6, 14.0e-6)
     assert ring == pytest.approx(70.0e-6)
     # 256 ranks one a node: ring 8.4 + 255 x 14.0 = 3578.4 us; PAT 8.0 + 8 x 4.0 + 256 x 2.8 =
-    # 756.8 us, which NCCL picks
+    # 756.8 us
     args = (8.4e-6, 3.4e-6, 14.0e-6)
     assert coll.ring_latency_s(256, 256, 1, *args) == pytest.approx(3578.4e-6)
-    assert coll.collective_latency_s(256, 256, 1, *args) == pytest.approx(756.8e-6)
-    # two ranks on two nodes: PAT's 8.0 + 4.0 + 5.6 = 17.6 us beats the ring's 8.4 + 14.0
-    assert coll.collective_latency_s(2, 2, 1, *args) == pytest.approx(17.6e-6)
-    # ranks sharing a domain never take PAT
-    assert coll.collective_latency_s(16, 2, 1, *args) == pytest.approx(70.0e-6)
-    assert coll.collective_latency_s(1, 1, 3, *args) == 0
+    assert coll.pat_latency_s(256, 1, 14.0e-6) == pytest.approx(756.8e-6)
+    # two ranks on two nodes: PAT's 8.0 + 4.0 + 5.6 = 17.6 us against the ring's 8.4 + 14.0
+    assert coll.pat_latency_s(2, 1, 14.0e-6) == pytest.approx(17.6e-6)
+    assert coll.ring_latency_s(1, 1, 3, *args) == 0
+
+
+def test_nccl_picks_the_quickest_algorithm_and_protocol_by_hand() -> None:
+    simple = (8.4e-6, 3.4e-6, 14.0e-6)
+    # a 2 ms bucket over 512 ranks, two a node (256 nodes): the ring with Simple waits 8.4 +
+    # 256 x 3.4 + 255 x 14.0 = 4448.8 us; LL128, 14.0 + 256 x 1.9 + 255 x 4.0 = 1520.4 us
+    # for 0.92 of the bandwidth: 2 / 0.92 + 1.5204 = 3.6943 ms, which NCCL takes
+    assert coll.collective_s(2e-3, 512, 256, 1, simple) == pytest.approx(2e-3 / 0.92 + 1520.4e-6)
+    assert coll.collective_s(2e-3, 512, 256, 1, simple, ll128=False) == pytest.approx(
+        2e-3 + 4448.8e-6
+    )
+    # 8 large tp collectives inside a node keep Simple: 1 + 8 x 32.2 us against 1 / 0.92 + 8
+    # x (14.0 + 7 x 1.9) us
+    assert coll.collective_s(1e-3, 8, 1, 8, simple) == pytest.approx(1e-3 + 8 * 32.2e-6)
+    # 0.1 ms over 256 nodes, one rank each: PAT, 0.1 / 0.75 + 756.8 us, beats LL128's 0.1 /
+    # 0.92 + (14.0 + 255 x 8.5) us and the Simple ring's 0.1 + 3578.4 us
+    assert coll.collective_s(1e-4, 256, 256, 1, simple) == pytest.approx(1e-4 / 0.75 + 756.8e-6)
+    # a group of one sends nothing
+    assert coll.collective_s(0.0, 1, 1, 3, simple) == 0
 
 
 def test_message_size_share_reads_the_published_curves() -> None:

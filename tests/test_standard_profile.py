@@ -86,13 +86,15 @@ def test_llama3_long_context_all_gather_by_hand() -> None:
     # micro-batch each rank gathers 15/16 of the sequence's K and V for its one KV head
     # (2 * 8 * 128 / 8 = 256 values a token, bf16) three times (gather forward, gather and
     # reduce-scatter backward): 3 * 15/16 * 131072 * 256 * 2 B = 188,743,680 B at 37 GB/s
-    # (50 GB/s NIC x 0.74) = 5.101180 ms, plus the latency: one rank a node, so NCCL's PAT
-    # beats the ring (3 * (8.4 + 15 * 14.0) us = 655.2 us): 3 * (8.0 + log2(16) * 14.0 / 3.5
-    # + 16 * 2.8) us = 206.4 us; Llama 3 states the all-gather is exposed, so nothing hides.
+    # (50 GB/s NIC x 0.74) = 5.101180 ms, plus the latency of the algorithm NCCL's tuner
+    # picks. One rank a node: the ring with Simple, 3 * (8.4 + 15 * 14.0) us = 655.2 us, in
+    # all 5.756380 ms; PAT's lower latency, 3 * (8.0 + log2(16) * 14.0 / 3.5 + 16 * 2.8) us =
+    # 206.4 us, comes at 0.75 of the bandwidth: 7.008 ms; LL128 at 0.92 of it and 3 * (14.0 +
+    # 15 * 8.5) us: 5.969 ms. Llama 3 states the all-gather is exposed, so nothing hides.
     layout = Layout(tp=8, pp=16, cp=16, vpp=4, zero=2, recompute=Recompute.SELECTIVE)
     estimate = standard(long_job(), layout)
     assert CostAssumptions().cp_overlap_fraction == 0
-    assert estimate.times_s["cp_comm"] == pytest.approx(188_743_680 / 37e9 + 206.4e-6)
+    assert estimate.times_s["cp_comm"] == pytest.approx(188_743_680 / 37e9 + 655.2e-6)
 
 
 def test_context_parallelism_shards_activations_and_costs_an_exchange() -> None:
@@ -130,9 +132,12 @@ def test_cp_exchange_on_nvlink_when_the_domain_holds_it() -> None:
     assert racks.times_s["cp_comm"] < tray.times_s["cp_comm"] / 5
     assert racks.mfu > tray.mfu
     # the same network bandwidth; the latency differs: the straddling groups' rings cross
-    # between racks once, 8.4 + 6 * 3.4 + 14.0 = 42.8 us a pass, while the tray's groups, one
-    # rank a tray, take PAT: 8.0 + log2(8) * 14.0 / 3.5 + 8 * 2.8 = 42.4 us; 3 passes
-    assert straddling.times_s["cp_comm"] == pytest.approx(tray.times_s["cp_comm"] + 1.2e-6)
+    # between racks once, 8.4 + 6 * 3.4 + 14.0 = 42.8 us a pass, the tray's, one rank a tray,
+    # seven times, 8.4 + 7 * 14.0 = 106.4 us (a pass moves 117 MB: PAT's and LL128's lower
+    # latencies do not pay for their lower bandwidth); 3 passes
+    assert straddling.times_s["cp_comm"] == pytest.approx(
+        tray.times_s["cp_comm"] - 3 * (106.4e-6 - 42.8e-6)
+    )
 
 
 def test_zero3_gets_slower_as_gpus_double() -> None:
@@ -290,17 +295,30 @@ def test_tensor_parallelism_across_an_nvl72_domain_is_nvlink() -> None:
 
 def test_fixed_buckets_pay_the_ring_latency_on_every_bucket() -> None:
     # The plate (tp 8, pp 16, dp 128, one GPU of each node in a data-parallel group): the
-    # busiest rank is a middle one, 8 layers of 398,458,880 parameters = 3,187,671,040. Grown
-    # buckets hold max(40M, 1M x 128) = 128M: 25 of them; fixed 40M buckets (Apex's
-    # DistributedFusedAdam): 80. Each bucket pays two collectives (reduce-scatter and
-    # all-gather) over 128 nodes, one rank each, at NCCL's PAT latency (cheaper there than
-    # the ring's 8.4 + 127 x 14 us): 8 + log2(128) x 14 / 3.5 + 128 x 2.8 = 394.4 us. The
-    # bytes are the same either way.
+    # busiest rank is a middle one, 8 layers of 398,458,880 parameters = 3,187,671,040, whose
+    # reduce-scatter and all-gather move 2 x 127/128 x 2 B of each over one NIC at 37 GB/s:
+    # 341.95 ms either way. Grown buckets hold max(40M, 1M x 128) = 128M: 25 of them, 50
+    # collectives; fixed 40M buckets (Apex's DistributedFusedAdam): 80, 160 collectives. Each
+    # collective over 128 nodes, one rank each, takes what NCCL's tuner finds quickest: the
+    # ring with Simple (8.4 + 127 x 14 = 1786.4 us), LL128 (0.92 of the bandwidth; 14.0 + 127 x
+    # 8.5 = 1093.5 us) or PAT (0.75 of it; 8 + log2(128) x 14 / 3.5 + 128 x 2.8 = 394.4 us).
+    transfer_s = 2 * 127 / 128 * 2 * 3_187_671_040 / 37e9
+
+    def nccl_s(collectives: int) -> float:
+        return min(
+            transfer_s + collectives * 1786.4e-6,
+            transfer_s / 0.92 + collectives * 1093.5e-6,
+            transfer_s / 0.75 + collectives * 394.4e-6,
+        )
+
+    # 50 collectives take LL128 (426.4 ms), 160 PAT (519.0 ms)
+    assert nccl_s(50) == pytest.approx(transfer_s / 0.92 + 50 * 1093.5e-6)
+    assert nccl_s(160) == pytest.approx(transfer_s / 0.75 + 160 * 394.4e-6)
     settings = {"dp_overlap_microbatches": 0}
     grown = standard(plate_job(), PLATE, **settings)
     fixed = standard(plate_job(), PLATE, dp_bucket_grows_with_dp=False, **settings)
     extra_s = fixed.times_s["dp_comm_exposed"] - grown.times_s["dp_comm_exposed"]
-    assert extra_s == pytest.approx((80 - 25) * 2 * 394.4e-6)
+    assert extra_s == pytest.approx(nccl_s(160) - nccl_s(50))
     assert fixed.mfu < grown.mfu
 
 

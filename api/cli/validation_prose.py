@@ -101,7 +101,11 @@ from" is history, measured when the term it names was priced.
   {error[ZeRO-3 GPT 529.6B on 640]}, {error[ZeRO-3 GPT 529.6B on 1120]} and
   {error[ZeRO-3 GPT 529.6B on 2240]}. Their code's blocking fetch, list collectives and
   parameter reuse are priced as it ran (docs/cost-model.md, "ZeRO-3 / FSDP"); with nothing
-  hidden, what the 529.6B rows still lose is not located.
+  hidden, what the 529.6B rows still lose is not located. Since collectives may take NCCL's
+  LL128 protocol where its tuner finds it quicker (docs/cost-model.md, "Collective latency"),
+  as the NCCL of 2021 already did on A100 over NVLink (NVIDIA/nccl v2.8.4 src/graph/tuning.cc
+  l.192-196), their gathers over 640-2,240 ranks wait less and these rows rose 0.4-3 points:
+  what they lose is not the ring's latency.
 - **Llama 3's 131,072-token row** (cp 16) is {error[cp 16, 131,072-token]} points off, its
   exposed K/V all-gather (3 collectives a layer, bytes and NCCL latency) charged in full and its
   attention at the rate cuDNN's runs give a row of its attended length (docs/cost-model.md,

@@ -147,6 +147,17 @@ class CommunicationAssumptions(BaseModel):
         "NCCL's tuner does, only the steps between NVLink domains are charged at it, the "
         "others at nvlink_step_latency_s.",
     )
+    collective_ll128: bool = Field(
+        True,
+        description=(
+            "Collectives may take NCCL's LL128 protocol where its tuner finds it the quicker: "
+            "0.92 of the bandwidth at a fraction of the Simple protocol's step latency (4.0 "
+            "us a network step, 8.5 with one rank a node, against 14.0; NVIDIA/nccl@5067397 "
+            "src/graph/tuning.cc l.150-175, 328-329), on by default on DGX-class nodes "
+            "(l.518-535). It wins on the small per-rank chunks of large groups: a 100 MB "
+            "bucket over 512 ranks. False: the Simple protocol only (ring or PAT)."
+        ),
+    )
     dp_overlap_microbatches: float = Field(
         1.0,
         ge=0,

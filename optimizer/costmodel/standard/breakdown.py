@@ -26,7 +26,7 @@ from optimizer.costmodel.standard import times as tim
 from optimizer.costmodel.standard.compute import attention_time_s, elementwise_s, gemm_s
 from optimizer.costmodel.standard.data_parallel import data_parallel_s
 from optimizer.costmodel.standard.degrees import Degrees
-from optimizer.costmodel.standard.links import all_to_all_bytes_s, latency_s, link_bytes_s
+from optimizer.costmodel.standard.links import all_to_all_bytes_s, collective_s, link_bytes_s
 from optimizer.costmodel.standard.recompute import recompute_s, replayed_matmul_share
 
 Number = Any
@@ -135,10 +135,11 @@ def layer_times(job: TrainingJob, a: CostAssumptions, k: Degrees) -> dict[str, N
     cp_message = cp_bytes / tim.cp_passes(k.recompute)
     # an all-gather's ring spreads over the group's NICs; ring attention's sends do not
     cp_ranks = k.cp if a.cp_exchange == "all_gather" else 1
-    cp_s = cp_bytes / link(k.cp_span, cp_message, cp_ranks) + latency_s(
-        job, a, k.cp, k.cp_span, tim.cp_passes(k.recompute)
-    )
-    tp_latency_s = latency_s(job, a, k.tp, k.tp_span, tim.tp_collectives(k.recompute))
+    cp_transfer_s = cp_bytes / link(k.cp_span, cp_message, cp_ranks)
+    cp_s = collective_s(job, a, k.cp, k.cp_span, tim.cp_passes(k.recompute), cp_transfer_s)
+    tp_bandwidth = link(k.tp_span, tokens * model.hidden_size * mem.BF16_BYTES, k.tp)
+    tp_transfer_s = tim.tp_transfer_s(k.tp, tokens, model.hidden_size, tp_bandwidth, k.recompute)
+    tp_s = collective_s(job, a, k.tp, k.tp_span, tim.tp_collectives(k.recompute), tp_transfer_s)
     a2a_overlap = np.where(
         k.schedule == mem.SCHEDULE_DUALPIPE,
         a.dualpipe_all_to_all_overlap_fraction,
@@ -148,15 +149,7 @@ def layer_times(job: TrainingJob, a: CostAssumptions, k: Degrees) -> dict[str, N
         "matmul": matmul,
         "attention": attention,
         "recompute": recompute_s(job, a, k, tokens, gemm, matmul, attention),
-        "tp_comm": tim.tp_comm_s(
-            k.tp,
-            tokens,
-            model.hidden_size,
-            link(k.tp_span, tokens * model.hidden_size * mem.BF16_BYTES, k.tp),
-            k.recompute,
-            a.tp_overlap_fraction,
-            tp_latency_s,
-        ),
+        "tp_comm": tp_s * (1 - a.tp_overlap_fraction),
         "cp_comm": tim.exposed_s(cp_s, attention, a.cp_overlap_fraction, slowdown),
         "moe_all_to_all": tim.moe_all_to_all_s(
             k.ep,

@@ -22,6 +22,7 @@ broadcasting over numpy.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -79,8 +80,8 @@ def ring_latency_s(
     domains: Number,
     collectives: Number,
     base_s: float,
-    nvlink_step_s: float,
-    network_step_s: float,
+    nvlink_step_s: Number,
+    network_step_s: Number,
 ) -> Number:
     """NCCL's ring latency for `collectives` all-gathers or reduce-scatters over `ranks` in
     `domains` NVLink domains: base + (g - 1 - inter) steps at NVLink's latency + inter steps
@@ -111,20 +112,59 @@ def pat_latency_s(ranks: Number, collectives: Number, network_step_s: float) -> 
     return np.where(ranks > 1, collectives * per_collective, 0.0)
 
 
-def collective_latency_s(
+@dataclass(frozen=True)
+class RingProtocol:
+    """An NCCL protocol's ring latencies (seconds) and the share of the Simple protocol's
+    bandwidth it reaches (NVIDIA/nccl@5067397 src/graph/tuning.cc)."""
+
+    base_s: float
+    nvlink_step_s: float
+    network_step_s: float  # ranks sharing a domain (hwLat NET, ring)
+    network_step_one_per_domain_s: float  # one rank a domain: 'fully exposed', hwLat NET, tree
+    multi_domain_step_floor_s: float  # a step's floor once the ring crosses the network
+    bandwidth_share: float
+
+
+# LL128 (l.150-175 baseLat and hwLat; l.328-329: 0.92 of the bus bandwidth, 120 of each 128
+# bytes payload; the per-channel cap, 36.7 GB/s on Hopper, binds only below ~11 channels;
+# l.406-410: an inter-node ring's steps take at least getNetOverhead's 1 us), enabled by
+# default where the NIC sits under the GPU's PCIe switch (l.518-535): DGX-class nodes.
+LL128 = RingProtocol(14.0e-6, 1.9e-6, 4.0e-6, 8.5e-6, 1.0e-6, 0.92)
+# PAT (all-gather and reduce-scatter, Simple only, one rank a node) reaches 0.75 of the bus
+# bandwidth (l.337)
+PAT_BANDWIDTH_SHARE = 0.75
+
+
+def collective_s(
+    transfer_s: Number,
     ranks: Number,
     domains: Number,
     collectives: Number,
-    base_s: float,
-    nvlink_step_s: float,
-    network_step_s: float,
+    simple: tuple[float, float, float],
+    ll128: bool = True,
 ) -> Number:
-    """The latency NCCL's tuner picks for all-gathers or reduce-scatters: the ring's, or
-    PAT's where the group has one rank per NVLink domain and PAT is the quicker."""
-    ring = ring_latency_s(ranks, domains, collectives, base_s, nvlink_step_s, network_step_s)
+    """Seconds of `collectives` like-sized all-gathers or reduce-scatters over `ranks` in
+    `domains` NVLink domains whose bytes take `transfer_s` at the Simple ring's bandwidth, as
+    NCCL's tuner picks for each the quickest algorithm and protocol: the ring with Simple
+    (`simple`: base, NVLink step and network step latency) or LL128, or PAT where the group
+    has one rank per domain. LL, quicker only on messages of a few hundred kilobytes, is not
+    priced."""
+    base_s, nvlink_step_s, network_step_s = simple
     one_per_domain = (domains == ranks) & (ranks > 1)
-    pat = pat_latency_s(ranks, collectives, network_step_s)
-    return np.where(one_per_domain, np.minimum(ring, pat), ring)
+    ring = transfer_s + ring_latency_s(ranks, domains, collectives, *simple)
+    pat = transfer_s / PAT_BANDWIDTH_SHARE + pat_latency_s(ranks, collectives, network_step_s)
+    best = np.where(one_per_domain, np.minimum(ring, pat), ring)
+    if not ll128:
+        return best
+    nvlink_step = np.where(
+        domains > 1, max(LL128.nvlink_step_s, LL128.multi_domain_step_floor_s), LL128.nvlink_step_s
+    )
+    network_step = np.where(
+        one_per_domain, LL128.network_step_one_per_domain_s, LL128.network_step_s
+    )
+    latency = ring_latency_s(ranks, domains, collectives, LL128.base_s, nvlink_step, network_step)
+    low_latency = transfer_s / LL128.bandwidth_share + latency
+    return np.where(ranks > 1, np.minimum(best, low_latency), 0.0)
 
 
 def domains_spanned(ranks: Number, span: Number, domain: int) -> Number:

@@ -15,7 +15,7 @@ from optimizer.costmodel.standard import memory as mem
 from optimizer.costmodel.standard import ranks as rnk
 from optimizer.costmodel.standard import times as tim
 from optimizer.costmodel.standard.degrees import Degrees
-from optimizer.costmodel.standard.links import latency_s, link_bytes_s
+from optimizer.costmodel.standard.links import collective_s, link_bytes_s
 
 Number = Any
 
@@ -65,24 +65,25 @@ def rank_data_parallel_s(
     if not model.is_moe:
         shares = shares[:1]
 
-    def moved_s(passes: Number, message_bytes: Number) -> Number:
-        """Each group's bytes over its own links."""
-        return sum(
-            np.where(
-                params > 0,
-                tim.ring_pass_bytes(passes, params, ranks)
-                / link_bytes_s(job, a, span, message_bytes, ranks),
-                0.0,
+    def moved_s(passes: Number, message_bytes: Number, params: Number, ranks: Number) -> Number:
+        """A group's bytes over its own links."""
+        bandwidth = link_bytes_s(job, a, span, message_bytes, ranks)
+        return np.where(params > 0, tim.ring_pass_bytes(passes, params, ranks) / bandwidth, 0.0)
+
+    def synced_s(volumes: Number, collectives: int) -> Number:
+        """Each group's buckets, `collectives` a bucket, with their latency."""
+        seconds = sum(
+            collective_s(
+                job,
+                a,
+                ranks,
+                span,
+                np.ceil(params / np.maximum(bucket, 1.0)) * collectives,
+                moved_s(volumes, bucket * mem.BF16_BYTES, params, ranks),
             )
             for params, ranks in shares
         )
-
-    def synced_s(volumes: Number, collectives: int) -> Number:
-        latency = sum(
-            np.ceil(params / np.maximum(bucket, 1.0)) * latency_s(job, a, ranks, span, collectives)
-            for params, ranks in shares
-        )
-        return np.where(volumes > 0, moved_s(volumes, bucket * mem.BF16_BYTES) + latency, 0.0)
+        return np.where(volumes > 0, seconds, 0.0)
 
     # ZeRO-3 gathers each layer's parameters before forward and backward (and a replayed
     # forward), and scatters its gradients after: a layer's parameters split over its
@@ -91,9 +92,11 @@ def rank_data_parallel_s(
     gathers, scatters = zero3_collectives_per_layer(model, a)
     passes, gather_rounds = zero3_gather_passes(model, a, k, dense + experts)
     per_layer = gather_rounds * gathers + scatters  # collectives a micro-batch
+    gathers_moved_s = sum(
+        moved_s(passes + 1, gather_message / gathers, params, ranks) for params, ranks in shares
+    )
     zero3_s = (
-        moved_s(passes + 1, gather_message / gathers)
-        + n_layers * latency_s(job, a, group, span, per_layer)
+        collective_s(job, a, group, span, n_layers * per_layer, gathers_moved_s)
         + n_layers * per_layer * group * a.zero3_copy_per_rank_s  # list copies, one a rank
     )
     zero3 = k.zero >= 3

@@ -1,7 +1,7 @@
 """How fast a group's traffic moves, per rank: the link its span lands on (NVLink inside a
 domain, else the network over as many NICs as the group has ranks in each domain), the
-all-to-all's remote share, and NCCL's latency for the group's collectives
-(docs/cost-model.md, "Links" and "Collective latency")."""
+all-to-all's remote share, and a collective's time with the latency of the algorithm and
+protocol NCCL picks (docs/cost-model.md, "Links" and "Collective latency")."""
 
 from __future__ import annotations
 
@@ -79,17 +79,17 @@ def all_to_all_bytes_s(
     return np.where(inside, nvlink, np.minimum(one_nic / remote_share, nvlink))
 
 
-def latency_s(
-    job: TrainingJob, a: CostAssumptions, group: Number, span: Number, collectives: Number
+def collective_s(
+    job: TrainingJob,
+    a: CostAssumptions,
+    group: Number,
+    span: Number,
+    collectives: Number,
+    transfer_s: Number,
 ) -> Number:
-    """Latency of `collectives` over the group, as NCCL's tuner prices it (ring or PAT)."""
-    domain = job.cluster.job_nvlink_domain
-    domains = coll.domains_spanned(group, span, domain)
-    return coll.collective_latency_s(
-        group,
-        domains,
-        collectives,
-        a.collective_base_latency_s,
-        a.nvlink_step_latency_s,
-        a.network_step_latency_s,
-    )
+    """Seconds of `collectives` like-sized collectives over the group whose bytes take
+    `transfer_s` at its link's bandwidth, latency included, with the algorithm and protocol
+    NCCL's tuner picks (collectives.collective_s)."""
+    domains = coll.domains_spanned(group, span, job.cluster.job_nvlink_domain)
+    simple = (a.collective_base_latency_s, a.nvlink_step_latency_s, a.network_step_latency_s)
+    return coll.collective_s(transfer_s, group, domains, collectives, simple, a.collective_ll128)

@@ -234,15 +234,6 @@ def link_bytes_s(span: Number, domain: int, intra: float, inter: float) -> Numbe
     return np.where(fits_one_domain(span, domain), intra, inter)
 
 
-def collective_latency_s(
-    group: Number, collectives: Number, base_s: float, step_s: Number
-) -> Number:
-    """Alpha term of the alpha-beta model, as NCCL's tuner prices a ring collective: a base
-    latency plus one hop latency per ring step, g-1 steps for an all-gather or a
-    reduce-scatter (src/graph/tuning.cc). A group of one sends nothing."""
-    return np.where(group > 1, collectives * (base_s + (group - 1) * step_s), 0.0)
-
-
 def tp_collectives(recompute: Number) -> Number:
     """With sequence parallelism each of the four all-reduce volumes is an all-gather plus a
     reduce-scatter: eight ring collectives of t-1 steps a layer, four more under full
@@ -250,21 +241,15 @@ def tp_collectives(recompute: Number) -> Number:
     return 2 * (TP_COLLECTIVES_PER_LAYER + 2 * forward_replays(recompute))
 
 
-def tp_comm_s(
-    tp: Number,
-    tokens: Number,
-    hidden: Number,
-    bandwidth: Number,
-    recompute: Number,
-    overlap: float,
-    latency_s: Number = 0.0,
+def tp_transfer_s(
+    tp: Number, tokens: Number, hidden: Number, bandwidth: Number, recompute: Number
 ) -> Number:
-    """Four activation collectives of 2(t-1)/t of the tokens' bf16 activations; the two
-    forward ones again under full recompute; `latency_s` is their alpha term."""
+    """Seconds of a layer's tensor-parallel bytes at `bandwidth`: four activation collectives
+    of 2(t-1)/t of the tokens' bf16 activations; the two forward ones again under full
+    recompute (the latency is the links' collective_s)."""
     payload = tokens * hidden * BF16_BYTES
     passes = TP_COLLECTIVES_PER_LAYER + 2 * forward_replays(recompute)
-    transfer_s = passes * ring_allreduce_bytes(tp, payload) / bandwidth
-    return (transfer_s + latency_s) * (1 - overlap)
+    return passes * ring_allreduce_bytes(tp, payload) / bandwidth
 
 
 def cp_exchange_bytes(
