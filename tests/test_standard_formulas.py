@@ -248,13 +248,22 @@ def test_a_deduplicated_dispatch_crosses_the_network_once_a_remote_domain() -> N
     assert coll.deduplicated_network_share(8, 1) == 1  # one domain: NVLink only
     # one copy a token: nothing to deduplicate
     assert coll.deduplicated_network_share(1, 4) == pytest.approx(1.0)
-    # priced: the DeepSeek-V3-shaped preset (top 8) with ep 16 over two 8-GPU H100 nodes, the
-    # network part shrinks by that share; the NVLink cap does not bind at this size
+    # priced: the DeepSeek-V3-shaped preset (top 8) with ep 16 over two 8-GPU H100 nodes. The
+    # alltoall dispatcher sends half its bytes over one NIC at NCCL's 0.74 of 50 GB/s: 37 /
+    # 0.5 = 74 GB/s a rank. Deduplicated, the network carries that share of them: at NCCL's
+    # pace 37 / (0.5 x 0.249) = 297 GB/s; at the dispatchers' measured line rate (DeepEP's and
+    # HybridEP's 50 GB/s) 402, above NVLink's all-to-all 370, which then sets the pace
     job = plate_job(16, "deepseek-v3-shaped", global_batch=64, seq_len=4096)
     layout = Layout(tp=1, pp=1, ep=16, zero=1)
     alltoall = evaluate(job, layout, "standard").times_s["moe_all_to_all"]
+    share = (1 - 0.5**8) / 4
+    at_nccl_pace = CostAssumptions(moe_dispatch_dedup=True, moe_dispatch_network_efficiency=0.74)
+    nccl = evaluate(job, layout, "standard", at_nccl_pace).times_s["moe_all_to_all"]
+    assert nccl == pytest.approx(alltoall * share)
     dedup = evaluate(job, layout, "standard", CostAssumptions(moe_dispatch_dedup=True))
-    assert dedup.times_s["moe_all_to_all"] == pytest.approx(alltoall * (1 - 0.5**8) / 4)
+    assert CostAssumptions().moe_dispatch_network_efficiency == 1.0
+    assert 50e9 / (0.5 * share) > 370e9
+    assert dedup.times_s["moe_all_to_all"] == pytest.approx(alltoall * 74e9 / 370e9)
 
 
 def test_a_clamped_glu_charges_its_eager_clamps_by_hand() -> None:

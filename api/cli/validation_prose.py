@@ -151,7 +151,9 @@ from" is history, measured when the term it names was priced.
   with the overlap off and 35% with it on ({error[overlap off]} and {error[overlap on]} now).
   The runs' HybridEP dispatcher sends a token once per remote node (`moe_dispatch_dedup`,
   docs/cost-model.md "All-to-all"); with one copy per expert on the network the profile priced
-  both at 22%. AutoModel's DeepSeek-V3 rows (DeepEP) stand at
+  both at 22%. At the line rate such dispatchers measure across nodes (DeepEP, HybridEP:
+  `moe_dispatch_network_efficiency`) NVLink's all-to-all sets these rows' pace, and the 'off'
+  row's over-prediction is not the network's. AutoModel's DeepSeek-V3 rows (DeepEP) stand at
   {error[AutoModel DeepSeek-V3 on 1024]} and {error[AutoModel DeepSeek-V3 on 256]};
   Megatron-Bridge's FP8 DeepSeek-V3 on 1,024 H100 at {error[DeepSeek-V3 (dropless) on 1024]}:
   its recipe overlaps the expert all-to-all (overlap_moe_expert_parallel_comm) by a share it

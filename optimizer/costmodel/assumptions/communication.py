@@ -270,6 +270,20 @@ class CommunicationAssumptions(BaseModel):
             "distinct remote domains of a balanced routing (docs/cost-model.md, 'Experts')."
         ),
     )
+    moe_dispatch_network_efficiency: float = Field(
+        1.0,
+        ge=MIN_EFFICIENCY,
+        le=2,
+        description=(
+            "Share of the NIC line rate a deduplicating expert dispatcher (moe_dispatch_dedup: "
+            "DeepEP, HybridEP) reaches across nodes on the bytes it sends there, in place of "
+            "inter_node_bandwidth_efficiency: DeepEP's internode kernels measure 43-58 GB/s "
+            "(mean 50.3) of a 400 Gb/s NIC at EP 16-64 (deepseek-ai/DeepEP@dd758ca "
+            "docs/legacy.md l.19-26), HybridEP's torch API on H100 41-58 GB/s (mean 50.2; "
+            "deepseek-ai/DeepEP@94a9f8f docs/README_Hybrid-EP.md l.51-78, bf16 at 8 SMs): "
+            "the line rate, where a ring collective keeps 0.74 of it."
+        ),
+    )
     moe_all_to_all_overlap_fraction: float = fraction_field(
         0.0,
         "Share of the expert all-to-all hidden under compute with 1F1B schedules; DualPipe's "

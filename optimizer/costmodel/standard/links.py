@@ -24,14 +24,18 @@ def link_bytes_s(
     span: Number,
     message_bytes: Number = None,
     ranks: Number = 1,
+    network_efficiency: float | None = None,
 ) -> Number:
     """Per-rank bandwidth of a group of `ranks` spread over `span` consecutive ranks: NVLink
-    when the group fits the NVLink domain, else the network at its efficiency, times the
-    group's ranks in each domain (their NICs carry its ring's channels side by side, up to
-    NVLink's own pace); for a collective of `message_bytes`, the share of that bandwidth its
-    size reaches (collectives.py)."""
+    when the group fits the NVLink domain, else the network at its efficiency (the
+    collectives', inter_node_bandwidth_efficiency, unless `network_efficiency` says), times
+    the group's ranks in each domain (their NICs carry its ring's channels side by side, up
+    to NVLink's own pace); for a collective of `message_bytes`, the share of that bandwidth
+    its size reaches (collectives.py)."""
     gpu, domain = job.cluster.gpu, job.cluster.job_nvlink_domain
-    inter = gpu.inter_node_bytes_s * a.inter_node_bandwidth_efficiency
+    if network_efficiency is None:
+        network_efficiency = a.inter_node_bandwidth_efficiency
+    inter = gpu.inter_node_bytes_s * network_efficiency
     if a.network_rails_per_domain:
         inter = np.minimum(inter * rails_per_rank(ranks, span, domain), gpu.intra_node_bytes_s)
     bandwidth = tim.link_bytes_s(span, domain, gpu.intra_node_bytes_s, inter)
@@ -64,13 +68,15 @@ def all_to_all_bytes_s(
     the shares for ranks in its own domain go over NVLink at the same time as the rest cross
     its own NIC, so the step runs at one NIC's pace on the remote part alone, (ranks - local)
     / ranks of the bytes, up to NVLink's. With `moe_dispatch_dedup`, a token's `copies` cross
-    the network once per remote domain."""
+    the network once per remote domain, at the dispatcher's measured share of the NIC
+    (moe_dispatch_network_efficiency)."""
     domain = job.cluster.job_nvlink_domain
     inside = fits_one_domain(span, domain)
     nvlink = job.cluster.gpu.all_to_all_bytes_s
     if a.collective_message_size:
         nvlink = nvlink * coll.bus_share(message_bytes, False)
-    one_nic = link_bytes_s(job, a, span, message_bytes)
+    dispatcher = a.moe_dispatch_network_efficiency if a.moe_dispatch_dedup else None
+    one_nic = link_bytes_s(job, a, span, message_bytes, network_efficiency=dispatcher)
     domains = coll.domains_spanned(ranks, span, domain)
     local = ranks / domains
     remote_share = np.maximum(ranks - local, 1.0) / np.maximum(ranks, 1.0)
