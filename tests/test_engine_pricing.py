@@ -301,3 +301,24 @@ def test_each_engine_prices_its_own_loss_kernels() -> None:
     # a request's own figure wins over the engine's
     mine = CostAssumptions(loss_bytes_per_logit=20)
     assert engine_assumptions(get_engine("nemo"), mine).loss_bytes_per_logit == 20
+
+
+def test_megatron_cores_interleaved_schedule_hides_its_pipeline_sends() -> None:
+    # overlap_p2p_comm (Megatron-LM's default since 2023-10, with interleaving only): the
+    # megatron and nemo engines price the sends of a vpp > 1 layout hidden, less the
+    # contention's share; without interleaving, and under generic, they stay exposed
+    job = plate_job(64, "llama3-70b", global_batch=64)
+    interleaved, plain = Layout(tp=8, pp=4, vpp=5, zero=1), Layout(tp=8, pp=4, vpp=1, zero=1)
+    generic = CostAssumptions()
+    megatron = engine_assumptions(get_engine("megatron"), generic)
+    assert megatron.pp_p2p_interleaved_overlap_fraction == 1.0
+    assert engine_assumptions(get_engine("nemo"), generic).pp_p2p_interleaved_overlap_fraction == 1
+    assert generic.pp_p2p_interleaved_overlap_fraction == 0
+
+    def sends(layout: Layout, a: CostAssumptions) -> float:
+        return evaluate(job, layout, "standard", a).times_s["pp_p2p_per_micro_batch"]
+
+    slowdown = generic.overlap_compute_slowdown
+    assert sends(interleaved, megatron) == pytest.approx(sends(interleaved, generic) * slowdown)
+    assert sends(plain, megatron) == pytest.approx(sends(plain, generic))
+    assert sends(plain, generic) > 0

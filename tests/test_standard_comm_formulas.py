@@ -70,6 +70,16 @@ def test_latency_grows_with_the_group() -> None:
     assert np.all(np.diff(coll.ring_latency_s(groups, groups, 3, 8.4e-6, 3.4e-6, 9.6e-6)) > 0)
 
 
+def test_pipeline_sends_by_hand() -> None:
+    # 1000 tokens x h 10 x 2 B / tp 2 = 10,000 B a send; two a chunk: 20,000 B at 1000 B/s =
+    # 20 s without interleaving, 40 s over 2 chunks; an interleaved overlap hides the latter
+    # but for the slowdown's share (0.2): 8 s; pp 1 sends nothing
+    assert tim.pp_p2p_s(4, 1, 1000, 10, 2, 1000, 0.0, 1.0, 0.2) == pytest.approx(20)
+    assert tim.pp_p2p_s(4, 2, 1000, 10, 2, 1000, 0.0) == pytest.approx(40)
+    assert tim.pp_p2p_s(4, 2, 1000, 10, 2, 1000, 0.0, 1.0, 0.2) == pytest.approx(8)
+    assert tim.pp_p2p_s(1, 2, 1000, 10, 2, 1000, 0.0) == 0
+
+
 def test_data_parallel_traffic() -> None:
     # once a step: 2 passes * (4-1)/4 * 2 B * 1000 = 3000 B
     assert tim.ring_pass_bytes(tim.GRAD_SYNC_PASSES, 1000, 4) == pytest.approx(3000)

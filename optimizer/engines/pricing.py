@@ -88,6 +88,8 @@ def runtime_choices(engine: Engine) -> dict[str, object]:
     }
     if exchange.overlaps_attention:
         values["cp_overlap_fraction"] = 1.0
+    if engine.runtime.overlap("p2p").default_on:  # with vpp only (pp_p2p_interleaved_...)
+        values["pp_p2p_interleaved_overlap_fraction"] = 1.0
     if engine.runtime.logits_bytes_per_value is not None:
         values["logits_bytes_per_value"] = engine.runtime.logits_bytes_per_value
     if engine.runtime.loss_bytes_per_logit is not None:

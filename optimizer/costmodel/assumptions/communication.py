@@ -261,6 +261,19 @@ class CommunicationAssumptions(BaseModel):
     pp_p2p_overlap_fraction: float = fraction_field(
         0.0, "Share of pipeline point-to-point sends hidden under compute (conservative: none)."
     )
+    pp_p2p_interleaved_overlap_fraction: float = fraction_field(
+        0.0,
+        "Share of pipeline point-to-point sends hidden under compute with the interleaved "
+        "schedule (vpp > 1): Megatron-Core's overlap_p2p_comm posts each chunk's sends and "
+        "receives asynchronously and waits on them a chunk later (NVIDIA/Megatron-LM@d98e8a6 "
+        "megatron/core/pipeline_parallel/schedules.py l.1697-1866), on in Megatron-LM unless "
+        "--no-overlap-p2p-communication (megatron/training/arguments.py l.3118-3120) since "
+        "2023-10-12 (4eeff55d1f; added 2023-05-31, f9283c5a8a) and only with interleaving "
+        "(l.1001-1016). "
+        "The megatron and nemo engines set 1 (the steady state; the warm-up and flush sends, "
+        "overlapped only with overlap_p2p_comm_warmup_flush, are not charged apart). What "
+        "hides still costs overlap_compute_slowdown of itself.",
+    )
     moe_dispatch_dedup: bool = Field(
         False,
         description=(

@@ -219,4 +219,6 @@ def p2p_s(job: TrainingJob, a: CostAssumptions, k: Degrees) -> Number:
         k.tp,
         link_bytes_s(job, a, k.pp_span),
         a.pp_p2p_overlap_fraction,
+        a.pp_p2p_interleaved_overlap_fraction,
+        a.overlap_compute_slowdown,
     )

@@ -323,11 +323,17 @@ def pp_p2p_s(
     tp: Number,
     bandwidth: Number,
     overlap: float,
+    interleaved_overlap: float = 0.0,
+    slowdown: float = 0.0,
 ) -> Number:
     """Per micro-batch per device: one activation send forward and one gradient send
-    backward per chunk, sharded over tp (Megatron's scatter/gather, SC21 section 4.1)."""
+    backward per chunk, sharded over tp (Megatron's scatter/gather, SC21 section 4.1).
+    `overlap` of them hides under compute in any schedule, `interleaved_overlap` with vpp >
+    1 (Megatron-Core's overlap_p2p_comm); what hides still costs `slowdown` of itself."""
     sends = 2 * vpp * tokens * hidden * BF16_BYTES / tp
-    return np.where(pp > 1, sends / bandwidth * (1 - overlap), 0.0)
+    hidden_share = np.where(vpp > 1, np.maximum(overlap, interleaved_overlap), overlap)
+    exposed = 1 - hidden_share + slowdown * hidden_share
+    return np.where(pp > 1, sends / bandwidth * exposed, 0.0)
 
 
 # --- data-parallel communication --------------------------------------------------------
