@@ -183,7 +183,15 @@ from" is history, measured when the term it names was priced.
   (its pipeline_model_parallel_layout); the SFT rows at TP 4 are
   {error[SFT on 32 H100, FP8, baseline]} and {error[SFT on 32 H100, FP8, TP 4, PP 8]}, at TP 8
   {error[SFT on 32 H100, FP8, TP 8]}. The FP8 GEMM efficiency comes from a single-GEMM shape
-  search (70.9% of H100's FP8 peak), which these large GEMMs may beat. torchtitan's Float8 rows
+  search (70.9% of H100's FP8 peak) and follows the bf16 table's shape factors (no FP8 table
+  by shape was found whose entries stay under the FP8 peak). NeMo 24.09's FP8 rows against
+  their bf16 twins on the same GPUs: GPT-3 175B on 128 H100
+  {error[GPT-3 175B on 128 H100 (DGX Cloud benchmark, FP8)]} and
+  {error[GPT-3 175B on 128 H100 (DGX Cloud benchmark, BF16)]}, Llama 3.1 70B on 64
+  {error[Llama 3.1 70B on 64 H100 (DGX Cloud benchmark, FP8)]} and
+  {error[Llama 3.1 70B on 64 H100 (DGX Cloud benchmark, BF16)]}: the speedup FP8 buys is
+  priced above the measured 1.34-1.51 times, most where the GEMMs are smallest; not fitted.
+  torchtitan's Float8 rows
   also ran torch.compile (and AsyncTP at 405B): they are excluded, not just set apart, and
   their memory is off by 9-39% (compile and Float8 buffers).
 - **Memory.** The profile's worst stage against torchtitan's readings (the caching allocator's
