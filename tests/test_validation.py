@@ -383,3 +383,17 @@ def test_cli_writes_markdown(tmp_path: Path, capsys: pytest.CaptureFixture[str])
     out = capsys.readouterr().out
     assert "calibrated by engine" in out and "held-out rows" in out
     assert "## Calibrated on 2 rows per engine" in target.read_text()
+
+
+UNSTATED_KNOBS_CLAIM = "the profile's best for the printed degrees"
+
+
+def test_rows_priced_at_their_best_knobs_are_at_the_searched_best(report) -> None:
+    # a row whose source prints no micro-batch, interleaving or recomputation says it takes the
+    # profile's best for its degrees; as the cost model changes, that best may move, and the
+    # row must move with it rather than keep a stale choice
+    claimed = [row for row in report.ranked_rows if UNSTATED_KNOBS_CLAIM in row.run.notes]
+    assert len(claimed) >= 9
+    for row in claimed:
+        assert row.degrees_best_mfu is not None, row.run.name
+        assert row.estimate.mfu == pytest.approx(row.degrees_best_mfu, rel=1e-6), row.run.name

@@ -79,13 +79,13 @@ from" is history, measured when the term it names was priced.
   462B at dp 48). The README prints no micro-batch; like interleaving and recomputation it is
   the profile's best for the printed degrees (1, 2 or 4 of a replica's 4 sequences), as issue
   15 prices unstated knobs. The two smallest are over-predicted (1.7B at tp 1:
-  {error[GPT 1.7B on 48]}, 7.1B at tp 2: {error[GPT 7.1B on 96]}), the 16B and 32B within a
-  point ({error[GPT 16B on 192]}, {error[GPT 32B on 384]}). At tp 4 and tp 8 the dp-48 groups hold two ranks and
+  {error[GPT 1.7B on 48]}, 7.1B at tp 2: {error[GPT 7.1B on 96]}), the 16B and 32B close
+  ({error[GPT 16B on 192]}, {error[GPT 32B on 384]}). At tp 4 and tp 8 the dp-48 groups hold two ranks and
   one a node, so the fp32 gradient sync (24 GB a rank for the 32B) crosses the network on two
-  NICs and one: at micro-batch 4 it hides under the step's one backward and forward, at the
+  NICs and one: at the best micro-batch (2 or 4) it hides under one micro-batch's backward and forward, at the
   cost of the compute it contends with (docs/cost-model.md, "Contention"). At Megatron-LM's
   own GPT-3 script's `--micro-batch-size 1` (examples/gpt3/train_gpt3_175b_distributed.sh at
-  that commit) it hides under one of 4 micro-batches and the 32B row would price 14 points
+  that commit) it hides under one of 4 micro-batches and the 32B row would price 16 points
   low. Not fitted: the table does not say which micro-batch, overlap reach, NCCL algorithm or
   fabric the runs had.
 - **Korthikanti et al. 2022's large models** (530B and 1T at 54-56% MFU) are under-predicted
