@@ -15,9 +15,11 @@ read off published nccl-tests runs, interpolated in log size:
 The latency of a ring collective over `g` ranks in `n` NVLink domains follows NCCL's own
 tuner (NVIDIA/nccl@5067397 src/graph/tuning.cc l.286-433): a base latency, then g - 1
 steps of which n - 1 cross the network at the network's step latency and the rest run at
-NVLink's; a group with one rank per domain (a data-parallel group beside tp 8) may take
-PAT's logarithmic latency instead, as NCCL does when it is the quicker. Pure functions
-broadcasting over numpy.
+NVLink's. As that tuner does, each collective then takes the quickest of the algorithms and
+protocols on offer, latency plus bytes over its bandwidth (`collective_s`): the ring with
+the Simple protocol, the ring with LL128 (lower step latencies at 0.92 of the bandwidth),
+or, for a group with one rank per domain (a data-parallel group beside tp 8), PAT's
+logarithmic latency at 0.75 of it. Pure functions broadcasting over numpy.
 """
 
 from __future__ import annotations
