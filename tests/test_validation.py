@@ -397,3 +397,21 @@ def test_rows_priced_at_their_best_knobs_are_at_the_searched_best(report) -> Non
     for row in claimed:
         assert row.degrees_best_mfu is not None, row.run.name
         assert row.estimate.mfu == pytest.approx(row.degrees_best_mfu, rel=1e-6), row.run.name
+
+
+def test_megatron_rows_older_than_overlapped_pipeline_sends_price_them_exposed() -> None:
+    # Megatron-LM gained overlap_p2p_comm on 2023-05-31 (f9283c5a8a): SC21's and Korthikanti's
+    # rows ran code without it, so the engine's default (hidden with interleaving) must not
+    # apply to them; the Megatron-Core README rows (r0.8, 2024) keep it
+    older = [
+        run
+        for run in published_runs()
+        if run.engine == "megatron" and run.source.startswith(("Narayanan", "Korthikanti"))
+    ]
+    assert len(older) == 21
+    assert all(run.assumptions.pp_p2p_interleaved_overlap_fraction == 0 for run in older)
+    assert "pp_p2p_interleaved_overlap_fraction" in {
+        name for run in older for name in run.assumptions.model_fields_set
+    }
+    newer = only("Megatron-Core GPT 177B on 2,304")
+    assert "pp_p2p_interleaved_overlap_fraction" not in newer.assumptions.model_fields_set
