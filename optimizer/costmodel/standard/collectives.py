@@ -151,7 +151,7 @@ def collective_s(
     (`simple`: base, NVLink step and network step latency) or LL128, or PAT where the group
     has one rank per domain. LL, quicker only on messages of a few hundred kilobytes, is not
     priced."""
-    base_s, nvlink_step_s, network_step_s = simple
+    network_step_s = simple[2]
     one_per_domain = (domains == ranks) & (ranks > 1)
     ring = transfer_s + ring_latency_s(ranks, domains, collectives, *simple)
     pat = transfer_s / PAT_BANDWIDTH_SHARE + pat_latency_s(ranks, collectives, network_step_s)

@@ -288,6 +288,12 @@ def contended_overlap(overlap: float, slowdown: float) -> float:
     return (1 - slowdown) * overlap
 
 
+def exposed_share(overlap: Number, slowdown: float) -> Number:
+    """The share of a transfer's time a step still pays when `overlap` of it hides under
+    compute that has room for all of it: the rest, plus `slowdown` of what hid."""
+    return 1 - contended_overlap(overlap, slowdown)
+
+
 def moe_all_to_all_s(
     ep: Number,
     tokens: Number,
@@ -304,7 +310,7 @@ def moe_all_to_all_s(
     layers by the share of MoE layers. The hidden share still costs `slowdown` of itself."""
     payload = tokens / tp * top_k * hidden * BF16_BYTES * (ep - 1) / ep
     per_layer = MOE_ALL_TO_ALLS_PER_LAYER * payload / bandwidth
-    return moe_layer_share * per_layer * (1 - overlap + slowdown * overlap)
+    return moe_layer_share * per_layer * exposed_share(overlap, slowdown)
 
 
 def moe_host_s(moe_layer_share: float, host_ms_per_layer: float, tokens: Number) -> Number:
@@ -332,8 +338,7 @@ def pp_p2p_s(
     1 (Megatron-Core's overlap_p2p_comm); what hides still costs `slowdown` of itself."""
     sends = 2 * vpp * tokens * hidden * BF16_BYTES / tp
     hidden_share = np.where(vpp > 1, np.maximum(overlap, interleaved_overlap), overlap)
-    exposed = 1 - hidden_share + slowdown * hidden_share
-    return np.where(pp > 1, sends / bandwidth * exposed, 0.0)
+    return np.where(pp > 1, sends / bandwidth * exposed_share(hidden_share, slowdown), 0.0)
 
 
 # --- data-parallel communication --------------------------------------------------------
