@@ -114,6 +114,30 @@ def test_nccl_picks_the_quickest_algorithm_and_protocol_by_hand() -> None:
     # 0.92 + (14.0 + 255 x 8.5) us and the Simple ring's 0.1 + 3578.4 us
     assert coll.collective_s(1e-4, 256, 256, 1, simple) == pytest.approx(1e-4 / 0.75 + 756.8e-6)
     # a group of one sends nothing
+
+
+def test_all_reduces_may_take_nccls_tree_and_never_pat_by_hand() -> None:
+    simple = (8.4e-6, 3.4e-6, 14.0e-6)
+    # one 3.15 ms all-reduce (two ring passes) over 64 nodes, one rank each. The tree with
+    # Simple: 8.4 + 2 x (0 x 4.0 + log2(64) x 14) = 176.4 us at 0.92 of the bandwidth, 3.4239
+    # + 0.1764 = 3.6003 ms; with LL128, 14.0 + 2 x 6 x 8.5 = 116 us at 0.8625, 3.6522 + 0.116
+    # = 3.7682 ms; the ring with LL128, 3.4239 + 2 x (14.0 + 63 x 8.5) us = 4.5229 ms; Simple,
+    # 3.15 + 2 x (8.4 + 63 x 14.0) us = 4.9308 ms
+    tree_s = 3.15e-3 / 0.92 + 176.4e-6
+    assert coll.collective_s(3.15e-3, 64, 64, 2, simple, all_reduce=True) == pytest.approx(tree_s)
+    # as a reduce-scatter and an all-gather (ZeRO 1-2) no tree is on offer: the LL128 ring
+    # beats PAT's 2 x (8.0 + 6 x 4.0 + 64 x 2.8) us at 0.75 of the bandwidth, 4.6224 ms
+    ll128_ring_s = 3.15e-3 / 0.92 + 2 * (14.0 + 63 * 8.5) * 1e-6
+    assert coll.collective_s(3.15e-3, 64, 64, 2, simple) == pytest.approx(ll128_ring_s)
+    # a chain through a node's 8 ranks: 8.4 + 2 x 7 x 4.0 = 64.4 us a tree all-reduce, so inside
+    # one node the ring (2 x (8.4 + 7 x 3.4) = 64.4 us at the full bandwidth) keeps it
+    ring_s = 1e-3 + 2 * (8.4 + 7 * 3.4) * 1e-6
+    assert coll.collective_s(1e-3, 8, 1, 2, simple, all_reduce=True) == pytest.approx(ring_s)
+    # each level of nodes adds two network steps: 1,024 nodes cost the tree 4 more than 64
+    many = coll.tree_all_reduce_s(0.0, 1024, 1024, 1, coll.TREE_SIMPLE)
+    few = coll.tree_all_reduce_s(0.0, 64, 64, 1, coll.TREE_SIMPLE)
+    assert many - few == pytest.approx(2 * 4 * 14.0e-6)
+    assert coll.collective_s(0.0, 1, 1, 2, simple, all_reduce=True) == 0
     assert coll.collective_s(0.0, 1, 1, 3, simple) == 0
 
 

@@ -19,7 +19,8 @@ NVLink's. As that tuner does, each collective then takes the quickest of the alg
 protocols on offer, latency plus bytes over its bandwidth (`collective_s`): the ring with
 the Simple protocol, the ring with LL128 (lower step latencies at 0.92 of the bandwidth),
 or, for a group with one rank per domain (a data-parallel group beside tp 8), PAT's
-logarithmic latency at 0.75 of it. Pure functions broadcasting over numpy.
+logarithmic latency at 0.75 of it; an all-reduce may take the double binary tree instead
+(logarithmic in the nodes, at 0.92 of it), never PAT. Pure functions broadcasting over numpy.
 """
 
 from __future__ import annotations
@@ -137,6 +138,39 @@ LL128 = RingProtocol(14.0e-6, 1.9e-6, 4.0e-6, 8.5e-6, 1.0e-6, 0.92)
 PAT_BANDWIDTH_SHARE = 0.75
 
 
+@dataclass(frozen=True)
+class TreeProtocol:
+    """A protocol's latencies (seconds) on NCCL's double binary tree for all-reduce, and the
+    share of the ring's bandwidth it reaches (NVIDIA/nccl@5067397 src/graph/tuning.cc)."""
+
+    base_s: float
+    nvlink_step_s: float  # each rank after the first in a node, up and down the chain
+    network_step_s: float  # each level of the tree across nodes, up and down
+    bandwidth_share: float
+
+
+# l.150-175 (Tree baseLat and hwLat: Simple 8.4, 4.0 over NVLink, 14 across the network; LL128
+# 14.0, 1.25, 8.5); l.330-335 (0.92 of the bus bandwidth for a tree all-reduce, then LL128's
+# 120 of each 128 bytes); l.414-417 (2 x ((ranks a node - 1) x NVLink + log2(nodes) x network))
+TREE_SIMPLE = TreeProtocol(8.4e-6, 4.0e-6, 14.0e-6, 0.92)
+TREE_LL128 = TreeProtocol(14.0e-6, 1.25e-6, 8.5e-6, 0.92 * 120 / 128)
+
+
+def tree_all_reduce_s(
+    transfer_s: Number, ranks: Number, domains: Number, all_reduces: Number, tree: TreeProtocol
+) -> Number:
+    """Seconds of `all_reduces` like-sized all-reduces on NCCL's tree, whose bytes take
+    `transfer_s` at the Simple ring's bandwidth: a chain through each node's ranks and a
+    tree of log2(nodes) levels across them, up for the reduction and down for the
+    broadcast."""
+    per_domain = np.maximum(np.asarray(ranks) / np.maximum(domains, 1), 1)
+    levels = np.floor(np.log2(np.maximum(domains, 1)))
+    latency = tree.base_s + 2 * (
+        (per_domain - 1) * tree.nvlink_step_s + levels * tree.network_step_s
+    )
+    return transfer_s / tree.bandwidth_share + all_reduces * latency
+
+
 def collective_s(
     transfer_s: Number,
     ranks: Number,
@@ -144,20 +178,29 @@ def collective_s(
     collectives: Number,
     simple: tuple[float, float, float],
     ll128: bool = True,
+    all_reduce: Number = False,
 ) -> Number:
     """Seconds of `collectives` like-sized all-gathers or reduce-scatters over `ranks` in
     `domains` NVLink domains whose bytes take `transfer_s` at the Simple ring's bandwidth, as
     NCCL's tuner picks for each the quickest algorithm and protocol: the ring with Simple
     (`simple`: base, NVLink step and network step latency) or LL128, or PAT where the group
-    has one rank per domain. LL, quicker only on messages of a few hundred kilobytes, is not
-    priced."""
+    has one rank per domain. Where `all_reduce` says they pair up as all-reduces (a
+    reduce-scatter and an all-gather each, as the ring runs one), the tree takes PAT's place
+    (NCCL offers PAT for all-gather and reduce-scatter only, the tree for all-reduce only).
+    LL, quicker only on messages of a few hundred kilobytes, is not priced."""
     network_step_s = simple[2]
     one_per_domain = (domains == ranks) & (ranks > 1)
     ring = transfer_s + ring_latency_s(ranks, domains, collectives, *simple)
     pat = transfer_s / PAT_BANDWIDTH_SHARE + pat_latency_s(ranks, collectives, network_step_s)
-    best = np.where(one_per_domain, np.minimum(ring, pat), ring)
+    trees = [TREE_SIMPLE, TREE_LL128] if ll128 else [TREE_SIMPLE]
+    tree = np.minimum.reduce(
+        [tree_all_reduce_s(transfer_s, ranks, domains, collectives / 2, t) for t in trees]
+    )
+    best = np.where(
+        all_reduce, np.minimum(ring, tree), np.where(one_per_domain, np.minimum(ring, pat), ring)
+    )
     if not ll128:
-        return best
+        return np.where(ranks > 1, best, 0.0)
     nvlink_step = np.where(
         domains > 1, max(LL128.nvlink_step_s, LL128.multi_domain_step_floor_s), LL128.nvlink_step_s
     )

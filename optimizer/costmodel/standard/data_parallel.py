@@ -50,60 +50,100 @@ def rank_data_parallel_s(
     # over the same span, so with as many fewer NICs a node (Megatron-Core gives expert
     # parameters buffers of their own on intra_expt_dp_group: megatron/core/distributed/
     # distributed_data_parallel.py l.280-292, parallel_state.py l.872-895 @d98e8a6)
-    expert_group = group / k.ep
+    shares: Shares = ((dense, group), (experts, group / k.ep))
+    if not model.is_moe:  # a dense model's expert share is zero everywhere
+        shares = shares[:1]
     per_step, per_micro_batch = gradient_volumes(a, k)
-    # gradients go in buckets of Megatron-Core's size, max(40M, 1M x dp) parameters
-    # (megatron/core/distributed/distributed_data_parallel.py l.134 @d98e8a6), or of a
-    # fixed size where the engine's optimiser cuts them so (dp_bucket_grows_with_dp)
+    bucket = bucket_params(a, group, dense + experts)
+    # without ZeRO the step's sync is an all-reduce (DDP), which NCCL may run on its tree;
+    # the distributed optimizer's reduce-scatter and all-gather may not
+    all_reduce = np.asarray(k.zero) == 0
+    zero3_s = zero3_collectives_s(job, a, k, n_layers, shares, dense + experts)
+    return (
+        synced_s(job, a, k, shares, bucket, per_step, tim.GRAD_SYNC_PASSES, all_reduce),
+        synced_s(job, a, k, shares, bucket, per_micro_batch, 1),
+        np.where(k.zero >= 3, zero3_s, 0.0),
+    )
+
+
+# (parameters, ranks of the group they sync over): the dense share, then the experts'
+Shares = tuple[tuple[Number, Number], ...]
+
+
+def bucket_params(a: CostAssumptions, group: Number, stage_params: Number) -> Number:
+    """Parameters a gradient bucket holds: Megatron-Core's max(40M, 1M x dp)
+    (megatron/core/distributed/distributed_data_parallel.py l.134 @d98e8a6), or a fixed size
+    where the engine's optimiser cuts them so (dp_bucket_grows_with_dp); at most the stage's."""
     bucket = a.dp_bucket_params
     if a.dp_bucket_grows_with_dp:
         bucket = np.maximum(bucket, 1e6 * group)
-    bucket = np.minimum(bucket, dense + experts)
-    span = k.data_group_span
-    # parameters over each group's ranks; a dense model's expert share is zero everywhere
-    shares: tuple[tuple[Number, Number], ...] = ((dense, group), (experts, expert_group))
-    if not model.is_moe:
-        shares = shares[:1]
+    return np.minimum(bucket, stage_params)
 
-    def moved_s(passes: Number, message_bytes: Number, params: Number, ranks: Number) -> Number:
-        """A group's bytes over its own links."""
-        bandwidth = link_bytes_s(job, a, span, message_bytes, ranks)
-        return np.where(params > 0, tim.ring_pass_bytes(passes, params, ranks) / bandwidth, 0.0)
 
-    def synced_s(volumes: Number, collectives: int) -> Number:
-        """Each group's buckets, `collectives` a bucket, with their latency."""
-        seconds = sum(
-            collective_s(
-                job,
-                a,
-                ranks,
-                span,
-                np.ceil(params / np.maximum(bucket, 1.0)) * collectives,
-                moved_s(volumes, bucket * mem.BF16_BYTES, params, ranks),
-            )
-            for params, ranks in shares
+def moved_s(
+    job: TrainingJob,
+    a: CostAssumptions,
+    k: Degrees,
+    passes: Number,
+    message_bytes: Number,
+    params: Number,
+    ranks: Number,
+) -> Number:
+    """Seconds `passes` ring passes of a group's `params` take over its own links."""
+    bandwidth = link_bytes_s(job, a, k.data_group_span, message_bytes, ranks)
+    return np.where(params > 0, tim.ring_pass_bytes(passes, params, ranks) / bandwidth, 0.0)
+
+
+def synced_s(
+    job: TrainingJob,
+    a: CostAssumptions,
+    k: Degrees,
+    shares: Shares,
+    bucket: Number,
+    volumes: Number,
+    collectives: int,
+    all_reduce: Number = False,
+) -> Number:
+    """Each group's buckets, `collectives` a bucket (pairs of them all-reduces where
+    `all_reduce`), with their latency."""
+    seconds = sum(
+        collective_s(
+            job,
+            a,
+            ranks,
+            k.data_group_span,
+            np.ceil(params / np.maximum(bucket, 1.0)) * collectives,
+            moved_s(job, a, k, volumes, bucket * mem.BF16_BYTES, params, ranks),
+            all_reduce,
         )
-        return np.where(volumes > 0, seconds, 0.0)
+        for params, ranks in shares
+    )
+    return np.where(volumes > 0, seconds, 0.0)
 
-    # ZeRO-3 gathers each layer's parameters before forward and backward (and a replayed
-    # forward), and scatters its gradients after: a layer's parameters split over its
-    # gathers' messages
-    gather_message = layer_params * mem.BF16_BYTES
+
+def zero3_collectives_s(
+    job: TrainingJob,
+    a: CostAssumptions,
+    k: Degrees,
+    n_layers: Number,
+    shares: Shares,
+    stage_params: Number,
+) -> Number:
+    """ZeRO-3's seconds a micro-batch: it gathers each layer's parameters before forward and
+    backward (and a replayed forward), and scatters its gradients after, a layer's parameters
+    split over its gathers' messages; list collectives copy a rank at a time."""
+    model, group = job.model, k.dp * k.cp
+    gather_message = mem.dense_params_per_layer_per_device(model, k.tp) * mem.BF16_BYTES
     gathers, scatters = zero3_collectives_per_layer(model, a)
-    passes, gather_rounds = zero3_gather_passes(model, a, k, dense + experts)
+    passes, gather_rounds = zero3_gather_passes(model, a, k, stage_params)
     per_layer = gather_rounds * gathers + scatters  # collectives a micro-batch
     gathers_moved_s = sum(
-        moved_s(passes + 1, gather_message / gathers, params, ranks) for params, ranks in shares
+        moved_s(job, a, k, passes + 1, gather_message / gathers, params, ranks)
+        for params, ranks in shares
     )
-    zero3_s = (
-        collective_s(job, a, group, span, n_layers * per_layer, gathers_moved_s)
-        + n_layers * per_layer * group * a.zero3_copy_per_rank_s  # list copies, one a rank
-    )
-    zero3 = k.zero >= 3
     return (
-        synced_s(per_step, tim.GRAD_SYNC_PASSES),
-        synced_s(per_micro_batch, 1),
-        np.where(zero3, zero3_s, 0.0),
+        collective_s(job, a, group, k.data_group_span, n_layers * per_layer, gathers_moved_s)
+        + n_layers * per_layer * group * a.zero3_copy_per_rank_s
     )
 
 

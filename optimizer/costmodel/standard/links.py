@@ -92,10 +92,14 @@ def collective_s(
     span: Number,
     collectives: Number,
     transfer_s: Number,
+    all_reduce: Number = False,
 ) -> Number:
     """Seconds of `collectives` like-sized collectives over the group whose bytes take
     `transfer_s` at its link's bandwidth, latency included, with the algorithm and protocol
-    NCCL's tuner picks (collectives.collective_s)."""
+    NCCL's tuner picks (collectives.collective_s; `all_reduce` where they pair up as
+    all-reduces)."""
     domains = coll.domains_spanned(group, span, job.cluster.job_nvlink_domain)
     simple = (a.collective_base_latency_s, a.nvlink_step_latency_s, a.network_step_latency_s)
-    return coll.collective_s(transfer_s, group, domains, collectives, simple, a.collective_ll128)
+    return coll.collective_s(
+        transfer_s, group, domains, collectives, simple, a.collective_ll128, all_reduce
+    )
