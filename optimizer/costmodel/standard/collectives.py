@@ -192,13 +192,13 @@ def collective_s(
     one_per_domain = (domains == ranks) & (ranks > 1)
     ring = transfer_s + ring_latency_s(ranks, domains, collectives, *simple)
     pat = transfer_s / PAT_BANDWIDTH_SHARE + pat_latency_s(ranks, collectives, network_step_s)
-    trees = [TREE_SIMPLE, TREE_LL128] if ll128 else [TREE_SIMPLE]
-    tree = np.minimum.reduce(
-        [tree_all_reduce_s(transfer_s, ranks, domains, collectives / 2, t) for t in trees]
-    )
-    best = np.where(
-        all_reduce, np.minimum(ring, tree), np.where(one_per_domain, np.minimum(ring, pat), ring)
-    )
+    best = np.where(one_per_domain, np.minimum(ring, pat), ring)
+    if np.any(all_reduce):  # most calls price none: spare them the tree
+        trees = [TREE_SIMPLE, TREE_LL128] if ll128 else [TREE_SIMPLE]
+        tree = np.minimum.reduce(
+            [tree_all_reduce_s(transfer_s, ranks, domains, collectives / 2, t) for t in trees]
+        )
+        best = np.where(all_reduce, np.minimum(ring, tree), best)
     if not ll128:
         return np.where(ranks > 1, best, 0.0)
     nvlink_step = np.where(
