@@ -37,6 +37,7 @@ remainder for the fp32 master and cuts the gradients into buckets of the recipe'
 or that the code it ran at the time
 shows (2021 DeepSpeed's blocking ZeRO-3 fetch, which hides nothing, and its list collectives,
 one a parameter above its persistence threshold, which PyTorch copies a rank at a time;
+2022 DeepSpeed's BF16 optimiser, which adds each micro-batch's gradients into its fp32 buffer;
 torchtitan's eager kernels where its config left torch.compile off; Megatron-Core's
 selective recompute modules as the recipe names them; the host time of MoE layers whose
 recipe captures no CUDA graphs, at the figure Megatron-Bridge measured graphs to remove). A row whose recipe sets a Megatron

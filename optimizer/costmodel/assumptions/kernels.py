@@ -262,6 +262,22 @@ class KernelAssumptions(BaseModel):
             "freed instead (torch's zero_grad(set_to_none=True), FSDP2's sharded gradients)."
         ),
     )
+    gradient_accumulation_bytes_per_param: float = Field(
+        0.0,
+        ge=0,
+        le=64,
+        description=(
+            "HBM bytes each micro-batch's backward moves per parameter of the rank's layers to "
+            "accumulate its gradient outside the weight-gradient GEMMs, charged at HBM "
+            "bandwidth as the layer's elementwise work (profile standard). Default 0: the "
+            "GEMMs accumulate into the gradient buffer themselves (Megatron's "
+            "gradient_accumulation_fusion writes main_grad). DeepSpeed's BF16_Optimizer under "
+            "pipeline parallelism casts each micro-batch's bf16 gradient to fp32 (read 2, "
+            "write 4) and adds it into the fp32 buffer (read 4 + 4, write 4): 18 "
+            "(deepspeedai/DeepSpeed@56c5223 deepspeed/runtime/pipe/engine.py l.746-761, "
+            "bf16_optimizer.py l.383-397)."
+        ),
+    )
     fp8_cast_bytes_per_value: float = Field(
         4.0,
         ge=0,

@@ -23,7 +23,12 @@ from optimizer.costmodel.assumptions import (
 from optimizer.costmodel.standard import memory as mem
 from optimizer.costmodel.standard import ranks as rnk
 from optimizer.costmodel.standard import times as tim
-from optimizer.costmodel.standard.compute import attention_time_s, elementwise_s, gemm_s
+from optimizer.costmodel.standard.compute import (
+    attention_time_s,
+    elementwise_s,
+    gemm_s,
+    gradient_accumulation_s,
+)
 from optimizer.costmodel.standard.data_parallel import data_parallel_s
 from optimizer.costmodel.standard.degrees import Degrees
 from optimizer.costmodel.standard.links import all_to_all_bytes_s, collective_s, link_bytes_s
@@ -127,7 +132,7 @@ def layer_times(job: TrainingJob, a: CostAssumptions, k: Degrees) -> dict[str, N
     slowdown = a.overlap_compute_slowdown
     moe_token_bytes = model.experts_per_token * model.hidden_size * mem.BF16_BYTES
     gemm = gemm_s(job, a, k, tokens)
-    matmul = gemm + elementwise_s(job, a, k, tokens)
+    matmul = gemm + elementwise_s(job, a, k, tokens) + gradient_accumulation_s(job, a, k)
     attention = attention_time_s(job, a, k, tokens)
     cp_bytes = tim.cp_exchange_bytes(
         k.cp, s * k.micro_batch, model.kv_width, model.num_kv_heads, k.tp, k.recompute

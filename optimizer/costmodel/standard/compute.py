@@ -22,6 +22,7 @@ from optimizer.costmodel.assumptions import (
 )
 from optimizer.costmodel.standard import attention_table as attn_table
 from optimizer.costmodel.standard import kernels as kern
+from optimizer.costmodel.standard import memory as mem
 from optimizer.costmodel.standard import precision as prec
 from optimizer.costmodel.standard import times as tim
 from optimizer.costmodel.standard.degrees import Degrees
@@ -181,6 +182,19 @@ def elementwise_s(
     if prec.is_fp8(job) and not forward_only:
         total = total + seconds(kern.fp8_cast_bytes_per_token(model, a.fp8_cast_bytes_per_value))
     return total
+
+
+def gradient_accumulation_s(job: TrainingJob, a: CostAssumptions, k: Degrees) -> Number:
+    """One layer's gradient accumulation a micro-batch, where the engine runs it outside the
+    weight-gradient GEMMs: its parameters on the rank (an MoE layer's local experts
+    included) times gradient_accumulation_bytes_per_param at HBM bandwidth."""
+    bandwidth = job.cluster.gpu.memory_bandwidth_bytes_s
+    if not a.gradient_accumulation_bytes_per_param or bandwidth is None:
+        return 0.0
+    params = mem.dense_params_per_layer_per_device(
+        job.model, k.tp
+    ) + mem.expert_params_per_layer_per_device(job.model, k.tp, k.ep)
+    return params * a.gradient_accumulation_bytes_per_param / bandwidth
 
 
 def attention_efficiency(job: TrainingJob, a: CostAssumptions) -> float:
