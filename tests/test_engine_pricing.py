@@ -19,30 +19,38 @@ from optimizer.search import SearchSpace
 from optimizer.searches import optimize
 from tests.helpers import plate_job
 
+T, F = True, False
+
 
 @pytest.mark.parametrize(
-    ("engine", "per_step", "per_micro_batch", "with_pp"),
+    ("engine", "per_step", "per_micro_batch", "with_pp", "all_reduce_once_a_step"),
     [
         # ZeRO 0: an all-reduce; 1: reduce-scatter + the parameters' all-gather; 2: sharded
         # gradients. Megatron-LM reduces in fp32 (2 volumes a pass), gathers bf16 parameters
-        ("megatron", [4, 3, 1], [0, 0, 2], True),
-        ("nemo", [4, 3, 1], [0, 0, 2], True),
+        ("megatron", [4, 3, 1], [0, 0, 2], True, [T, F, F]),
+        ("nemo", [4, 3, 1], [0, 0, 2], True, [T, F, F]),
         # DeepSpeed all-reduces in bf16 at ZeRO-1 and -2, then gathers the updated shards;
         # ZeRO-2 reduces every backward
-        ("deepspeed", [2, 3, 1], [0, 0, 2], True),
+        ("deepspeed", [2, 3, 1], [0, 0, 2], True, [T, T, F]),
         # torchtitan: DDP all-reduces fp32 every micro-batch; FSDP2 without resharding
         # gathers each forward and reduce-scatters fp32 each backward; with pp, once a step
-        ("torchtitan", [0, 2, 0], [4, 0, 3], False),
-        ("generic", [2, 2, 2], [0, 0, 0], True),
+        ("torchtitan", [0, 2, 0], [4, 0, 3], False, [F, F, F]),
+        ("generic", [2, 2, 2], [0, 0, 0], True, [T, F, F]),
     ],
 )
 def test_each_engines_gradient_sync_in_volumes(
-    engine: str, per_step: list[float], per_micro_batch: list[float], with_pp: bool
+    engine: str,
+    per_step: list[float],
+    per_micro_batch: list[float],
+    with_pp: bool,
+    all_reduce_once_a_step: list[bool],
 ) -> None:
     traffic = engine_traffic(get_engine(engine))
     assert traffic["gradient_volumes_per_step"] == per_step
     assert traffic["gradient_volumes_per_micro_batch"] == per_micro_batch
     assert traffic["per_micro_batch_sync_with_pp"] is with_pp
+    # which step syncs NCCL may run on its tree (an all-reduce), not PAT
+    assert traffic["gradient_sync_all_reduce"] == all_reduce_once_a_step
 
 
 def test_the_generic_engine_prices_as_the_cost_model_does() -> None:

@@ -44,6 +44,7 @@ def engine_traffic(engine: Engine, precision: str = "bf16") -> dict[str, object]
     defaults = CostAssumptions()
     per_step = list(defaults.gradient_volumes_per_step)
     per_micro_batch = list(defaults.gradient_volumes_per_micro_batch)
+    all_reduce = list(defaults.gradient_sync_all_reduce)
     deferred: set[bool] = set()  # per stage that syncs every micro-batch: does pp defer it?
     for stage in SYNCED_STAGES:
         sync = engine.runtime.sync_for(stage)
@@ -51,6 +52,9 @@ def engine_traffic(engine: Engine, precision: str = "bf16") -> dict[str, object]
             continue
         alone = stage_volumes(sync, with_pp=False, precision=precision)
         per_step[stage], per_micro_batch[stage] = alone
+        # the step's sync: an all-reduce every micro-batch (DeepSpeed's ZeRO-2) leaves the
+        # step only its parameters' all-gather
+        all_reduce[stage] = sync.collective == "all-reduce" and sync.timing_at(1) == "per_step"
         with_pp = stage_volumes(sync, with_pp=True, precision=precision)
         moved = (alone[0] + alone[1], 0.0)
         if with_pp not in (alone, moved):
@@ -62,6 +66,7 @@ def engine_traffic(engine: Engine, precision: str = "bf16") -> dict[str, object]
     return {
         "gradient_volumes_per_step": per_step,
         "gradient_volumes_per_micro_batch": per_micro_batch,
+        "gradient_sync_all_reduce": all_reduce,
         "per_micro_batch_sync_with_pp": not any(deferred),
     } | runtime_choices(engine)
 

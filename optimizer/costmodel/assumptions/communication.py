@@ -80,6 +80,19 @@ class CommunicationAssumptions(BaseModel):
             "counts its gradient passes twice. Set per engine (docs/cost-model.md, 'Engines')."
         ),
     )
+    gradient_sync_all_reduce: list[bool] = Field(
+        [True, False, False],
+        min_length=3,
+        max_length=3,
+        description=(
+            "Per ZeRO stage 0, 1, 2: whether the once-a-step gradient sync is an all-reduce, which "
+            "NCCL may run on its tree (latency logarithmic in the nodes), rather than a "
+            "reduce-scatter and an all-gather, which may take PAT. Default: DDP's all-reduce "
+            "without ZeRO, the distributed optimizer's reduce-scatter with it. Set per engine "
+            "from its gradient sync (DeepSpeed's ZeRO-1 all-reduces once a step). A sync every "
+            "micro-batch is priced as a reduce-scatter and an all-gather, all-reduce or not."
+        ),
+    )
     gradient_volumes_per_micro_batch: list[Volumes] = Field(
         [0.0, 0.0, 0.0],
         min_length=3,
