@@ -106,7 +106,11 @@ from" is history, measured when the term it names was priced.
   LL128 protocol where its tuner finds it quicker (docs/cost-model.md, "Collective latency"),
   as the NCCL of 2021 already did on A100 over NVLink (NVIDIA/nccl v2.8.4 src/graph/tuning.cc
   l.192-196), their gathers over 640-2,240 ranks wait less and these rows rose 0.4-3 points:
-  what they lose is not the ring's latency.
+  what they lose is not the ring's latency. Nor is it the rings' bandwidth across nodes, which
+  the profile takes as the node's NICs together, as NVIDIA measures it on DGX A100 (192 GB/s
+  all-reduce bus bandwidth over 8 x 200 Gb/s, NVIDIA/nccl#812). The time lost beyond the priced
+  step grows with the ranks at a fixed volume a rank (measured 2026-12-06: 174.6B 5, 16 and 22 s
+  a step at 384, 768 and 1,536 GPUs; 529.6B 38, 45 and 78 s at 640, 1,120 and 2,240).
 - **Llama 3's 131,072-token row** (cp 16) is {error[cp 16, 131,072-token]} points off, its
   exposed K/V all-gather (3 collectives a layer, bytes and NCCL latency) charged in full and its
   attention at the rate cuDNN's runs give a row of its attended length (docs/cost-model.md,
@@ -225,11 +229,13 @@ from" is history, measured when the term it names was priced.
   Grand Teton H100s, and the ratio they fit, laid over the A100 rows (within the defaults'
   error before), moves those rows apart instead; laid over them as an absolute share of H100's
   peak, as the file held it before, it priced them far too slow. Each calibration row is priced
-  as its engine runs it, as the table above prices it: the three DeepSpeed ZeRO-3 rows, whose
-  fit used to bring the other DeepSpeed rows within 2 points, fitted an engine-agnostic
-  pricing of them, and priced as DeepSpeed's code ran them they free nothing. Three rows that
-  differ in model and scale identify one or two efficiencies, not what the profile misses
-  above.
+  as its engine runs it, as the table above prices it. The three DeepSpeed ZeRO-3 rows fit a
+  network far below its line rate and a kernel efficiency above the default (the table): the
+  time 2021 DeepSpeed's ZeRO-3 spent beyond what the profile prices grows with the ranks and the
+  messages (known misses), and a slower network is what the free assumptions can make of it;
+  that it brings the engine's other rows within 2 points says the rows share the miss, not
+  that the network ran so slow. Three rows that differ in model and scale identify one or two
+  efficiencies, not what the profile misses above.
 
 ## Published rows not added
 
