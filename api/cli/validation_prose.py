@@ -254,8 +254,9 @@ from" is history, measured when the term it names was priced.
   github.com/bigscience-workshop/bigscience: 181-205B GPTs on 320-384 A100, Feb 2022, with
   "Mem" and TFLOP/s): the models are only partly stated, the "Mem" statistic is not named
   (the allocator's or nvidia-smi's) and the TFLOP/s formula changed mid-sweep. Priced as a
-  what-if (2026-12-06, BLOOM's assumptions), the memory of its tp 8 rows came within about 15%
-  and its micro-batch 1-2 rows were over-predicted by 4-7 points (micro-batch 4-8: within 3).
+  what-if (2026-12-06, BLOOM's assumptions), the memory of ten of its tp 8 rows came within
+  16% as the allocator's statistic (22% as the device's total) and its micro-batch 1-2 rows
+  were over-predicted by 4-7 points (micro-batch 4-8: within 3).
 """
 
 CALIBRATION_PREAMBLE = """## Calibrated on {n} rows per engine
