@@ -55,8 +55,8 @@ def rank_data_parallel_s(
         shares = shares[:1]
     per_step, per_micro_batch = gradient_volumes(a, k)
     bucket = bucket_params(a, group, dense + experts)
-    # an all-reduce (DDP's; DeepSpeed's ZeRO 1-2) NCCL may run on its tree; the distributed
-    # optimizer's reduce-scatter and all-gather it may not
+    # a once-a-step all-reduce (DDP's, DeepSpeed's ZeRO-1) NCCL may run on its tree; the
+    # distributed optimizer's reduce-scatter and all-gather it may not
     stage = np.clip(np.asarray(k.zero, dtype=np.int64), 0, 2)
     all_reduce = np.asarray(a.gradient_sync_all_reduce)[stage]
     zero3_s = zero3_collectives_s(job, a, k, n_layers, shares, dense + experts)
