@@ -224,3 +224,21 @@ def test_the_frontier_solved_over_its_undominated_rows_is_the_enumerators(
         len(enumerator.frontier_rows(tables).tables[0].degree_index)
         < len(tables.tables[0].degree_index) / 10
     )
+
+
+def test_optimum_is_the_enumerators_under_deepspeeds_accumulation_and_the_tree() -> None:
+    # a gradient accumulation pass outside the GEMMs (DeepSpeed's BF16 optimiser, 18 bytes a
+    # parameter a micro-batch) charged on every one of a replica's micro-batches (16 at the
+    # optimum, tp 4 pp 2 dp 32), and DeepSpeed's ZeRO-0 and ZeRO-1 all-reduces offered NCCL's
+    # tree over 32 nodes: CP-SAT's optimum still equals the exhaustive enumerator's under the
+    # engine's rules and pricing
+    job = _job("llama3-70b", 256, 512, 4096, gpu="a100-80gb")
+    assumptions = CostAssumptions(gradient_accumulation_bytes_per_param=18)
+    problem, costs = prepared(job, SearchSpace(), "standard", assumptions, "deepspeed")
+    assert costs.gradient_sync_all_reduce == [True, True, False]
+    expected = enumerator.best_layout(problem, costs)
+    result = optimize(job, SearchSpace(), "standard", assumptions, 60, engine="deepspeed")
+    assert expected is not None and result.status == "optimal" and result.best is not None
+    assert result.best.mfu == pytest.approx(
+        evaluate(job, expected, "standard", costs).mfu, rel=1e-6
+    )
