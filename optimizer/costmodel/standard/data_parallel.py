@@ -57,8 +57,7 @@ def rank_data_parallel_s(
     bucket = bucket_params(a, group, dense + experts)
     # a once-a-step all-reduce (DDP's, DeepSpeed's ZeRO-1) NCCL may run on its tree; the
     # distributed optimizer's reduce-scatter and all-gather it may not
-    stage = np.clip(np.asarray(k.zero, dtype=np.int64), 0, 2)
-    all_reduce = np.asarray(a.gradient_sync_all_reduce)[stage]
+    all_reduce = per_synced_stage(a.gradient_sync_all_reduce, k)
     zero3_s = zero3_collectives_s(job, a, k, n_layers, shares, dense + experts)
     return (
         synced_s(job, a, k, shares, bucket, per_step, tim.GRAD_SYNC_PASSES, all_reduce),
@@ -212,11 +211,16 @@ def gradient_volumes(a: CostAssumptions, k: Degrees) -> tuple[Number, Number]:
     """(per step, per micro-batch) volumes of the stage's bf16 parameters the ZeRO 0-2 sync
     sends (none at ZeRO-3, priced apart); with pp and an engine that defers it, the
     per-micro-batch share moves to the step."""
-    stage = np.clip(np.asarray(k.zero, dtype=np.int64), 0, 2)
-    per_step = np.asarray(a.gradient_volumes_per_step)[stage]
-    per_micro_batch = np.asarray(a.gradient_volumes_per_micro_batch)[stage]
+    per_step = per_synced_stage(a.gradient_volumes_per_step, k)
+    per_micro_batch = per_synced_stage(a.gradient_volumes_per_micro_batch, k)
     if not a.per_micro_batch_sync_with_pp:
         deferred = np.where(np.asarray(k.pp) > 1, per_micro_batch, 0.0)
         per_step, per_micro_batch = per_step + deferred, per_micro_batch - deferred
     zero3 = np.asarray(k.zero) >= 3
     return np.where(zero3, 0.0, per_step), np.where(zero3, 0.0, per_micro_batch)
+
+
+def per_synced_stage(values: list[Any], k: Degrees) -> Number:
+    """A per-ZeRO-stage assumption (stages 0, 1, 2) read at each layout's stage; ZeRO-3 reads
+    stage 2's, which its callers zero or ignore (its traffic is priced apart)."""
+    return np.asarray(values)[np.clip(np.asarray(k.zero, dtype=np.int64), 0, 2)]
