@@ -11,6 +11,7 @@ import pytest
 from models.hardware import ClusterSpec, fits_one_domain
 from models.layout import Layout
 from models.presets import gpu_preset
+from optimizer.costmodel.assumptions import CostAssumptions
 from optimizer.costmodel.profiles import evaluate
 from optimizer.costmodel.standard import collectives as coll
 from optimizer.costmodel.standard import memory as mem
@@ -26,6 +27,25 @@ def test_tp_transfer() -> None:
     assert tim.tp_transfer_s(4, 100, 10, 1000, NONE) == pytest.approx(12)
     assert tim.tp_transfer_s(4, 100, 10, 1000, FULL) == pytest.approx(18)
     assert tim.tp_transfer_s(1, 100, 10, 1000, NONE) == 0
+
+
+def test_hidden_tp_collectives_slow_the_gemm_only_where_they_run_on_sms() -> None:
+    # userbuffers hide 3/4 of the layer's tp time T; of that, the share on SMs costs the
+    # GEMM overlap_compute_slowdown s of itself: T (1/4 + s x share x 3/4), s = 0.189
+    job, layout = plate_job(), Layout(tp=8, pp=16, vpp=4)
+
+    def tp_comm(**assumptions: float) -> float:
+        priced = evaluate(job, layout, "standard", CostAssumptions(**assumptions))
+        return float(priced.times_s["tp_comm"])
+
+    exposed = tp_comm()
+    assert tp_comm(tp_overlap_fraction=0.75, tp_overlap_sm_share=0.0) == pytest.approx(exposed / 4)
+    assert tp_comm(tp_overlap_fraction=0.75, tp_overlap_sm_share=0.5) == pytest.approx(
+        exposed * (0.25 + 0.189 * 0.5 * 0.75)
+    )
+    assert tp_comm(tp_overlap_fraction=1.0, tp_overlap_sm_share=1.0) == pytest.approx(
+        exposed * 0.189
+    )
 
 
 def test_cp_exchange_bytes() -> None:

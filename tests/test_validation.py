@@ -212,14 +212,14 @@ def test_a_tuned_context_parallel_recipe_at_8k_ranks_in_the_top_five(report) -> 
     (row,) = [row for row in report.rows if "on 256 GB200, cp 2" in row.run.name]
     assert row.run.search.cp is None and row.run.job.training.seq_len == 8192
     assert row.run.degrees == (4, 8, 2, 4)
-    # measured: 14th, 5.4% behind the optimum (the ring attention's exchange hides under
-    # attention in Megatron-Core, so the model leans to more cp than the recipe's 2; since the
-    # row hides 15/16 of its tensor-parallel traffic as NeMo's userbuffers do, every rival does
-    # too and ties multiply: 11th and 12.8% behind before). The gap is what is held
-    assert row.rank is not None and row.rank <= 14
-    assert row.behind_best is not None and row.behind_best <= 0.06
-    # context parallelism is chosen at 8K, not ruled out: degree tuples with cp 2 and 8 stand
-    # among the optimiser's first five (measured: 3rd cp 8, 4th cp 2, behind tp 8 x cp 1)
+    # measured: 9th, 6.7% behind the optimum, tp 8 x cp 1 (since the row hides 15/16 of its
+    # tensor-parallel traffic as NeMo's userbuffers do, every rival does too and ties multiply:
+    # 11th and 12.8% behind before that; 14th and 5.4% before the hidden reduce-scatters'
+    # SMs were charged). The gap is what is held
+    assert row.rank is not None and row.rank <= 9
+    assert row.behind_best is not None and row.behind_best <= 0.07
+    # context parallelism is chosen at 8K, not ruled out: degree tuples with cp 2 stand among
+    # the optimiser's first five (measured: 4th and 5th, behind tp 8 x cp 1)
     top_five = list(ranked_degrees(row.run, "standard"))[:5]
     assert any(cp >= 2 for _tp, _pp, cp, _dp in top_five)
 

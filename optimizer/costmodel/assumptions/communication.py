@@ -115,6 +115,19 @@ class CommunicationAssumptions(BaseModel):
     tp_overlap_fraction: float = fraction_field(
         0.0, "Share of tensor-parallel collectives hidden under matmuls (Megatron default: none)."
     )
+    tp_overlap_sm_share: float = fraction_field(
+        0.5,
+        "Share of the hidden tensor-parallel collectives whose overlap moves data with SMs "
+        "beside the GEMM, and so slows it by overlap_compute_slowdown of the transfer (the "
+        "rest move with the copy engines). Transformer Engine's userbuffers by default "
+        "(NVIDIA/TransformerEngine@d0067d0 transformer_engine/pytorch/module/base.py "
+        "l.350-360, 375-389): the forward reduce-scatters after the output projection and "
+        "MLP-down as 'pipeline' and the backward's reduce-scatters beside the QKV and MLP-up "
+        "weight gradients as 'bulk', on 16 SMs each; the all-gathers before QKV and MLP-up and "
+        "in their backward as 'ring_exchange' with copy engines (use_ce): 4 of a layer's 8 "
+        "collectives, 0.5. A recipe that runs the reduce-scatters as ring exchanges too keeps "
+        "only the bulk pair: 0.25.",
+    )
     cp_exchange: Literal["all_gather", "p2p"] = Field(
         "all_gather",
         description=(
@@ -132,9 +145,9 @@ class CommunicationAssumptions(BaseModel):
         "layers on A100, H100, MI250 and MI210, 18.9% (up to 40%; Lee et al., "
         "'Characterizing Compute-Communication Overlap in GPU-Accelerated Distributed Deep "
         "Learning', arXiv 2507.03114, abstract). Charged on the data-parallel sync, ZeRO-3's "
-        "gathers, the context-parallel exchange and the expert all-to-all where they hide; "
-        "not on tensor-parallel overlap, whose ring exchange moves data with the copy engines "
-        "(docs/cost-model.md, 'Contention').",
+        "gathers, the context-parallel exchange and the expert all-to-all where they hide, "
+        "and on the tensor-parallel overlaps that run on SMs (tp_overlap_sm_share); not on "
+        "those that move data with the copy engines (docs/cost-model.md, 'Contention').",
     )
     cp_overlap_fraction: float = fraction_field(
         0.0,

@@ -154,7 +154,9 @@ def layer_times(job: TrainingJob, a: CostAssumptions, k: Degrees) -> dict[str, N
         "matmul": matmul,
         "attention": attention,
         "recompute": recompute_s(job, a, k, tokens, gemm, matmul, attention),
-        "tp_comm": tp_s * (1 - a.tp_overlap_fraction),
+        # what hides on SMs (userbuffers' bulk and pipeline overlaps) still slows the GEMM
+        "tp_comm": tp_s
+        * tim.exposed_share(a.tp_overlap_fraction, slowdown * a.tp_overlap_sm_share),
         "cp_comm": tim.exposed_s(cp_s, attention, a.cp_overlap_fraction, slowdown),
         "moe_all_to_all": tim.moe_all_to_all_s(
             k.ep,
