@@ -79,6 +79,15 @@ def core_cases(engine: str) -> list[RuleCase]:
             lay(tp=8, vpp=2, dp=128),
             lay(tp=8, pp=2, vpp=2, dp=64),
         ),
+        # 1024 sequences over dp 16 in micro-batches of 16: 4 a step, short of one group of
+        # pp 8; of 8: 8, one group.
+        RuleCase(
+            engine,
+            "interleaving_micro_batch_groups",
+            L70,
+            lay(tp=8, pp=8, vpp=2, dp=16, micro_batch=16),
+            lay(tp=8, pp=8, vpp=2, dp=16, micro_batch=8),
+        ),
         # 32 layers on pp 8 x vpp 8 = 64 chunks: no split; pp 4 x vpp 3 = 12 takes a layout string.
         RuleCase(engine, "layer_split", MIXTRAL, lay(pp=8, vpp=8, dp=32), lay(pp=4, vpp=3, dp=64)),
         RuleCase(

@@ -154,6 +154,7 @@ def rules(label: str, interleaving_source: str = "") -> tuple[EngineRule, ...]:
             f"{CORE}/num_microbatches_calculator.py:381-391",
         ),
         _interleaving_needs_pp(label, interleaving_source),
+        _interleaving_micro_batch_groups(label),
         _layer_split(label),
         _megatron_fsdp_without_pp(label),
     )
@@ -206,6 +207,34 @@ def _interleaving_needs_pp(label: str, engine_source: str) -> EngineRule:
         "interleaving_needs_pp",
         f"{label} requires pp > 1 for the interleaved schedule (vpp > 1)",
         "; ".join(filter(None, [f"{CORE}/parallel_state.py:827-831", engine_source])),
+        check,
+        detail,
+    )
+
+
+def _interleaving_micro_batch_groups(label: str) -> EngineRule:
+    """The interleaved schedule runs micro-batches in groups of pp on each chunk (the group
+    size defaults to pp) and refuses a step whose last group is short: every published
+    interleaved Megatron layout in the validation data keeps it."""
+
+    def check(job: TrainingJob, grid: LayoutGrid) -> np.ndarray:
+        per_group = grid.micro_batch * grid.dp * grid.pp
+        return np.asarray((grid.vpp == 1) | (job.training.global_batch % per_group == 0))
+
+    def detail(job: TrainingJob, layout: Layout) -> str:
+        batch, dp = job.training.global_batch, layout.data_parallel_size
+        return (
+            f"{batch} sequences in micro-batches of {layout.micro_batch} over dp {dp}: "
+            f"not a multiple of pp {layout.pp}"
+        )
+
+    return EngineRule(
+        "interleaving_micro_batch_groups",
+        f"{label} requires the micro-batches a step, global_batch / (micro_batch * dp), to be "
+        "a multiple of pp for the interleaved schedule (vpp > 1)",
+        f"{CORE}/pipeline_parallel/schedules.py:1160-1180 (ValueError, RuntimeError); "
+        f"{CORE}/model_parallel_config.py:567-568 (microbatch_group_size_per_vp_stage = pp); "
+        "core_r0.8.0 megatron/core/pipeline_parallel/schedules.py:613-616",
         check,
         detail,
     )
