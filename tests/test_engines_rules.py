@@ -31,6 +31,7 @@ class RuleCase:
 
 
 L70 = plate_job(1024, "llama3-70b", global_batch=1024)  # 80 layers, 64 heads, 8 KV heads
+L70_960 = plate_job(1024, "llama3-70b", global_batch=960)
 MIXTRAL = plate_job(256, "mixtral-8x7b", global_batch=1024)  # 32 layers, 8 experts
 # 48 heads and 6 KV heads: tp 4 divides the heads, but 6 % 4 = 2 and 4 % 6 = 4.
 GQA6 = plate_job(
@@ -144,6 +145,15 @@ CASES = [
         L70,
         lay(tp=8, pp=4, vpp=5, dp=32),
         lay(tp=8, pp=2, vpp=4, dp=64),
+    ),
+    # 960 sequences over dp 64: micro-batches of 1 make 15, in 15 // 2 = 7 rounds (15 % 7 = 1);
+    # of 5 make 3, one round.
+    RuleCase(
+        "torchtitan",
+        "interleaved_rounds",
+        L70_960,
+        lay(tp=8, pp=2, vpp=4, dp=64, micro_batch=1),
+        lay(tp=8, pp=2, vpp=4, dp=64, micro_batch=5),
     ),
     RuleCase(
         "torchtitan", "fsdp_over_cp", L70, lay(tp=8, cp=2, dp=64), lay(tp=8, cp=2, dp=64, zero=3)

@@ -125,6 +125,32 @@ def _stages_rule() -> EngineRule:
     )
 
 
+def _interleaved_rounds_rule() -> EngineRule:
+    """Interleaved1F1B runs the step's micro-batches in max(1, m // pp) equal rounds."""
+
+    def micro_batches(job: TrainingJob, micro_batch: np.ndarray, dp: np.ndarray) -> np.ndarray:
+        return np.maximum(job.training.global_batch // (micro_batch * dp), 1)
+
+    def check(job: TrainingJob, grid: LayoutGrid) -> np.ndarray:
+        m = micro_batches(job, grid.micro_batch, grid.dp)
+        return np.asarray((grid.vpp == 1) | (m % np.maximum(m // grid.pp, 1) == 0))
+
+    def detail(job: TrainingJob, layout: Layout) -> str:
+        dp = np.asarray(layout.data_parallel_size)
+        m = int(micro_batches(job, np.asarray(layout.micro_batch), dp))
+        return f"{m} micro-batches in {max(m // layout.pp, 1)} rounds of pp {layout.pp}"
+
+    return EngineRule(
+        "interleaved_rounds",
+        f"{LABEL} runs Interleaved1F1B (vpp > 1), which needs the micro-batches a step "
+        "(local batch / pipeline_parallel_microbatch_size) to split into max(1, m // pp) "
+        "equal rounds",
+        f"{TORCH_PIPE}:2935-2941 (ScheduleInterleaved1F1B, ValueError); {PIPE}:303-311",
+        check,
+        detail,
+    )
+
+
 def _fsdp_over_cp_rule() -> EngineRule:
     def check(job: TrainingJob, grid: LayoutGrid) -> np.ndarray:
         return np.asarray((grid.cp == 1) | (grid.zero >= 2))
@@ -268,6 +294,7 @@ TORCHTITAN = Engine(
             f"{TT}/trainer.py:419-431",
         ),
         _stages_rule(),
+        _interleaved_rounds_rule(),
         _fsdp_over_cp_rule(),
         _expert_mesh_rule(),
         _no_expert_tp_rule(),
