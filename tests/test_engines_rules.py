@@ -45,6 +45,17 @@ GQA6 = plate_job(
         vocab_size=32000,
     ),
 )
+FFN8196 = plate_job(
+    48,
+    TransformerSpec(
+        num_layers=8,
+        hidden_size=3072,
+        ffn_hidden_size=8196,
+        num_attention_heads=48,
+        num_kv_heads=48,
+        vocab_size=32000,
+    ),
+)
 SEQ6144 = plate_job(1152, "llama3-8b", seq_len=6144)  # 6144 = 2^11 * 3
 
 
@@ -57,6 +68,8 @@ def core_cases(engine: str) -> list[RuleCase]:
     return [
         # 64 heads: 64 % 48 = 16; 64 % 8 = 0.
         RuleCase(engine, "heads_divisible_by_tp", L70, lay(tp=48, dp=1), lay(tp=8, dp=128)),
+        # MLP width 8196: 8196 % 8 = 4; 8196 % 4 = 0 (48 heads take either).
+        RuleCase(engine, "mlp_divisible_by_tp", FFN8196, lay(tp=8, dp=6), lay(tp=4, dp=12)),
         # 6 query groups: tp 4 neither multiple nor divisor; tp 3 divides 6.
         RuleCase(engine, "query_groups_vs_tp", GQA6, lay(tp=4, dp=12), lay(tp=3, dp=16)),
         # 8 experts: 8 % 3 = 2; 8 % 4 = 0.

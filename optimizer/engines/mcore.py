@@ -1,29 +1,23 @@
 """Megatron-Core: what Megatron-LM and Megatron-Bridge (NeMo's recipes) share.
 
 Both build the same `TransformerConfig` / `ModelParallelConfig` / `DistributedDataParallel`
-from Megatron-Core, so the rules those classes enforce, the knobs they offer and the way
-they synchronise gradients are written once here; each engine passes its own label and its
-own spelling of the knobs (command-line flags or recipe fields).
+from Megatron-Core, so the knobs those classes offer and the way they synchronise gradients
+are written once here (the rules they enforce in mcore_rules.py); each engine passes its own
+label and its own spelling of the knobs (command-line flags or recipe fields).
 
 Read at NVIDIA/Megatron-LM d98e8a64ddf34856e74b24714e3bedb2f5a39553 (megatron-core 0.20.0,
 2026-08-22); the assertion texts were cross-checked at tag core_v0.16.1 (55ac7082, the newest
-megatron-core on PyPI here) by the research notes (/tmp/research/engines.md section 1.3).
+megatron-core on PyPI when they were read).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
-import numpy as np
+from models.layout import Dimension, Recompute, Schedule
 
-from models.job import TrainingJob
-from models.layout import Dimension, Layout, Recompute, Schedule
-from optimizer.costmodel import LayoutGrid
-
-from . import stages
 from .base import (
     CpExchange,
-    EngineRule,
     EngineRuntime,
     GradientSync,
     Offers,
@@ -32,7 +26,6 @@ from .base import (
     offered,
     sync,
 )
-from .rules import batch_identity, experts_divisible_by_ep, heads_divisible_by_tp
 
 MLM = "NVIDIA/Megatron-LM@d98e8a6"
 # What --recompute-granularity selective checkpoints unless told (megatron/core/transformer/
@@ -127,166 +120,6 @@ def offers(terms: Terms, sources: Mapping[str, str]) -> Offers:
             f"{CORE}/transformer/transformer_config.py:2229-2414; "
             f"{CORE}/transformer/pipeline_parallel_layer_layout.py:25-107",
         ),
-    )
-
-
-# --- rules Megatron-Core enforces itself (so in both engines) -------------------------
-
-
-def rules(label: str, interleaving_source: str = "") -> tuple[EngineRule, ...]:
-    """Megatron-Core's own checks; `interleaving_source` adds the engine's own check of the
-    interleaved schedule, if it has one."""
-    return (
-        heads_divisible_by_tp(
-            label,
-            f"{CORE}/transformer/transformer_config.py:1446-1450 (ValueError; core_v0.16.1 L926)",
-        ),
-        _query_groups(label),
-        experts_divisible_by_ep(
-            label,
-            f"{CORE}/transformer/moe/moe_layer.py:186 (assert num_moe_experts % ep_size == 0); "
-            f"{CORE}/transformer/transformer_config.py:1595-1596 (experts needed when ep > 1)",
-        ),
-        _expert_grid(label),
-        batch_identity(
-            label,
-            "global_batch % (micro_batch * dp) == 0 (dp without cp)",
-            f"{CORE}/num_microbatches_calculator.py:381-391",
-        ),
-        _interleaving_needs_pp(label, interleaving_source),
-        _interleaving_micro_batch_groups(label),
-        _layer_split(label),
-        _megatron_fsdp_without_pp(label),
-    )
-
-
-def _query_groups(label: str) -> EngineRule:
-    def check(job: TrainingJob, grid: LayoutGrid) -> np.ndarray:
-        groups = job.model.num_kv_heads
-        return np.asarray((groups % grid.tp == 0) | (grid.tp % groups == 0))
-
-    def detail(job: TrainingJob, layout: Layout) -> str:
-        return f"num_query_groups {job.model.num_kv_heads}, tp {layout.tp}"
-
-    return EngineRule(
-        "query_groups_vs_tp",
-        f"{label} requires num_query_groups (KV heads) to be a multiple or divisor of tp",
-        f"{CORE}/transformer/transformer_config.py:1458-1468 (ValueError; core_v0.16.1 L944)",
-        check,
-        detail,
-    )
-
-
-def _expert_grid(label: str) -> EngineRule:
-    """The expert grid uses cp = 1 and etp = tp by default, so CP ranks fold into expert-DP."""
-
-    def check(job: TrainingJob, grid: LayoutGrid) -> np.ndarray:
-        product = grid.tp * grid.expert_parallel * grid.pp
-        return np.asarray(job.cluster.gpus % product == 0)
-
-    def detail(job: TrainingJob, layout: Layout) -> str:
-        return f"{job.cluster.gpus} % ({layout.tp} * {layout.ep} * {layout.pp}) != 0"
-
-    return EngineRule(
-        "expert_grid",
-        f"{label} requires world % (etp * ep * pp) == 0 with etp = tp (the default)",
-        f"{CORE}/parallel_state.py:868-884; etp default: {CORE}/model_parallel_config.py:130",
-        check,
-        detail,
-    )
-
-
-def _interleaving_needs_pp(label: str, engine_source: str) -> EngineRule:
-    def check(job: TrainingJob, grid: LayoutGrid) -> np.ndarray:
-        return np.asarray((grid.vpp == 1) | (grid.pp > 1))
-
-    def detail(job: TrainingJob, layout: Layout) -> str:
-        return f"vpp {layout.vpp} with pp {layout.pp}"
-
-    return EngineRule(
-        "interleaving_needs_pp",
-        f"{label} requires pp > 1 for the interleaved schedule (vpp > 1)",
-        "; ".join(filter(None, [f"{CORE}/parallel_state.py:827-831", engine_source])),
-        check,
-        detail,
-    )
-
-
-def _interleaving_micro_batch_groups(label: str) -> EngineRule:
-    """The interleaved schedule runs micro-batches in groups of pp on each chunk (the group
-    size defaults to pp) and refuses a step whose last group is short: every published
-    interleaved Megatron layout in the validation data keeps it."""
-
-    def check(job: TrainingJob, grid: LayoutGrid) -> np.ndarray:
-        per_group = grid.micro_batch * grid.dp * grid.pp
-        return np.asarray((grid.vpp == 1) | (job.training.global_batch % per_group == 0))
-
-    def detail(job: TrainingJob, layout: Layout) -> str:
-        batch, dp = job.training.global_batch, layout.data_parallel_size
-        return (
-            f"{batch} sequences in micro-batches of {layout.micro_batch} over dp {dp}: "
-            f"not a multiple of pp {layout.pp}"
-        )
-
-    return EngineRule(
-        "interleaving_micro_batch_groups",
-        f"{label} requires the micro-batches a step, global_batch / (micro_batch * dp), to be "
-        "a multiple of pp for the interleaved schedule (vpp > 1)",
-        f"{CORE}/pipeline_parallel/schedules.py:1160-1180 (ValueError, RuntimeError); "
-        f"{CORE}/model_parallel_config.py:567-568 (microbatch_group_size_per_vp_stage = pp); "
-        "core_r0.8.0 megatron/core/pipeline_parallel/schedules.py:613-616",
-        check,
-        detail,
-    )
-
-
-def _layer_split(label: str) -> EngineRule:
-    """Any split is accepted through a layout string; the others are checked as written."""
-
-    def check(job: TrainingJob, grid: LayoutGrid) -> np.ndarray:
-        layers, pp, vpp = job.model.num_layers, grid.pp, grid.vpp
-        by_flags = (
-            stages.mcore_even(layers, pp, vpp)
-            | stages.mcore_first_last(layers, pp, vpp)
-            | stages.mcore_account_for(layers, pp, vpp)
-        )
-        by_layout = pp * vpp <= layers  # the layout string takes any split with a layer a chunk
-        return np.asarray(by_flags | by_layout)
-
-    def detail(job: TrainingJob, layout: Layout) -> str:
-        return f"{job.model.num_layers} layers on {layout.pp * layout.vpp} chunks"
-
-    return EngineRule(
-        "layer_split",
-        f"{label} requires the layers to split over pp * vpp chunks: evenly (layers % pp == 0 "
-        "and per rank % vpp == 0), with uneven first/last stages (each > 0 and % vpp == 0, the "
-        "middle % (pp - 2) == 0 and per middle rank % vpp == 0), with embedding and loss counted "
-        "as layers ((layers + 2) % (pp * vpp) == 0), or by an explicit pipeline layout",
-        f"{CORE}/transformer/transformer_block.py:76-178; "
-        f"{CORE}/transformer/transformer_config.py:2229-2414; "
-        f"{CORE}/transformer/pipeline_parallel_layer_layout.py:41-45, 86-107",
-        check,
-        detail,
-    )
-
-
-def _megatron_fsdp_without_pp(label: str) -> EngineRule:
-    def check(job: TrainingJob, grid: LayoutGrid) -> np.ndarray:
-        return np.asarray((grid.zero < 2) | (grid.pp == 1))
-
-    def detail(job: TrainingJob, layout: Layout) -> str:
-        return f"zero {layout.zero} with pp {layout.pp}"
-
-    return EngineRule(
-        "megatron_fsdp_without_pp",
-        f"{label} shards gradients (ZeRO-2/3) only through Megatron-FSDP, which this project "
-        "exports only at pp == 1",
-        "UNVERIFIED for Megatron-FSDP v1 with pp > 1: no check in megatron/training/arguments.py "
-        "(L1118-1191) forbids it, but every Megatron-FSDP functional test runs pp 1 "
-        f"({MLM} tests/functional_tests/test_cases/*fsdp*/model_config.yaml) and v2 refuses "
-        f"pp > 1 ({CORE}/distributed/fsdp/mcore_fsdp_adapter.py:627-638)",
-        check,
-        detail,
     )
 
 

@@ -15,7 +15,7 @@ from models.job import TrainingJob
 from models.layout import Dimension, Layout
 from models.transformer import TransformerSpec
 
-from . import mcore
+from . import mcore, mcore_rules
 from .base import Artefact, Engine, Overlap
 from .mcore import MLM
 from .mcore_settings import McoreSettings, mcore_settings
@@ -330,7 +330,7 @@ MEGATRON = Engine(
     "assertion texts cross-checked at core_v0.16.1",
     offers=_OFFERS,
     rules=offer_rules(LABEL, _OFFERS)
-    + mcore.rules(
+    + mcore_rules.rules(
         LABEL,
         interleaving_source=f"{ARGS}:1000-1018: pp > 1 with p2p overlap on (the default with "
         "vpp), pp > 2 with --no-overlap-p2p-communication",

@@ -14,7 +14,7 @@ from __future__ import annotations
 from models.job import TrainingJob
 from models.layout import Layout
 
-from . import mcore
+from . import mcore, mcore_rules
 from .base import Artefact, Engine, Overlap
 from .catalogue import config_for, model_has_config
 from .mcore_settings import McoreSettings, mcore_settings
@@ -227,7 +227,7 @@ NEMO = Engine(
     f"Megatron-Core as read at {mcore.MLM}",
     offers=_OFFERS,
     rules=offer_rules(LABEL, _OFFERS)
-    + mcore.rules(LABEL)
+    + mcore_rules.rules(LABEL)
     + (
         seq_len_divisible_by_2cp(LABEL, f"{CONFIG}:1574-1577"),
         model_has_config(
