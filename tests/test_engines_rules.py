@@ -56,6 +56,18 @@ FFN8196 = plate_job(
         vocab_size=32000,
     ),
 )
+TIED = plate_job(
+    64,
+    TransformerSpec(
+        num_layers=16,
+        hidden_size=2048,
+        ffn_hidden_size=8192,
+        num_attention_heads=32,
+        num_kv_heads=8,
+        vocab_size=128256,
+        tied_embeddings=True,
+    ),
+)
 SEQ6144 = plate_job(1152, "llama3-8b", seq_len=6144)  # 6144 = 2^11 * 3
 
 
@@ -159,6 +171,23 @@ CASES = [
         lay(tp=8, pp=4, vpp=5, dp=32),
         lay(tp=8, pp=2, vpp=4, dp=64),
     ),
+    # 8 KV heads: tp 16 divides the 64 heads but not them; tp 8 divides both.
+    RuleCase(
+        "torchtitan",
+        "heads_and_kv_heads_divisible_by_tp",
+        L70,
+        lay(tp=16, dp=64),
+        lay(tp=8, dp=128),
+    ),
+    # 6144 tokens: cp 9 needs 18 to divide them (6144 % 18 = 6); cp 3, 6 (6144 % 6 = 0).
+    RuleCase(
+        "torchtitan",
+        "seq_len_divisible_by_tp_and_2cp",
+        SEQ6144,
+        lay(cp=9, dp=128, zero=3),
+        lay(cp=3, dp=384, zero=3),
+    ),
+    RuleCase("torchtitan", "no_tied_embeddings_with_pp", TIED, lay(pp=2, dp=32), lay(dp=64)),
     # 960 sequences over dp 64: micro-batches of 1 make 15, in 15 // 2 = 7 rounds (15 % 7 = 1);
     # of 5 make 3, one round.
     RuleCase(

@@ -151,6 +151,65 @@ def _interleaved_rounds_rule() -> EngineRule:
     )
 
 
+DECODER = f"{TT}/models/common/decoder.py"
+
+
+def _heads_rule() -> EngineRule:
+    def check(job: TrainingJob, grid: LayoutGrid) -> np.ndarray:
+        model = job.model
+        return np.asarray(
+            (model.num_attention_heads % grid.tp == 0) & (model.num_kv_heads % grid.tp == 0)
+        )
+
+    def detail(job: TrainingJob, layout: Layout) -> str:
+        model = job.model
+        return f"{model.num_attention_heads} heads, {model.num_kv_heads} KV heads, tp {layout.tp}"
+
+    return EngineRule(
+        "heads_and_kv_heads_divisible_by_tp",
+        f"{LABEL} requires tp to divide both the attention heads and the KV heads",
+        f"{DECODER}:144-158 (ValueError)",
+        check,
+        detail,
+    )
+
+
+def _sequence_split_rule() -> EngineRule:
+    def check(job: TrainingJob, grid: LayoutGrid) -> np.ndarray:
+        divisor = grid.tp * np.where(grid.cp > 1, 2 * grid.cp, 1)
+        return np.asarray(job.training.seq_len % divisor == 0)
+
+    def detail(job: TrainingJob, layout: Layout) -> str:
+        return f"seq_len {job.training.seq_len} over tp {layout.tp} and cp {layout.cp}"
+
+    return EngineRule(
+        "seq_len_divisible_by_tp_and_2cp",
+        f"{LABEL} requires seq_len % (tp * 2 cp) == 0 (tp alone without cp): sequence "
+        "parallelism (on by default) splits the sequence over tp, load-balanced context "
+        "parallelism over 2 cp",
+        f"{TT}/trainer.py:306-315; {CONFIGS} enable_sequence_parallel (default True)",
+        check,
+        detail,
+    )
+
+
+def _tied_embeddings_rule() -> EngineRule:
+    def check(job: TrainingJob, grid: LayoutGrid) -> np.ndarray:
+        return np.asarray((grid.pp == 1) | (not job.model.tied_embeddings))
+
+    def detail(job: TrainingJob, layout: Layout) -> str:
+        return f"tied embeddings with pp {layout.pp}"
+
+    return EngineRule(
+        "no_tied_embeddings_with_pp",
+        f"{LABEL} does not tie the input and output embeddings across pipeline stages: a "
+        "model with tied embeddings needs pp == 1",
+        f"{DECODER}:139-142 (NotImplementedError)",
+        check,
+        detail,
+    )
+
+
 def _fsdp_over_cp_rule() -> EngineRule:
     def check(job: TrainingJob, grid: LayoutGrid) -> np.ndarray:
         return np.asarray((grid.cp == 1) | (grid.zero >= 2))
@@ -293,6 +352,9 @@ TORCHTITAN = Engine(
             "global_batch_size % (local_batch_size * dp) == 0, dp = dp_replicate * dp_shard",
             f"{TT}/trainer.py:419-431",
         ),
+        _heads_rule(),
+        _sequence_split_rule(),
+        _tied_embeddings_rule(),
         _stages_rule(),
         _interleaved_rounds_rule(),
         _fsdp_over_cp_rule(),
