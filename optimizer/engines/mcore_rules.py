@@ -39,6 +39,7 @@ def rules(label: str, interleaving_source: str = "") -> tuple[EngineRule, ...]:
             "global_batch % (micro_batch * dp) == 0 (dp without cp)",
             f"{CORE}/num_microbatches_calculator.py:381-391",
         ),
+        _sequence_parallel_split(label),
         _interleaving_needs_pp(label, interleaving_source),
         _interleaving_micro_batch_groups(label),
         _layer_split(label),
@@ -108,6 +109,30 @@ def _expert_grid(label: str) -> EngineRule:
         "expert_grid",
         f"{label} requires world % (etp * ep * pp) == 0 with etp = tp (the default)",
         f"{CORE}/parallel_state.py:868-884; etp default: {CORE}/model_parallel_config.py:130",
+        check,
+        detail,
+    )
+
+
+def _sequence_parallel_split(label: str) -> EngineRule:
+    """The exports turn sequence parallelism on with tp > 1 (mcore_settings), which scatters
+    each cp rank's share of the sequence over tp."""
+
+    def check(job: TrainingJob, grid: LayoutGrid) -> np.ndarray:
+        seq_len = job.training.seq_len
+        per_cp_rank = seq_len // grid.cp
+        return np.asarray(
+            (grid.tp == 1) | ((seq_len % grid.cp == 0) & (per_cp_rank % grid.tp == 0))
+        )
+
+    def detail(job: TrainingJob, layout: Layout) -> str:
+        return f"seq_len {job.training.seq_len} / cp {layout.cp} over tp {layout.tp}"
+
+    return EngineRule(
+        "sequence_parallel_split",
+        f"{label} requires seq_len / cp to divide by tp when tp > 1: sequence parallelism, "
+        "which the exports turn on with tensor parallelism, splits it over tp",
+        f"{CORE}/tensor_parallel/mappings.py:60-74 (_split_along_first_dim, an assert)",
         check,
         detail,
     )
