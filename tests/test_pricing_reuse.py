@@ -190,7 +190,8 @@ def test_an_engine_rule_only_layouts_below_the_optimum_break_is_named_and_does_n
     # the floored tables hold only the tuples whose ceiling reaches the optimum
     assert len(floored.problem.degrees) < len(problem.degrees)
     beneath = engine_rules_broken(problem, placement_classes(problem)) - set(rule_names(floored))
-    assert beneath == {"engine_seq_len_divisible_by_2cp"}
+    # the sequence splits that odd cp degrees break (over 2 cp, and each cp rank's over tp)
+    assert beneath == {"engine_seq_len_divisible_by_2cp", "engine_sequence_parallel_split"}
     # the floored table's literals and the rules broken beneath are the whole table's, but a
     # rule only tuples below the optimum break: the KV-head rule here (tuples whose ceiling
     # falls short are not in the floored tables), which the relaxations judge idle, as
