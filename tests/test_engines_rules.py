@@ -70,6 +70,7 @@ TIED = plate_job(
 )
 SEQ6144 = plate_job(1152, "llama3-8b", seq_len=6144)  # 6144 = 2^11 * 3
 SEQ6000 = plate_job(1152, "llama3-8b", seq_len=6000)  # 6000 = 2^4 * 375
+FP8_SEQ6000 = plate_job(1152, "llama3-8b", seq_len=6000, precision="fp8")
 
 
 def lay(**knobs: object) -> Layout:
@@ -117,6 +118,8 @@ def core_cases(engine: str) -> list[RuleCase]:
         ),
         # 6000 tokens: 6000 % 32 = 16; 6000 % 16 = 0 (8 KV heads: tp 32 and 16 are multiples).
         RuleCase(engine, "sequence_parallel_split", SEQ6000, lay(tp=32, dp=36), lay(tp=16, dp=72)),
+        # FP8 on 6000 tokens: tp 16 leaves 375 a rank (375 % 8 = 7); tp 2, 3000 (% 8 = 0).
+        RuleCase(engine, "fp8_dims", FP8_SEQ6000, lay(tp=16, dp=72), lay(tp=2, dp=576)),
         # 32 layers on pp 8 x vpp 8 = 64 chunks: no split; pp 4 x vpp 3 = 12 takes a layout string.
         RuleCase(engine, "layer_split", MIXTRAL, lay(pp=8, vpp=8, dp=32), lay(pp=4, vpp=3, dp=64)),
         RuleCase(

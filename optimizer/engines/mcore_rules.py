@@ -40,6 +40,7 @@ def rules(label: str, interleaving_source: str = "") -> tuple[EngineRule, ...]:
             f"{CORE}/num_microbatches_calculator.py:381-391",
         ),
         _sequence_parallel_split(label),
+        _fp8_dims(label),
         _interleaving_needs_pp(label, interleaving_source),
         _interleaving_micro_batch_groups(label),
         _layer_split(label),
@@ -133,6 +134,40 @@ def _sequence_parallel_split(label: str) -> EngineRule:
         f"{label} requires seq_len / cp to divide by tp when tp > 1: sequence parallelism, "
         "which the exports turn on with tensor parallelism, splits it over tp",
         f"{CORE}/tensor_parallel/mappings.py:60-74 (_split_along_first_dim, an assert)",
+        check,
+        detail,
+    )
+
+
+def _fp8_dims(label: str) -> EngineRule:
+    """Transformer Engine runs an FP8 GEMM only on inputs whose rows divide by 8 and whose
+    reduction width divides by 16: a rank's tokens (each cp rank's, split over tp by sequence
+    parallelism) against the hidden size, and MLP-down's input, ffn / tp wide."""
+
+    def check(job: TrainingJob, grid: LayoutGrid) -> np.ndarray:
+        if job.training.precision != "fp8":
+            return np.asarray(True)
+        model = job.model
+        rows_ok = (job.training.seq_len * grid.micro_batch) % (8 * grid.cp * grid.tp) == 0
+        widths_ok = model.hidden_size % 16 == 0
+        if model.moe_layer_share < 1:
+            widths_ok = widths_ok & ((model.ffn_hidden_size // grid.tp) % 16 == 0)
+        return np.asarray(rows_ok & widths_ok)
+
+    def detail(job: TrainingJob, layout: Layout) -> str:
+        tokens = job.training.seq_len * layout.micro_batch / (layout.cp * layout.tp)
+        return (
+            f"{tokens:g} tokens a rank, hidden {job.model.hidden_size}, "
+            f"ffn {job.model.ffn_hidden_size} over tp {layout.tp}"
+        )
+
+    return EngineRule(
+        "fp8_dims",
+        f"{label} in FP8 requires a rank's tokens (seq_len * micro_batch / (cp * tp)) to divide "
+        "by 8, and the hidden size and ffn_hidden_size / tp to divide by 16",
+        "NVIDIA/TransformerEngine@d0067d0 transformer_engine/pytorch/utils.py:614-624 "
+        "(assert_dim_for_fp8_exec, ValueError; called by module/linear.py:376, "
+        "layernorm_linear.py:184, layernorm_mlp.py:356)",
         check,
         detail,
     )
