@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from models.job import TrainingJob
 from models.layout import Layout
 from models.presets import gpu_preset
 from models.transformer import TransformerSpec
@@ -14,6 +15,7 @@ from optimizer.costmodel.standard import collectives as coll
 from optimizer.costmodel.standard import kernels as kern
 from optimizer.costmodel.standard.compute import kernel_efficiency
 from optimizer.costmodel.standard.links import all_to_all_bytes_s, link_bytes_s
+from optimizer.engines import engine_assumptions, get_engine
 from tests.helpers import plate_job
 
 
@@ -258,3 +260,24 @@ def test_gradient_accumulation_outside_the_gemms_by_hand() -> None:
     assert pass_s == pytest.approx(5.443e-3, rel=1e-3)
     assert separate.times_s["matmul"] - fused.times_s["matmul"] == pytest.approx(pass_s)
     assert separate.times_s["step"] > fused.times_s["step"]
+
+    # today's DeepSpeed takes that optimiser by itself in bf16 with pp and ZeRO-0 only (ZeRO-1
+    # runs its ZeRO optimiser; without pp, DDP_BFLOAT16): the same pass, from the engine
+    deepspeed = engine_assumptions(get_engine("deepspeed"), CostAssumptions(), "bf16")
+    assert deepspeed.pipelined_gradient_accumulation_bytes_per_param == [18, 0, 0]
+
+    def matmul_s(costs: CostAssumptions, on: TrainingJob = job, **knobs: object) -> float:
+        priced = evaluate(on, layout.model_copy(update=knobs), "standard", costs)
+        return float(priced.times_s["matmul"])
+
+    zero0, zero1 = matmul_s(deepspeed, zero=0), matmul_s(deepspeed, zero=1)
+    assert zero0 - zero1 == pytest.approx(pass_s)
+    assert zero1 == pytest.approx(fused.times_s["matmul"])
+    # 256 GPUs at tp 4 and pp 1: dp 64 takes the batch whole
+    flat = job.model_copy(update={"cluster": job.cluster.model_copy(update={"gpus": 256})})
+    without_pp = {"pp": 1, "zero": 0}
+    assert matmul_s(deepspeed, flat, **without_pp) == matmul_s(
+        CostAssumptions(), flat, **without_pp
+    )
+    fp16 = engine_assumptions(get_engine("deepspeed"), CostAssumptions(), "fp16")
+    assert matmul_s(fp16, zero=0) == pytest.approx(zero1)

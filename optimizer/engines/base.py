@@ -218,6 +218,9 @@ class EngineRuntime:
     # which it keeps a gathered parameter (None: it releases each after use)
     zero3_recompute_regathers: bool = False
     zero3_reuse_distance_params: float | None = None
+    # per ZeRO stage 0, 1, 2: HBM bytes per parameter its optimiser adds each micro-batch
+    # outside the GEMMs under bf16 with pp (None: none; DeepSpeed's BF16_Optimizer)
+    bf16_pipelined_accumulation_bytes: tuple[float, float, float] | None = None
 
     def sync_for(self, zero: int) -> GradientSync | None:
         """The stage's synchronisation; None for a stage the engine does not offer."""

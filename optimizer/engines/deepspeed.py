@@ -150,6 +150,12 @@ RUNTIME = EngineRuntime(
     # ({RT}/zero/partitioned_param_coordinator.py:634-663)
     zero3_recompute_regathers=True,
     zero3_reuse_distance_params=1e9,
+    # bf16 with pp and ZeRO-0 runs the BF16_Optimizer (grad_accum_dtype defaults to the
+    # model's: runtime/engine.py:2313-2320); after each micro-batch's backward it casts the
+    # gradients to fp32 and adds them into its fp32 buffer, 2 + 4 read and written, then
+    # 4 + 4 read and 4 written (runtime/pipe/engine.py:859-862, bf16_optimizer.py:508-523).
+    # ZeRO-1 takes it only with an fp32 grad_accum_dtype, which the export does not set
+    bf16_pipelined_accumulation_bytes=(18.0, 0.0, 0.0),
     gradient_sync=(
         sync(
             0,

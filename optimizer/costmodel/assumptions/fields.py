@@ -22,6 +22,8 @@ def fraction_field(default: float, description: str) -> float:
 
 # Volumes of a stage's parameters a data-parallel sync sends (docs/cost-model.md, "Engines").
 Volumes = Annotated[float, Field(ge=0, le=100)]
+# HBM bytes per parameter a gradient accumulation pass moves
+AccumulationBytes = Annotated[float, Field(ge=0, le=64)]
 
 
 def latency_field(default: float, description: str) -> float:

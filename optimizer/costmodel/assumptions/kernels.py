@@ -6,7 +6,7 @@ from pydantic import BaseModel, Field
 
 from models.strict import SPEC_CONFIG, JsonInt
 
-from .fields import MIN_EFFICIENCY
+from .fields import MIN_EFFICIENCY, AccumulationBytes
 
 
 class KernelAssumptions(BaseModel):
@@ -276,6 +276,20 @@ class KernelAssumptions(BaseModel):
             "write 4) and adds it into the fp32 buffer (read 4 + 4, write 4): 18 "
             "(deepspeedai/DeepSpeed@56c5223 deepspeed/runtime/pipe/engine.py l.746-761, "
             "bf16_optimizer.py l.383-397)."
+        ),
+    )
+    pipelined_gradient_accumulation_bytes_per_param: list[AccumulationBytes] = Field(
+        [0.0, 0.0, 0.0],
+        min_length=3,
+        max_length=3,
+        description=(
+            "Per ZeRO stage 0, 1, 2: HBM bytes per parameter each micro-batch's backward adds to "
+            "gradient_accumulation_bytes_per_param where pp > 1 (profile standard), where an "
+            "engine's pipeline engine picks an optimiser that accumulates outside the GEMMs. "
+            "DeepSpeed in bf16 runs its BF16_Optimizer with pp and ZeRO-0, whose cast to fp32 "
+            "and add into the fp32 buffer move 18 (deepspeed 0.19.8 deepspeed/runtime/"
+            "engine.py l.2313-2320, pipe/engine.py l.859-862, bf16_optimizer.py l.508-523): "
+            "the deepspeed engine sets [18, 0, 0] in bf16."
         ),
     )
     fp8_cast_bytes_per_value: float = Field(

@@ -25,7 +25,7 @@ from optimizer.costmodel.standard import kernels as kern
 from optimizer.costmodel.standard import memory as mem
 from optimizer.costmodel.standard import precision as prec
 from optimizer.costmodel.standard import times as tim
-from optimizer.costmodel.standard.degrees import Degrees
+from optimizer.costmodel.standard.degrees import Degrees, per_synced_stage
 
 Number = Any
 
@@ -187,14 +187,17 @@ def elementwise_s(
 def gradient_accumulation_s(job: TrainingJob, a: CostAssumptions, k: Degrees) -> Number:
     """One layer's gradient accumulation a micro-batch, where the engine runs it outside the
     weight-gradient GEMMs: its parameters on the rank (an MoE layer's local experts
-    included) times gradient_accumulation_bytes_per_param at HBM bandwidth."""
+    included) times gradient_accumulation_bytes_per_param, plus with pp the stage's
+    pipelined_gradient_accumulation_bytes_per_param, at HBM bandwidth."""
     bandwidth = job.cluster.gpu.memory_bandwidth_bytes_s
-    if not a.gradient_accumulation_bytes_per_param or bandwidth is None:
+    pipelined = a.pipelined_gradient_accumulation_bytes_per_param
+    if bandwidth is None or not (a.gradient_accumulation_bytes_per_param or any(pipelined)):
         return 0.0
+    with_pp = np.where(np.asarray(k.pp) > 1, per_synced_stage(pipelined, k), 0.0)
     params = mem.dense_params_per_layer_per_device(
         job.model, k.tp
     ) + mem.expert_params_per_layer_per_device(job.model, k.tp, k.ep)
-    return params * a.gradient_accumulation_bytes_per_param / bandwidth
+    return params * (a.gradient_accumulation_bytes_per_param + with_pp) / bandwidth
 
 
 def attention_efficiency(job: TrainingJob, a: CostAssumptions) -> float:

@@ -14,7 +14,7 @@ from optimizer.costmodel.assumptions import CostAssumptions
 from optimizer.costmodel.standard import memory as mem
 from optimizer.costmodel.standard import ranks as rnk
 from optimizer.costmodel.standard import times as tim
-from optimizer.costmodel.standard.degrees import Degrees
+from optimizer.costmodel.standard.degrees import Degrees, per_synced_stage
 from optimizer.costmodel.standard.links import collective_s, link_bytes_s
 
 Number = Any
@@ -218,9 +218,3 @@ def gradient_volumes(a: CostAssumptions, k: Degrees) -> tuple[Number, Number]:
         per_step, per_micro_batch = per_step + deferred, per_micro_batch - deferred
     zero3 = np.asarray(k.zero) >= 3
     return np.where(zero3, 0.0, per_step), np.where(zero3, 0.0, per_micro_batch)
-
-
-def per_synced_stage(values: list[Any], k: Degrees) -> Number:
-    """A per-ZeRO-stage assumption (stages 0, 1, 2) read at each layout's stage; ZeRO-3 reads
-    stage 2's, which its callers zero or ignore (its traffic is priced apart)."""
-    return np.asarray(values)[np.clip(np.asarray(k.zero, dtype=np.int64), 0, 2)]

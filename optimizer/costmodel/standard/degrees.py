@@ -42,3 +42,9 @@ class Degrees:
     def data_group_span(self) -> Number:
         """Gradients reduce over dp * cp: the group spans the wider of the two."""
         return np.maximum(self.dp_span, self.cp_span)
+
+
+def per_synced_stage(values: list[Any], k: Degrees) -> Number:
+    """A per-ZeRO-stage assumption (stages 0, 1, 2) read at each layout's stage; ZeRO-3 reads
+    stage 2's, which its callers zero or ignore (its traffic is priced apart)."""
+    return np.asarray(values)[np.clip(np.asarray(k.zero, dtype=np.int64), 0, 2)]
