@@ -33,41 +33,25 @@ class RuleCase:
 L70 = plate_job(1024, "llama3-70b", global_batch=1024)  # 80 layers, 64 heads, 8 KV heads
 L70_960 = plate_job(1024, "llama3-70b", global_batch=960)
 MIXTRAL = plate_job(256, "mixtral-8x7b", global_batch=1024)  # 32 layers, 8 experts
+
+
+def toy(gpus: int, **fields: object) -> TrainingJob:
+    """A small GPT-shaped job on `gpus` GPUs, its spec's fields overridden by `fields`."""
+    spec = {
+        "num_layers": 8,
+        "hidden_size": 3072,
+        "ffn_hidden_size": 8192,
+        "num_attention_heads": 48,
+        "num_kv_heads": 48,
+        "vocab_size": 32000,
+    }
+    return plate_job(gpus, TransformerSpec.model_validate(spec | fields))
+
+
 # 48 heads and 6 KV heads: tp 4 divides the heads, but 6 % 4 = 2 and 4 % 6 = 4.
-GQA6 = plate_job(
-    48,
-    TransformerSpec(
-        num_layers=8,
-        hidden_size=3072,
-        ffn_hidden_size=8192,
-        num_attention_heads=48,
-        num_kv_heads=6,
-        vocab_size=32000,
-    ),
-)
-FFN8196 = plate_job(
-    48,
-    TransformerSpec(
-        num_layers=8,
-        hidden_size=3072,
-        ffn_hidden_size=8196,
-        num_attention_heads=48,
-        num_kv_heads=48,
-        vocab_size=32000,
-    ),
-)
-TIED = plate_job(
-    64,
-    TransformerSpec(
-        num_layers=16,
-        hidden_size=2048,
-        ffn_hidden_size=8192,
-        num_attention_heads=32,
-        num_kv_heads=8,
-        vocab_size=128256,
-        tied_embeddings=True,
-    ),
-)
+GQA6 = toy(48, num_kv_heads=6)
+FFN8196 = toy(48, ffn_hidden_size=8196)
+TIED = toy(64, num_attention_heads=32, num_kv_heads=8, tied_embeddings=True)
 SEQ6144 = plate_job(1152, "llama3-8b", seq_len=6144)  # 6144 = 2^11 * 3
 SEQ6000 = plate_job(1152, "llama3-8b", seq_len=6000)  # 6000 = 2^4 * 375
 FP8_SEQ6000 = plate_job(1152, "llama3-8b", seq_len=6000, precision="fp8")
