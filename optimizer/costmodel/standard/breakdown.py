@@ -315,10 +315,15 @@ def step_floor_s(job: TrainingJob, a: CostAssumptions, k: Degrees) -> Number:
     """The step before its data-parallel sync and optimiser step: every slot of the busiest
     stage with its pipeline sends (the waterfall's "after pipeline sends"). The step only
     adds to it (micro_batch_and_step_s, step_s: exposed traffic is never negative) and no
-    ZeRO stage enters it (the sync and the optimiser step alone read k.zero), so it bounds
+    ZeRO stage enters it (the sync and the optimiser step read k.zero), so it bounds
     from below the step of the same layout at every ZeRO stage: what the search rules degree
-    tuples out by (optimizer/search/ceilings.py)."""
-    pipe = pipeline(job, a, k)
+    tuples out by (optimizer/search/ceilings.py). The one per-stage figure in a layer's time,
+    the pipelined accumulation pass, is read at its least."""
+    pass_bytes = min(a.pipelined_gradient_accumulation_bytes_per_param)
+    least = a.model_copy(
+        update={"pipelined_gradient_accumulation_bytes_per_param": [pass_bytes] * 3}
+    )
+    pipe = pipeline(job, least, k)
     return pipe.slots * (pipe.stage(*LAYER_PARTS) + pipe.p2p)
 
 
