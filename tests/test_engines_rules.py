@@ -161,14 +161,10 @@ CASES = [
         lay(tp=8, pp=4, vpp=5, dp=32),
         lay(tp=8, pp=2, vpp=4, dp=64),
     ),
+    # 64 heads: 64 % 48 = 16; 64 % 8 = 0.
+    RuleCase("torchtitan", "heads_divisible_by_tp", L70, lay(tp=48, dp=1), lay(tp=8, dp=128)),
     # 8 KV heads: tp 16 divides the 64 heads but not them; tp 8 divides both.
-    RuleCase(
-        "torchtitan",
-        "heads_and_kv_heads_divisible_by_tp",
-        L70,
-        lay(tp=16, dp=64),
-        lay(tp=8, dp=128),
-    ),
+    RuleCase("torchtitan", "kv_heads_divisible_by_tp", L70, lay(tp=16, dp=64), lay(tp=8, dp=128)),
     # 6144 tokens: cp 9 needs 18 to divide them (6144 % 18 = 6); cp 3, 6 (6144 % 6 = 0).
     RuleCase(
         "torchtitan",

@@ -26,7 +26,7 @@ from .base import (
     offered,
 )
 from .catalogue import config_for, model_has_config
-from .rules import batch_identity, offer_rules
+from .rules import batch_identity, heads_divisible_by_tp, offer_rules
 from .torchtitan_runtime import CONFIGS, FSDP, RUNTIME, TT
 
 LABEL = "torchtitan"
@@ -128,16 +128,12 @@ def _stages_rule() -> EngineRule:
 def _interleaved_rounds_rule() -> EngineRule:
     """Interleaved1F1B runs the step's micro-batches in max(1, m // pp) equal rounds."""
 
-    def micro_batches(job: TrainingJob, micro_batch: np.ndarray, dp: np.ndarray) -> np.ndarray:
-        return np.maximum(job.training.global_batch // (micro_batch * dp), 1)
-
     def check(job: TrainingJob, grid: LayoutGrid) -> np.ndarray:
-        m = micro_batches(job, grid.micro_batch, grid.dp)
+        m = np.maximum(job.training.global_batch // (grid.micro_batch * grid.dp), 1)
         return np.asarray((grid.vpp == 1) | (m % np.maximum(m // grid.pp, 1) == 0))
 
     def detail(job: TrainingJob, layout: Layout) -> str:
-        dp = np.asarray(layout.data_parallel_size)
-        m = int(micro_batches(job, np.asarray(layout.micro_batch), dp))
+        m = max(layout.micro_batches(job.training.global_batch), 1)
         return f"{m} micro-batches in {max(m // layout.pp, 1)} rounds of pp {layout.pp}"
 
     return EngineRule(
@@ -154,21 +150,20 @@ def _interleaved_rounds_rule() -> EngineRule:
 DECODER = f"{TT}/models/common/decoder.py"
 
 
-def _heads_rule() -> EngineRule:
+def _kv_heads_rule() -> EngineRule:
+    """The KV heads' twin of rules.heads_divisible_by_tp: torchtitan checks both."""
+
     def check(job: TrainingJob, grid: LayoutGrid) -> np.ndarray:
-        model = job.model
-        return np.asarray(
-            (model.num_attention_heads % grid.tp == 0) & (model.num_kv_heads % grid.tp == 0)
-        )
+        return np.asarray(job.model.num_kv_heads % grid.tp == 0)
 
     def detail(job: TrainingJob, layout: Layout) -> str:
-        model = job.model
-        return f"{model.num_attention_heads} heads, {model.num_kv_heads} KV heads, tp {layout.tp}"
+        kv_heads = job.model.num_kv_heads
+        return f"{kv_heads} % {layout.tp} = {kv_heads % layout.tp}"
 
     return EngineRule(
-        "heads_and_kv_heads_divisible_by_tp",
-        f"{LABEL} requires tp to divide both the attention heads and the KV heads",
-        f"{DECODER}:144-158 (ValueError)",
+        "kv_heads_divisible_by_tp",
+        f"{LABEL} requires num_kv_heads % tp == 0",
+        f"{DECODER}:154-158 (ValueError)",
         check,
         detail,
     )
@@ -352,7 +347,8 @@ TORCHTITAN = Engine(
             "global_batch_size % (local_batch_size * dp) == 0, dp = dp_replicate * dp_shard",
             f"{TT}/trainer.py:419-431",
         ),
-        _heads_rule(),
+        heads_divisible_by_tp(LABEL, f"{DECODER}:149-153 (ValueError)"),
+        _kv_heads_rule(),
         _sequence_split_rule(),
         _tied_embeddings_rule(),
         _stages_rule(),

@@ -319,11 +319,11 @@ def step_floor_s(job: TrainingJob, a: CostAssumptions, k: Degrees) -> Number:
     from below the step of the same layout at every ZeRO stage: what the search rules degree
     tuples out by (optimizer/search/ceilings.py). The one per-stage figure in a layer's time,
     the pipelined accumulation pass, is read at its least."""
-    pass_bytes = min(a.pipelined_gradient_accumulation_bytes_per_param)
-    least = a.model_copy(
-        update={"pipelined_gradient_accumulation_bytes_per_param": [pass_bytes] * 3}
-    )
-    pipe = pipeline(job, least, k)
+    per_stage = a.pipelined_gradient_accumulation_bytes_per_param
+    if len(set(per_stage)) > 1:  # the floor is priced per box: copy only when it differs
+        least = [min(per_stage)] * len(per_stage)
+        a = a.model_copy(update={"pipelined_gradient_accumulation_bytes_per_param": least})
+    pipe = pipeline(job, a, k)
     return pipe.slots * (pipe.stage(*LAYER_PARTS) + pipe.p2p)
 
 
