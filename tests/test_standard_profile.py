@@ -173,16 +173,19 @@ def test_zero3_list_copies_cost_one_copy_a_rank_a_collective() -> None:
     assert lists.mfu < flat.mfu
 
 
+# 2021 DeepSpeed's ZeRO-3 on a Megatron GPT layer, nothing hidden (the SC21 rows' counts)
+DEEPSPEED_2021_COUNTS = {
+    "zero3_overlap_fraction": 0,
+    "zero3_gathers_per_layer": 4,
+    "zero3_reduce_scatters_per_layer": 12,
+}
+
+
 def test_zero3_counts_from_the_code_set_the_collectives_a_layer() -> None:
     # 2021 DeepSpeed on a Megatron GPT layer: 4 gathers a pass (weights over the persistence
     # threshold), 12 reduce-scatters (every parameter): 2 x 4 + 12 = 20 collectives a layer
     # and micro-batch, each copying 2,048 tensors at 1 us, on the plate's 126 layers
-    job, layout = plate_job(), Layout(tp=8, pp=1, zero=3)
-    settings = {
-        "zero3_overlap_fraction": 0,
-        "zero3_gathers_per_layer": 4,
-        "zero3_reduce_scatters_per_layer": 12,
-    }
+    job, layout, settings = plate_job(), Layout(tp=8, pp=1, zero=3), DEEPSPEED_2021_COUNTS
     flat = standard(job, layout, **settings)
     lists = standard(job, layout, zero3_copy_per_rank_s=1e-6, **settings)
     extra_s = lists.times_s["zero3_per_micro_batch"] - flat.times_s["zero3_per_micro_batch"]
@@ -195,6 +198,28 @@ def test_zero3_counts_from_the_code_set_the_collectives_a_layer() -> None:
     # the bytes do not depend on the count; the latency grows with the collectives
     module = standard(job, layout, zero3_overlap_fraction=0, zero3_gather_unit="module")
     assert module.times_s["zero3_per_micro_batch"] > flat.times_s["zero3_per_micro_batch"]
+
+
+def test_zero3_list_views_cost_a_gather_and_a_scatter_apiece_a_rank() -> None:
+    # 2021 DeepSpeed's counts on the plate's 126 layers, 2,048 ranks: 2 x 4 all-gathers and
+    # 12 reduce-scatters a layer and micro-batch; each builds one view a rank, at 3 us a
+    # gather's and 5 us a reduce-scatter's: 126 x 2,048 x (8 x 3 + 12 x 5) us more
+    job, layout, settings = plate_job(), Layout(tp=8, pp=1, zero=3), DEEPSPEED_2021_COUNTS
+    flat = standard(job, layout, **settings)
+    views = standard(
+        job,
+        layout,
+        zero3_gather_views_per_rank_s=3e-6,
+        zero3_scatter_views_per_rank_s=5e-6,
+        **settings,
+    )
+    extra_s = views.times_s["zero3_per_micro_batch"] - flat.times_s["zero3_per_micro_batch"]
+    assert extra_s == pytest.approx(126 * 2048 * (8 * 3e-6 + 12 * 5e-6))
+    # an engine gathering into one flat tensor builds none: nothing without ZeRO-3 either
+    zero1 = Layout(tp=8, pp=1, zero=1)
+    assert standard(job, zero1, zero3_scatter_views_per_rank_s=5e-6).mfu == pytest.approx(
+        standard(job, zero1).mfu
+    )
 
 
 def test_interleaving_trades_bubble_for_memory_and_sends() -> None:

@@ -219,6 +219,31 @@ class CommunicationAssumptions(BaseModel):
         "synchronisation, V100; UNVERIFIED on A100), a lower bound on a copy_ through "
         "PyTorch's dispatcher.",
     )
+    zero3_gather_views_per_rank_s: float = latency_field(
+        0.0,
+        "Host time each ZeRO-3 all-gather spends per rank of its group building the list of "
+        "per-rank views it passes, beside zero3_copy_per_rank_s's copy. 0 for engines that "
+        "gather into one flat tensor. 2021 DeepSpeed narrows the flat buffer once a rank in "
+        "Python (deepspeedai/DeepSpeed@adac058ac deepspeed/runtime/zero/"
+        "partition_parameters.py l.630-634) and PyTorch 1.8's ProcessGroupNCCL indexes the "
+        "flat output once a rank in C++ before each copy (outputFlattened[i][j], "
+        "pytorch/pytorch@00f5dfd torch/lib/c10d/ProcessGroupNCCL.cpp, allgather): such a row "
+        "sets 3 us, an operator dispatched from Python (~2 us, half of it argument parsing) "
+        "and one from C++ (~1 us), as PyTorch's maintainers measured a small op in 2020 "
+        "(pytorch/pytorch#41383).",
+    )
+    zero3_scatter_views_per_rank_s: float = latency_field(
+        0.0,
+        "Host time each ZeRO-3 gradient reduce-scatter spends per rank of its group building "
+        "the list of per-rank views it passes, beside zero3_copy_per_rank_s's copy. 0 for "
+        "engines that scatter from one flat tensor. 2021 DeepSpeed views and narrows the "
+        "gradient once a rank in Python (deepspeedai/DeepSpeed@adac058ac deepspeed/runtime/"
+        "zero/partition_parameters.py l.749-769) and PyTorch 1.8's ProcessGroupNCCL indexes "
+        "the flat input once a rank in C++ (inputFlattened[i][j], pytorch/pytorch@00f5dfd "
+        "torch/lib/c10d/ProcessGroupNCCL.cpp, reduce_scatter): such a row sets 5 us, two "
+        "operators dispatched from Python (~2 us each) and one from C++ (~1 us; "
+        "pytorch/pytorch#41383).",
+    )
     zero3_recompute_regathers: bool = Field(
         False,
         description=(

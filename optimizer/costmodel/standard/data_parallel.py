@@ -131,19 +131,24 @@ def zero3_collectives_s(
 ) -> Number:
     """ZeRO-3's seconds a micro-batch: it gathers each layer's parameters before forward and
     backward (and a replayed forward), and scatters its gradients after, a layer's parameters
-    split over its gathers' messages; list collectives copy a rank at a time."""
+    split over its gathers' messages; list collectives build and copy a rank at a time."""
     model, group = job.model, k.dp * k.cp
     gather_message = mem.dense_params_per_layer_per_device(model, k.tp) * mem.BF16_BYTES
     gathers, scatters = zero3_collectives_per_layer(model, a)
     passes, gather_rounds = zero3_gather_passes(model, a, k, stage_params)
-    per_layer = gather_rounds * gathers + scatters  # collectives a micro-batch
+    all_gathers, reduce_scatters = n_layers * gather_rounds * gathers, n_layers * scatters
     gathers_moved_s = sum(
         moved_s(job, a, k, passes + 1, gather_message / gathers, params, ranks)
         for params, ranks in shares
     )
+    per_rank_s = all_gathers * (a.zero3_copy_per_rank_s + a.zero3_gather_views_per_rank_s) + (
+        reduce_scatters * (a.zero3_copy_per_rank_s + a.zero3_scatter_views_per_rank_s)
+    )
     return (
-        collective_s(job, a, group, k.data_group_span, n_layers * per_layer, gathers_moved_s)
-        + n_layers * per_layer * group * a.zero3_copy_per_rank_s
+        collective_s(
+            job, a, group, k.data_group_span, all_gathers + reduce_scatters, gathers_moved_s
+        )
+        + group * per_rank_s
     )
 
 
