@@ -145,8 +145,10 @@ from" is history, measured when the term it names was priced.
   with dp 12-24 ran slower than it predicts. We report this rather than fit it.
 - **Small experts on Blackwell.** GPT-OSS 120B (128 experts 2,880 wide, top 4) on 64 B200 or
   GB200 is over-predicted ({error[GPT-OSS 120B on 64 B200, 26.04.01]},
-  {error[GPT-OSS 120B on 64 B200, GBS 512]}, {error[GPT-OSS 120B on 64 GB200, 26.04.01]},
-  {error[GPT-OSS 120B on 64 GB200, 8,192-token]}); on H100 it is within
+  {error[GPT-OSS 120B on 64 GB200, 26.04.01]}, {error[GPT-OSS 120B on 64 GB200, 8,192-token]});
+  the 25.11 B200 row at GBS 512 stands at {error[GPT-OSS 120B on 64 B200, GBS 512]} priced at
+  EP 64, its release's configuration, where the table prints EP 8 (at 8 it reads +8.8: the row's
+  notes say why 64); on H100 it is within
   {error[GPT-OSS 120B on 64 H100, 26.04.01]} and {error[GPT-OSS 120B on 64 H100, GBS 512]}. The
   expert GEMMs are priced at their shapes' measured throughput (a grouped call of the rank's
   local experts), the experts' gradient sync on their own data-parallel group, the 128-token
