@@ -244,6 +244,36 @@ class CommunicationAssumptions(BaseModel):
         "operators dispatched from Python (~2 us each) and one from C++ (~1 us; "
         "pytorch/pytorch#41383).",
     )
+    zero3_gather_buffer_bytes_per_param: float = Field(
+        0.0,
+        ge=0,
+        le=64,
+        description=(
+            "HBM bytes each ZeRO-3 all-gather moves per gathered parameter besides NCCL's own, "
+            "serialised with it as a blocking fetch is. 0 where the gather writes the "
+            "parameters in place (or the engine hides its copies). 2021 DeepSpeed allocates "
+            "each gathered tensor with torch.zeros, a fill of its 2 bytes a parameter "
+            "(deepspeedai/DeepSpeed@adac058ac deepspeed/runtime/zero/partition_parameters.py "
+            "l.614-616), and PyTorch 1.8's ProcessGroupNCCL gathers into a flat buffer and "
+            "copies it out to the list, a read and a write (pytorch/pytorch@00f5dfd "
+            "torch/lib/c10d/ProcessGroupNCCL.cpp, allgather): such a row sets 6 (bf16)."
+        ),
+    )
+    zero3_scatter_buffer_bytes_per_param: float = Field(
+        0.0,
+        ge=0,
+        le=64,
+        description=(
+            "HBM bytes each ZeRO-3 gradient reduce-scatter moves per parameter besides NCCL's "
+            "own. 0 where the engine reduces its gradient buffer in place (or hides its "
+            "copies). 2021 DeepSpeed with contiguous_gradients divides each gradient by the "
+            "group in place before scattering it (deepspeedai/DeepSpeed@adac058ac "
+            "deepspeed/runtime/zero/stage3.py l.1502-1510, 1707-1711), and ProcessGroupNCCL "
+            "copies the list into a flat buffer (pytorch/pytorch@00f5dfd, reduce_scatter): "
+            "two reads and two writes, 8 (bf16; the copy into the bucket of gradients under "
+            "reduce_bucket_size, l.1461-1469, depends on that setting and is not counted)."
+        ),
+    )
     zero3_recompute_regathers: bool = Field(
         False,
         description=(

@@ -149,7 +149,22 @@ def zero3_collectives_s(
             job, a, group, k.data_group_span, all_gathers + reduce_scatters, gathers_moved_s
         )
         + group * per_rank_s
+        + n_layers * zero3_buffer_s(job, a, k, passes)
     )
+
+
+def zero3_buffer_s(job: TrainingJob, a: CostAssumptions, k: Degrees, passes: Number) -> Number:
+    """One layer's seconds a micro-batch of the HBM traffic ZeRO-3's collectives add around
+    NCCL's (zero3_gather_buffer_bytes_per_param on each gathered pass of its parameters,
+    zero3_scatter_buffer_bytes_per_param on its gradients), at HBM bandwidth."""
+    bandwidth = job.cluster.gpu.memory_bandwidth_bytes_s
+    if bandwidth is None:
+        return 0.0
+    params = mem.dense_params_per_layer_per_device(
+        job.model, k.tp
+    ) + mem.expert_params_per_layer_per_device(job.model, k.tp, k.ep)
+    gathered = passes * a.zero3_gather_buffer_bytes_per_param
+    return params * (gathered + a.zero3_scatter_buffer_bytes_per_param) / bandwidth
 
 
 def zero3_gather_passes(
