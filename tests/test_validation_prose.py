@@ -52,11 +52,18 @@ def test_a_part_naming_several_rows_or_none_is_refused(report) -> None:
     assert errors[exact] == exact
 
 
-def test_the_rows_beyond_the_target_are_exactly_those(report) -> None:
+@pytest.mark.parametrize("target", [MAX_ABS_ERROR_TARGET, 0.05])
+def test_the_rows_beyond_the_target_are_exactly_those(report, monkeypatch, target) -> None:
+    # at the 8 points no priced row is beyond today (docs/validation.md); at 5 some
+    # are, which exercises the listing and its order
+    monkeypatch.setattr("api.cli.validate.MAX_ABS_ERROR_TARGET", target)
     line = beyond_target_line(report)
     priced = [r for r in report.rows if r.run.group == "priced" and r.compares_utilisation]
-    beyond = [r for r in priced if abs(r.error) > MAX_ABS_ERROR_TARGET]
-    assert beyond, "measured: 9 rows beyond 8 points (docs/validation.md)"
+    beyond = [r for r in priced if abs(r.error) > target]
+    if not beyond:
+        assert line == f"No priced row is beyond the {100 * target:.0f}-point target."
+        return
+    assert f"{100 * target:.0f}-point target" in line
     for row in priced:
         assert (f"{row.run.name} ({100 * row.error:+.1f})" in line) == (row in beyond)
     worst = max(beyond, key=lambda r: abs(r.error))

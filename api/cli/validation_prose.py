@@ -105,8 +105,11 @@ from" is history, measured when the term it names was priced.
   ({error[GPT 530B on 280]}, {error[GPT 530B on 2240 A100 (dp 8)]},
   {error[Korthikanti 2022 GPT 1T]}), while the same models under SC21's code a year earlier
   (Table 1, 52% HFU with full recompute) are {error[SC21 GPT 529.6B on 2520]} and
-  {error[SC21 GPT 1008B]} points off. The 2022 code (sequence parallelism, selective recompute, newer
-  kernels) ran the same matmuls faster than the profile allows on A100, which has no measured
+  {error[SC21 GPT 1008B]} points off. The 2022 code's backward overlap is priced (its
+  column-parallel layers reduce-scatter the input gradient under the weight-gradient GEMM:
+  tp_overlap_fraction 0.25, the rows' notes); beyond it the code (sequence parallelism,
+  selective recompute, newer kernels) ran the same matmuls faster than the profile allows on
+  A100, which has no measured
   GEMM table by shape (XLA's tables are for sm_90 and sm_100); the profile has no notion of
   software generation and we did not add a per-paper efficiency.
 - **DeepSpeed's ZeRO-3 rows of 2021** (SC21 Table 2's comparison, tp 1 and ZeRO-3 over every
@@ -172,7 +175,10 @@ from" is history, measured when the term it names was priced.
   docs/cost-model.md "All-to-all"); with one copy per expert on the network the profile priced
   both at 22%. At the line rate such dispatchers measure across nodes (DeepEP, HybridEP:
   `moe_dispatch_network_efficiency`) NVLink's all-to-all sets these rows' pace, and the 'off'
-  row's over-prediction is not the network's. AutoModel's DeepSeek-V3 rows (DeepEP) stand at
+  row's over-prediction is not the network's: its own Nsight capture leaves the GPU idle 1.9 s
+  of its 24.7 s step (attention, expert GEMMs and dispatch run eagerly), which the row charges
+  as `moe_host_ms_per_layer` (0.616 ms a layer and micro-batch; it read +8.1 without), while
+  the 'on' row's capture leaves none. AutoModel's DeepSeek-V3 rows (DeepEP) stand at
   {error[AutoModel DeepSeek-V3 on 1024]} and {error[AutoModel DeepSeek-V3 on 256]};
   Megatron-Bridge's FP8 DeepSeek-V3 on 1,024 H100 at {error[DeepSeek-V3 (dropless) on 1024]}:
   its recipe overlaps the expert all-to-all (overlap_moe_expert_parallel_comm) by a share it
