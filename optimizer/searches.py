@@ -8,6 +8,7 @@ layout the solver chose; the solver's scaled integers only decide which layout t
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 
 from models.job import TrainingJob
 from models.layout import Layout
@@ -20,6 +21,7 @@ from optimizer.costmodel import (
     evaluate,
     profile_named,
 )
+from optimizer.costmodel.warnings import calibration_warnings
 from optimizer.engines import engine_assumptions, get_engine
 from optimizer.results import (
     OptimizeResult,
@@ -58,7 +60,9 @@ def prepared(
     runs_on = None if engine is None else get_engine(engine)
     if runs_on is not None:
         costs = engine_assumptions(runs_on, costs)
-    return resolve_space(job, space or SearchSpace(), profile, runs_on), costs
+    problem = resolve_space(job, space or SearchSpace(), profile, runs_on)
+    beyond = tuple(calibration_warnings(job, costs, engine))
+    return replace(problem, warnings=problem.warnings + beyond), costs
 
 
 def evaluate_on(
@@ -73,7 +77,9 @@ def evaluate_on(
     costs = assumptions or CostAssumptions()
     if engine is not None:
         costs = engine_assumptions(get_engine(engine), costs)
-    return evaluate(job, layout, profile, costs)
+    estimate = evaluate(job, layout, profile, costs)
+    beyond = tuple(calibration_warnings(job, costs, engine))
+    return replace(estimate, warnings=estimate.warnings + beyond) if beyond else estimate
 
 
 def optimize(

@@ -14,7 +14,7 @@ from models.presets import gpu_preset
 from optimizer.calibration import MeasuredRun, calibrate, choose, measured_run
 from optimizer.calibration.parameters import PRIOR_SD_OF_RANGE, RUN_LOG_ERROR, prior_weight
 from optimizer.costmodel import CostAssumptions, evaluate, kernel_efficiency
-from optimizer.searches import evaluate_on
+from optimizer.searches import evaluate_on, optimize
 from optimizer.validation import published_runs
 from optimizer.validation.calibrated import GROUPINGS, calibrate_engines, measured, spread
 from optimizer.validation.report import compare
@@ -339,3 +339,46 @@ def test_a_run_is_priced_as_its_engine_runs_it(engine: str, zero: int) -> None:
     assert run.estimate().step_time_s == pytest.approx(as_evaluated, rel=1e-12)
     agnostic = evaluate(job, layout, "standard", CostAssumptions()).step_time_s
     assert as_evaluated != pytest.approx(agnostic, rel=1e-3)  # the engine changes the price
+
+
+def test_the_file_says_what_it_was_fitted_on_and_a_request_elsewhere_is_warned() -> None:
+    # three H100 runs under the generic engine: the file names them; a request on H100 under
+    # that engine hears nothing, one on A100 or under megatron is told, and still priced
+    result = calibrate(synthetic(TRUTH, SHAPES[:3]), leave_one_out=False)
+    out = result.assumptions()
+    assert out["calibrated_on"] == {
+        "gpus": ["h100-sxm"],
+        "engines": ["generic"],
+        "runs": 3,
+        "fitted": sorted(result.fitted),
+    }
+    written = CostAssumptions.model_validate(out)
+    h100 = plate_job(64, "llama3-8b")
+    a100 = h100.model_copy(
+        update={"cluster": h100.cluster.model_copy(update={"gpu": gpu_preset("a100-80gb")})}
+    )
+    layout = Layout(tp=2, zero=1)
+
+    def told(job, engine=None) -> list[str]:
+        warnings = evaluate_on(job, layout, "standard", written, engine).warnings
+        return [w for w in warnings if "calibrated on 3 measured runs" in w]
+
+    assert told(h100) == [] and told(h100, "generic") == []
+    (gpu,) = told(a100)
+    assert "h100-sxm" in gpu and "a100-80gb" in gpu
+    (engine,) = told(h100, "megatron")
+    assert "generic" in engine and "megatron" in engine
+    assert len(told(a100, "megatron")) == 2
+    searched = optimize(a100, assumptions=written, time_limit_s=20, explain=False)
+    assert any("calibrated on 3 measured runs" in w for w in searched.warnings)
+    # the warning does not change the price; a file with nothing fitted warns of nothing
+    plain = written.model_copy(update={"calibrated_on": None})
+    assert (
+        evaluate_on(a100, layout, "standard", plain).mfu
+        == evaluate_on(a100, layout, "standard", written).mfu
+    )
+    unfitted = written.calibrated_on.model_copy(update={"fitted": []})
+    quiet = written.model_copy(update={"calibrated_on": unfitted})
+    assert not any(
+        "calibrated on" in w for w in evaluate_on(a100, layout, "standard", quiet).warnings
+    )

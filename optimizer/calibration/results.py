@@ -171,9 +171,18 @@ class Calibration:
         """The output file: an `assumptions` object any request can take as it stands. The
         fitted values, plus what every run's request states alike (facts of those runs)."""
         common = _common_stated(list(r.run for r in self.runs))
-        out = {**common, **self.portable(common)}
+        out = {**common, **self.portable(common), "calibrated_on": self.provenance()}
         CostAssumptions.model_validate(out)  # valid as it stands
         return out
+
+    def provenance(self) -> dict[str, Any]:
+        """What the file's values were fitted on, for a request elsewhere to be warned."""
+        return {
+            "gpus": sorted({r.run.job.cluster.gpu.name for r in self.runs}),
+            "engines": sorted({r.run.engine for r in self.runs}),
+            "runs": len(self.runs),
+            "fitted": sorted(self.fitted),
+        }
 
 
 def rms(values: list[float]) -> float:

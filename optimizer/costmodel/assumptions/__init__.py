@@ -13,18 +13,24 @@ from .communication import CommunicationAssumptions
 from .fields import MIN_EFFICIENCY, PLATE_GPU_MATMUL_EFFICIENCY, PLATE_KERNEL_EFFICIENCY
 from .kernels import KernelAssumptions
 from .memory import MemoryAssumptions
+from .provenance import CalibrationProvenance, ProvenanceAssumptions
 from .schedule import ScheduleAssumptions
 
 __all__ = [
     "MIN_EFFICIENCY",
     "PLATE_GPU_MATMUL_EFFICIENCY",
     "PLATE_KERNEL_EFFICIENCY",
+    "CalibrationProvenance",
     "CostAssumptions",
 ]
 
 
 class CostAssumptions(
-    KernelAssumptions, CommunicationAssumptions, ScheduleAssumptions, MemoryAssumptions
+    KernelAssumptions,
+    CommunicationAssumptions,
+    ScheduleAssumptions,
+    MemoryAssumptions,
+    ProvenanceAssumptions,
 ):
     """Every judgement the cost model makes, one named field each (the request's flat
     `assumptions` object), grouped by what it is about."""
