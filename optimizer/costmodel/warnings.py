@@ -65,15 +65,16 @@ def calibration_warnings(
     if gpu not in origin.gpus:
         warnings.append(
             f"the assumptions were calibrated on {runs} on {', '.join(origin.gpus)}, this "
-            f"request is on {gpu}: the fitted {fitted} carry as ratios of each GPU's defaults, "
-            "which a fit on one GPU's runs need not keep on another (docs/validation.md, "
-            "'Calibrated on 3 rows per engine'); calibrate on runs of this GPU to rely on them"
+            f"request is on {gpu}: the fitted values ({fitted}) carry as ratios of each GPU's "
+            "defaults, which a fit on one GPU's runs need not keep on another "
+            "(docs/validation.md, 'Calibrated on 3 rows per engine'); calibrate on runs of "
+            "this GPU to rely on them"
         )
     named = engine or "generic"
     if named not in origin.engines:
         warnings.append(
             f"the assumptions were calibrated on {runs} under {', '.join(origin.engines)}, "
-            f"this request is priced under {named}: the fitted {fitted} measure how those "
-            "engines ran, not this one"
+            f"this request is priced under {named}: the fitted values ({fitted}) measure how "
+            "those engines ran, not this one"
         )
     return warnings
