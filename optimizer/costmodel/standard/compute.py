@@ -194,9 +194,7 @@ def gradient_accumulation_s(job: TrainingJob, a: CostAssumptions, k: Degrees) ->
     if bandwidth is None or not (a.gradient_accumulation_bytes_per_param or any(pipelined)):
         return 0.0
     with_pp = np.where(np.asarray(k.pp) > 1, per_synced_stage(pipelined, k), 0.0)
-    params = mem.dense_params_per_layer_per_device(
-        job.model, k.tp
-    ) + mem.expert_params_per_layer_per_device(job.model, k.tp, k.ep)
+    params = mem.params_per_layer_per_device(job.model, k.tp, k.ep)
     return params * (a.gradient_accumulation_bytes_per_param + with_pp) / bandwidth
 
 

@@ -160,9 +160,7 @@ def zero3_buffer_s(job: TrainingJob, a: CostAssumptions, k: Degrees, passes: Num
     bandwidth = job.cluster.gpu.memory_bandwidth_bytes_s
     if bandwidth is None:
         return 0.0
-    params = mem.dense_params_per_layer_per_device(
-        job.model, k.tp
-    ) + mem.expert_params_per_layer_per_device(job.model, k.tp, k.ep)
+    params = mem.params_per_layer_per_device(job.model, k.tp, k.ep)
     gathered = passes * a.zero3_gather_buffer_bytes_per_param
     return params * (gathered + a.zero3_scatter_buffer_bytes_per_param) / bandwidth
 

@@ -203,6 +203,13 @@ def expert_params_per_layer_per_device(model: TransformerSpec, tp: Number, ep: N
     return moe_share * model.num_experts * model.expert_params / (ep * tp)
 
 
+def params_per_layer_per_device(model: TransformerSpec, tp: Number, ep: Number) -> Number:
+    """All of one layer's parameters a device holds: the replicated part and its experts."""
+    return dense_params_per_layer_per_device(model, tp) + expert_params_per_layer_per_device(
+        model, tp, ep
+    )
+
+
 def embedding_params_per_device(model: TransformerSpec, tp: Number, pp: Number) -> Number:
     """The input embedding on the first stage, the output head on the last (vocab-parallel
     over tp); one device holds both when pp = 1, once if they are tied."""
