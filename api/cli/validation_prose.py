@@ -249,13 +249,12 @@ from" is history, measured when the term it names was priced.
   Grand Teton H100s, and the ratio they fit, laid over the A100 rows (within the defaults'
   error before), moves those rows apart instead; laid over them as an absolute share of H100's
   peak, as the file held it before, it priced them far too slow. Each calibration row is priced
-  as its engine runs it, as the table above prices it. The three DeepSpeed ZeRO-3 rows fit a
-  network far below its line rate and a kernel efficiency above the default (the table): the
-  time 2021 DeepSpeed's ZeRO-3 spent beyond what the profile prices grows with the ranks and the
-  messages (known misses), and a slower network is what the free assumptions can make of it;
-  that it brings the engine's other rows within 2 points says the rows share the miss, not
-  that the network ran so slow. Three rows that differ in model and scale identify one or two
-  efficiencies, not what the profile misses above.
+  as its engine runs it, as the table above prices it. The three DeepSpeed ZeRO-3 rows once fit
+  a network far below its line rate, which brought the engine's other rows within 2 points:
+  the fit had absorbed the host time and buffer traffic 2021 DeepSpeed's list collectives spend
+  a rank, now priced from the code (docs/cost-model.md, "ZeRO-3 / FSDP"), after which those
+  rows fit nothing and the 530B rows keep their own miss. Three rows that differ in model and
+  scale identify one or two efficiencies, not what the profile misses above.
 
 ## Published rows not added
 
