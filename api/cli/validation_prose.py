@@ -115,8 +115,9 @@ from" is history, measured when the term it names was priced.
 - **DeepSpeed's ZeRO-3 rows of 2021** (SC21 Table 2's comparison, tp 1 and ZeRO-3 over every
   GPU) are over-predicted: 174.6B at micro-batch 2 {error[ZeRO-3 GPT 174.6B on 768]}, 529.6B
   {error[ZeRO-3 GPT 529.6B on 640]}, {error[ZeRO-3 GPT 529.6B on 1120]} and
-  {error[ZeRO-3 GPT 529.6B on 2240]}. Their code's blocking fetch, list collectives and
-  parameter reuse are priced as it ran (docs/cost-model.md, "ZeRO-3 / FSDP"); with nothing
+  {error[ZeRO-3 GPT 529.6B on 2240]}. Their code's blocking fetch, list collectives (the
+  views and copies each builds a rank, and the HBM traffic of their buffers) and parameter
+  reuse are priced as it ran (docs/cost-model.md, "ZeRO-3 / FSDP"); with nothing
   hidden, what the 529.6B rows still lose is not located. Since collectives may take NCCL's
   LL128 protocol where its tuner finds it quicker (docs/cost-model.md, "Collective latency"),
   as the NCCL of 2021 already did on A100 over NVLink (NVIDIA/nccl v2.8.4 src/graph/tuning.cc
@@ -124,8 +125,9 @@ from" is history, measured when the term it names was priced.
   what they lose is not the ring's latency. Nor is it the rings' bandwidth across nodes, which
   the profile takes as the node's NICs together, as NVIDIA measures it on DGX A100 (192 GB/s
   all-reduce bus bandwidth over 8 x 200 Gb/s, NVIDIA/nccl#812). The time lost beyond the priced
-  step grows with the ranks at a fixed volume a rank (measured 2026-12-06: 174.6B 5, 16 and 22 s
-  a step at 384, 768 and 1,536 GPUs; 529.6B 38, 45 and 78 s at 640, 1,120 and 2,240).
+  step (measured 2026-12-06, after the views and buffers: 174.6B 0, 7 and 6 s a step at 384,
+  768 and 1,536 GPUs; 529.6B 26, 28 and 50 s at 640, 1,120 and 2,240) is mostly the 529.6B
+  rows', about 26 s a step that grows little with the ranks.
 - **Llama 3's 131,072-token row** (cp 16) is {error[cp 16, 131,072-token]} points off, its
   exposed K/V all-gather (3 collectives a layer, bytes and NCCL latency) charged in full and its
   attention at the rate cuDNN's runs give a row of its attended length (docs/cost-model.md,
