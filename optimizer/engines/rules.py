@@ -122,20 +122,24 @@ def _degree_rule(label: str, dim: str, noun: str, feature: Feature) -> EngineRul
 
 
 def heads_divisible_by_tp(label: str, source: str) -> EngineRule:
+    return _count_divisible_by_tp("heads_divisible_by_tp", "num_attention_heads", label, source)
+
+
+def kv_heads_divisible_by_tp(label: str, source: str) -> EngineRule:
+    return _count_divisible_by_tp("kv_heads_divisible_by_tp", "num_kv_heads", label, source)
+
+
+def _count_divisible_by_tp(name: str, field: str, label: str, source: str) -> EngineRule:
+    """The model's `field` (a count of heads) split evenly over tp."""
+
     def check(job: TrainingJob, grid: LayoutGrid) -> np.ndarray:
-        return np.asarray(job.model.num_attention_heads % grid.tp == 0)
+        return np.asarray(getattr(job.model, field) % grid.tp == 0)
 
     def detail(job: TrainingJob, layout: Layout) -> str:
-        heads = job.model.num_attention_heads
-        return f"{heads} % {layout.tp} = {heads % layout.tp}"
+        count = getattr(job.model, field)
+        return f"{count} % {layout.tp} = {count % layout.tp}"
 
-    return EngineRule(
-        "heads_divisible_by_tp",
-        f"{label} requires num_attention_heads % tp == 0",
-        source,
-        check,
-        detail,
-    )
+    return EngineRule(name, f"{label} requires {field} % tp == 0", source, check, detail)
 
 
 def experts_divisible_by_ep(label: str, source: str) -> EngineRule:

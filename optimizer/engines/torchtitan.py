@@ -26,7 +26,7 @@ from .base import (
     offered,
 )
 from .catalogue import config_for, model_has_config
-from .rules import batch_identity, heads_divisible_by_tp, offer_rules
+from .rules import batch_identity, heads_divisible_by_tp, kv_heads_divisible_by_tp, offer_rules
 from .torchtitan_runtime import CONFIGS, FSDP, RUNTIME, TT
 
 LABEL = "torchtitan"
@@ -148,25 +148,6 @@ def _interleaved_rounds_rule() -> EngineRule:
 
 
 DECODER = f"{TT}/models/common/decoder.py"
-
-
-def _kv_heads_rule() -> EngineRule:
-    """The KV heads' twin of rules.heads_divisible_by_tp: torchtitan checks both."""
-
-    def check(job: TrainingJob, grid: LayoutGrid) -> np.ndarray:
-        return np.asarray(job.model.num_kv_heads % grid.tp == 0)
-
-    def detail(job: TrainingJob, layout: Layout) -> str:
-        kv_heads = job.model.num_kv_heads
-        return f"{kv_heads} % {layout.tp} = {kv_heads % layout.tp}"
-
-    return EngineRule(
-        "kv_heads_divisible_by_tp",
-        f"{LABEL} requires num_kv_heads % tp == 0",
-        f"{DECODER}:154-158 (ValueError)",
-        check,
-        detail,
-    )
 
 
 def _sequence_split_rule() -> EngineRule:
@@ -348,7 +329,7 @@ TORCHTITAN = Engine(
             f"{TT}/trainer.py:419-431",
         ),
         heads_divisible_by_tp(LABEL, f"{DECODER}:149-153 (ValueError)"),
-        _kv_heads_rule(),
+        kv_heads_divisible_by_tp(LABEL, f"{DECODER}:154-158 (ValueError)"),
         _sequence_split_rule(),
         _tied_embeddings_rule(),
         _stages_rule(),
