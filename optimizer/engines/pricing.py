@@ -63,22 +63,16 @@ def engine_traffic(engine: Engine, precision: str = "bf16") -> dict[str, object]
             deferred.add(with_pp == moved)
     if len(deferred) > 1:
         raise ValueError(f"{engine.name}: pp defers some stages' per-micro-batch sync, not all")
+    traffic: dict[str, object] = {
+        "gradient_volumes_per_step": per_step,
+        "gradient_volumes_per_micro_batch": per_micro_batch,
+        "gradient_sync_all_reduce": all_reduce,
+        "per_micro_batch_sync_with_pp": not any(deferred),
+    }
     accumulation = engine.runtime.bf16_pipelined_accumulation_bytes
-    pipelined = list(accumulation) if accumulation is not None and precision == "bf16" else None
-    return (
-        {
-            "gradient_volumes_per_step": per_step,
-            "gradient_volumes_per_micro_batch": per_micro_batch,
-            "gradient_sync_all_reduce": all_reduce,
-            "per_micro_batch_sync_with_pp": not any(deferred),
-        }
-        | (
-            {}
-            if pipelined is None
-            else {"pipelined_gradient_accumulation_bytes_per_param": pipelined}
-        )
-        | runtime_choices(engine)
-    )
+    if accumulation is not None and precision == "bf16":
+        traffic["pipelined_gradient_accumulation_bytes_per_param"] = list(accumulation)
+    return traffic | runtime_choices(engine)
 
 
 def runtime_choices(engine: Engine) -> dict[str, object]:
