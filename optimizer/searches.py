@@ -56,13 +56,18 @@ def prepared(
     """The search problem with the engine's rules, and the assumptions priced as the engine
     runs (its gradient sync); no engine: no engine's rules, the engine-agnostic figures."""
     profile_named(profile)
-    costs = assumptions or CostAssumptions()
+    costs = priced_assumptions(assumptions, engine)
     runs_on = None if engine is None else get_engine(engine)
-    if runs_on is not None:
-        costs = engine_assumptions(runs_on, costs)
     problem = resolve_space(job, space or SearchSpace(), profile, runs_on)
     beyond = tuple(calibration_warnings(job, costs, engine))
     return replace(problem, warnings=problem.warnings + beyond), costs
+
+
+def priced_assumptions(assumptions: CostAssumptions | None, engine: str | None) -> CostAssumptions:
+    """The request's assumptions with `engine`'s way of running laid under them (its gradient
+    sync, kernels, overlaps); no engine: the engine-agnostic figures."""
+    costs = assumptions or CostAssumptions()
+    return costs if engine is None else engine_assumptions(get_engine(engine), costs)
 
 
 def evaluate_on(
@@ -74,9 +79,7 @@ def evaluate_on(
 ) -> Estimate:
     """One layout priced as `engine` runs it (its gradient sync); the rules it breaks are the
     caller's to report (optimizer.engines.violations)."""
-    costs = assumptions or CostAssumptions()
-    if engine is not None:
-        costs = engine_assumptions(get_engine(engine), costs)
+    costs = priced_assumptions(assumptions, engine)
     estimate = evaluate(job, layout, profile, costs)
     beyond = tuple(calibration_warnings(job, costs, engine))
     return replace(estimate, warnings=estimate.warnings + beyond) if beyond else estimate
