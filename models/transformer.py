@@ -31,9 +31,11 @@ class TransformerSpec(BaseModel):
 
     model_config = SPEC_CONFIG
 
-    # written into launch artefacts' comments and onto terminals: one printable line
     name: Annotated[str, AfterValidator(printable_name)] = Field(
-        "custom", max_length=NAME_MAX_CHARS
+        "custom",
+        max_length=NAME_MAX_CHARS,
+        description="Written into the launch artefacts' comments: one line of printable text "
+        "(no control, format or line-separator character).",
     )
     num_layers: JsonInt = Field(gt=0, le=MAX_LAYERS)
     hidden_size: JsonInt = Field(gt=0, le=MAX_HIDDEN)
