@@ -23,6 +23,7 @@ from models.errors import InvalidSpec
 from models.hf_families import FAMILIES
 from models.hf_moe import moe_fields
 from models.hf_moe_aliases import with_modelled_names
+from models.text import one_line
 from models.transformer import TransformerSpec
 
 # config.json key -> TransformerSpec field
@@ -296,8 +297,9 @@ def from_hf_config(config: Mapping[str, Any]) -> TransformerSpec:
     limit = config.get("swiglu_limit", 7.0 if config.get("model_type") == "gpt_oss" else None)
     if limit:
         fields["glu_clamp"] = limit
+    # the file's own label, not the user's words: made one printable line rather than refused
     name = config.get("_name_or_path") or config.get("model_type") or "hf-config"
-    fields["name"] = str(name)[:200]
+    fields["name"] = one_line(str(name))
     try:
         return TransformerSpec.model_validate(fields)
     except ValidationError as error:

@@ -10,9 +10,12 @@ gpt_oss/torch/model.py l.286-309).
 
 from __future__ import annotations
 
-from pydantic import BaseModel, Field, model_validator
+from typing import Annotated
+
+from pydantic import AfterValidator, BaseModel, Field, model_validator
 
 from models.strict import SPEC_CONFIG, JsonInt
+from models.text import NAME_MAX_CHARS, printable_name
 from models.transformer_checks import check_consistent
 
 # Bounds that reject typos and absurd sizes while admitting every published model.
@@ -28,7 +31,12 @@ class TransformerSpec(BaseModel):
 
     model_config = SPEC_CONFIG
 
-    name: str = Field("custom", max_length=200)
+    name: Annotated[str, AfterValidator(printable_name)] = Field(
+        "custom",
+        max_length=NAME_MAX_CHARS,
+        description="Written into the launch artefacts' comments: one line of printable text "
+        "(no control, format or line-separator character).",
+    )
     num_layers: JsonInt = Field(gt=0, le=MAX_LAYERS)
     hidden_size: JsonInt = Field(gt=0, le=MAX_HIDDEN)
     ffn_hidden_size: JsonInt = Field(gt=0, le=16 * MAX_HIDDEN)

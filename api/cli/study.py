@@ -3,7 +3,9 @@
 A study runs its scenarios on a local process pool (`--workers`, one CP-SAT worker each) or
 a Dask cluster (`--executor dask://HOST:PORT`, or $DASK_SCHEDULER_ADDRESS), writes each row
 as it finishes, and with `--resume` skips the scenarios the output already holds (by key):
-an interrupted study loses nothing and repeats nothing.
+an interrupted study loses nothing and repeats nothing. Ctrl-C (exit 130) and SIGTERM
+(`kill PID`, exit 143) stop it alike: the workers ended, the rows so far kept. A worker
+ends with the CLI however the CLI ends, kill -9 included.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import argparse
 import importlib.util
 import os
 import re
+import signal
 import sys
 import time
 from collections import Counter
@@ -54,8 +57,11 @@ from optimizer.studies import (
     status_counts,
     usable_cores,
 )
+from optimizer.studies.execute import Terminated, terminate_as_interrupt
 
-EXIT_INTERRUPTED = 130
+# The shell's statuses for a command ended by a signal: 128 + SIGINT, 128 + SIGTERM.
+EXIT_INTERRUPTED = 128 + signal.SIGINT
+EXIT_TERMINATED = 128 + signal.SIGTERM
 INSTALL_HINT = "pip install 'layoutopt[studies]'"
 # YAML 1.1 reads 15e12 as text; studies write token counts that way, so read it as 1.2 does.
 _YAML_FLOAT = re.compile(r"^[-+]?(\d[\d_]*)?(\.\d*)?[eE][-+]?\d+$")
@@ -177,13 +183,15 @@ def run_study_command(args: argparse.Namespace) -> int:
         done = set(keys_of(existing_rows(args.out)))
         todo = [scenario for scenario in scenarios if scenario.key not in done]
         try:
-            tally = _run(todo, args, spec, writer, len(scenarios) - len(todo))
-        except KeyboardInterrupt:
+            with terminate_as_interrupt():
+                tally = _run(todo, args, spec, writer, len(scenarios) - len(todo))
+        except KeyboardInterrupt as stop:
+            how = "terminated" if isinstance(stop, Terminated) else "interrupted"
             print(
-                f"layoutopt: interrupted; the rows so far are in {writer.target}: rerun with --resume",
+                f"layoutopt: {how}; the rows so far are in {writer.target}: rerun with --resume",
                 file=sys.stderr,
             )
-            return EXIT_INTERRUPTED
+            return EXIT_TERMINATED if isinstance(stop, Terminated) else EXIT_INTERRUPTED
         except ExecutorError as error:
             print(f"layoutopt: error: {error}", file=sys.stderr)
             return EXIT_INTERNAL

@@ -16,6 +16,7 @@ import numpy as np
 
 from models.job import TrainingJob
 from models.layout import Dimension, Layout, Recompute, Schedule
+from models.text import one_line
 from optimizer.costmodel import LayoutGrid
 
 ZERO_STAGES = (0, 1, 2, 3)
@@ -238,6 +239,14 @@ class Artefact:
     format: str
     filename: str
     text: str
+
+
+def model_named(job: TrainingJob) -> str:
+    """The job's model name as an artefact's comment carries it. It is request text (or a
+    Hugging Face config's own `_name_or_path`), so it is made one printable line whatever
+    built the spec: it never starts a shell command or an override of its own. JSON
+    artefacts write request text through json.dumps, which escapes it."""
+    return one_line(job.model.name)
 
 
 # (job, layout) -> artefact; the Megatron-Core engines also take a stage plan's rank_layers

@@ -16,7 +16,7 @@ from models.layout import Dimension, Layout
 from models.transformer import TransformerSpec
 
 from . import mcore, mcore_rules
-from .base import Artefact, Engine, Overlap
+from .base import Artefact, Engine, Overlap, model_named
 from .mcore import MLM
 from .mcore_settings import McoreSettings, mcore_settings
 from .rules import offer_rules, seq_len_divisible_by_2cp
@@ -113,7 +113,7 @@ def export(
     )
     header = (
         (
-            f"# {LABEL} ({MLM}) pretrain_gpt.py arguments for {job.model.name} on "
+            f"# {LABEL} ({MLM}) pretrain_gpt.py arguments for {model_named(job)} on "
             f"{job.cluster.gpus} GPUs: tp {layout.tp} x pp {layout.pp} x cp {layout.cp} x dp "
             f"{layout.dp}, vpp {layout.vpp}, ep {layout.ep}, micro-batch {layout.micro_batch}, "
             f"ZeRO-{layout.zero}, recompute {layout.recompute.value}.\n"

@@ -15,7 +15,7 @@ from models.job import TrainingJob
 from models.layout import Layout
 
 from . import mcore, mcore_rules
-from .base import Artefact, Engine, Overlap
+from .base import Artefact, Engine, Overlap, model_named
 from .catalogue import config_for, model_has_config
 from .mcore_settings import McoreSettings, mcore_settings
 from .rules import offer_rules, seq_len_divisible_by_2cp
@@ -124,7 +124,7 @@ def export(
     s = mcore_settings(job, layout, rank_layers, recompute_modules)
     lines = [f"{key}={_hydra(value)}" for key, value in _overrides(s) + _precision(job)]
     header = (
-        f"# {LABEL} ({BRIDGE}) overrides for {job.model.name} on {job.cluster.gpus} GPUs: tp "
+        f"# {LABEL} ({BRIDGE}) overrides for {model_named(job)} on {job.cluster.gpus} GPUs: tp "
         f"{layout.tp} x pp {layout.pp} x cp {layout.cp} x dp {layout.dp}, vpp {layout.vpp}, "
         f"ZeRO-{layout.zero}, recompute {layout.recompute.value}.\n"
         "# Pass each line as one argument, e.g. mapfile -t o < <(grep -v '^#' this_file);\n"

@@ -23,6 +23,7 @@ from .base import (
     EngineRule,
     Offers,
     absent,
+    model_named,
     offered,
 )
 from .catalogue import config_for, model_has_config
@@ -253,7 +254,7 @@ def export(job: TrainingJob, layout: Layout) -> Artefact:
     body = " \\\n".join(flag if value is None else f"{flag} {value}" for flag, value in pairs)
     subcommand = f"activation_checkpoint:{layout.recompute.value}"  # trainer.py:108-110
     header = (
-        f"# {LABEL} 0.3.0 arguments for {job.model.name} on {job.cluster.gpus} GPUs: tp "
+        f"# {LABEL} 0.3.0 arguments for {model_named(job)} on {job.cluster.gpus} GPUs: tp "
         f"{layout.tp} x pp {layout.pp} x cp {layout.cp} x dp {dp}, vpp {layout.vpp}, ZeRO-"
         f"{layout.zero}, recompute {layout.recompute.value}.\n"
         "# Launch (run_train.sh, release/0.3 L42-47): torchrun --nproc_per_node=8 -m "

@@ -9,13 +9,18 @@ so N scenarios on N cores do not oversubscribe them.
 
 from __future__ import annotations
 
+import ctypes
 import multiprocessing
 import os
 import signal
+import sys
+import threading
+import time
 from collections.abc import Iterable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Executor, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager
+from types import FrameType
 
 from optimizer.studies.rows import Row, RunSettings, error_row, run_scenario
 from optimizer.studies.spec import Scenario, StudyError
@@ -23,6 +28,8 @@ from optimizer.studies.spec import Scenario, StudyError
 DASK_PREFIX = "dask://"
 DASK_CONNECT_TIMEOUT_S = 10
 IN_FLIGHT_PER_WORKER = 2  # one running, one queued: workers never wait for the next task
+PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+PARENT_POLL_S = 1.0  # where there is no parent-death signal: how soon a worker notices
 
 
 class ExecutorError(RuntimeError):
@@ -80,10 +87,58 @@ def _row_of(future: Future[Row], scenario: Scenario, settings: RunSettings) -> R
         )
 
 
-def _quiet_worker() -> None:
+def _start_worker(parent_pid: int) -> None:
+    """Each worker's first act: quiet under Ctrl-C, and bound to outlive its parent by no
+    more than a moment."""
     # Ctrl-C goes to the whole process group: the parent stops the study and writes what it
     # has; a worker would only die with a trace of its own.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _die_with_parent(parent_pid)
+
+
+def _die_with_parent(parent_pid: int) -> None:
+    """End this process when `parent_pid` ends, however it ends (kill -9 included). A worker
+    of a parent gone would wait on the task queue forever: it holds that pipe's write end
+    itself, so it never reads an end of file. Linux: the kernel's parent-death signal
+    (prctl(2) PR_SET_PDEATHSIG); elsewhere a thread that watches the parent's pid."""
+    if _set_parent_death_signal(signal.SIGKILL):
+        if os.getppid() != parent_pid:  # the parent died before the request took hold
+            os._exit(1)
+        return
+    threading.Thread(target=_watch_parent, args=(parent_pid,), daemon=True).start()
+
+
+def _set_parent_death_signal(signum: int) -> bool:
+    if not sys.platform.startswith("linux"):
+        return False
+    libc = ctypes.CDLL(None, use_errno=True)
+    return bool(libc.prctl(PR_SET_PDEATHSIG, signum, 0, 0, 0) == 0)
+
+
+def _watch_parent(parent_pid: int) -> None:
+    while os.getppid() == parent_pid:
+        time.sleep(PARENT_POLL_S)
+    os._exit(1)
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (`kill PID`), raised where Ctrl-C's KeyboardInterrupt is, so that the same
+    shutdown runs: workers ended, the rows so far kept."""
+
+
+@contextmanager
+def terminate_as_interrupt() -> Iterator[None]:
+    """Within: SIGTERM raises Terminated in the main thread. Python's default for SIGTERM
+    ends the process at once, leaving its pool's workers behind."""
+
+    def interrupt(signum: int, frame: FrameType | None) -> None:
+        raise Terminated
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def usable_cores() -> int:
@@ -100,7 +155,8 @@ def local_executor(workers: int) -> Iterator[ProcessPoolExecutor]:
     pool = ProcessPoolExecutor(
         max_workers=workers,
         mp_context=multiprocessing.get_context("spawn"),
-        initializer=_quiet_worker,
+        initializer=_start_worker,
+        initargs=(os.getpid(),),
     )
     try:
         yield pool
