@@ -11,7 +11,7 @@ import argparse
 
 from bench.report import h100_job, machine_line, median_s, write_section
 from models.job import TrainingJob
-from optimizer.engines import DEFAULT_SEARCH_ENGINE
+from optimizer.engines import DEFAULT_ENGINE
 from optimizer.searches import optimize
 
 SECTION = "## Presets"
@@ -30,7 +30,7 @@ CASES = (
 def timed(job: TrainingJob, explain: bool, reps: int) -> tuple[float, str]:
     # the HTTP API's and CLI's defaults: Python's optimize() takes no engine unless told
     def run():
-        return optimize(job, explain=explain, time_limit_s=60, engine=DEFAULT_SEARCH_ENGINE)
+        return optimize(job, explain=explain, time_limit_s=60, engine=DEFAULT_ENGINE)
 
     seconds, result = median_s(run, reps)
     return seconds, result.status

@@ -14,7 +14,6 @@ What the API may use is re-exported below.
 """
 
 from optimizer.costmodel import (
-    DEFAULT_EVALUATE_PROFILE,
     PLACEMENTS,
     PROFILES,
     CostAssumptions,
@@ -33,14 +32,13 @@ from optimizer.results import (
     Status,
 )
 from optimizer.search import SearchSpace, StopSignal
-from optimizer.searches import DEFAULT_SEARCH_PROFILE, evaluate_on, optimize, pareto, stage_plans
+from optimizer.searches import DEFAULT_PROFILE, evaluate_on, optimize, pareto, stage_plans
 from optimizer.staging import StageSearch
 
 __all__ = [
     "StageSearch",
     "stage_plans",
-    "DEFAULT_EVALUATE_PROFILE",
-    "DEFAULT_SEARCH_PROFILE",
+    "DEFAULT_PROFILE",
     "PLACEMENTS",
     "PROFILES",
     "Choice",

@@ -15,14 +15,13 @@ from models.layout import Layout
 from optimizer import explain as explaining
 from optimizer import staging
 from optimizer.costmodel import (
-    DEFAULT_EVALUATE_PROFILE,
     CostAssumptions,
     Estimate,
     evaluate,
     profile_named,
 )
 from optimizer.costmodel.warnings import calibration_warnings
-from optimizer.engines import engine_assumptions, get_engine
+from optimizer.engines import engine_assumptions, engine_placed, get_engine
 from optimizer.results import (
     OptimizeResult,
     ParetoResult,
@@ -42,8 +41,9 @@ from optimizer.search import (
     resolve_space,
 )
 
-# Searches price with the profile that charges every knob they turn; evaluate keeps workshop.
-DEFAULT_SEARCH_PROFILE = "standard"
+# Every route prices with the profile that charges every knob a search turns, so that an
+# answer's layout evaluated again gives the answer's figures; the plate is asked for by name.
+DEFAULT_PROFILE = "standard"
 
 
 def prepared(
@@ -73,13 +73,16 @@ def priced_assumptions(assumptions: CostAssumptions | None, engine: str | None) 
 def evaluate_on(
     job: TrainingJob,
     layout: Layout,
-    profile: str = DEFAULT_EVALUATE_PROFILE,
+    profile: str = DEFAULT_PROFILE,
     assumptions: CostAssumptions | None = None,
     engine: str | None = None,
 ) -> Estimate:
-    """One layout priced as `engine` runs it (its gradient sync); the rules it breaks are the
-    caller's to report (optimizer.engines.violations)."""
+    """One layout priced as `engine` runs it (its gradient sync; its default rank order when
+    the layout names none); the rules it breaks are the caller's to report
+    (optimizer.engines.violations)."""
     costs = priced_assumptions(assumptions, engine)
+    if engine is not None:
+        layout = engine_placed(layout, get_engine(engine))
     estimate = evaluate(job, layout, profile, costs)
     beyond = tuple(calibration_warnings(job, costs, engine))
     return replace(estimate, warnings=estimate.warnings + beyond) if beyond else estimate
@@ -88,7 +91,7 @@ def evaluate_on(
 def optimize(
     job: TrainingJob,
     space: SearchSpace | None = None,
-    profile: str = DEFAULT_SEARCH_PROFILE,
+    profile: str = DEFAULT_PROFILE,
     assumptions: CostAssumptions | None = None,
     time_limit_s: float = 10.0,
     workers: int = 1,
@@ -150,7 +153,7 @@ def optimize(
 def pareto(
     job: TrainingJob,
     space: SearchSpace | None = None,
-    profile: str = DEFAULT_SEARCH_PROFILE,
+    profile: str = DEFAULT_PROFILE,
     assumptions: CostAssumptions | None = None,
     time_limit_s: float = 30.0,
     workers: int = 1,
@@ -191,7 +194,7 @@ def stage_plans(
 ) -> staging.StageSearch:
     """The layout and stage plan (layers and recompute mode of each pipeline rank) of least
     step time, under profile standard, proved within the time limit (optimizer.staging)."""
-    problem, costs = prepared(job, space, DEFAULT_SEARCH_PROFILE, assumptions, engine)
+    problem, costs = prepared(job, space, DEFAULT_PROFILE, assumptions, engine)
     return staging.search_stage_plans(
         problem, costs, time_limit_s, workers, stop, per_stage_recompute, engine
     )

@@ -29,6 +29,7 @@ CP_3 = {
     "training": {"global_batch": 64, "seq_len": 4095},
     "layout": {"tp": 1, "cp": 3},
     "profile": "standard",
+    "engine": "generic",
 }
 CP_3_BROKEN = "Megatron-LM requires seq_len % (2 * cp) == 0 when cp > 1: 4095 % 6 != 0"
 
@@ -42,7 +43,7 @@ def megatron_body(plate_body: dict[str, Any], zero: int) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize(
-    ("schema", "default"), [("EvaluateRequest", "generic"), ("SearchRequest", "megatron")]
+    ("schema", "default"), [("EvaluateRequest", "megatron"), ("SearchRequest", "megatron")]
 )
 def test_engine_is_an_enum_in_the_published_schema(
     api: TestClient, schema: str, default: str

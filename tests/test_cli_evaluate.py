@@ -11,7 +11,12 @@ import pytest
 
 from tests.helpers import run_cli as run
 
+# The teaching plate, asked for by name (every command defaults to standard and megatron).
 PLATE_FLAGS = [
+    "--profile",
+    "workshop",
+    "--engine",
+    "generic",
     "--model",
     "llama3-405b",
     "--gpus",
@@ -74,6 +79,7 @@ def test_spec_file_and_flags_share_the_request_shape(
             "recompute": "none",
         },
         "profile": "workshop",
+        "engine": "generic",
     }
     path = tmp_path / "plate.json"
     path.write_text(json.dumps(spec))
@@ -132,7 +138,18 @@ BAD_REQUESTS = [
     (["--gpus", "8", "--seq-len", "0"], "training.seq_len: Input should be greater than 0"),
     (["--gpus", "8", "--profile", "magic"], "unknown profile 'magic'"),
     (
-        ["--gpus", "16384", "--tp", "8", "--pp", "16", "--recompute", "selective"],
+        [
+            "--gpus",
+            "16384",
+            "--tp",
+            "8",
+            "--pp",
+            "16",
+            "--recompute",
+            "selective",
+            "--profile",
+            "workshop",
+        ],
         "selective recompute needs profile standard",
     ),
 ]

@@ -19,13 +19,13 @@ from optimizer.costmodel.profiles import evaluate
 from optimizer.search import build_tables, enumerator, narrowed
 from optimizer.search.problem import resolve_space
 from optimizer.search.space import SearchSpace
-from optimizer.searches import DEFAULT_SEARCH_PROFILE, optimize, pareto, prepared
+from optimizer.searches import DEFAULT_PROFILE, optimize, pareto, prepared
 from tests.helpers import plate_job
 from tests.test_optimizer_properties import assert_frontier_matches, assert_optimum_matches
 
 
 def test_searches_default_to_standard() -> None:
-    assert DEFAULT_SEARCH_PROFILE == "standard"
+    assert DEFAULT_PROFILE == "standard"
     problem = resolve_space(plate_job(), SearchSpace(), "standard")
     # every knob the profile prices is open: cp, ZeRO 0-3, three recompute modes, schedules
     assert max(problem.degrees[:, 2]) > 1

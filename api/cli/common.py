@@ -16,8 +16,8 @@ from typing import Any
 from models.hf_config import describe_import, from_hf_config, looks_like_hf_config
 from models.layout import LAYOUT_CHOICES
 from models.presets import gpu_presets, model_presets
-from optimizer import DEFAULT_EVALUATE_PROFILE, DEFAULT_SEARCH_PROFILE, PROFILES
-from optimizer.engines import DEFAULT_EVALUATE_ENGINE, DEFAULT_SEARCH_ENGINE, ENGINES
+from optimizer import DEFAULT_PROFILE, PROFILES
+from optimizer.engines import DEFAULT_ENGINE, ENGINES
 
 # flag -> (section of the request, field); None means top level
 FLAG_FIELDS: dict[str, tuple[str | None, str]] = {
@@ -64,14 +64,14 @@ def add_job_flags(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--profile",
-        help=f"cost-model profile: {', '.join(PROFILES)} (evaluate defaults to "
-        f"{DEFAULT_EVALUATE_PROFILE}, searches to {DEFAULT_SEARCH_PROFILE})",
+        help=f"cost-model profile: {', '.join(PROFILES)} (default {DEFAULT_PROFILE} on every "
+        "command; workshop is the teaching plate's model)",
     )
     parser.add_argument(
         "--engine",
         help=f"training engine whose rules apply and whose input `export` writes: "
-        f"{', '.join(ENGINES)} (evaluate and export default to {DEFAULT_EVALUATE_ENGINE}; "
-        f"searches, export --from-optimize included, to {DEFAULT_SEARCH_ENGINE})",
+        f"{', '.join(ENGINES)} (default {DEFAULT_ENGINE} on every command; generic is the "
+        "engine-agnostic model)",
     )
     parser.add_argument(
         "--assume",

@@ -13,7 +13,7 @@ from models.errors import InvalidSpec
 from models.job import TrainingJob
 from models.layout import Layout
 from optimizer import Estimate, OptimizeResult, ParetoResult
-from optimizer.engines import Artefact, export, get_engine, violations
+from optimizer.engines import Artefact, engine_placed, export, get_engine, violations
 
 from .answers import (
     EstimateOut,
@@ -40,7 +40,9 @@ def export_answer(request: EvaluateRequest) -> ExportOut:
     """The request's layout in its engine's input, or InvalidSpec (field `engine`) listing
     every rule of the engine the layout breaks."""
     modules = request.assumptions.selective_recompute_modules
-    return export_out(export(get_engine(request.engine), request.job(), request.layout, modules))
+    engine = get_engine(request.engine)
+    layout = engine_placed(request.layout, engine)
+    return export_out(export(engine, request.job(), layout, modules))
 
 
 def broken_rules(answer: EstimateOut, layout: Layout, engine: str, job: TrainingJob) -> list[str]:

@@ -13,8 +13,8 @@ from api.schemas.requests import GpuRef, ModelRef
 from models.errors import InvalidSpec
 from models.strict import REQUEST_CONFIG, JsonInt
 from models.training import TrainingSpec
-from optimizer import CostAssumptions, ProfileName, SearchSpace, StopSignal
-from optimizer.engines import DEFAULT_SEARCH_ENGINE, EngineName
+from optimizer import DEFAULT_PROFILE, CostAssumptions, ProfileName, SearchSpace, StopSignal
+from optimizer.engines import DEFAULT_ENGINE, EngineName
 from optimizer.planning import (
     DEFAULT_FAIRNESS_P,
     Deadline,
@@ -162,15 +162,16 @@ class JobRequestIn(BaseModel):
     model: ModelRef
     training: TrainingSpec = TrainingSpec()
     profile: ProfileName = Field(
-        "standard", description="Cost-model profile; searches default to standard."
+        DEFAULT_PROFILE,
+        description=f"Cost-model profile; default {DEFAULT_PROFILE}, as every route.",
     )
     assumptions: CostAssumptions = CostAssumptions()
     search: SearchSpace = SearchSpace()
     engine: EngineName = Field(
-        DEFAULT_SEARCH_ENGINE,
+        DEFAULT_ENGINE,
         description="The training engine that runs the job: its rules bound every layout of "
         "the job's scaling curve, its gradient sync prices them, and its artefact is the job's "
-        f"`export`. Defaults to {DEFAULT_SEARCH_ENGINE}, as the searches do.",
+        f"`export`. Default {DEFAULT_ENGINE}, as every route.",
     )
 
 

@@ -9,8 +9,17 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ModelWrapValidatorHandler,
+    PrivateAttr,
+    model_validator,
+)
 
+from models.errors import InvalidSpec
 from models.hardware import MAX_GPUS, ClusterSpec, GpuSpec
 from models.hf_config import from_hf_config, looks_like_hf_config
 from models.job import TrainingJob
@@ -20,6 +29,7 @@ from models.strict import REQUEST_CONFIG, JsonInt
 from models.training import TrainingSpec
 from models.transformer import MAX_HIDDEN, MAX_LAYERS, MAX_VOCAB, TransformerSpec
 from optimizer import (
+    DEFAULT_PROFILE,
     CostAssumptions,
     Estimate,
     ProfileName,
@@ -28,7 +38,7 @@ from optimizer import (
     evaluate_on,
     optimize,
 )
-from optimizer.engines import DEFAULT_EVALUATE_ENGINE, DEFAULT_SEARCH_ENGINE, EngineName
+from optimizer.engines import DEFAULT_ENGINE, EngineName
 
 
 def _model_from_ref(value: Any) -> Any:
@@ -88,6 +98,7 @@ PLATE_EXAMPLE: dict[str, Any] = {
         "recompute": "none",
     },
     "profile": "workshop",
+    "engine": "generic",
 }
 
 
@@ -122,13 +133,18 @@ class PlanRequest(BaseModel):
     model: ModelRef
     cluster: ClusterIn
     training: TrainingSpec = TrainingSpec()
-    profile: ProfileName = Field("workshop", description="Cost-model profile.")
+    profile: ProfileName = Field(
+        DEFAULT_PROFILE,
+        description="Cost-model profile (the same default on every route; `workshop` is the "
+        "teaching plate's model, asked for by name).",
+    )
     assumptions: CostAssumptions = CostAssumptions()
     engine: EngineName = Field(
-        DEFAULT_EVALUATE_ENGINE,
+        DEFAULT_ENGINE,
         description="The training engine that runs the layout: its rules are checked (warnings "
-        "name each one broken) and its artefact is the answer's `export`. evaluate defaults to "
-        f"{DEFAULT_EVALUATE_ENGINE}, the engine-agnostic model.",
+        "name each one broken), it is priced as the engine runs it, and its artefact is the "
+        f"answer's `export`. Default {DEFAULT_ENGINE} on every route; `generic` is the "
+        "engine-agnostic model.",
     )
 
     def job(self) -> TrainingJob:
@@ -141,14 +157,42 @@ class EvaluateRequest(PlanRequest):
     model_config = REQUEST_CONFIG | ConfigDict(json_schema_extra={"examples": [PLATE_EXAMPLE]})
 
     layout: Layout = Layout()
+    # An answer's layout carries its derived micro-batch count; POSTed back, it must agree.
+    _stated_micro_batches: object = PrivateAttr(None)
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _answer_layout_accepted(
+        cls, data: Any, handler: ModelWrapValidatorHandler[EvaluateRequest]
+    ) -> EvaluateRequest:
+        stated = None
+        if isinstance(data, dict) and isinstance(data.get("layout"), dict):
+            layout = dict(data["layout"])
+            stated = layout.pop("micro_batches", None)
+            data = {**data, "layout": layout}
+        request = handler(data)
+        request._stated_micro_batches = stated
+        return request
 
     def estimate(self) -> Estimate:
         """The layout priced under the request's profile, as its engine runs it."""
-        return evaluate_on(self.job(), self.layout, self.profile, self.assumptions, self.engine)
+        estimate = evaluate_on(self.job(), self.layout, self.profile, self.assumptions, self.engine)
+        check_stated_micro_batches(self._stated_micro_batches, estimate.micro_batches)
+        return estimate
+
+
+def check_stated_micro_batches(stated: object, derived: int) -> None:
+    """A layout's `micro_batches`, when stated, is the one the job derives (as `dp` is)."""
+    if stated is not None and (type(stated) is not int or stated != derived):
+        raise InvalidSpec(
+            f"micro_batches({stated!r}) disagrees with global_batch / (dp * micro_batch) = "
+            f"{derived}",
+            "layout.micro_batches",
+        )
 
 
 SEARCH_EXAMPLE: dict[str, Any] = {
-    key: value for key, value in PLATE_EXAMPLE.items() if key != "layout"
+    key: value for key, value in PLATE_EXAMPLE.items() if key not in ("layout", "engine")
 } | {"search": {"max_vpp": 4, "zero_stages": [0, 1, 2], "recompute": ["none", "full"]}}
 
 
@@ -158,15 +202,6 @@ class SearchRequest(PlanRequest):
     model_config = REQUEST_CONFIG | ConfigDict(json_schema_extra={"examples": [SEARCH_EXAMPLE]})
 
     search: SearchSpace = SearchSpace()
-    profile: ProfileName = Field(
-        "standard", description="Cost-model profile; searches default to standard."
-    )
-    engine: EngineName = Field(
-        DEFAULT_SEARCH_ENGINE,
-        description="The training engine that runs the layout: its rules apply to the answer's "
-        "layout (each rule the best layout breaks is a warning) and its artefact is "
-        f"`best.export`. Searches default to {DEFAULT_SEARCH_ENGINE}.",
-    )
     time_limit_s: float | None = Field(
         None, gt=0, le=600, description="Solver time limit in seconds; default the server's."
     )

@@ -10,7 +10,7 @@ Depends only on `models` and `optimizer.costmodel` (its grid).
     priced = engine_assumptions(engine, assumptions)  # how it syncs gradients, as assumptions
 
 `EngineName` is a request's `engine` field (an enum in the published schema), defaulting to
-DEFAULT_EVALUATE_ENGINE for evaluate and DEFAULT_SEARCH_ENGINE for searches.
+DEFAULT_ENGINE on every route.
 """
 
 from __future__ import annotations
@@ -64,10 +64,18 @@ def known_engine(name: str) -> str:
 EngineName = Annotated[
     str, AfterValidator(known_engine), Field(json_schema_extra={"enum": list(ENGINES)})
 ]
-# evaluate keeps the engine-agnostic model (the plate's figures, no engine's rules); a search
-# should answer a layout that some engine runs: Megatron-LM (its Megatron-Core rules are NeMo's).
-DEFAULT_EVALUATE_ENGINE = "generic"
-DEFAULT_SEARCH_ENGINE = "megatron"
+# One default on every route, so that re-pricing an answer's layout is an identity: a layout
+# that some engine runs, Megatron-LM's (its Megatron-Core rules are NeMo's). The plate's
+# engine-agnostic model is asked for by name (`generic`).
+DEFAULT_ENGINE = "megatron"
+
+
+def engine_placed(layout: Layout, engine: Engine) -> Layout:
+    """`layout` laid in the engine's default rank order when the request named no placement
+    (a Layout's own default is the plate's tp<cp<pp<dp, which Megatron-LM does not lay)."""
+    if "placement" in layout.model_fields_set or not engine.rank_orders:
+        return layout
+    return layout.model_copy(update={"placement": engine.rank_orders[0]})
 
 
 def export(
@@ -121,8 +129,8 @@ __all__ = [
     "PLAN_EXPORTERS",
     "export_plan",
     "plan_layout_string",
-    "DEFAULT_EVALUATE_ENGINE",
-    "DEFAULT_SEARCH_ENGINE",
+    "DEFAULT_ENGINE",
+    "engine_placed",
     "ENGINES",
     "Artefact",
     "Engine",

@@ -1,0 +1,82 @@
+"""One body, one meaning: the optimum's layout POSTed back to evaluate with the same body is
+priced to the same figures, on every preset and engine (the routes share their defaults:
+profile standard, engine megatron), and evaluate lays a layout without a placement in the
+engine's own rank order."""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+from models.presets import model_presets
+from optimizer.engines import ENGINES, get_engine
+
+FIGURES = ("mfu", "step_time_s", "bubble", "fits", "warnings", "export", "export_error")
+
+
+def _cases(count: int, seed: int = 43) -> list[tuple[str, str, int]]:
+    """(preset, engine, gpus) drawn at random, every engine and preset among them."""
+    rng = random.Random(seed)
+    presets, engines = sorted(model_presets()), sorted(ENGINES)
+    cases = [(presets[i % len(presets)], engines[i % len(engines)], 0) for i in range(count)]
+    return [(preset, engine, rng.choice((64, 256, 1024))) for preset, engine, _ in cases]
+
+
+def _body(preset: str, engine: str, gpus: int) -> dict[str, Any]:
+    return {
+        "model": preset,
+        "cluster": {"gpus": gpus},
+        "training": {"global_batch": 1024, "seq_len": 4096},
+        "engine": engine,
+    }
+
+
+@pytest.mark.parametrize(("preset", "engine", "gpus"), _cases(14))
+def test_evaluating_the_optimum_gives_the_optimums_figures(
+    api: TestClient, preset: str, engine: str, gpus: int
+) -> None:
+    body = _body(preset, engine, gpus)
+    answer = api.post("/v1/optimize", json=body | {"explain": False, "time_limit_s": 20}).json()
+    if answer.get("status") not in ("optimal", "feasible"):
+        pytest.skip(f"{preset} under {engine} on {gpus} GPUs: {answer.get('status')}, no layout")
+    best = answer["best"]
+    again = api.post("/v1/evaluate", json=body | {"layout": best["layout"]})
+    assert again.status_code == 200, again.text
+    priced = again.json()
+    assert priced["layout"] == best["layout"]
+    assert priced["memory_gb"] == best["memory_gb"]
+    for figure in FIGURES:
+        assert priced.get(figure) == best.get(figure), figure
+
+
+def test_the_same_body_without_profile_or_engine_means_the_same_on_both_routes(
+    api: TestClient,
+) -> None:
+    # the issue's case: the optimum at cp 4 was priced as if cp were free when evaluate
+    # defaulted to the plate's workshop profile
+    body = {"model": "llama3-70b", "cluster": {"gpus": 1024}, "training": {"global_batch": 1024}}
+    best = api.post("/v1/optimize", json=body | {"explain": False}).json()["best"]
+    layout = {k: v for k, v in best["layout"].items() if k != "placement"}
+    priced = api.post("/v1/evaluate", json=body | {"layout": layout}).json()
+    assert priced["layout"]["placement"] == best["layout"]["placement"]
+    assert (priced["mfu"], priced["step_time_s"]) == (best["mfu"], best["step_time_s"])
+
+
+@pytest.mark.parametrize("engine", sorted(ENGINES))
+def test_evaluate_lays_an_unplaced_layout_in_the_engines_rank_order(
+    api: TestClient, engine: str
+) -> None:
+    body = _body("llama3-8b", engine, 64) | {"layout": {"tp": 2, "pp": 4}}
+    placement = api.post("/v1/evaluate", json=body).json()["layout"]["placement"]
+    orders = get_engine(engine).rank_orders
+    assert placement == list(orders[0] if orders else ("tp", "cp", "pp", "dp"))
+
+
+def test_a_stated_micro_batch_count_must_be_the_derived_one(api: TestClient) -> None:
+    body = _body("llama3-8b", "megatron", 64) | {"layout": {"tp": 2, "micro_batches": 3}}
+    error = api.post("/v1/evaluate", json=body).json()["error"]
+    assert error["field"] == "layout.micro_batches"
+    assert "= 32" in error["message"]  # 1024 / (dp 32 * micro-batch 1)
