@@ -144,7 +144,12 @@ def megatron_parser() -> argparse.ArgumentParser:
         "pipeline-model-parallel-layout data-parallel-sharding-strategy ckpt-format "
         "recompute-granularity recompute-method moe-token-dispatcher-type moe-layer-freq"
     )
-    choices = {"fp8-format": ["e4m3", "hybrid"], "fp8-recipe": ["tensorwise", "delayed"]}
+    choices = {
+        "fp8-format": ["e4m3", "hybrid"],
+        "fp8-recipe": ["tensorwise", "delayed"],
+        "normalization": ["LayerNorm", "RMSNorm"],
+        "position-embedding-type": ["learned_absolute", "rope", "mrope", "relative", "none"],
+    }
     switches = (
         "sequence-parallel account-for-embedding-in-pipeline-split "
         "account-for-loss-in-pipeline-split use-distributed-optimizer use-megatron-fsdp "
@@ -161,6 +166,7 @@ def megatron_parser() -> argparse.ArgumentParser:
     for name, allowed in choices.items():  # transformer_config.py:587-597
         parser.add_argument(f"--{name}", choices=allowed)
     parser.add_argument("--recompute-modules", nargs="*")  # transformer_config.py:560
+    parser.add_argument("--disable-bias-linear", action="store_false", dest="add_bias_linear")
     return parser
 
 

@@ -4,11 +4,12 @@ says what the price counted (docs/engines.md)."""
 
 from __future__ import annotations
 
+import pytest
 from fastapi.testclient import TestClient
 
 from models.hf_config import from_hf_config
 from models.layout import Layout, resolve_layout
-from models.presets import published_hf_configs
+from models.presets import model_preset, model_presets, published_hf_configs
 from optimizer.costmodel.grid import PLACEMENTS
 from optimizer.engines import export, get_engine
 from optimizer.search import SearchSpace
@@ -141,3 +142,23 @@ def test_searches_lay_ranks_only_as_the_engine_does_and_megatron_says_which_orde
     odd = export(megatron, plate, inside.model_copy(update={"placement": ("dp", "tp", "cp", "pp")}))
     assert "an order Megatron-LM does not lay ranks in" in odd.text
     assert not parser.parse_args(command_line(odd.text)).use_tp_pp_dp_mapping
+
+
+@pytest.mark.parametrize("preset", sorted(model_presets()))
+def test_megatron_export_states_the_priced_architecture(preset: str) -> None:
+    # Megatron-LM's own defaults are LayerNorm, learned absolute positions, biased linears,
+    # no gated MLP and tied embeddings: each priced choice must be written, or a launch
+    # trains another model than the one priced
+    job = plate_job().model_copy(update={"model": model_preset(preset)})
+    model = job.model
+    layout = resolve_layout(Layout(tp=8, pp=16, zero=1), job)
+    args = megatron_parser().parse_args(
+        command_line(export(get_engine("megatron"), job, layout).text)
+    )
+    assert (args.normalization, args.position_embedding_type) == ("RMSNorm", "rope")
+    assert args.add_bias_linear is False
+    assert args.swiglu == model.gated_mlp
+    assert args.untie_embeddings_and_output_weights == (not model.tied_embeddings)
+    assert (args.num_layers, args.hidden_size) == (model.num_layers, model.hidden_size)
+    assert args.ffn_hidden_size == model.ffn_hidden_size
+    assert (args.num_experts or 0) == model.num_experts

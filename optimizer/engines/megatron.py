@@ -232,16 +232,30 @@ def _recompute(s: McoreSettings) -> Pairs:
     return pairs
 
 
+# The architecture every profile prices (docs/cost-model.md: Llama-style layers, no biases,
+# no position-embedding table): Megatron-LM's defaults are LayerNorm, learned absolute
+# positions and biased linears (arguments.py, '--normalization', '--position-embedding-type',
+# '--disable-bias-linear' dest add_bias_linear), so each is written, or a launch trains
+# another model. Grouped-GEMM experts also assert that there is no bias (experts.py).
+PRICED_ARCHITECTURE: Pairs = [
+    ("--normalization", "RMSNorm"),
+    ("--position-embedding-type", "rope"),
+    ("--disable-bias-linear", None),
+]
+
+
 def _model_shape(job: TrainingJob) -> Pairs:
     """What the TransformerSpec determines (flags from transformer_config.py:65-221 and
-    arguments.py:2382-2460, 3305, 3518-3520); norm, position embedding, tokenizer and data
-    are not in the spec and not written, nor is a sliding window (docs/engines.md)."""
+    arguments.py:2382-2460, 3305, 3518-3520) and the priced architecture; the rotary base,
+    tokenizer and data are not in the spec and not written, nor is a sliding window
+    (docs/engines.md)."""
     m, seq = job.model, str(job.training.seq_len)
     pairs: Pairs = [
         ("--num-layers", str(m.num_layers)),
         ("--hidden-size", str(m.hidden_size)),
         ("--ffn-hidden-size", str(m.ffn_hidden_size)),
         ("--num-attention-heads", str(m.num_attention_heads)),
+        *PRICED_ARCHITECTURE,
     ]
     if m.num_kv_heads != m.num_attention_heads:
         # --num-query-groups counts only with --group-query-attention (argument_utils.py).
