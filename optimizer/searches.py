@@ -21,7 +21,7 @@ from optimizer.costmodel import (
     profile_named,
 )
 from optimizer.costmodel.warnings import calibration_warnings
-from optimizer.engines import engine_assumptions, engine_placed, get_engine
+from optimizer.engines import engine_assumptions, engine_placed, get_engine, judged
 from optimizer.results import (
     OptimizeResult,
     ParetoResult,
@@ -85,7 +85,22 @@ def evaluate_on(
         layout = engine_placed(layout, get_engine(engine))
     estimate = evaluate(job, layout, profile, costs)
     beyond = tuple(calibration_warnings(job, costs, engine))
-    return replace(estimate, warnings=estimate.warnings + beyond) if beyond else estimate
+    estimate = replace(estimate, warnings=estimate.warnings + beyond) if beyond else estimate
+    return with_verdict(job, estimate, engine, assumptions)
+
+
+def with_verdict(
+    job: TrainingJob,
+    estimate: Estimate,
+    engine: str | None,
+    assumptions: CostAssumptions | None,
+) -> Estimate:
+    """The estimate with its engine's verdict (broken rules, artefact or refusal); as it is
+    when no engine was asked. The selective module list is the request's, where it names one."""
+    if engine is None:
+        return estimate
+    modules = None if assumptions is None else assumptions.selective_recompute_modules
+    return judged(get_engine(engine), job, estimate, modules)
 
 
 def optimize(
@@ -122,6 +137,8 @@ def optimize(
     if explain and status != "unknown":
         explained = explaining.explain(problem, best, costs, budget)
         complete = not explained.warnings  # its only warnings: cut short, or skipped
+    if best is not None:
+        best = with_verdict(job, best, engine, assumptions)
     bound = mfu_bound(found.bound_ln_mfu)
     if status == "optimal" and best is not None:
         bound = best.mfu  # the proof's bound is the optimum itself
@@ -169,8 +186,11 @@ def pareto(
     start = time.perf_counter()
     settings = SolveSettings(time_limit_s, workers, stop)
     layouts, proved = frontier(narrowed(problem), costs, settings)
-    estimates = tuple(explaining.priced(problem, layout, costs) for layout in layouts)
-    warnings = problem.warnings
+    estimates = tuple(
+        with_verdict(job, explaining.priced(problem, layout, costs), engine, assumptions)
+        for layout in layouts
+    )
+    warnings = problem.warnings + refused_points(estimates, engine)
     if not proved and estimates:
         warnings += (
             f"the frontier is partial: the time limit ({time_limit_s:g} s) ran out after "
@@ -180,6 +200,18 @@ def pareto(
     elif not proved:
         warnings += (unknown_warning(problem, time_limit_s, stop.stopped),)
     return ParetoResult(estimates, time.perf_counter() - start, proved, warnings)
+
+
+def refused_points(estimates: tuple[Estimate, ...], engine: str | None) -> tuple[str, ...]:
+    """One warning counting the frontier points the engine refuses (each point names why)."""
+    refused = sum(e.export_error is not None for e in estimates)
+    if not refused or engine is None:
+        return ()
+    label = get_engine(engine).label
+    return (
+        f"{refused} of {len(estimates)} frontier points break {label}'s rules "
+        "(each point's warnings name them)",
+    )
 
 
 def stage_plans(

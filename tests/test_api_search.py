@@ -11,25 +11,25 @@ import pytest
 from fastapi.testclient import TestClient
 
 from api.schemas import SEARCH_EXAMPLE, EstimateOut, SearchRequest, estimate_out
-from api.schemas.exports import under_engine
 from models.layout import Layout
 from optimizer import searches as search
 from optimizer.costmodel.profiles import evaluate
+from optimizer.searches import with_verdict
 
 
 def cost_model_price(
-    request_body: dict[str, Any], answer: dict[str, Any], exported: bool | None = None
+    request_body: dict[str, Any], answer: dict[str, Any], judged: bool = True
 ) -> EstimateOut:
     """The cost model's own estimate of the layout an answer chose, for the same job; unless
-    `exported` is None, with what the request's engine says of it (the rules it breaks, and
-    its export if `exported`), as the answer's best layout and frontier points carry."""
+    `judged` is false, with what the request's engine says of it (the rules it breaks, and
+    its export or refusal), as the answer's best layout and frontier points carry."""
     request = SearchRequest.model_validate(request_body)
     chosen = {key: value for key, value in answer["layout"].items() if key != "micro_batches"}
     layout = Layout.model_validate(chosen)
-    estimate = estimate_out(evaluate(request.job(), layout, request.profile, request.assumptions))
-    if exported is None:
-        return estimate
-    return under_engine(estimate, layout, request.engine, request.job(), exported)
+    estimate = evaluate(request.job(), layout, request.profile, request.assumptions)
+    if not judged:
+        return estimate_out(estimate)
+    return estimate_out(with_verdict(request.job(), estimate, request.engine, request.assumptions))
 
 
 @pytest.fixture
@@ -46,7 +46,7 @@ def test_optimize_answers_a_layout_the_cost_model_prices_the_same(
     assert answer["status"] == "optimal"
     assert answer["solver"]["proved_optimal"] is True
     assert EstimateOut.model_validate(answer["best"]) == cost_model_price(
-        search_body, answer["best"], exported=True
+        search_body, answer["best"]
     )
     assert answer["best"]["fits"] is True
 
@@ -61,7 +61,7 @@ def test_optimize_prices_each_less_common_choice(api: TestClient) -> None:
     assert set(choices) == {"context_parallel", "schedule"}
     without_cp = choices["context_parallel"]["without"]
     assert without_cp["layout"]["cp"] == 1
-    assert EstimateOut.model_validate(without_cp) == cost_model_price(body, without_cp)
+    assert EstimateOut.model_validate(without_cp) == cost_model_price(body, without_cp, False)
     assert choices["context_parallel"]["without_mfu"] == without_cp["mfu"] < answer["best"]["mfu"]
 
 
@@ -73,9 +73,7 @@ def test_pareto_frontier_is_priced_by_the_cost_model_and_ordered(
     assert response.status_code == 200
     assert len(frontier) >= 2
     for point in frontier:
-        assert EstimateOut.model_validate(point) == cost_model_price(
-            search_body, point, exported=False
-        )
+        assert EstimateOut.model_validate(point) == cost_model_price(search_body, point)
     memory = [point["memory_gb"]["total"] for point in frontier]
     mfu = [point["mfu"] for point in frontier]
     assert memory == sorted(memory) and mfu == sorted(mfu)

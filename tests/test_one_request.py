@@ -5,14 +5,18 @@ engine's own rank order."""
 
 from __future__ import annotations
 
+import json
 import random
 from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
 
+from api.scenarios import scenario_request
+from api.schemas import PLATE_EXAMPLE
 from models.presets import model_presets
 from optimizer.engines import ENGINES, get_engine
+from optimizer.studies import StudySpec, expand, run_scenario, run_settings
 
 FIGURES = ("mfu", "step_time_s", "bubble", "fits", "warnings", "export", "export_error")
 
@@ -80,3 +84,41 @@ def test_a_stated_micro_batch_count_must_be_the_derived_one(api: TestClient) -> 
     error = api.post("/v1/evaluate", json=body).json()["error"]
     assert error["field"] == "layout.micro_batches"
     assert "= 32" in error["message"]  # 1024 / (dp 32 * micro-batch 1)
+
+
+# --- the same verdict in a study row ----------------------------------------------------------
+
+
+def _study_row(base: dict[str, Any], compute: str, **spec: Any) -> dict[str, Any]:
+    study = StudySpec.model_validate({"base": base, "compute": compute, **spec})
+    return run_scenario(expand(study)[0], run_settings(study, scenario_request))
+
+
+def test_a_study_row_carries_the_engines_verdict_as_the_http_answer_does(api: TestClient) -> None:
+    # the plate's ZeRO-2 at pp 16: Megatron-LM shards gradients only through Megatron-FSDP,
+    # which the exports write only without a pipeline
+    body = {**PLATE_EXAMPLE, "engine": "megatron"}
+    answer = api.post("/v1/evaluate", json=body).json()
+    row = _study_row(body, "evaluate")
+    assert answer["export"] is None and answer["export_error"]
+    assert row["export_error"] == answer["export_error"]
+    assert json.loads(row["warnings"]) == answer["warnings"]
+    assert (row["mfu"], row["step_time_s"]) == (answer["mfu"], answer["step_time_s"])
+
+
+def test_an_infeasible_study_row_says_why() -> None:
+    # Llama 3 405B on 8 GPUs: no layout fits, and the row names the clashing rules
+    base = {"model": "llama3-405b", "cluster": {"gpus": 8}, "time_limit_s": 20}
+    row = _study_row(base, "optimize")
+    assert row["status"] == "infeasible"
+    assert any("memory" in reason for reason in json.loads(row["conflict"]))
+
+
+def test_gpu_hours_are_priced_by_gpu_type() -> None:
+    base = {"model": "llama3-8b", "cluster": {"gpus": 8, "gpu": "b200"}, "explain": False}
+    prices = {"h100-sxm": 2.0, "b200": 5.0}
+    row = _study_row(base, "optimize", gpu_hour_cost=prices)
+    assert row["cost"] == pytest.approx(5.0 * row["gpu_hours"], rel=1e-3)
+    unpriced = _study_row(base, "optimize", gpu_hour_cost={"h100-sxm": 2.0})
+    assert unpriced["status"] == "error" and unpriced["error_field"] == "gpu_hour_cost"
+    assert "'b200'" in unpriced["error"] and "h100-sxm" in unpriced["error"]

@@ -21,6 +21,7 @@ from models.presets import gpu_preset, model_preset
 from models.training import TrainingSpec
 from optimizer.costmodel import evaluate
 from optimizer.planning import CURVE_CACHE, Pool
+from optimizer.searches import with_verdict
 from tests.helpers import run_cli
 
 
@@ -60,7 +61,8 @@ def small() -> dict[str, Any]:
 def priced(
     body: dict[str, Any], name: str, pool_name: str, nodes: int, best: EstimateOut
 ) -> EstimateOut:
-    """The job's layout as the cost model prices it on its pool and node count."""
+    """The job's layout as the cost model prices it on its pool and node count, with its
+    engine's verdict."""
     job = next(j for j in body["jobs"] if j["name"] == name)
     spec = next(p for p in body["cluster"]["pools"] if p["name"] == pool_name)
     pool = Pool(pool_name, gpu_preset(spec["gpu"]), spec["nodes"], spec.get("gpus_per_node", 8))
@@ -71,7 +73,8 @@ def priced(
         model=model_preset(job["request"]["model"]), cluster=pool.cluster(nodes), training=training
     )
     layout = Layout.model_validate(best.layout.model_dump(exclude={"micro_batches"}))
-    return estimate_out(evaluate(on, layout, "workshop"))
+    engine = job["request"].get("engine", "megatron")
+    return estimate_out(with_verdict(on, evaluate(on, layout, "workshop"), engine, None))
 
 
 def test_plan_over_http_prices_every_layout_with_the_cost_model(
@@ -90,6 +93,7 @@ def test_plan_over_http_prices_every_layout_with_the_cost_model(
         assert job.placement is not None
         # each job's layout in its engine's input (searches default to Megatron-LM)
         assert job.export is not None and job.export.engine == job.engine == "megatron"
+        assert job.export == job.best.export  # the plan's artefact is its estimate's
         assert f"--tensor-model-parallel-size {job.best.layout.tp}" in job.export.text
         assert not held & {(job.pool, n) for n in job.nodes}
         held |= {(job.pool, n) for n in job.nodes}

@@ -16,15 +16,14 @@ from api.schemas import (
     EvaluateRequest,
     SearchRequest,
     estimate_out,
-    evaluate_answer,
 )
-from api.schemas.exports import under_engine
 from bench.load import optimize_bodies
 from bench.server import free_port, start_server, stop_server
 from models.layout import Layout, resolve_layout
 from models.stage_plan import StagePlan
 from optimizer.costmodel import CostAssumptions, stage_plans
 from optimizer.costmodel.profiles import evaluate
+from optimizer.searches import with_verdict
 from tests.test_stage_plans import SMALL, _stages_body, small_job
 
 
@@ -47,8 +46,13 @@ def client(server_log: Path) -> Iterator[Client]:
 
 def test_evaluate_over_http_matches_the_cost_model(client: Client) -> None:
     request = EvaluateRequest.model_validate(PLATE_EXAMPLE)
-    expected = evaluate_answer(
-        request, evaluate(request.job(), request.layout, request.profile, request.assumptions)
+    expected = estimate_out(
+        with_verdict(
+            request.job(),
+            evaluate(request.job(), request.layout, request.profile, request.assumptions),
+            request.engine,
+            request.assumptions,
+        )
     )
     answer = client.evaluate(request)
     assert answer == expected
@@ -56,22 +60,20 @@ def test_evaluate_over_http_matches_the_cost_model(client: Client) -> None:
     assert (answer.memory_gb.total, answer.bubble, answer.mfu) == (78.56, 0.1899, 0.4255)
 
 
-def priced_by_cost_model(
-    request: SearchRequest, answer: EstimateOut, exported: bool = False
-) -> EstimateOut:
+def priced_by_cost_model(request: SearchRequest, answer: EstimateOut) -> EstimateOut:
     """The cost model's estimate of the answer's layout, with what the request's engine says
-    of it (its broken rules; its export if `exported`, as for optimize's best)."""
+    of it (its broken rules, its export or refusal, as every answer's estimates carry)."""
     chosen = answer.layout.model_dump(exclude={"micro_batches"})
     layout = Layout.model_validate(chosen)
-    estimate = estimate_out(evaluate(request.job(), layout, request.profile, request.assumptions))
-    return under_engine(estimate, layout, request.engine, request.job(), exported)
+    estimate = evaluate(request.job(), layout, request.profile, request.assumptions)
+    return estimate_out(with_verdict(request.job(), estimate, request.engine, request.assumptions))
 
 
 def test_optimize_and_pareto_over_http_match_the_cost_model(client: Client) -> None:
     request = SearchRequest.model_validate(SEARCH_EXAMPLE)
     optimum = client.optimize(request)
     assert optimum.status == "optimal" and optimum.best is not None
-    assert optimum.best == priced_by_cost_model(request, optimum.best, exported=True)
+    assert optimum.best == priced_by_cost_model(request, optimum.best)
     frontier = client.pareto(SEARCH_EXAMPLE).frontier  # a dict works as well as a model
     assert frontier
     assert all(point == priced_by_cost_model(request, point) for point in frontier)

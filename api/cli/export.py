@@ -32,7 +32,7 @@ from api.schemas import (
     OptimizeOut,
     SearchRequest,
     export_answer,
-    optimize_answer,
+    optimize_out,
 )
 from models.errors import InvalidSpec
 from optimizer.searches import optimize
@@ -73,7 +73,7 @@ def optimize_request(args: argparse.Namespace) -> SearchRequest:
 def optimized_export(args: argparse.Namespace) -> ExportOut | OptimizeOut:
     """The best layout's export; the answer itself when there is no best layout."""
     request = optimize_request(args)
-    answer = optimize_answer(request, searched(request, optimize))
+    answer = optimize_out(searched(request, optimize))
     if answer.best is None:
         return answer
     if answer.best.export is None:

@@ -13,7 +13,7 @@ from typing import Any
 from api.cli.common import BadRequest, add_job_flags, emit, request_data
 from api.cli.render import optimize_text, pareto_text
 from api.errors import EXIT_INFEASIBLE, EXIT_OK, EXIT_UNKNOWN
-from api.schemas import SearchRequest, optimize_answer, pareto_answer
+from api.schemas import SearchRequest, optimize_out, pareto_out
 from optimizer.searches import optimize, pareto
 
 DEFAULT_TIME_LIMIT_S = 10.0
@@ -120,11 +120,11 @@ def search_request(args: argparse.Namespace) -> SearchRequest:
 def _run_search(
     args: argparse.Namespace,
     search: Callable[..., Any],
-    to_out: Callable[[SearchRequest, Any], Any],
+    to_out: Callable[[Any], Any],
     text: Callable[[Any], str],
 ) -> int:
     request = search_request(args)
-    answer = to_out(request, searched(request, search, args.workers))
+    answer = to_out(searched(request, search, args.workers))
     emit(answer, args.json, text)
     return exit_status(answer.status)
 
@@ -140,11 +140,11 @@ def exit_status(status: str) -> int:
 
 
 def run_optimize(args: argparse.Namespace) -> int:
-    return _run_search(args, optimize, optimize_answer, optimize_text)
+    return _run_search(args, optimize, optimize_out, optimize_text)
 
 
 def run_pareto(args: argparse.Namespace) -> int:
-    return _run_search(args, pareto, pareto_answer, pareto_text)
+    return _run_search(args, pareto, pareto_out, pareto_text)
 
 
 def register_search_commands(commands: Any) -> None:

@@ -26,10 +26,10 @@ from api.schemas import (
     SearchRequest,
     StagesOut,
     StagesRequest,
-    evaluate_answer,
+    estimate_out,
     export_answer,
-    optimize_answer,
-    pareto_answer,
+    optimize_out,
+    pareto_out,
     stages_answer,
 )
 from models.presets import gpu_presets, model_presets
@@ -100,7 +100,7 @@ PlateSearch = Annotated[
 
 
 def price(request: EvaluateRequest, _: StopSignal | None = None) -> EstimateOut:
-    return evaluate_answer(request, request.estimate())
+    return estimate_out(request.estimate())
 
 
 def artefact(request: EvaluateRequest, _: StopSignal | None = None) -> ExportOut:
@@ -109,11 +109,11 @@ def artefact(request: EvaluateRequest, _: StopSignal | None = None) -> ExportOut
 
 def best_layout(request: SearchRequest, time_limit_s: float, stop: StopSignal) -> OptimizeOut:
     # One CP-SAT worker per solve: the pool already gives each core its own request.
-    return optimize_answer(request, request.run(search.optimize, time_limit_s, stop=stop))
+    return optimize_out(request.run(search.optimize, time_limit_s, stop=stop))
 
 
 def frontier(request: SearchRequest, time_limit_s: float, stop: StopSignal) -> ParetoOut:
-    return pareto_answer(request, request.run(search.pareto, time_limit_s, stop=stop))
+    return pareto_out(request.run(search.pareto, time_limit_s, stop=stop))
 
 
 def planned(request: StagesRequest, time_limit_s: float, stop: StopSignal) -> StagesOut:

@@ -22,6 +22,7 @@ from api.schemas.answers import (
     Status,
     choice_out,
     estimate_out,
+    export_out,
     optimize_out,
     pareto_out,
 )
@@ -31,13 +32,7 @@ from api.schemas.calibration import (
     CalibrateRequest,
     calibrate_out,
 )
-from api.schemas.exports import (
-    evaluate_answer,
-    export_answer,
-    export_out,
-    optimize_answer,
-    pareto_answer,
-)
+from api.schemas.exports import export_answer
 from api.schemas.plan_answers import PlanOut, plan_out
 from api.schemas.plan_requests import PLAN_EXAMPLE, PlanRequestIn
 from api.schemas.requests import (
@@ -113,12 +108,9 @@ __all__ = [
     "Status",
     "choice_out",
     "estimate_out",
-    "evaluate_answer",
     "export_answer",
     "export_out",
-    "optimize_answer",
     "optimize_out",
-    "pareto_answer",
     "pareto_out",
     "scaling_out",
     "plan_out",

@@ -7,6 +7,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from models.artefact import Artefact
 from models.layout import Dimension, Layout
 from optimizer import (
     Choice,
@@ -76,9 +77,9 @@ class ExportOut(BaseModel):
 
 
 EXPORT_DESCRIPTION = (
-    "The layout in the request's engine's own input: in evaluate answers and in optimize's "
-    "`best`. Null with `export_error` when the engine cannot run the layout; null without it "
-    "where no export is made: pareto points and the alternatives inside an optimize answer "
+    "The layout in the request's engine's own input: in evaluate answers, optimize's `best` "
+    "and every pareto point. Null with `export_error` when the engine cannot run the layout; "
+    "null without it where no export is made: the alternatives inside an optimize answer "
     "(ask evaluate or /v1/export for those), to keep answers small."
 )
 
@@ -137,6 +138,15 @@ def layout_out(layout: Layout, micro_batches: int) -> LayoutOut:
     )
 
 
+def export_out(artefact: Artefact) -> ExportOut:
+    return ExportOut(
+        engine=artefact.engine,
+        format=artefact.format,
+        filename=artefact.filename,
+        text=artefact.text,
+    )
+
+
 def estimate_out(estimate: Estimate) -> EstimateOut:
     layout, memory = estimate.layout, estimate.memory
     return EstimateOut(
@@ -164,6 +174,8 @@ def estimate_out(estimate: Estimate) -> EstimateOut:
         if estimate.hardware_flops_utilization is None
         else _fraction(estimate.hardware_flops_utilization),
         mfu_fp8_peak=None if estimate.mfu_fp8_peak is None else _fraction(estimate.mfu_fp8_peak),
+        export=None if estimate.export is None else export_out(estimate.export),
+        export_error=estimate.export_error,
     )
 
 
@@ -294,8 +306,8 @@ class ParetoOut(BaseModel):
     """Non-dominated layouts, memory ascending and MFU ascending."""
 
     frontier: list[EstimateOut] = Field(
-        description="Each point warned of the request's engine's rules it breaks, without an "
-        "export (small answers): POST /v1/export writes a point's layout."
+        description="Each point warned of the request's engine's rules it breaks, with its "
+        "export or the engine's refusal."
     )
     warnings: list[str]
     solver: SolverOut

@@ -10,8 +10,14 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from api.schemas.answers import STATUS_DESCRIPTION, EstimateOut, ExportOut, Status, estimate_out
-from api.schemas.exports import export_out
+from api.schemas.answers import (
+    STATUS_DESCRIPTION,
+    EstimateOut,
+    ExportOut,
+    Status,
+    estimate_out,
+    export_out,
+)
 from models.layout import Dimension
 from optimizer import Conflict
 from optimizer.planning import PlanResult

@@ -14,8 +14,7 @@ from optimizer.engines import PLAN_EXPORTERS, export_plan, get_engine, plan_layo
 from optimizer.search import StopSignal
 from optimizer.staging import PlanFound
 
-from .answers import FRACTION_DECIMALS, ExportOut, LayoutOut, Status, layout_out
-from .exports import export_out
+from .answers import FRACTION_DECIMALS, ExportOut, LayoutOut, Status, export_out, layout_out
 from .requests import SEARCH_EXAMPLE, SearchRequest
 
 # the plate under Megatron-LM, priced by profile standard: stage plans are priced rank by rank

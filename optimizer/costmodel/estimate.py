@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from models.artefact import Artefact
 from models.layout import Layout, Schedule
 
 
@@ -60,6 +61,10 @@ class Estimate:
     hardware_flops_utilization: float | None = None
     # Under precision fp8, the model FLOPs over the FP8 dense peak (MFU stays over bf16's).
     mfu_fp8_peak: float | None = None
+    # The engine's verdict on the layout (optimizer.engines.judged): its input, or why it
+    # refuses the layout; neither when no engine was asked.
+    export: Artefact | None = None
+    export_error: str | None = None
 
     @property
     def mfu(self) -> float:

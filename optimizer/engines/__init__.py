@@ -16,6 +16,7 @@ DEFAULT_ENGINE on every route.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Annotated
 
 from pydantic import AfterValidator, Field
@@ -23,6 +24,7 @@ from pydantic import AfterValidator, Field
 from models.errors import InvalidSpec
 from models.job import TrainingJob
 from models.layout import Layout
+from optimizer.costmodel import Estimate
 
 from .base import (
     Artefact,
@@ -90,6 +92,25 @@ def export(
     return engine.exporter(job, runnable, **_module_list(engine, recompute_modules))
 
 
+def judged(
+    engine: Engine,
+    job: TrainingJob,
+    estimate: Estimate,
+    recompute_modules: Sequence[str] | None = None,
+) -> Estimate:
+    """`estimate` with the engine's verdict on its layout: each rule it breaks among the
+    warnings (the figures stay the cost model's), and its artefact or the refusal. Every
+    route's estimates carry it, so a study row, a plan job and an HTTP answer say the same."""
+    broken = tuple(
+        w for w in violations(engine, job, estimate.layout) if w not in estimate.warnings
+    )
+    try:
+        artefact = export(engine, job, estimate.layout, recompute_modules)
+    except InvalidSpec as refused:
+        return replace(estimate, warnings=estimate.warnings + broken, export_error=refused.message)
+    return replace(estimate, warnings=estimate.warnings + broken, export=artefact)
+
+
 # Engines whose exporter writes a stage plan (an explicit pipeline layout), and a selective
 # recompute module list (Megatron-Core's recompute_modules).
 PLAN_EXPORTERS = ("megatron", "nemo")
@@ -130,6 +151,7 @@ __all__ = [
     "export_plan",
     "plan_layout_string",
     "DEFAULT_ENGINE",
+    "judged",
     "engine_placed",
     "ENGINES",
     "Artefact",

@@ -14,6 +14,7 @@ from typing import Literal
 
 import numpy as np
 
+from models.artefact import Artefact
 from models.job import TrainingJob
 from models.layout import Dimension, Layout, Recompute, Schedule
 from models.text import one_line
@@ -229,16 +230,6 @@ class EngineRuntime:
 
     def overlap(self, name: OverlapName) -> Overlap:
         return next(o for o in self.overlaps if o.name == name)
-
-
-@dataclass(frozen=True)
-class Artefact:
-    """What the engine reads to run a layout: a command-line fragment, a JSON config, ..."""
-
-    engine: str
-    format: str
-    filename: str
-    text: str
 
 
 def model_named(job: TrainingJob) -> str:

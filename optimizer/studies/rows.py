@@ -47,13 +47,14 @@ ESTIMATE_COLUMNS = (
     "mfu", "hfu", "bubble", "fits",
     *(f"memory_{part}_gb" for part in MEMORY_PARTS),
     "step_time_s", "tokens_per_s_per_gpu", "tokens_per_s", "days_to_train", "gpu_hours", "cost",
+    "export_error",
 )  # fmt: skip
 RESULT_COLUMNS = (
     "compute", "status", "error", "error_field",
     *JOB_COLUMNS, "engine",
     *ESTIMATE_COLUMNS,
     "binding", "binding_relaxed_mfu", "binding_buys_mfu", "binding_all",
-    "bound", "gap", "frontier_points", "frontier", "warnings", "solver_wall_s", "wall_s",
+    "bound", "gap", "conflict", "frontier_points", "frontier", "warnings", "solver_wall_s", "wall_s",
     "stage_layers", "stage_recompute", "even_mfu", "stage_gain",
 )  # fmt: skip
 # Timings differ run to run; every other column is a function of the scenario alone.
@@ -67,7 +68,7 @@ class RunSettings:
     compute: Compute
     parse: Parse
     train_tokens: float
-    gpu_hour_cost: float | None = None
+    gpu_hour_cost: float | dict[str, float] | None = None
     override_paths: tuple[str, ...] = ()
     default_time_limit_s: float = DEFAULT_TIME_LIMIT_S
     max_time_limit_s: float | None = None  # the server's cap
@@ -194,6 +195,8 @@ def _optimize_fields(result: OptimizeResult, job: TrainingJob, settings: RunSett
         "warnings": _json(result.warnings),
         "solver_wall_s": round(result.solver.wall_s + result.solver.explain_wall_s, 4),
     }
+    if result.conflict:  # why no layout exists: the smallest set of clashing rules
+        row["conflict"] = _json([c.description for c in result.conflict])
     if result.best is not None:
         row.update(_estimate_fields(result.best, job, settings))
         row.update(_binding_fields(result, result.best.mfu))
@@ -239,7 +242,7 @@ def _stage_fields(result: StageSearch, job: TrainingJob, settings: RunSettings) 
         stage_recompute=json.dumps([mode.value for mode in plan.recompute]),
         stage_gain=None if even is None else round(price.mfu / even.price.mfu - 1, 4),
     )
-    return row | _training_time(per_gpu, job.cluster.gpus, settings)
+    return row | _training_time(per_gpu, job, settings)
 
 
 def _pareto_fields(result: ParetoResult, job: TrainingJob, settings: RunSettings) -> Row:
@@ -282,20 +285,35 @@ def _estimate_fields(estimate: Estimate, job: TrainingJob, settings: RunSettings
         "fits": estimate.fits,
         "step_time_s": round(estimate.step_time_s, 4),
         "tokens_per_s_per_gpu": round(estimate.tokens_per_s_per_gpu, 2),
+        "export_error": estimate.export_error,  # the engine's refusal, as HTTP answers carry it
     }
     for part in MEMORY_PARTS:
         row[f"memory_{part}_gb"] = round(getattr(memory, part) / 1e9, 2)
-    return row | _training_time(estimate.tokens_per_s_per_gpu, job.cluster.gpus, settings)
+    return row | _training_time(estimate.tokens_per_s_per_gpu, job, settings)
 
 
-def _training_time(tokens_per_s_per_gpu: float, gpus: int, settings: RunSettings) -> Row:
+def gpu_hour_price(settings: RunSettings, gpu: str) -> float | None:
+    """The price of one GPU-hour of `gpu`: the study's one price, or its price for that type."""
+    prices = settings.gpu_hour_cost
+    if not isinstance(prices, dict):
+        return prices
+    if gpu not in prices:
+        raise ScenarioError(
+            f"gpu_hour_cost has no price for gpu {gpu!r} (it prices {', '.join(sorted(prices))})",
+            "gpu_hour_cost",
+        )
+    return prices[gpu]
+
+
+def _training_time(tokens_per_s_per_gpu: float, job: TrainingJob, settings: RunSettings) -> Row:
     """Days, GPU-hours and cost to train `train_tokens` at this throughput."""
+    gpus = job.cluster.gpus
     tokens_per_s = tokens_per_s_per_gpu * gpus
     if tokens_per_s <= 0:
         return {"tokens_per_s": 0.0}
     wall_s = settings.train_tokens / tokens_per_s
     gpu_hours = gpus * wall_s / SECONDS_PER_HOUR
-    price = settings.gpu_hour_cost
+    price = gpu_hour_price(settings, job.cluster.gpu.name)
     return {
         "tokens_per_s": round(tokens_per_s, 1),
         "days_to_train": round(wall_s / SECONDS_PER_DAY, 3),

@@ -21,7 +21,7 @@ import math
 import re
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol
+from typing import Annotated, Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -93,8 +93,14 @@ class StudySpec(BaseModel):
     train_tokens: float = Field(
         15e12, gt=0, le=1e18, description="Tokens to train, for days and GPU-hours."
     )
-    gpu_hour_cost: float | None = Field(
-        None, ge=0, le=1e6, description="Price of one GPU-hour, for each scenario's cost."
+    gpu_hour_cost: (
+        Annotated[float, Field(ge=0, le=1e6)]
+        | dict[str, Annotated[float, Field(ge=0, le=1e6)]]
+        | None
+    ) = Field(
+        None,
+        description="Price of one GPU-hour, for each scenario's cost: one price, or a price "
+        "per GPU preset name ({'h100-sxm': 2.5, 'b200': 4.0}), as GPU types are priced apart.",
     )
 
     @field_validator("grid")
