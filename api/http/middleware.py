@@ -65,16 +65,18 @@ SECURITY_HEADERS = {
     "Referrer-Policy": "strict-origin-when-cross-origin",
     "Content-Security-Policy": _CSP.format(script="script-src 'self'"),
 }
-# Swagger UI at /docs is started by an inline script FastAPI writes (its options): inline
-# scripts are allowed on that page only.
-DOCS_PATH = "/docs"
-DOCS_CSP = _CSP.format(script="script-src 'self' 'unsafe-inline'")
+# The API docs run vendored code the service does not control: Swagger UI at /docs is started
+# by an inline script FastAPI writes (its options), and ReDoc at /redoc carries Ajv, which
+# compiles schemas with `new Function`. Those two pages alone may run inline and evaluated
+# scripts; they show only the service's own OpenAPI document.
+DOCS_PATHS = frozenset({"/docs", "/redoc"})
+DOCS_CSP = _CSP.format(script="script-src 'self' 'unsafe-inline' 'unsafe-eval'")
 
 
 def add_security_headers(path: str, headers: MutableHeaders) -> None:
     for name, value in SECURITY_HEADERS.items():
         headers.setdefault(name, value)
-    if path == DOCS_PATH:
+    if path in DOCS_PATHS:
         headers["Content-Security-Policy"] = DOCS_CSP
 
 
