@@ -16,6 +16,26 @@ EXIT_BAD_REQUEST = 2
 EXIT_INFEASIBLE = 3  # proved: no layout satisfies the request
 EXIT_UNKNOWN = 4  # the time ran out before a layout or a proof: retry with more time
 
+# An error's message and field echo request text (a name, a key, a value): each keeps at most
+# this many of its characters, so a huge bad name is not sent back whole.
+MAX_ECHO_CHARS = 500
+
+
+def capped(text: str, limit_chars: int = MAX_ECHO_CHARS) -> str:
+    """`text` if it is short, else its start and end around an ellipsis that gives its
+    length (the end often says what was expected)."""
+    if len(text) <= limit_chars:
+        return text
+    head = limit_chars * 3 // 4
+    tail = limit_chars - head
+    return f"{text[:head]}…[{len(text):,} characters]…{text[-tail:]}"
+
+
+def capped_detail(detail: ErrorDetail) -> ErrorDetail:
+    """The detail with its message and field capped (`capped`): every error leaves through it."""
+    field = None if detail.field is None else capped(detail.field)
+    return detail.model_copy(update={"message": capped(detail.message), "field": field})
+
 
 def _clean(message: str) -> str:
     # pydantic prefixes messages of ValueErrors raised in validators with "Value error, ".
@@ -104,6 +124,23 @@ def body_too_large(limit_bytes: int, size_bytes: int | None) -> ErrorDetail:
     return ErrorDetail(
         code="body_too_large",
         message=f"request body is {size}; the limit is {limit_bytes:,} bytes",
+    )
+
+
+def ambiguous_framing() -> ErrorDetail:
+    """Both Content-Length and Transfer-Encoding: the body's end is ambiguous, so what follows
+    it cannot be trusted to be the next request (RFC 9112 section 6.1)."""
+    return ErrorDetail(
+        code="ambiguous_framing",
+        message="request has both Content-Length and Transfer-Encoding; send one",
+    )
+
+
+def draining() -> ErrorDetail:
+    """A request still running when the shutdown's grace period ended."""
+    return ErrorDetail(
+        code="draining",
+        message="the server shut down before this request finished; retry on another instance",
     )
 
 

@@ -143,11 +143,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         BodyReader,
         max_bytes=settings.max_body_bytes,
         timeout_s=settings.body_timeout_s,
-        max_readers=settings.max_body_readers,
+        max_buffered_bytes=settings.max_body_buffer_bytes,
         retry_after_s=settings.retry_after_s,
         metrics=metrics,
     )
-    app.add_middleware(RequestContext, metrics=metrics)
+    app.add_middleware(RequestContext, metrics=metrics, retry_after_s=settings.retry_after_s)
     return app
 
 

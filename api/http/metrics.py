@@ -18,6 +18,16 @@ from prometheus_client import (
 CONTENT_TYPE = CONTENT_TYPE_LATEST
 # Seconds: a cached answer (~1 ms) through a solve that hits a 30 s time limit.
 LATENCY_BUCKETS_S = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+# The methods of RFC 9110 section 9 and PATCH (RFC 5789) are labelled by name; any other token a
+# client invents is one label value, so clients cannot grow the metrics without bound.
+STANDARD_METHODS = frozenset(
+    {"GET", "HEAD", "POST", "PUT", "DELETE", "CONNECT", "OPTIONS", "TRACE", "PATCH"}
+)
+OTHER_METHOD = "other"
+
+
+def method_label(method: str) -> str:
+    return method if method in STANDARD_METHODS else OTHER_METHOD
 
 
 class Metrics:
@@ -27,7 +37,8 @@ class Metrics:
         self.registry = CollectorRegistry()
         self.requests = Counter(
             "layoutopt_http_requests",
-            "HTTP requests answered, by method, route template and status.",
+            "HTTP requests answered, by method (other for a non-standard one), route template and "
+            "status.",
             ("method", "route", "status"),
             registry=self.registry,
         )
@@ -50,7 +61,15 @@ class Metrics:
         self.rejections = Counter(
             "layoutopt_rejections",
             "Requests refused or dropped before their answer: saturated, draining, in_flight, "
-            "body_readers (503), body_timeout (408), body_too_large (413), client_gone.",
+            "body_buffer (503), body_timeout (408), body_too_large (413), ambiguous_framing "
+            "(400), client_gone.",
+            ("reason",),
+            registry=self.registry,
+        )
+        self.connections_closed = Counter(
+            "layoutopt_http_connections_closed",
+            "Connections the server closed unasked: header_timeout (no whole request head in "
+            "time), connection_limit (closed to stay within the connection limit).",
             ("reason",),
             registry=self.registry,
         )

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from typing import Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -62,12 +62,28 @@ class Settings(BaseSettings):
     body_timeout_s: float = Field(
         10.0, gt=0, le=600, description="A request body not whole after this gets 408."
     )
-    max_body_readers: int = Field(
-        512,
+    max_body_buffer_bytes: int = Field(
+        64_000_000,
         gt=0,
-        le=100_000,
-        description="Request bodies arriving at once; more get 503. Bounds memory to about "
-        "max_body_readers * max_body_bytes.",
+        le=10_000_000_000,
+        description="Bytes of request bodies still arriving that are held at once, all "
+        "connections together; a body whose next chunk would pass it gets 503. Counts bytes, "
+        "not senders: slow senders holding a few bytes each lock nobody out.",
+    )
+    max_connections: int = Field(
+        1000,
+        gt=0,
+        le=1_000_000,
+        description="Open client connections; beyond it an idle one (between requests or "
+        "still sending its request head) is closed to make room, else the new one is. "
+        "Lowered at start to what the open-file limit leaves room for.",
+    )
+    header_timeout_s: float = Field(
+        10.0,
+        gt=0,
+        le=600,
+        description="A connection whose request head (request line and headers) is not whole "
+        "this long after it opened, or after its previous response, is closed.",
     )
     drain_s: float = Field(
         3.0,
@@ -97,6 +113,12 @@ class Settings(BaseSettings):
         if self.shutdown_grace_s is not None:
             return self.shutdown_grace_s
         return self.solver_time_limit_s + 5
+
+    @model_validator(mode="after")
+    def _one_body_fits_the_buffer(self) -> Settings:
+        if self.max_body_buffer_bytes < self.max_body_bytes:
+            raise ValueError("max_body_buffer_bytes must be at least max_body_bytes")
+        return self
 
     @field_validator("log_level", mode="before")
     @classmethod
