@@ -1,0 +1,82 @@
+"""Inputs and state that must stay bounded whatever the client sends: the answer cache in
+bytes, solver processes replaced as soon as one dies, list-building inputs counted before
+they are built, calibration runs that could not have been measured, and nesting depth.
+Real servers (conftest.py `make_server`) where the defect lives at the edge."""
+
+from __future__ import annotations
+
+import pickle
+import time
+import tracemalloc
+from typing import Any
+
+import httpx
+
+from api.http.plan import planned
+from api.http.routes import price
+from api.http.workers import AnswerCache, answer_size_bytes
+from api.schemas import PLATE_EXAMPLE, EvaluateRequest, PlanRequestIn
+from bench.server import rss_of
+from optimizer import StopSignal
+
+
+def many_jobs_plan(jobs: int, horizon_minutes: float = 60.0) -> dict[str, Any]:
+    """A plan of `jobs` small jobs on one pool: its answer is ~2.8 KB of JSON a job."""
+    return {
+        "cluster": {"pools": [{"name": "p", "gpu": "h100-sxm", "nodes": 8 * jobs}]},
+        "jobs": [
+            {"name": f"j{i}", "request": {"model": "llama3-8b"}, "min_gpus": 8}
+            for i in range(jobs)
+        ],
+        "explain": False,
+        "horizon_minutes": horizon_minutes,
+    }
+
+
+def held_bytes(answer: Any) -> int:
+    """What an answer's objects take, measured as a solver process's answer arrives."""
+    sent = pickle.dumps(answer)
+    tracemalloc.start()
+    try:
+        kept = pickle.loads(sent)
+        return tracemalloc.get_traced_memory()[0]
+    finally:
+        tracemalloc.stop()
+        del kept
+
+
+def test_an_answers_counted_size_covers_the_memory_it_holds() -> None:
+    small = price(EvaluateRequest.model_validate(PLATE_EXAMPLE))
+    large = planned(PlanRequestIn.model_validate(many_jobs_plan(20)), 10.0, StopSignal())
+    for answer in (small, large):
+        assert held_bytes(answer) <= answer_size_bytes(answer) <= 3 * held_bytes(answer)
+
+
+def test_the_cache_stays_within_its_byte_bound() -> None:
+    cache = AnswerCache(max_entries=1024, max_bytes=10_000_000)
+    for i in range(200):
+        cache.put(f"plan:{i}", object(), 990_000)  # a 500-job plan's share, counted
+        assert cache.size_bytes <= 10_000_000
+    assert len(cache) == 10  # the most recent ten
+    assert cache.get("plan:199") is not None and cache.get("plan:189") is None
+    cache.put("huge", object(), 10_000_001)  # larger than the whole budget: not kept
+    assert cache.get("huge") is None and len(cache) == 10
+
+
+def test_large_plan_answers_do_not_grow_the_servers_memory_past_the_cache_bound(
+    make_server: Any,
+) -> None:
+    cache_mb = 4
+    server = make_server(WORKERS="1", CACHE_MAX_BYTES=str(cache_mb * 2**20))
+    with httpx.Client(base_url=server.url, timeout=60) as client:
+        # warm: the imports and the curve caches a first plan fills
+        assert client.post("/v1/plan", json=many_jobs_plan(100, 1)).status_code == 200
+        before_kib = rss_of(server.process.pid)
+        for k in range(12):  # ~1.6 MB of objects each: ~20 MB unbounded (measured: 24)
+            answer = client.post("/v1/plan", json=many_jobs_plan(100, 2 + k))
+            assert answer.status_code == 200
+        grown_mb = (rss_of(server.process.pid) - before_kib) / 1024
+        held = client.get("/metrics").text
+    assert grown_mb < 12, grown_mb  # measured: under 5
+    (line,) = [line for line in held.splitlines() if line.startswith("layoutopt_cache_bytes ")]
+    assert 0 < float(line.split()[1]) <= cache_mb * 2**20
