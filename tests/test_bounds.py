@@ -5,7 +5,9 @@ Real servers (conftest.py `make_server`) where the defect lives at the edge."""
 
 from __future__ import annotations
 
+import os
 import pickle
+import signal
 import time
 import tracemalloc
 from typing import Any
@@ -15,9 +17,10 @@ import httpx
 from api.http.plan import planned
 from api.http.routes import price
 from api.http.workers import AnswerCache, answer_size_bytes
-from api.schemas import PLATE_EXAMPLE, EvaluateRequest, PlanRequestIn
+from api.schemas import PLATE_EXAMPLE, SEARCH_EXAMPLE, EvaluateRequest, PlanRequestIn
 from bench.server import rss_of
 from optimizer import StopSignal
+from tests.test_solve_processes import workers_of
 
 
 def many_jobs_plan(jobs: int, horizon_minutes: float = 60.0) -> dict[str, Any]:
@@ -80,3 +83,30 @@ def test_large_plan_answers_do_not_grow_the_servers_memory_past_the_cache_bound(
     assert grown_mb < 12, grown_mb  # measured: under 5
     (line,) = [line for line in held.splitlines() if line.startswith("layoutopt_cache_bytes ")]
     assert 0 < float(line.split()[1]) <= cache_mb * 2**20
+
+
+def test_a_killed_solver_process_is_replaced_at_once_and_readyz_says_so(
+    make_server: Any,
+) -> None:
+    server = make_server(WORKERS="1", SOLVE_IN="processes", CACHE_SIZE="0")
+    with httpx.Client(base_url=server.url, timeout=60) as client:
+        start = time.monotonic()
+        assert client.post("/v1/optimize", json=SEARCH_EXAMPLE).status_code == 200
+        warm_s = time.monotonic() - start
+        (killed,) = workers_of(server)
+        os.kill(killed, signal.SIGKILL)
+        statuses = []
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:  # probes only: no request asks for a solver
+            ready = client.get("/readyz")
+            statuses.append((ready.status_code, ready.json()["status"]))
+            if ready.status_code == 200 and (503, "replacing_solver") in statuses:
+                break
+            time.sleep(0.02)
+        assert (503, "replacing_solver") in statuses
+        assert statuses[-1] == (200, "ready") and ready.json()["solver_processes_alive"] == 1
+        (replacement,) = workers_of(server)
+        assert replacement != killed
+        start = time.monotonic()
+        assert client.post("/v1/optimize", json=SEARCH_EXAMPLE).status_code == 200
+        assert time.monotonic() - start < warm_s + 1.0  # no start paid (it takes ~2 s)
