@@ -110,3 +110,27 @@ def test_a_killed_solver_process_is_replaced_at_once_and_readyz_says_so(
         start = time.monotonic()
         assert client.post("/v1/optimize", json=SEARCH_EXAMPLE).status_code == 200
         assert time.monotonic() - start < warm_s + 1.0  # no start paid (it takes ~2 s)
+
+
+def test_a_huge_gpu_range_is_refused_before_it_is_built(api: Any) -> None:
+    def scaling(min_gpus: int, max_gpus: int) -> httpx.Response:
+        body = {
+            "model": "llama3-8b",
+            "cluster": {"gpu": "h100-sxm", "gpus_per_node": 1},
+            "gpu_range": {"min_gpus": min_gpus, "max_gpus": max_gpus},
+        }
+        return api.post("/v1/scaling", json=body)
+
+    assert scaling(2, 1).status_code == 422  # warm: the route's first call imports and caches
+    tracemalloc.start()
+    try:
+        start = time.perf_counter()
+        refused = scaling(1, 10_000_000)  # every count up to MAX_GPUS, one a node
+        wall_s = time.perf_counter() - start
+        peak_bytes = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert refused.status_code == 422
+    error = refused.json()["error"]
+    assert error["field"] == "gpu_range" and "10000000 whole-node counts" in error["message"]
+    assert wall_s < 1.0 and peak_bytes < 5_000_000, (wall_s, peak_bytes)  # built: ~360 MB
