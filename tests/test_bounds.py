@@ -5,11 +5,13 @@ Real servers (conftest.py `make_server`) where the defect lives at the edge."""
 
 from __future__ import annotations
 
+import json
 import os
 import pickle
 import signal
 import time
 import tracemalloc
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -20,6 +22,7 @@ from api.http.workers import AnswerCache, answer_size_bytes
 from api.schemas import PLATE_EXAMPLE, SEARCH_EXAMPLE, EvaluateRequest, PlanRequestIn
 from bench.server import rss_of
 from optimizer import StopSignal
+from tests.helpers import run_cli
 from tests.test_solve_processes import workers_of
 
 
@@ -134,3 +137,25 @@ def test_a_huge_gpu_range_is_refused_before_it_is_built(api: Any) -> None:
     error = refused.json()["error"]
     assert error["field"] == "gpu_range" and "10000000 whole-node counts" in error["message"]
     assert wall_s < 1.0 and peak_bytes < 5_000_000, (wall_s, peak_bytes)  # built: ~360 MB
+
+
+def deep_study(levels: int) -> dict[str, Any]:
+    """A study whose base nests `levels` objects under one of its fields."""
+    deep: dict[str, Any] = {}
+    for _ in range(levels):
+        deep = {"a": deep}
+    return {"base": {"model": "llama3-8b", "cluster": {"gpus": 8}, "training": deep}}
+
+
+def test_a_deeply_nested_study_is_refused_over_http(api: Any) -> None:
+    refused = api.post("/v1/studies", json=deep_study(600))
+    assert refused.status_code == 422
+    error = refused.json()["error"]
+    assert error["field"] == "base" and "more than 32 levels deep" in error["message"]
+
+
+def test_a_deeply_nested_study_file_exits_2(tmp_path: Path, capsys: Any) -> None:
+    path = tmp_path / "deep.json"
+    path.write_text(json.dumps(deep_study(600)))
+    status, _, err = run_cli(["study", str(path), "--out", str(tmp_path / "r.csv")], capsys)
+    assert status == 2 and "base" in err and "more than 32 levels deep" in err
