@@ -15,12 +15,21 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 
 from api.http.plan import planned
 from api.http.routes import price
 from api.http.workers import AnswerCache, answer_size_bytes
-from api.schemas import PLATE_EXAMPLE, SEARCH_EXAMPLE, EvaluateRequest, PlanRequestIn
+from api.schemas import (
+    CALIBRATE_EXAMPLE,
+    PLATE_EXAMPLE,
+    SEARCH_EXAMPLE,
+    CalibrateRequest,
+    EvaluateRequest,
+    PlanRequestIn,
+)
 from bench.server import rss_of
+from models.errors import InvalidSpec
 from optimizer import StopSignal
 from tests.helpers import run_cli
 from tests.test_solve_processes import workers_of
@@ -159,3 +168,53 @@ def test_a_deeply_nested_study_file_exits_2(tmp_path: Path, capsys: Any) -> None
     path.write_text(json.dumps(deep_study(600)))
     status, _, err = run_cli(["study", str(path), "--out", str(tmp_path / "r.csv")], capsys)
     assert status == 2 and "base" in err and "more than 32 levels deep" in err
+
+
+def calibration_runs(*steps_s: float, precision: str = "bf16") -> dict[str, Any]:
+    """The example's run (Llama 3 8B on 64 H100s: 7.3% MFU at its 13.08 s) measured at each
+    step time, as identical requests."""
+    (run,) = CALIBRATE_EXAMPLE["runs"]
+    request = run["request"] | {"training": run["request"]["training"] | {"precision": precision}}
+    runs = [{"request": request, "measured": {"step_time_s": step}} for step in steps_s]
+    return {"runs": runs, "leave_one_out": False}
+
+
+# (step times, the run and field named, words of the reason)
+IMPOSSIBLE_RUNS = [
+    ((13.08, 1308.0, 0.013), "runs.2.measured.step_time_s", "MFU of 7380.0%"),  # the issue's
+    ((13.08, 1308.0), "runs.1.measured.step_time_s", "100x apart"),
+    ((13.08, 10.0, 27.0), "runs.2.measured.step_time_s", "2.7x apart"),
+]
+
+
+@pytest.mark.parametrize(("steps_s", "where", "words"), IMPOSSIBLE_RUNS)
+def test_calibration_runs_that_cannot_have_been_measured_get_422(
+    api: Any, steps_s: tuple[float, ...], where: str, words: str
+) -> None:
+    refused = api.post("/v1/calibrate", json=calibration_runs(*steps_s))
+    assert refused.status_code == 422
+    error = refused.json()["error"]
+    assert error["field"] == "runs.measured.step_time_s"
+    assert error["message"].startswith(where + ": ") and words in error["message"]
+
+
+@pytest.mark.parametrize(("steps_s", "where", "words"), IMPOSSIBLE_RUNS)
+def test_calibration_runs_that_cannot_have_been_measured_exit_2(
+    tmp_path: Path, capsys: Any, steps_s: tuple[float, ...], where: str, words: str
+) -> None:
+    path = tmp_path / "runs.jsonl"
+    runs = calibration_runs(*steps_s)["runs"]
+    path.write_text("".join(json.dumps(run) + "\n" for run in runs))
+    status, out, err = run_cli(["calibrate", str(path), "--no-loo"], capsys)
+    assert status == 2 and out == "" and where in err and words in err
+
+
+def test_fp8_runs_may_pass_the_bf16_peak_but_not_the_fp8_one() -> None:
+    over_bf16 = 0.8  # s: 120% of the bf16 dense peak; H100's FP8 peak is twice it
+    assert CalibrateRequest.model_validate(calibration_runs(over_bf16, precision="fp8"))
+    runs = CalibrateRequest.model_validate(calibration_runs(over_bf16, precision="fp8"))
+    assert runs.measured_runs()[0].measured_mfu == pytest.approx(1.2, rel=0.01)
+    for precision, step_s in (("bf16", over_bf16), ("fp8", 0.4)):  # 240% in fp8: past it too
+        request = CalibrateRequest.model_validate(calibration_runs(step_s, precision=precision))
+        with pytest.raises(InvalidSpec, match="above the"):
+            request.measured_runs()
