@@ -40,8 +40,7 @@ def many_jobs_plan(jobs: int, horizon_minutes: float = 60.0) -> dict[str, Any]:
     return {
         "cluster": {"pools": [{"name": "p", "gpu": "h100-sxm", "nodes": 8 * jobs}]},
         "jobs": [
-            {"name": f"j{i}", "request": {"model": "llama3-8b"}, "min_gpus": 8}
-            for i in range(jobs)
+            {"name": f"j{i}", "request": {"model": "llama3-8b"}, "min_gpus": 8} for i in range(jobs)
         ],
         "explain": False,
         "horizon_minutes": horizon_minutes,

@@ -16,9 +16,9 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from api.schemas.answers import FRACTION_DECIMALS
 from api.schemas.requests import PLATE_EXAMPLE, EvaluateRequest
+from models.errors import InvalidSpec
 from models.strict import REQUEST_CONFIG
 from optimizer import ProfileName
-from models.errors import InvalidSpec
 from optimizer.calibration import (
     MAX_RUNS,
     MEASURES,
