@@ -57,7 +57,8 @@ def test_workers_match_the_cpu_given() -> None:
         per_solver = SOLVE_PEAK_GB + (
             WORKER_PROCESS_GB if env.get("SOLVE_IN") == "processes" else 0
         )
-        assert gb >= int(env["WORKERS"]) * per_solver + PROCESS_GB
+        cache_gb = Settings(**{k.lower(): v for k, v in env.items()}).cache_max_bytes / 1e9
+        assert gb >= int(env["WORKERS"]) * per_solver + PROCESS_GB + cache_gb
 
 
 # The largest search the size guard admits (10M layouts) peaks at about 0.32 GB for the whole

@@ -83,9 +83,9 @@ def test_unusable_request_ids_are_replaced(sent: str | None) -> None:
 
 
 def test_cache_evicts_the_least_recently_used() -> None:
-    cache = AnswerCache(max_entries=2)
-    cache.put("a", 1)
-    cache.put("b", 2)
+    cache = AnswerCache(max_entries=2, max_bytes=10**6)
+    cache.put("a", 1, 100)
+    cache.put("b", 2, 100)
     assert cache.get("a") == 1  # "a" is now the most recent
-    cache.put("c", 3)  # evicts "b"
+    cache.put("c", 3, 100)  # evicts "b"
     assert (cache.get("a"), cache.get("b"), cache.get("c")) == (1, None, 3)

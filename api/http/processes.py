@@ -8,13 +8,17 @@ stopping it always had, and hands its work to a free process: the work (a partia
 route's module-level function and its request) is pickled there, its answer or error back.
 The thread forwards its request's StopSignal to the process's stop event; the process sets
 its own StopSignal from it, so a stopped solve ends as a thread's would. A process that dies
-(killed, out of memory) is replaced, and its request answered 503 with Retry-After
-(`solver_lost`): a retry is served.
+(killed, out of memory) has its request, if it had one, answered 503 with Retry-After
+(`solver_lost`), and is replaced at once by a watcher thread rather than when the next
+request needs it (which then waited the ~2 s of a start); until it is back, /readyz answers
+503, so a load balancer sends elsewhere meanwhile.
 """
 
 from __future__ import annotations
 
+import logging
 import multiprocessing
+import multiprocessing.connection
 import queue
 import signal
 import threading
@@ -33,6 +37,11 @@ CLOSE_WAIT_S = 2.0
 # What a worker sends once it has imported the service, and how long that may take.
 READY = "ready"
 START_TIMEOUT_S = 120.0
+# How often the watcher looks for ended processes, and waits after a start that failed.
+WATCH_S = 0.1
+RESTART_BACKOFF_S = 1.0
+
+logger = logging.getLogger("layoutopt.http")
 
 
 class WorkerDied(RuntimeError):
@@ -81,7 +90,8 @@ def _forward(stop_event: Event, stop: StopSignal, done: threading.Event) -> None
 
 class WorkerProcess:
     """One solver process, started with the server (SolverProcesses.start) or on first use,
-    and the pipe and stop event to it."""
+    and the pipe and stop event to it. Its lock is held by the solve using it, or by the
+    watcher replacing it."""
 
     def __init__(self, context: SpawnContext) -> None:
         self._context = context
@@ -89,6 +99,32 @@ class WorkerProcess:
         self._conn: Connection | None = None
         self._stop_event: Event | None = None
         self._ready = False  # the process has imported the service
+        self._lock = threading.Lock()
+
+    @property
+    def alive(self) -> bool:
+        """Started, warm and not ended. Read from the process's sentinel (readable once it
+        has ended), which waits on nothing: safe beside the thread that uses the process."""
+        process = self._process
+        if not self._ready or process is None:
+            return False
+        return not multiprocessing.connection.wait([process.sentinel], timeout=0)
+
+    def replace_if_ended(self) -> bool:
+        """Start the process again if it has ended while no solve holds it (a solve that sees
+        its process end reaps it, and it is replaced here once the solve lets go). Returns
+        whether it was replaced."""
+        if not self._lock.acquire(blocking=False):
+            return False
+        try:
+            if self.alive:
+                return False
+            if self._process is not None:
+                self._reap()
+            self.start()
+            return True
+        finally:
+            self._lock.release()
 
     def start(self) -> None:
         """Start the process and wait until it has imported the service (~1 s), so the
@@ -119,10 +155,14 @@ class WorkerProcess:
         if not self._ready:
             self._process.terminate()
             self._reap()
-            raise WorkerDied("a solver process did not start; it is started again on next use")
+            raise WorkerDied("a solver process did not start; it is started again")
 
     def run(self, work: Callable[[StopSignal], Any], stop: StopSignal) -> Any:
         """`work(stop)` in the process: its answer, or the exception it raised."""
+        with self._lock:
+            return self._run(work, stop)
+
+    def _run(self, work: Callable[[StopSignal], Any], stop: StopSignal) -> Any:
         self.start()
         assert self._conn is not None and self._stop_event is not None
         self._stop_event.clear()
@@ -135,7 +175,7 @@ class WorkerProcess:
                     raise EOFError()
             ok, value = self._conn.recv()
         except (EOFError, OSError):
-            self._reap()  # replaced on the next run
+            self._reap()  # replaced by the watcher once this solve lets go
             raise WorkerDied(
                 "the solver process ended without an answer (killed or out of memory); it is "
                 "replaced: retry"
@@ -162,26 +202,48 @@ class WorkerProcess:
         self._process.join(CLOSE_WAIT_S)
         if self._conn is not None:
             self._conn.close()
-        self._process, self._conn = None, None
+        self._process, self._conn, self._ready = None, None, False
 
 
 class SolverProcesses:
-    """`count` worker processes, each used by one solver thread at a time."""
+    """`count` worker processes, each used by one solver thread at a time, and a watcher
+    that replaces those that end."""
 
     def __init__(self, count: int) -> None:
         context = multiprocessing.get_context("spawn")  # fork is unsafe under the server's threads
+        self.count = count
         self._workers = [WorkerProcess(context) for _ in range(count)]
         self._free: queue.SimpleQueue[WorkerProcess] = queue.SimpleQueue()
         for worker in self._workers:
             self._free.put(worker)
+        self._closing = threading.Event()
+        self._watcher: threading.Thread | None = None
+
+    @property
+    def alive(self) -> int:
+        """Processes started, warm and not ended: fewer than `count` while one is replaced."""
+        return sum(worker.alive for worker in self._workers)
 
     def start(self) -> None:
         """Start every process now, together, and wait until each has imported the service
-        (~1 s), rather than on first use."""
+        (~1 s), rather than on first use; then watch them."""
         for worker in self._workers:
             worker.spawn()
         for worker in self._workers:
             worker.wait_ready()
+        self._closing.clear()
+        self._watcher = threading.Thread(target=self._watch, name="solver-watcher", daemon=True)
+        self._watcher.start()
+
+    def _watch(self) -> None:
+        while not self._closing.wait(WATCH_S):
+            for worker in self._workers:
+                try:
+                    if worker.replace_if_ended():
+                        logger.warning("solver process replaced")
+                except WorkerDied as error:
+                    logger.error(str(error))
+                    self._closing.wait(RESTART_BACKOFF_S)
 
     def run(self, work: Callable[[StopSignal], Any], stop: StopSignal) -> Any:
         worker = self._free.get()
@@ -191,5 +253,8 @@ class SolverProcesses:
             self._free.put(worker)
 
     def close(self) -> None:
+        self._closing.set()
+        if self._watcher is not None:
+            self._watcher.join()
         for worker in self._workers:
             worker.close()

@@ -201,15 +201,24 @@ async def healthz() -> dict[str, str]:
 
 @router.get("/readyz", response_model=ReadyOut, tags=["ops"], responses={503: {"model": ReadyOut}})
 async def readyz(request: Request, solver: SolverDep) -> ReadyOut | JSONResponse:
-    """Readiness: started and not draining, with the solver pool's load."""
-    ready = request.app.state.ready
+    """Readiness: started, not draining, and (with SOLVE_IN=processes) every solver process
+    alive, with the solver pool's load."""
+    processes = solver.processes
+    alive = None if processes is None else processes.alive
+    if not request.app.state.ready:
+        status = "draining"
+    elif processes is not None and processes.alive < processes.count:
+        status = "replacing_solver"  # a process ended; the watcher is starting another
+    else:
+        status = "ready"
     answer = ReadyOut(
-        status="ready" if ready else "draining",
+        status=status,
         solver_admitted=solver.pool.admitted,
         solver_running=solver.pool.running,
         solver_capacity=solver.pool.capacity,
+        solver_processes_alive=alive,
     )
-    return answer if ready else JSONResponse(answer.model_dump(), status_code=503)
+    return answer if status == "ready" else JSONResponse(answer.model_dump(), status_code=503)
 
 
 @router.get("/metrics", response_class=PlainTextResponse, tags=["ops"])

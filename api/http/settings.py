@@ -43,6 +43,13 @@ class Settings(BaseSettings):
     cache_size: int = Field(
         1024, ge=0, le=1_000_000, description="Answers kept for identical requests; 0 disables."
     )
+    cache_max_bytes: int = Field(
+        128 * 2**20,
+        ge=0,
+        le=2**40,
+        description="Memory the cached answers may hold (each counted from its JSON's length); "
+        "the least recently used go first, and an answer larger than this is not kept.",
+    )
     max_body_bytes: int = Field(
         1_000_000, gt=0, le=100_000_000, description="Larger request bodies get 413."
     )

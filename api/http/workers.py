@@ -20,14 +20,16 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextvars
+import json
 import math
+import sys
 import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from functools import partial
-from typing import Any, TypeVar
+from typing import Any, Generic, NamedTuple, TypeVar
 
 from pydantic import BaseModel
 from starlette.types import Receive
@@ -60,29 +62,60 @@ class ClientGone(Exception):
     """The client disconnected before its answer was ready: nothing is sent (logged 499)."""
 
 
-class AnswerCache:
-    """A bounded least-recently-used map from canonical request to answer."""
+# An answer held in the cache takes this many bytes of Python objects (pydantic models, their
+# dicts, floats and strings) per byte of its JSON: measured with tracemalloc on answers
+# unpickled as a solver process sends them, 10.5 for the smallest (an evaluate, 1.3 KB of JSON)
+# down to 5.7 for a 50-job plan (168 KB). The largest measured keeps the byte bound a bound.
+OBJECT_BYTES_PER_JSON_BYTE = 11
 
-    def __init__(self, max_entries: int) -> None:
+
+def answer_size_bytes(answer: Any) -> int:
+    """The memory an answer holds in the cache, from the length of its JSON (one
+    serialisation, ~12 ms per MB of JSON: in the solver's thread, not on the event loop)."""
+    text = answer.model_dump_json() if isinstance(answer, BaseModel) else json.dumps(answer)
+    return OBJECT_BYTES_PER_JSON_BYTE * len(text)
+
+
+class AnswerCache:
+    """A least-recently-used map from canonical request to answer, bounded both in entries
+    and in bytes (each entry's key and `answer_size_bytes`): a few large answers (a 500-job
+    plan holds ~10 MB) must not outgrow the container's memory. An answer larger than the
+    whole byte budget is not kept."""
+
+    def __init__(self, max_entries: int, max_bytes: int) -> None:
         self.max_entries = max_entries
-        self._entries: OrderedDict[str, Any] = OrderedDict()
+        self.max_bytes = max_bytes
+        self._entries: OrderedDict[str, tuple[Any, int]] = OrderedDict()
+        self._held_bytes = 0
         self._lock = threading.Lock()
+
+    @property
+    def size_bytes(self) -> int:
+        """What the entries held now are counted at."""
+        return self._held_bytes
 
     def get(self, key: str) -> Any | None:
         with self._lock:
             if key not in self._entries:
                 return None
             self._entries.move_to_end(key)
-            return self._entries[key]
+            return self._entries[key][0]
 
-    def put(self, key: str, answer: Any) -> None:
-        if self.max_entries == 0:
+    def put(self, key: str, answer: Any, answer_bytes: int) -> None:
+        entry_bytes = sys.getsizeof(key) + answer_bytes
+        if self.max_entries == 0 or entry_bytes > self.max_bytes:
             return
         with self._lock:
-            self._entries[key] = answer
-            self._entries.move_to_end(key)
-            while len(self._entries) > self.max_entries:
-                self._entries.popitem(last=False)
+            self._forget(key)
+            self._entries[key] = (answer, entry_bytes)
+            self._held_bytes += entry_bytes
+            while len(self._entries) > self.max_entries or self._held_bytes > self.max_bytes:
+                self._forget(next(iter(self._entries)))
+
+    def _forget(self, key: str) -> None:
+        entry = self._entries.pop(key, None)
+        if entry is not None:
+            self._held_bytes -= entry[1]
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -207,7 +240,7 @@ class Solver:
         self.processes = (
             SolverProcesses(settings.workers) if settings.solve_in == "processes" else None
         )
-        self.cache = AnswerCache(settings.cache_size)
+        self.cache = AnswerCache(settings.cache_size, settings.cache_max_bytes)
         self.time_limit_s = settings.solver_time_limit_s
         self.metrics = metrics
         metrics.add_gauge(
@@ -220,6 +253,11 @@ class Solver:
         )
         metrics.add_gauge(
             "layoutopt_cache_entries", "Answers held in the cache.", lambda: len(self.cache)
+        )
+        metrics.add_gauge(
+            "layoutopt_cache_bytes",
+            "Memory the cached answers are counted at (bounded by CACHE_MAX_BYTES).",
+            lambda: self.cache.size_bytes,
         )
 
     def time_limit_for(self, asked_s: float | None) -> float:
@@ -248,25 +286,26 @@ class Solver:
         self.metrics.cache_misses.labels(operation).inc()
         stop = StopSignal()
         if inline:
-            answer, wall_s = _timed(work, stop)
+            solved = _solved(work, stop, cacheable)
         else:
-            answer, wall_s = await self._in_pool(work, stop, slot, receive)
-        self.metrics.solver_seconds.labels(operation).observe(wall_s)
-        if cacheable(answer):
-            self.cache.put(key, answer)
-        return answer
+            solved = await self._in_pool(work, stop, cacheable, slot, receive)
+        self.metrics.solver_seconds.labels(operation).observe(solved.wall_s)
+        if solved.size_bytes is not None:
+            self.cache.put(key, solved.answer, solved.size_bytes)
+        return solved.answer
 
     async def _in_pool(
         self,
         work: Callable[[StopSignal], Answer],
         stop: StopSignal,
+        cacheable: Callable[[Answer], bool],
         slot: Slot | None,
         receive: Receive | None,
-    ) -> tuple[Answer, float]:
+    ) -> Solved[Answer]:
         if self.processes is not None:
             work = partial(self.processes.run, work)
         try:
-            future = self.pool.submit(_timed, work, stop, slot=slot)
+            future = self.pool.submit(_solved, work, stop, cacheable, slot=slot)
         except Saturated as refused:
             self.metrics.rejections.labels("draining" if refused.draining else "saturated").inc()
             raise
@@ -300,7 +339,16 @@ async def _disconnected(receive: Receive | None) -> None:
         pass
 
 
-def _timed(work: Callable[[StopSignal], Answer], stop: StopSignal) -> tuple[Answer, float]:
+class Solved(NamedTuple, Generic[Answer]):
+    answer: Answer
+    wall_s: float
+    size_bytes: int | None  # what it holds in the cache; None when it is not to be cached
+
+
+def _solved(
+    work: Callable[[StopSignal], Answer], stop: StopSignal, cacheable: Callable[[Answer], bool]
+) -> Solved[Answer]:
     start = time.perf_counter()
     answer = work(stop)
-    return answer, time.perf_counter() - start
+    wall_s = time.perf_counter() - start
+    return Solved(answer, wall_s, answer_size_bytes(answer) if cacheable(answer) else None)

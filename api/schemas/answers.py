@@ -201,6 +201,9 @@ class ReadyOut(BaseModel):
     solver_admitted: int = Field(description="Solves running or queued now.")
     solver_running: int = Field(description="Of those, the solves a worker has started.")
     solver_capacity: int = Field(description="Workers plus queue depth: more gets 503.")
+    solver_processes_alive: int | None = Field(
+        None, description="With SOLVE_IN=processes, the solver processes alive (else null)."
+    )
 
 
 class BindingOut(BaseModel):

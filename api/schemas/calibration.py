@@ -16,9 +16,17 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from api.schemas.answers import FRACTION_DECIMALS
 from api.schemas.requests import PLATE_EXAMPLE, EvaluateRequest
+from models.errors import InvalidSpec
 from models.strict import REQUEST_CONFIG
 from optimizer import ProfileName
-from optimizer.calibration import MAX_RUNS, MEASURES, Calibration, MeasuredRun, measured_run
+from optimizer.calibration import (
+    MAX_RUNS,
+    MEASURES,
+    Calibration,
+    MeasuredRun,
+    check_repeats,
+    measured_run,
+)
 from optimizer.engines import ENGINES
 
 EngineName = Literal[tuple(ENGINES)]  # type: ignore[valid-type]
@@ -84,6 +92,18 @@ class CalibrationRunIn(BaseModel):
     name: str | None = Field(None, max_length=200, description="A label for the report.")
 
     def to_domain(self, index: int) -> MeasuredRun:
+        """The run as the fit takes it; a measurement that cannot have been measured is
+        refused naming the run's position (`runs.2.measured.step_time_s`)."""
+        try:
+            return self._measured_run(index)
+        except InvalidSpec as error:
+            if error.field is None or not error.field.startswith("measured."):
+                raise
+            raise InvalidSpec(
+                f"runs.{index}.{error.field}: {error.message}", f"runs.{error.field}"
+            ) from None
+
+    def _measured_run(self, index: int) -> MeasuredRun:
         request = self.request
         measure, value = self.measured.measure
         return measured_run(
@@ -138,7 +158,10 @@ class CalibrateRequest(BaseModel):
         return self
 
     def measured_runs(self) -> list[MeasuredRun]:
-        return [run.to_domain(i) for i, run in enumerate(self.runs)]
+        """The runs as the fit takes them, each possible on its GPU and repeats in accord."""
+        runs = [run.to_domain(i) for i, run in enumerate(self.runs)]
+        check_repeats(runs)
+        return runs
 
 
 # --- the answer ----------------------------------------------------------------------------

@@ -15,7 +15,7 @@ from optimizer.calibration.fit import MAX_RUNS, CalibrationStopped, CalibrationU
 from optimizer.calibration.parameters import PARAMETERS, Parameter
 from optimizer.calibration.procedure import calibrate, select
 from optimizer.calibration.results import Calibration, LeftOut, ParameterFit, RunFit
-from optimizer.calibration.runs import MEASURES, MeasuredRun, measured_run
+from optimizer.calibration.runs import MEASURES, MeasuredRun, check_repeats, measured_run
 
 __all__ = [
     "MAX_RUNS",
@@ -30,6 +30,7 @@ __all__ = [
     "ParameterFit",
     "RunFit",
     "calibrate",
+    "check_repeats",
     "choose",
     "select",
     "measured_run",

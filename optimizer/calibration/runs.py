@@ -4,11 +4,17 @@ Every measurement becomes the step time the fit works on. A step time is taken a
 tokens per second per GPU is the step's tokens over it; an MFU or HFU is turned through the
 profile's own FLOP count of that very step (model FLOPs, or with recomputation), which does not
 depend on any assumption the fit moves, so `mfu * step time` is fixed for the job and layout.
+
+A measurement is refused (InvalidSpec naming the run and its measure) when it cannot have been
+measured: an MFU above what the GPU's peak at the run's precision allows, or repeats of one
+configuration further apart than repeats differ (`MAX_REPEAT_SPREAD`). A fit goes through
+whatever it is given, so a unit slip (ms for s) would otherwise move every fitted assumption.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from models.errors import InvalidSpec
@@ -18,6 +24,13 @@ from optimizer.costmodel import CostAssumptions, Estimate, evaluate
 from optimizer.engines import engine_assumptions, get_engine
 
 MEASURES = ("step_time_s", "tokens_per_s_per_gpu", "mfu", "hfu")
+# Repeats of one configuration differ by a few percent (a slow node, warm-up left in the
+# mean); runs of one request further apart than this factor are of different setups or in
+# another unit, and a fit through both is a fit through neither.
+MAX_REPEAT_SPREAD = 2.0
+# FP4 tensor cores run at twice the FP8 rate (NVIDIA Blackwell architecture technical brief:
+# B200 dense FP4 9 PFLOPS, FP8 4.5); GPU presets carry no FP4 peak of their own.
+FP4_OVER_FP8_PEAK = 2.0
 
 
 @dataclass(frozen=True)
@@ -87,6 +100,7 @@ def measured_run(
         step = est.step_time_s * hfu / value
     if not (math.isfinite(step) and step > 0):
         raise InvalidSpec(f"{name}: measured {measure} {value} gives no finite step time")
+    check_within_peak(name, measure, value, est.mfu * est.step_time_s / step, job, precision)
     return MeasuredRun(
         name=name,
         job=job,
@@ -100,3 +114,60 @@ def measured_run(
         peak_memory_gb=peak_memory_gb,
         priced=priced,
     )
+
+
+def peak_mfu(job: TrainingJob, precision: str | None = None) -> float:
+    """The most MFU (over the bf16 dense peak, as every MFU here is) a run at its precision
+    can reach: 1 in bf16; the FP8 peak's share in FP8 and MXFP8, twice it in NVFP4."""
+    precision = precision or job.training.precision
+    gpu = job.cluster.gpu
+    if precision == "bf16" or gpu.fp8_peak_flop_s is None:
+        return 1.0
+    fp8_ratio = gpu.fp8_peak_flop_s / gpu.peak_flop_s
+    return fp8_ratio * FP4_OVER_FP8_PEAK if precision == "nvfp4" else fp8_ratio
+
+
+def check_within_peak(
+    name: str, measure: str, value: float, mfu: float, job: TrainingJob, precision: str | None
+) -> None:
+    """InvalidSpec when the measurement means more model FLOPs a second than the GPU's peak
+    at the run's precision delivers."""
+    ceiling = peak_mfu(job, precision)
+    if mfu > ceiling:
+        raise InvalidSpec(
+            f"{name}: measured {measure} {value:g} means an MFU of {mfu:.1%}, above the "
+            f"{ceiling:.0%} of the bf16 dense peak that {job.cluster.gpu.name} reaches at most in "
+            f"{precision or job.training.precision}: check the unit and the run's request",
+            f"measured.{measure}",
+        )
+
+
+def check_repeats(runs: Sequence[MeasuredRun]) -> None:
+    """InvalidSpec naming the first run whose step time is more than MAX_REPEAT_SPREAD from
+    that of an earlier run of one configuration (job, layout, profile, assumptions, engine),
+    beside the earlier run furthest from it."""
+    seen: dict[str, list[int]] = {}
+    for index, run in enumerate(runs):
+        earlier = seen.setdefault(_configuration(run), [])
+        spreads = {other: _spread(run, runs[other]) for other in earlier}
+        other = max(spreads, key=spreads.__getitem__, default=None)
+        if other is not None and spreads[other] > MAX_REPEAT_SPREAD:
+            raise InvalidSpec(
+                f"runs.{index}.measured.{run.measure}: {run.name} measured a step of "
+                f"{run.step_time_s:.4g} s and {runs[other].name}, of the same request, "
+                f"{runs[other].step_time_s:.4g} s: {spreads[other]:.3g}x apart, where repeats "
+                f"of one setup differ by at most {MAX_REPEAT_SPREAD:g}x; check the units, or "
+                "whether both ran the same setup",
+                f"runs.measured.{run.measure}",
+            )
+        earlier.append(index)
+
+
+def _spread(run: MeasuredRun, other: MeasuredRun) -> float:
+    steps_s = (run.step_time_s, other.step_time_s)
+    return max(steps_s) / min(steps_s)
+
+
+def _configuration(run: MeasuredRun) -> str:
+    parts = (run.job, run.layout, run.assumptions)
+    return "|".join([*(part.model_dump_json() for part in parts), run.profile, run.engine])

@@ -41,7 +41,7 @@ def whole_node_counts(
     if min_gpus > max_gpus:
         raise StudyError(f"min_gpus ({min_gpus}) is above max_gpus ({max_gpus})", "gpu_range")
     first_nodes = math.ceil(min_gpus / gpus_per_node)
-    counts = list(range(first_nodes * gpus_per_node, max_gpus + 1, gpus_per_node))
+    counts = range(first_nodes * gpus_per_node, max_gpus + 1, gpus_per_node)  # counted, not built
     if not counts:
         raise StudyError(
             f"no whole number of {gpus_per_node}-GPU nodes lies from {min_gpus} to {max_gpus} GPUs",
@@ -54,7 +54,7 @@ def whole_node_counts(
             "counts (gpu_counts)",
             "gpu_range",
         )
-    return counts
+    return list(counts)
 
 
 def check_counts(gpu_counts: list[int], limit: int = MAX_SCALING_POINTS) -> list[int]:

@@ -32,6 +32,10 @@ from optimizer.costmodel import CostAssumptions
 MAX_SCENARIOS = 100_000
 MAX_VALUES_PER_AXIS = 10_000
 MAX_PATH_DEPTH = 4
+# Requests nest a few levels (an HF config's rope_scaling sits 3 deep). A study's base and
+# values are deep-copied into each scenario, and copy.deepcopy recurses about three frames a
+# level: 600 levels ran out of Python's recursion limit. Checked before any copy.
+MAX_NESTING_DEPTH = 32
 KEY_HEX_DIGITS = 16  # 64 bits: no collision in 1e5 scenarios (odds ~1e-10)
 
 Compute = Literal["optimize", "pareto", "evaluate", "stages"]
@@ -103,6 +107,16 @@ class StudySpec(BaseModel):
         "per GPU preset name ({'h100-sxm': 2.5, 'b200': 4.0}), as GPU types are priced apart.",
     )
 
+    @field_validator("base", "grid", "scenarios", mode="before")
+    @classmethod
+    def _not_too_deep(cls, value: Any) -> Any:
+        if nests_deeper_than(value, MAX_NESTING_DEPTH):
+            raise ValueError(
+                f"nests objects and lists more than {MAX_NESTING_DEPTH} levels deep; "
+                "a request needs a few"
+            )
+        return value
+
     @field_validator("grid")
     @classmethod
     def _axes_hold_values(cls, grid: dict[str, list[Any]]) -> dict[str, list[Any]]:
@@ -134,6 +148,21 @@ class StudySpec(BaseModel):
         for scenario in self.scenarios:
             paths.update(dict.fromkeys(scenario))
         return list(paths)
+
+
+def nests_deeper_than(value: Any, levels: int) -> bool:
+    """Whether objects and lists nest in `value` more than `levels` deep (the value itself
+    is level 1). Walked with a stack of its own, not by recursion, so any depth is safe."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if isinstance(node, dict):
+            node = list(node.values())
+        if isinstance(node, list):
+            if depth > levels:
+                return True
+            stack.extend((child, depth + 1) for child in node)
+    return False
 
 
 def _check_path(path: str, where: str) -> None:
