@@ -141,8 +141,7 @@ def export(
         f"ZeRO-{layout.zero}, recompute {layout.recompute.value}.\n"
         "# Pass each line as one argument, e.g. mapfile -t o < <(grep -v '^#' this_file);\n"
         f"# torchrun ... scripts/training/run_recipe.py --recipe {recipe or CUSTOM_RECIPE} "
-        '--mode pretrain "${o[@]}"\n'
-        + ("" if recipe is not None else CUSTOM_NOTE)
+        '--mode pretrain "${o[@]}"\n' + ("" if recipe is not None else CUSTOM_NOTE)
     )
     return Artefact(
         "nemo", "hydra-overrides", "bridge_overrides.txt", header + "\n".join(lines) + "\n"
