@@ -259,11 +259,10 @@ def test_the_plate_is_refused_with_the_rules_it_breaks(engine: str, expected: li
         assert text in refused.value.message
 
 
-@pytest.mark.parametrize("engine", ["torchtitan", "nemo"])
-def test_mixtral_has_no_named_config_in_these_engines(engine: str) -> None:
+def test_torchtitans_llama3_model_has_no_experts_for_mixtral() -> None:
     layout = Layout(pp=4, vpp=2, ep=8, zero=3)
-    broken = violations(get_engine(engine), _mixtral(), layout)
-    assert any("picks the model by a named" in b and "mixtral-8x7b is none of" in b for b in broken)
+    broken = violations(get_engine("torchtitan"), _mixtral(), layout)
+    assert any("llama3 model" in b and "has mixture-of-experts layers" in b for b in broken)
 
 
 def test_torchtitan_cannot_build_five_stages_a_rank_for_70b() -> None:

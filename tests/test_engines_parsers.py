@@ -184,3 +184,36 @@ def test_bridge_override_fields_exist_in_megatron_core(monkeypatch: pytest.Monke
                 f.name for f in dataclasses.fields(getattr(importlib.import_module(module), cls))
             }
             assert name in fields, key
+
+
+def test_torchtitan_builds_the_custom_models_config_module(
+    tmp_path: typing.Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A shape no flavor has: the exported module, imported by ConfigManager as --module,
+    builds that shape (config/manager.py:125-158)."""
+    pytest.importorskip("torchtitan.config")
+    import ast
+
+    from torchtitan.config import ConfigManager
+
+    from models.transformer import TransformerSpec
+    from tests.helpers import plate_job
+
+    model = TransformerSpec(
+        name="custom-13b", num_layers=40, hidden_size=5120, ffn_hidden_size=13824,
+        num_attention_heads=40, num_kv_heads=8, vocab_size=100_352,
+    )  # fmt: skip
+    job = plate_job(64, "llama3-8b", global_batch=256).model_copy(update={"model": model})
+    artefact = export(get_engine("torchtitan"), job, Layout(tp=8, zero=3))
+    (tmp_path / artefact.filename).write_text(artefact.text)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    (args,) = [
+        ast.literal_eval(n.value)
+        for n in ast.parse(artefact.text).body
+        if isinstance(n, ast.Assign) and getattr(n.targets[0], "id", "") == "ARGS"
+    ]
+    module = artefact.filename.removesuffix(".py")
+    config = ConfigManager().parse_args(["--module", module, "--config", "layoutopt_model", *args])
+    built = config.model_spec.model
+    assert (len(built.layers), built.dim, built.vocab_size) == (40, 5120, 100_352)
+    assert config.parallelism.tensor_parallel_degree == 8

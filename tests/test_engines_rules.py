@@ -12,6 +12,7 @@ import pytest
 from models.errors import InvalidSpec
 from models.job import TrainingJob
 from models.layout import Layout, Recompute, Schedule, resolve_layout
+from models.presets import reference_model
 from models.transformer import TransformerSpec
 from optimizer.costmodel import LayoutGrid
 from optimizer.engines import ENGINES, get_engine, violations
@@ -31,6 +32,10 @@ class RuleCase:
 L70 = plate_job(1024, "llama3-70b", global_batch=1024)  # 80 layers, 64 heads, 8 KV heads
 L70_960 = plate_job(1024, "llama3-70b", global_batch=960)
 MIXTRAL = plate_job(256, "mixtral-8x7b", global_batch=1024)  # 32 layers, 8 experts
+# DeepSeek-V3's multi-head latent attention at a vocabulary of its own: no recipe trains it
+CUSTOM_MLA = L70.model_copy(
+    update={"model": reference_model("deepseek-v3").model_copy(update={"vocab_size": 100_352})}
+)
 
 
 def toy(gpus: int, **fields: object) -> TrainingJob:
@@ -133,7 +138,7 @@ CASES = [
     *core_cases("megatron"),
     *core_cases("nemo"),
     RuleCase(
-        "nemo", "model_has_config", MIXTRAL, lay(pp=4, dp=64), lay(tp=8, pp=4, dp=32), good_job=L70
+        "nemo", "model_architecture", CUSTOM_MLA, lay(tp=8, dp=128), lay(tp=8, dp=128), good_job=L70
     ),
     RuleCase(
         "torchtitan",
@@ -197,7 +202,7 @@ CASES = [
     ),
     RuleCase(
         "torchtitan",
-        "model_has_config",
+        "model_architecture",
         MIXTRAL,
         lay(dp=256, zero=3),
         lay(dp=1024, zero=3),
@@ -239,7 +244,7 @@ CASES = [
 
 
 # Rules about a named choice rather than numbers ("schedule zero-bubble is not one of them").
-WORDS_ONLY = {"schedule", "recompute", "model_has_config"}
+WORDS_ONLY = {"schedule", "recompute", "model_architecture"}
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: f"{c.engine}-{c.rule}")

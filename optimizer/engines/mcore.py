@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from models.layout import Dimension, Recompute, Schedule
+from models.transformer import TransformerSpec
 
 from .base import (
     CpExchange,
@@ -121,6 +122,18 @@ def offers(terms: Terms, sources: Mapping[str, str]) -> Offers:
             f"{CORE}/transformer/pipeline_parallel_layer_layout.py:25-107",
         ),
     )
+
+
+def moe_layers(m: TransformerSpec) -> list[int] | None:
+    """Each layer MoE (1) or dense (0), the list form of TransformerConfig's moe_layer_freq
+    (transformer_config.py, moe_layer_freq: an int or a list of num_layers); None when every
+    layer is MoE. An interval n puts MoE at layers n-1, 2n-1, ... (TransformerSpec)."""
+    n, layers = m.moe_layer_interval, range(m.num_layers)
+    if n > 1:
+        return [int((i + 1) % n == 0) for i in layers]
+    if m.dense_layers:
+        return [int(i >= m.dense_layers) for i in layers]
+    return None
 
 
 # --- how Megatron-Core synchronises gradients -----------------------------------------

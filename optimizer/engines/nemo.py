@@ -13,10 +13,11 @@ from __future__ import annotations
 
 from models.job import TrainingJob
 from models.layout import Layout
+from models.transformer import TransformerSpec
 
 from . import mcore, mcore_rules
 from .base import Artefact, Engine, Overlap, model_named
-from .catalogue import config_for, model_has_config
+from .catalogue import config_for, lacking, model_code_rule
 from .mcore_settings import McoreSettings, mcore_settings
 from .rules import offer_rules, seq_len_divisible_by_2cp
 
@@ -78,6 +79,15 @@ RECIPES = {
     "deepseek_v3_pretrain_config": "deepseek-v3",
 }
 
+# A model no recipe trains is written onto the Llama 3 8B recipe (RMSNorm, RoPE, SwiGLU, no
+# biases: its provider comes from meta-llama/Meta-Llama-3-8B's config, recipes/llama/h100/
+# llama3.py:235-242) as model.* overrides of its GPTModelProvider's fields.
+CUSTOM_RECIPE = "llama3_8b_pretrain_config"
+CUSTOM_NOTE = (
+    f"# No recipe trains this shape: the model.* lines below set it on {CUSTOM_RECIPE}'s "
+    "model (its norm, rotary embedding and training settings kept).\n"
+)
+
 OVERLAPS = (
     Overlap(
         "grad_reduce",
@@ -122,14 +132,16 @@ def export(
     own (the 405B recipe counts embedding and loss as layers, llama3.py:1227-1228)."""
     recipe = config_for(job.model, RECIPES)
     s = mcore_settings(job, layout, rank_layers, recompute_modules)
-    lines = [f"{key}={_hydra(value)}" for key, value in _overrides(s) + _precision(job)]
+    shape = [] if recipe is not None else _model_shape(job.model)
+    overrides = _overrides(s) + _precision(job) + shape
+    lines = [f"{key}={_hydra(value)}" for key, value in overrides]
     header = (
         f"# {LABEL} ({BRIDGE}) overrides for {model_named(job)} on {job.cluster.gpus} GPUs: tp "
         f"{layout.tp} x pp {layout.pp} x cp {layout.cp} x dp {layout.dp}, vpp {layout.vpp}, "
         f"ZeRO-{layout.zero}, recompute {layout.recompute.value}.\n"
         "# Pass each line as one argument, e.g. mapfile -t o < <(grep -v '^#' this_file);\n"
-        f"# torchrun ... scripts/training/run_recipe.py --recipe {recipe} --mode pretrain "
-        '"${o[@]}"\n'
+        f"# torchrun ... scripts/training/run_recipe.py --recipe {recipe or CUSTOM_RECIPE} "
+        '--mode pretrain "${o[@]}"\n' + ("" if recipe is not None else CUSTOM_NOTE)
     )
     return Artefact(
         "nemo", "hydra-overrides", "bridge_overrides.txt", header + "\n".join(lines) + "\n"
@@ -173,6 +185,46 @@ def _overrides(s: McoreSettings) -> list[Override]:
     if s.use_megatron_fsdp:  # required when saving or loading (config.py:1105-1109)
         overrides.append(("checkpoint.ckpt_format", "fsdp_dtensor"))
     return overrides
+
+
+def _model_shape(m: TransformerSpec) -> list[Override]:
+    """The model's shape as GPTModelProvider fields (gpt_provider.py:140, 181: tying and the
+    vocabulary) and Megatron-Core's TransformerConfig fields (transformer_config.py:65-221;
+    MoE :701-850), the same the Megatron-LM flags set. The activation is a field Bridge's
+    overrides take by name (training/utils/omegaconf_utils.py:42-43, 269-278; utils/
+    activation_map.py:41-44)."""
+    shape: list[Override] = [
+        ("model.num_layers", m.num_layers),
+        ("model.hidden_size", m.hidden_size),
+        ("model.ffn_hidden_size", m.ffn_hidden_size),
+        ("model.num_attention_heads", m.num_attention_heads),
+        ("model.num_query_groups", m.num_kv_heads),
+        ("model.kv_channels", m.head_dim_size),
+        ("model.vocab_size", m.vocab_size),
+        ("model.share_embeddings_and_output_weights", m.tied_embeddings),
+        ("model.gated_linear_unit", m.gated_mlp),
+        ("model.activation_func", "silu" if m.gated_mlp else "gelu"),
+    ]
+    return shape + _moe_shape(m)
+
+
+def _moe_shape(m: TransformerSpec) -> list[Override]:
+    if not m.is_moe:
+        return []
+    moe: list[Override] = [
+        ("model.num_moe_experts", m.num_experts),
+        ("model.moe_router_topk", m.experts_per_token),
+        ("model.moe_ffn_hidden_size", m.expert_ffn_hidden_size),
+        ("model.moe_shared_expert_intermediate_size", _shared_width(m)),
+        ("model.moe_layer_freq", mcore.moe_layers(m)),
+        ("model.moe_grouped_gemm", True),  # the grouped GEMMs the experts are priced with
+        ("model.moe_token_dispatcher_type", "alltoall"),  # the exchange priced
+    ]
+    return [(key, value) for key, value in moe if value is not None]  # None: Core's default
+
+
+def _shared_width(m: TransformerSpec) -> int | None:
+    return m.num_shared_experts * (m.expert_ffn_hidden_size or 0) or None
 
 
 def _recompute_modules(s: McoreSettings) -> list[str] | None:
@@ -230,14 +282,13 @@ NEMO = Engine(
     + mcore_rules.rules(LABEL)
     + (
         seq_len_divisible_by_2cp(LABEL, f"{CONFIG}:1574-1577"),
-        model_has_config(
+        model_code_rule(
             LABEL,
-            "recipe (run_recipe.py --recipe)",
-            RECIPES,
-            f"{RUN_RECIPE}:15-28, 420; recipes listed in {BRIDGE} src/megatron/bridge/recipes/"
-            "llama/llama3.py, qwen/qwen2.py, qwen/qwen3_moe.py, gpt_oss/gpt_oss.py and "
-            "deepseek/deepseek_v3.py (no Mistral 7B or Mixtral recipe in "
-            "src/megatron/bridge/recipes at this commit)",
+            f"the {CUSTOM_RECIPE} recipe, onto which the export writes a shape no recipe trains",
+            lacking("mla", "window", "chunked", "glu_clamp", configs=RECIPES),
+            f"{BRIDGE} src/megatron/bridge/models/gpt_provider.py:129-191 (GPTModelProvider, a "
+            "TransformerConfig: MLA needs DeepSeek's MLA provider, and these overrides place no "
+            "window, chunk or GLU clamp)",
         ),
     ),
     # Megatron-Bridge's FP8 recipes keep the weights in FP8 alone: every bf16_with_fp8_*

@@ -26,8 +26,9 @@ from .base import (
     model_named,
     offered,
 )
-from .catalogue import config_for, model_has_config
+from .catalogue import config_for, lacking, model_code_rule
 from .rules import batch_identity, heads_divisible_by_tp, kv_heads_divisible_by_tp, offer_rules
+from .torchtitan_module import custom_module
 from .torchtitan_runtime import CONFIGS, FSDP, RUNTIME, TT
 
 LABEL = "torchtitan"
@@ -43,6 +44,10 @@ CONFIGS_BY_NAME = {
     "llama3_405b": "llama3-405b",
 }
 MODULE = "llama3"
+FP8_NOTE = (
+    "Priced in FP8 (torchao's Float8Linear): these arguments do not switch it on; a registry "
+    "config that converts its linears to float8 does (llama3_405b, config_registry.py:295-310)."
+)
 
 OFFERS = Offers(
     schedules={
@@ -247,26 +252,33 @@ def _no_expert_tp_rule() -> EngineRule:
 
 
 def export(job: TrainingJob, layout: Layout) -> Artefact:
-    """`torchrun ... -m torchtitan.train` arguments for 0.3.0's ConfigManager."""
+    """`torchrun ... -m torchtitan.train` arguments for 0.3.0's ConfigManager, on the registry
+    config that trains the job's model; for a model no flavor has, a config module of its
+    own carrying the same arguments (torchtitan_module.py)."""
     config = config_for(job.model, CONFIGS_BY_NAME)
-    dp = layout.data_parallel_size
     pairs = _parallelism(layout, job.model.num_layers) + _training(job, layout)
-    body = " \\\n".join(flag if value is None else f"{flag} {value}" for flag, value in pairs)
     subcommand = f"activation_checkpoint:{layout.recompute.value}"  # trainer.py:108-110
-    header = (
-        f"# {LABEL} 0.3.0 arguments for {model_named(job)} on {job.cluster.gpus} GPUs: tp "
-        f"{layout.tp} x pp {layout.pp} x cp {layout.cp} x dp {dp}, vpp {layout.vpp}, ZeRO-"
-        f"{layout.zero}, recompute {layout.recompute.value}.\n"
-        "# Launch (run_train.sh, release/0.3 L42-47): torchrun --nproc_per_node=8 -m "
-        "torchtitan.train followed by these lines.\n"
-        "# The registry config keeps its own precision and compile settings (llama3_405b "
-        "converts linears to float8, config_registry.py:295-310).\n"
+    summary = (
+        f"{LABEL} 0.3.0 arguments for {model_named(job)} on {job.cluster.gpus} GPUs: tp "
+        f"{layout.tp} x pp {layout.pp} x cp {layout.cp} x dp {layout.data_parallel_size}, vpp "
+        f"{layout.vpp}, ZeRO-{layout.zero}, recompute {layout.recompute.value}."
     )
-    if job.training.precision == "fp8":
-        header += (
-            "# Priced in FP8 (torchao's Float8Linear): use a registry config that converts its "
-            "linears to float8; these arguments do not switch it on.\n"
-        )
+    notes = [FP8_NOTE] if job.training.precision == "fp8" else []
+    if config is None:
+        args = [word for pair in pairs for word in pair if word is not None] + [subcommand]
+        return custom_module(job, [summary, *notes], args)
+    body = " \\\n".join(flag if value is None else f"{flag} {value}" for flag, value in pairs)
+    header = "".join(
+        f"# {line}\n"
+        for line in [
+            summary,
+            "Launch (run_train.sh, release/0.3 L42-47): torchrun --nproc_per_node=8 -m "
+            "torchtitan.train followed by these lines.",
+            "The registry config keeps its own precision and compile settings (llama3_405b "
+            "converts linears to float8, config_registry.py:295-310).",
+            *notes,
+        ]
+    )
     lead = f"--module {MODULE} \\\n--config {config} \\\n"
     return Artefact(
         "torchtitan",
@@ -338,13 +350,13 @@ TORCHTITAN = Engine(
         _fsdp_over_cp_rule(),
         _expert_mesh_rule(),
         _no_expert_tp_rule(),
-        model_has_config(
+        model_code_rule(
             LABEL,
-            "registry config (--module/--config; the model's shape is not settable from the "
-            "command line)",
-            CONFIGS_BY_NAME,
-            f"{TT}/trainer.py:75-77 (model_spec suppressed from the CLI); "
-            f"{TT}/models/llama3/config_registry.py:184, 257, 295",
+            f"its llama3 model ({TT}/models/llama3), the one the export builds",
+            lacking("moe", "mla", "gelu_mlp", "head_dim", "window", "chunked", "glu_clamp"),
+            f"{TT}/models/llama3/__init__.py:69-111 (_build_llama3_layers: GQA with RoPE, "
+            "dim / n_heads a head, a SwiGLU FeedForward, full causal attention); torchtitan's "
+            "MoE and MLA models (deepseek_v3, qwen3, gpt_oss) are other modules, not exported",
         ),
     ),
     runtime=RUNTIME,
