@@ -70,7 +70,8 @@ class ExportOut(BaseModel):
 
     engine: str = Field(description="The request's engine.")
     format: str = Field(
-        description="megatron-args, torchtitan-cli, deepspeed-json, hydra-overrides or layout-json."
+        description="megatron-args, torchtitan-cli, torchtitan-config-module, deepspeed-json, "
+        "hydra-overrides or layout-json."
     )
     filename: str = Field(description="A name to save `text` under.")
     text: str = Field(description="The artefact itself, as the engine reads it.")
