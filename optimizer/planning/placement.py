@@ -158,10 +158,11 @@ def _outer_swapped(order: tuple[Dimension, ...]) -> tuple[Dimension, ...] | None
 
 
 def _reordered(
-    problem: PlanProblem, j: int, pool: Pool, nodes: int, estimate: Estimate
+    problem: PlanProblem, j: int, pool: Pool, nodes: int, estimate: Estimate, reorder: bool
 ) -> tuple[Estimate, str]:
     """The estimate with pp and dp swapped when that puts the lighter one outermost and the
-    cost model prices it no slower; and the reason for the order kept, in words."""
+    cost model prices it no slower (when `reorder`: re-pricing is skipped once the plan's
+    time is up); and the reason for the order kept, in words."""
     job = problem.jobs[j]
     traffic = traffic_gb_per_step(job, estimate)
     order = tuple(estimate.layout.placement)
@@ -177,6 +178,11 @@ def _reordered(
     said = f"{inner} sends {traffic[inner]:g} GB per GPU per step, {outer} {traffic[outer]:g} GB"
     if traffic[inner] >= traffic[outer]:
         return estimate, f"{outer} outermost, on the rack uplinks: {said}"
+    if not reorder:
+        return (
+            estimate,
+            f"{outer} outermost (the search's order: no time was left to price {inner} outermost): {said}",
+        )
     request = job.request
     layout = estimate.layout.model_copy(update={"placement": swapped})
     repriced = evaluate_on(
@@ -191,10 +197,15 @@ def _reordered(
 
 
 def lay_out(
-    problem: PlanProblem, j: int, pool: Pool, nodes: tuple[int, ...], estimate: Estimate
+    problem: PlanProblem,
+    j: int,
+    pool: Pool,
+    nodes: tuple[int, ...],
+    estimate: Estimate,
+    reorder: bool = True,
 ) -> tuple[Estimate, Placement]:
     """The job's estimate (its placement possibly reordered, re-priced) and placement."""
-    estimate, note = _reordered(problem, j, pool, len(nodes), estimate)
+    estimate, note = _reordered(problem, j, pool, len(nodes), estimate, reorder)
     order = tuple(estimate.layout.placement)
     by_rack: dict[int, list[int]] = {}
     for n in nodes:
