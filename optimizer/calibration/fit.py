@@ -106,9 +106,11 @@ def choose(
     runs: list[MeasuredRun],
     candidates: tuple[Parameter, ...] = PARAMETERS,
     out_of_time: Callable[[], bool] | None = None,
+    stop: Callable[[], bool] | None = None,
 ) -> tuple[list[Parameter], dict[str, float | None], dict[str, str]]:
     """(freed parameters, every candidate's default, why each other one is pinned); the
-    candidates `out_of_time` leaves no time to examine are pinned and said so."""
+    candidates `out_of_time` leaves no time to examine are pinned and said so;
+    CalibrationStopped once `stop()` says so (checked candidate by candidate)."""
     freed: list[Parameter] = []
     columns: list[np.ndarray] = []
     defaults: dict[str, float | None] = {}
@@ -127,6 +129,8 @@ def choose(
                 "the runs' GPUs give it different defaults: one value cannot stand for them"
             )
             continue
+        if stop is not None and stop():
+            raise CalibrationStopped()
         if out_of_time is not None and out_of_time():
             pinned[p.name] = NOT_EXAMINED
             continue

@@ -103,7 +103,7 @@ def calibrate(
     if deadline is not None:
         deadline -= FINISH_S_PER_RUN * len(runs)
     selecting = _past(None if deadline is None else now + SELECT_SHARE * (deadline - now))
-    freed, defaults, pinned = choose(runs, candidates, selecting)
+    freed, defaults, pinned = choose(runs, candidates, selecting, stop)
     settings = FitSettings(defaults, regularisation, stop, selecting)
     freed, unhelpful = select(runs, freed, settings)
     pinned |= unhelpful
@@ -174,7 +174,7 @@ def _left_out(
     """Run `index` predicted by the fit of the others, the same rules on them (their own
     defaults: a GPU only the left-out run has no longer splits them)."""
     others = runs[:index] + runs[index + 1 :]
-    freed, defaults, _ = choose(others, candidates, settings.out_of_time)
+    freed, defaults, _ = choose(others, candidates, settings.out_of_time, settings.stop)
     settings = replace(settings, defaults=defaults)
     freed, _ = select(others, freed, settings)  # as the whole fit does
     values, _, _ = fit_inside_bounds(others, freed, settings)
