@@ -203,24 +203,24 @@ def fit_values(
     )
     start = np.clip(start, 0.0, 1.0)
     evaluations = 0
-    best: tuple[float, np.ndarray] = (math.inf, start)  # the least cost seen, and where
+    least: tuple[float, np.ndarray] = (math.inf, start)  # the least cost seen, and where
 
     def values_at(z: np.ndarray) -> dict[str, float]:
         theta = lower + np.clip(z, 0.0, 1.0) * span
         return {p.name: float(t) for p, t in zip(freed, theta, strict=True)}
 
     def residuals(z: np.ndarray) -> np.ndarray:
-        nonlocal evaluations, best
+        nonlocal evaluations, least
         if stop is not None and stop():
             raise CalibrationStopped()
         if settings.out_of_time is not None and settings.out_of_time():
-            raise FitOutOfTime(values_at(best[1]), evaluations)
+            raise FitOutOfTime(values_at(least[1]), evaluations)
         evaluations += 1
         errors = (_log_steps(runs, values_at(z)) - measured) / math.sqrt(len(runs))
         pull = math.sqrt(regularisation) * (np.clip(z, 0, 1) - start)
         found = np.concatenate([errors, pull])
-        if (cost := float(found @ found)) < best[0]:
-            best = (cost, np.array(z))
+        if (cost := float(found @ found)) < least[0]:
+            least = (cost, np.array(z))
         return found
 
     # least squares of [errors / sqrt(n), sqrt(reg) * pull]: mean squared log error plus the

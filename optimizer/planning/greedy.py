@@ -165,8 +165,8 @@ def _stayers_nodes(
                 held.setdefault(cell.index, set()).update(mine)
                 nodes_in[j, cell.index] = len(mine)
     free = {cell.index: list(cell.available) for cell in cells}
-    for c, mine in held.items():
-        free[c] = [n for n in free[c] if n not in mine]
+    for c, theirs in held.items():
+        free[c] = [n for n in free[c] if n not in theirs]
     return free, nodes_in
 
 
