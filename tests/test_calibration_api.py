@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import csv
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -223,6 +224,13 @@ def test_csv_cells_read_as_json_would_give_them() -> None:
 
 
 # --- HTTP and the client -------------------------------------------------------------------
+
+
+@pytest.fixture
+def api(make_api: Callable[..., TestClient]) -> TestClient:
+    # the time limit bounds a calibration's whole call, refits included: room for the three
+    # runs' fit and refits on a loaded machine (tests/test_reliability_deadlines.py cuts it)
+    return make_api(solver_time_limit_s=60)
 
 
 def http_body(tmp_path: Path) -> dict[str, Any]:

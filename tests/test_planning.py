@@ -6,8 +6,10 @@ failure moves only the job that ran on it. Synthetic curves: no optimize calls h
 from __future__ import annotations
 
 import json
+import random
 import time
 from dataclasses import replace
+from types import SimpleNamespace
 
 import pytest
 
@@ -24,8 +26,10 @@ from optimizer.planning import (
     plan,
 )
 from optimizer.planning.enumerator import exhaustive, fewest_racks_for
-from optimizer.planning.greedy import greedy_plan
+from optimizer.planning.greedy import Assignment, greedy_plan
 from optimizer.planning.options import option_table
+from optimizer.planning.placement import name_nodes
+from optimizer.search import CutShort, StopSignal
 from tests.planning_cases import (
     REQUEST,
     REQUEST_GPU,
@@ -186,3 +190,101 @@ def test_a_plan_beyond_the_size_caps_is_refused_with_the_numbers() -> None:
         plan(
             PlanProblem((pool,), jobs), PlanSettings(), given_curves(PlanProblem((pool,), jobs), {})
         )
+
+
+def _name_nodes_by_lists(problem, table, cells, plan):  # type: ignore[no-untyped-def]
+    """Node naming as its docstring says it, by list scans (quadratic): the reference."""
+    named: list[list[int]] = [[] for _ in problem.jobs]
+    for cell in cells:
+        free = list(cell.available)
+        held_by = [
+            set(job.running.nodes)
+            if job.running is not None and job.running.pool == problem.pools[cell.pool].name
+            else set()
+            for job in problem.jobs
+        ]
+        holders = [j for j in range(len(problem.jobs)) if plan.nodes_in.get((j, cell.index), 0)]
+        staying = [j for j in holders if table.options[j][plan.choice[j]].stays]
+        for j in staying:
+            mine = [n for n in free if n in held_by[j]]
+            named[j] += mine
+            free = [n for n in free if n not in mine]
+        for j in holders:
+            if j in staying:
+                continue
+            want = plan.nodes_in[j, cell.index]
+            own = [n for n in free if n in held_by[j]][:want]
+            rest = [n for n in free if n not in own][: want - len(own)]
+            named[j] += own + rest
+            free = [n for n in free if n not in own and n not in rest]
+    return tuple(tuple(sorted(ids)) for ids in named)
+
+
+def _naming_case(seed: int):  # type: ignore[no-untyped-def]
+    """Random pools (racks, NVLink domains, unavailable nodes), jobs running on scattered
+    nodes, and counts per cell, feasible or not: naming must not care."""
+    rng = random.Random(seed)
+    pools = []
+    for p in range(rng.randint(1, 3)):
+        nodes, domain = rng.choice(((12, None), (16, 16), (24, None))), rng.random() < 0.3
+        rack = rng.choice((None, 4, 8))
+        pools.append(
+            Pool(
+                f"p{p}",
+                REQUEST_GPU,
+                nodes[0],
+                8,
+                16 if domain else None,
+                4 if domain else rack,
+                frozenset(rng.sample(range(nodes[0]), rng.randint(0, 3))),
+            )
+        )
+    free = [(pool.name, n) for pool in pools for n in range(pool.nodes)]
+    rng.shuffle(free)
+    jobs = []
+    for k in range(rng.randint(1, 5)):
+        running = None
+        if rng.random() < 0.6:
+            pool = rng.choice(pools).name
+            mine = [n for name, n in free if name == pool][: rng.randint(1, 6)]
+            free = [(name, n) for name, n in free if (name, n) not in {(pool, m) for m in mine}]
+            running = Running(pool, tuple(mine)) if mine else None
+        jobs.append(PlanJob(f"j{k}", REQUEST, running=running))
+    problem = PlanProblem(tuple(pools), tuple(jobs))
+    stays = [rng.random() < 0.5 for _ in jobs]
+    table = SimpleNamespace(options=[[SimpleNamespace(stays=s)] for s in stays])
+    cells = problem.cells()
+    nodes_in = {
+        (j, cell.index): rng.randint(0, cell.capacity)
+        for j in range(len(jobs))
+        for cell in cells
+        if rng.random() < 0.4
+    }
+    return problem, table, cells, Assignment((0,) * len(jobs), nodes_in)
+
+
+@pytest.mark.parametrize("seed", range(200))
+def test_node_naming_matches_the_list_scans_it_replaced(seed: int) -> None:
+    problem, table, cells, assignment = _naming_case(seed)
+    reference = _name_nodes_by_lists(problem, table, cells, assignment)
+    assert name_nodes(problem, table, cells, assignment) == reference  # type: ignore[arg-type]
+
+
+def test_naming_a_100000_node_pool_takes_well_under_a_second() -> None:
+    pool = Pool("big", REQUEST_GPU, 100_000, 8)
+    jobs = tuple(PlanJob(f"j{k}", REQUEST) for k in range(4))
+    problem = PlanProblem((pool,), jobs)
+    table = SimpleNamespace(options=[[SimpleNamespace(stays=False)] for _ in jobs])
+    assignment = Assignment((0,) * 4, {(j, 0): 20_000 for j in range(4)})
+    start = time.perf_counter()
+    named = name_nodes(problem, table, problem.cells(), assignment)  # type: ignore[arg-type]
+    assert time.perf_counter() - start < 1.0
+    assert named[3] == tuple(range(60_000, 80_000))
+
+
+def test_node_naming_stops_when_told() -> None:
+    problem, table, cells, assignment = _naming_case(3)
+    stop = StopSignal()
+    stop.stop()
+    with pytest.raises(CutShort):
+        name_nodes(problem, table, cells, assignment, stop)  # type: ignore[arg-type]

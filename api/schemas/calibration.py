@@ -229,6 +229,13 @@ class FitOut(BaseModel):
     leave_one_out_note: str | None = None
     optimizer: dict[str, Any]
     notes: list[str]
+    complete: bool = Field(
+        True,
+        description="false: the time limit (which bounds the whole call) cut a step short: "
+        "the parameters it left unexamined, unscored or not converged are pinned and say so, "
+        "`optimizer.success` is false for a fit cut short, and `leave_one_out_note` counts "
+        "the refits done.",
+    )
 
 
 class CalibrateOut(BaseModel):
@@ -321,5 +328,6 @@ def calibrate_out(result: Calibration) -> CalibrateOut:
             leave_one_out_note=result.leave_one_out_note,
             optimizer=result.optimizer,
             notes=NOTES + result.transfer_notes,
+            complete=result.complete,
         ),
     )

@@ -16,6 +16,7 @@ from optimizer.studies import (
     MAX_SCALING_POINTS,
     ScalingPoint,
     check_counts,
+    not_reached_warnings,
     whole_node_counts,
 )
 
@@ -96,6 +97,11 @@ class ScalingPointOut(BaseModel):
     solver: SolverOut | None
     error: str | None = None
     warnings: list[str] = Field(default_factory=list)
+    reached: bool = Field(
+        True,
+        description="false: the time limit (which bounds the whole curve) ran out, or the "
+        "request was stopped, before this count was searched; its status is unknown.",
+    )
 
 
 class ScalingOut(BaseModel):
@@ -107,6 +113,9 @@ class ScalingOut(BaseModel):
         "change nothing."
     )
     wall_s: float
+    warnings: list[str] = Field(
+        default_factory=list, description="What the curve as a whole did not reach, and why."
+    )
 
 
 def scaling_point_out(point: ScalingPoint) -> ScalingPointOut:
@@ -124,6 +133,7 @@ def scaling_point_out(point: ScalingPoint) -> ScalingPointOut:
         solver=None if result is None else SolverOut(**vars(result.solver)),
         error=point.error,
         warnings=[] if result is None else list(result.warnings),
+        reached=point.reached,
     )
 
 
@@ -132,4 +142,5 @@ def scaling_out(points: list[ScalingPoint], complete: bool, wall_s: float) -> Sc
         points=[scaling_point_out(point) for point in points],
         complete=complete,
         wall_s=round(wall_s, 4),
+        warnings=not_reached_warnings(points),
     )

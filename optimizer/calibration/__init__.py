@@ -11,7 +11,13 @@ Needs scipy (the `calibration` extra), imported when a fit runs. Other rooms imp
 module only.
 """
 
-from optimizer.calibration.fit import MAX_RUNS, CalibrationStopped, CalibrationUnavailable, choose
+from optimizer.calibration.fit import (
+    MAX_RUNS,
+    CalibrationStopped,
+    CalibrationUnavailable,
+    FitOutOfTime,
+    choose,
+)
 from optimizer.calibration.parameters import PARAMETERS, Parameter
 from optimizer.calibration.procedure import calibrate, select
 from optimizer.calibration.results import Calibration, LeftOut, ParameterFit, RunFit
@@ -24,6 +30,7 @@ __all__ = [
     "Calibration",
     "CalibrationStopped",
     "CalibrationUnavailable",
+    "FitOutOfTime",
     "LeftOut",
     "MeasuredRun",
     "Parameter",

@@ -52,6 +52,7 @@ MIN_EFFECT = 1e-3
 # freed, else the runs cannot tell it from them.
 MIN_INDEPENDENCE = 0.15
 MAX_RUNS = 32
+NOT_EXAMINED = "not examined: the time limit ran out first; kept at its default"
 # Step-time evaluations one fit may spend, per freed parameter.
 MAX_EVALUATIONS_PER_PARAMETER = 100
 
@@ -64,15 +65,26 @@ class CalibrationStopped(Exception):
     """The caller asked the fit to stop (a client that went away)."""
 
 
+class FitOutOfTime(Exception):
+    """The caller's time ran out mid-fit; `values`: the best point the fit had seen (not
+    converged), for a caller that must answer with something."""
+
+    def __init__(self, values: dict[str, float], evaluations: int) -> None:
+        super().__init__(f"the time limit ran out after {evaluations} evaluations")
+        self.values, self.evaluations = values, evaluations
+
+
 @dataclass(frozen=True)
 class FitSettings:
     """What every fit of one calibration shares: each candidate's default (the prior's
     centre and the fit's start), the pull towards it (None: the prior's, `prior_weight` of
-    the runs fitted) and the caller's request to stop."""
+    the runs fitted), the caller's request to stop, and its time running out (each checked
+    before every step-time evaluation)."""
 
     defaults: dict[str, float | None]
     regularisation: float | None = None
     stop: Callable[[], bool] | None = None
+    out_of_time: Callable[[], bool] | None = None
 
 
 def _scipy_optimize() -> Any:
@@ -91,9 +103,14 @@ def _log_steps(runs: list[MeasuredRun], values: dict[str, float]) -> np.ndarray:
 
 
 def choose(
-    runs: list[MeasuredRun], candidates: tuple[Parameter, ...] = PARAMETERS
+    runs: list[MeasuredRun],
+    candidates: tuple[Parameter, ...] = PARAMETERS,
+    out_of_time: Callable[[], bool] | None = None,
+    stop: Callable[[], bool] | None = None,
 ) -> tuple[list[Parameter], dict[str, float | None], dict[str, str]]:
-    """(freed parameters, every candidate's default, why each other one is pinned)."""
+    """(freed parameters, every candidate's default, why each other one is pinned); the
+    candidates `out_of_time` leaves no time to examine are pinned and said so;
+    CalibrationStopped once `stop()` says so (checked candidate by candidate)."""
     freed: list[Parameter] = []
     columns: list[np.ndarray] = []
     defaults: dict[str, float | None] = {}
@@ -111,6 +128,11 @@ def choose(
             pinned[p.name] = (
                 "the runs' GPUs give it different defaults: one value cannot stand for them"
             )
+            continue
+        if stop is not None and stop():
+            raise CalibrationStopped()
+        if out_of_time is not None and out_of_time():
+            pinned[p.name] = NOT_EXAMINED
             continue
         effect = _log_steps(runs, {p.name: p.upper}) - _log_steps(runs, {p.name: p.lower})
         seen = np.abs(effect) >= MIN_EFFECT
@@ -181,19 +203,25 @@ def fit_values(
     )
     start = np.clip(start, 0.0, 1.0)
     evaluations = 0
+    least: tuple[float, np.ndarray] = (math.inf, start)  # the least cost seen, and where
 
     def values_at(z: np.ndarray) -> dict[str, float]:
         theta = lower + np.clip(z, 0.0, 1.0) * span
         return {p.name: float(t) for p, t in zip(freed, theta, strict=True)}
 
     def residuals(z: np.ndarray) -> np.ndarray:
-        nonlocal evaluations
+        nonlocal evaluations, least
         if stop is not None and stop():
             raise CalibrationStopped()
+        if settings.out_of_time is not None and settings.out_of_time():
+            raise FitOutOfTime(values_at(least[1]), evaluations)
         evaluations += 1
         errors = (_log_steps(runs, values_at(z)) - measured) / math.sqrt(len(runs))
         pull = math.sqrt(regularisation) * (np.clip(z, 0, 1) - start)
-        return np.concatenate([errors, pull])
+        found = np.concatenate([errors, pull])
+        if (cost := float(found @ found)) < least[0]:
+            least = (cost, np.array(z))
+        return found
 
     # least squares of [errors / sqrt(n), sqrt(reg) * pull]: mean squared log error plus the
     # pull; trust-region reflective keeps every parameter within its bounds

@@ -5,13 +5,33 @@ the others, with the same choices made on those others (leave-one-out)."""
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Callable
 from dataclasses import replace
 
-from optimizer.calibration.fit import MAX_RUNS, FitSettings, choose, fit_inside_bounds
+from optimizer.calibration.fit import (
+    MAX_RUNS,
+    NOT_EXAMINED,
+    FitOutOfTime,
+    FitSettings,
+    choose,
+    fit_inside_bounds,
+)
 from optimizer.calibration.parameters import PARAMETERS, Parameter
 from optimizer.calibration.results import Calibration, LeftOut, ParameterFit, RunFit, rms
 from optimizer.calibration.runs import MeasuredRun
+
+# Of the time a calibration has, what choosing and selecting the parameters may take: the fit
+# of all the runs gets the rest, the leave-one-out refits what that fit leaves.
+SELECT_SHARE = 0.5
+# Kept back from the fit for pricing each run under it (two step-time estimates, ~15 ms each)
+# and the fit's last evaluation, which the time limit does not interrupt.
+FINISH_S_PER_RUN = 0.05
+NOT_SCORED = (
+    "not scored: the time limit ran out before its leave-one-out score was worked out; "
+    "kept at its default"
+)
+NOT_CONVERGED = "the time limit ran out before its fit converged; kept at its default"
 
 
 def _prefix_loo_error(
@@ -30,10 +50,16 @@ def select(
     runs: list[MeasuredRun], freed: list[Parameter], settings: FitSettings
 ) -> tuple[list[Parameter], dict[str, str]]:
     """(the prefix of `freed` kept, why each other one is pinned): the shortest prefix with
-    the least leave-one-out error; all of `freed` with a single run (nothing to score on)."""
+    the least leave-one-out error; all of `freed` with a single run (nothing to score on).
+    Prefixes the time (`settings.out_of_time`) leaves unscored are not kept."""
     if len(runs) < 2 or not freed:
         return freed, {}
-    scores = [_prefix_loo_error(runs, freed[:k], settings) for k in range(len(freed) + 1)]
+    scores: list[float] = []
+    try:
+        for k in range(len(freed) + 1):  # the empty prefix fits nothing: always scored
+            scores.append(_prefix_loo_error(runs, freed[:k], settings))
+    except FitOutOfTime:
+        pass
     # a longer prefix must beat the shorter by more than noise (0.1% of the error)
     keep = 0
     for k in range(1, len(scores)):
@@ -46,9 +72,14 @@ def select(
             f"{i + 1}): the runs would fit it without predicting better"
         )
         for i, p in enumerate(freed)
-        if i >= keep
+        if keep <= i < len(scores) - 1
     }
+    pinned |= {p.name: NOT_SCORED for p in freed[len(scores) - 1 :]}
     return freed[:keep], pinned
+
+
+def _past(deadline: float | None) -> Callable[[], bool] | None:
+    return None if deadline is None else lambda: time.perf_counter() > deadline
 
 
 def calibrate(
@@ -57,20 +88,33 @@ def calibrate(
     regularisation: float | None = None,
     leave_one_out: bool = True,
     stop: Callable[[], bool] | None = None,
-    deadline: Callable[[], bool] | None = None,
+    deadline: float | None = None,
 ) -> Calibration:
     """Fit the identifiable candidates to the runs; with `leave_one_out`, also predict each
-    run from the fit of the others, unless `deadline()` says the time is up first (the fit
-    itself always finishes: its evaluations are bounded)."""
+    run from the fit of the others. `deadline` (a time.perf_counter() value) bounds the
+    whole call: choosing and selecting get SELECT_SHARE of it (what they leave unexamined
+    is pinned, said why), the fit the rest (cut short: its best point, said not converged),
+    the refits what is left (the note says how many were done); `complete` is False then."""
     if not runs:
         raise ValueError("calibration needs at least one measured run")
     if len(runs) > MAX_RUNS:
         raise ValueError(f"at most {MAX_RUNS} runs, got {len(runs)}")
-    freed, defaults, pinned = choose(runs, candidates)
-    settings = FitSettings(defaults, regularisation, stop)
+    now = time.perf_counter()
+    if deadline is not None:
+        deadline -= FINISH_S_PER_RUN * len(runs)
+    selecting = _past(None if deadline is None else now + SELECT_SHARE * (deadline - now))
+    freed, defaults, pinned = choose(runs, candidates, selecting, stop)
+    settings = FitSettings(defaults, regularisation, stop, selecting)
     freed, unhelpful = select(runs, freed, settings)
     pinned |= unhelpful
-    values, info, at_bound = fit_inside_bounds(runs, freed, settings)
+    settings = replace(settings, out_of_time=_past(deadline))
+    fit_cut = False
+    try:
+        values, info, at_bound = fit_inside_bounds(runs, freed, settings)
+    except FitOutOfTime as cut:  # the best point seen; those pinned at a bound meanwhile too
+        values, fit_cut = cut.values, True
+        at_bound = {p.name: NOT_CONVERGED for p in freed if p.name not in values}
+        info = {"success": False, "message": f"{cut}: the best point seen, not converged"}
     pinned |= at_bound
     parameters = tuple(
         ParameterFit(
@@ -94,21 +138,34 @@ def calibrate(
         )
         for run in runs
     )
-    left_out, note = None, None
-    if not leave_one_out:
-        note = "not asked for"
-    elif len(runs) == 1:
-        note = "one run: nothing is left to predict it from"
-    else:
-        done = []
-        for i in range(len(runs)):
-            if deadline is not None and deadline():
-                note = f"out of time after {i} of {len(runs)} refits: ask with fewer runs"
-                break
-            done.append(_left_out(runs, i, candidates, settings))
-        else:
-            left_out = tuple(done)
-    return Calibration(parameters, fits, left_out, info, note)
+    left_out, note = _leave_one_out(runs, candidates, settings, leave_one_out)
+    cut_short = fit_cut or any(why in (NOT_SCORED, NOT_EXAMINED) for why in pinned.values())
+    complete = not cut_short and not (note or "").startswith("out of time")
+    return Calibration(parameters, fits, left_out, info, note, complete)
+
+
+def _leave_one_out(
+    runs: list[MeasuredRun],
+    candidates: tuple[Parameter, ...],
+    settings: FitSettings,
+    asked: bool,
+) -> tuple[tuple[LeftOut, ...] | None, str | None]:
+    """Each run predicted by the fit of the others, while the time lasts; or why not."""
+    if not asked:
+        return None, "not asked for"
+    if len(runs) == 1:
+        return None, "one run: nothing is left to predict it from"
+    done = []
+    out_of_time = settings.out_of_time or (lambda: False)
+    for i in range(len(runs)):
+        try:
+            left = None if out_of_time() else _left_out(runs, i, candidates, settings)
+        except FitOutOfTime:
+            left = None
+        if left is None or out_of_time():  # a refit the time cut may have been cut short
+            return None, f"out of time after {i} of {len(runs)} refits: ask with fewer runs"
+        done.append(left)
+    return tuple(done), None
 
 
 def _left_out(
@@ -117,7 +174,7 @@ def _left_out(
     """Run `index` predicted by the fit of the others, the same rules on them (their own
     defaults: a GPU only the left-out run has no longer splits them)."""
     others = runs[:index] + runs[index + 1 :]
-    freed, defaults, _ = choose(others, candidates)
+    freed, defaults, _ = choose(others, candidates, settings.out_of_time, settings.stop)
     settings = replace(settings, defaults=defaults)
     freed, _ = select(others, freed, settings)  # as the whole fit does
     values, _, _ = fit_inside_bounds(others, freed, settings)

@@ -109,6 +109,7 @@ class Calibration:
     leave_one_out: tuple[LeftOut, ...] | None  # None with a single run, or out of time
     optimizer: dict[str, Any] = field(default_factory=dict)
     leave_one_out_note: str | None = None  # why there is none
+    complete: bool = True  # False: the time limit cut a step short (the reasons say which)
 
     @property
     def fitted(self) -> dict[str, float]:

@@ -9,6 +9,8 @@ nodes broken by construction, and it keeps the model's size in racks, not nodes.
 
 from __future__ import annotations
 
+import bisect
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from models.errors import InvalidSpec
@@ -80,6 +82,14 @@ class Cell:
     def capacity(self) -> int:
         return len(self.available)
 
+    def among(self, ascending: Sequence[int]) -> Sequence[int]:
+        """Of `ascending` (sorted node ids of the cell's pool), those in the cell: found by
+        bisection, its ids being one range, so a job's nodes cost no scan of every cell."""
+        if not self.node_ids:
+            return ()
+        first = bisect.bisect_left(ascending, self.node_ids[0])
+        return ascending[first : bisect.bisect_right(ascending, self.node_ids[-1])]
+
 
 def cells_of(pool: Pool, pool_index: int, first_index: int = 0) -> tuple[Cell, ...]:
     """The pool's cells in node order: its racks, or its NVLink domains when they span
@@ -88,7 +98,7 @@ def cells_of(pool: Pool, pool_index: int, first_index: int = 0) -> tuple[Cell, .
     cells = []
     for index, first in enumerate(range(0, pool.nodes, size), start=first_index):
         ids = tuple(range(first, min(first + size, pool.nodes)))
-        available = tuple(node for node in ids if node not in pool.unavailable)
+        available = tuple(n for n in ids if n not in pool.unavailable) if pool.unavailable else ids
         rack = pool.rack_of(first)
         cells.append(Cell(pool_index, index, rack, ids, available, pool.domain_nodes > 1))
     return tuple(cells)

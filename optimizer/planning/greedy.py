@@ -152,17 +152,21 @@ def _stayers_nodes(
     problem: PlanProblem, table: OptionTable, cells: tuple[Cell, ...], choice: list[int]
 ) -> tuple[dict[int, list[int]], dict[tuple[int, int], int]]:
     """Free nodes per cell once the jobs that stay hold their own, and what they hold."""
-    free = {cell.index: list(cell.available) for cell in cells}
+    held: dict[int, set[int]] = {}  # cell index -> nodes the stayers hold there
     nodes_in: dict[tuple[int, int], int] = {}
     for j, o in enumerate(choice):
         option, running = table.options[j][o], problem.jobs[j].running
         if not option.stays or running is None:
             continue
+        ascending = sorted(running.nodes)
         for cell in cells:
-            mine = [n for n in cell.node_ids if cell.pool == option.pool and n in running.nodes]
+            mine = cell.among(ascending) if cell.pool == option.pool else ()
             if mine:
-                free[cell.index] = [n for n in free[cell.index] if n not in mine]
+                held.setdefault(cell.index, set()).update(mine)
                 nodes_in[j, cell.index] = len(mine)
+    free = {cell.index: list(cell.available) for cell in cells}
+    for c, theirs in held.items():
+        free[c] = [n for n in free[c] if n not in theirs]
     return free, nodes_in
 
 

@@ -161,10 +161,10 @@ class PlanModel:
             for o, option in enumerate(self.table.options[j]):
                 if not option.stays or job.running is None:
                     continue
-                held = set(job.running.nodes)
+                held = sorted(job.running.nodes)
                 for c, cell in enumerate(self.cells):
                     if cell.pool == option.pool and (j, c) in self.nodes_in:
-                        mine = sum(node in held for node in cell.node_ids)
+                        mine = len(cell.among(held))
                         self.model.add(self.nodes_in[j, c] == mine).only_enforce_if(
                             self.choose[j][o]
                         )

@@ -14,6 +14,7 @@ rack tier is not in the cost model, so the order is chosen by traffic and checke
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 import numpy as np
@@ -26,6 +27,7 @@ from optimizer.planning.greedy import Assignment
 from optimizer.planning.jobs import PlanJob
 from optimizer.planning.options import OptionTable
 from optimizer.planning.problem import PlanProblem
+from optimizer.search import CutShort, StopSignal, time_is_up
 from optimizer.searches import evaluate_on
 
 BF16_BYTES = 2
@@ -45,37 +47,76 @@ class Placement:
 
 
 def name_nodes(
-    problem: PlanProblem, table: OptionTable, cells: tuple[Cell, ...], plan: Assignment
+    problem: PlanProblem,
+    table: OptionTable,
+    cells: tuple[Cell, ...],
+    plan: Assignment,
+    stop: StopSignal | None = None,
 ) -> tuple[tuple[int, ...], ...]:
-    """Each job's node ids (empty without node assignment, or for nothing)."""
+    """Each job's node ids (empty without node assignment, or for nothing). Linear in the
+    nodes named plus the nodes jobs run on (a pool may have 100,000); CutShort once `stop`
+    is set (checked cell by cell)."""
     named: list[list[int]] = [[] for _ in problem.jobs]
+    holders_in: dict[int, list[int]] = {}
+    for (j, c), count in sorted(plan.nodes_in.items()):
+        if count:
+            holders_in.setdefault(c, []).append(j)
+    held = [_held_sorted(job) for job in problem.jobs]
     for cell in cells:
-        free = list(cell.available)
-        holders = [j for j in range(len(problem.jobs)) if plan.nodes_in.get((j, cell.index), 0)]
+        if time_is_up(None, stop):
+            raise CutShort()
+        holders = holders_in.get(cell.index, [])
+        if not holders:
+            continue
+        pool = problem.pools[cell.pool]
+        free = _FreeNodes(cell.available)
         staying = [j for j in holders if table.options[j][plan.choice[j]].stays]
         for j in staying:
-            mine = [n for n in free if n in _held(problem.jobs[j], problem.pools[cell.pool])]
-            named[j] += mine
-            free = [n for n in free if n not in mine]
+            named[j] += free.take(_held_in(problem.jobs[j], pool, held[j], cell))
         for j in holders:
             if j in staying:
                 continue
             want = plan.nodes_in[j, cell.index]
-            held = _held(problem.jobs[j], problem.pools[cell.pool])
-            own = [n for n in free if n in held][:want]
-            rest = [n for n in free if n not in own][: want - len(own)]
-            named[j] += own + rest
-            free = [n for n in free if n not in own and n not in rest]
+            own = free.take(_held_in(problem.jobs[j], pool, held[j], cell), want)
+            named[j] += own + free.lowest(want - len(own))
     return tuple(tuple(sorted(ids)) for ids in named)
 
 
-def _held(job: PlanJob, pool: Pool) -> frozenset[int]:
-    running = job.running
-    return (
-        frozenset(running.nodes)
-        if running is not None and running.pool == pool.name
-        else frozenset()
-    )
+class _FreeNodes:
+    """A cell's free nodes: taken by id, or lowest first (a cursor over the ascending ids,
+    every id behind it taken), so that naming a cell costs its size, not its size squared."""
+
+    def __init__(self, available: tuple[int, ...]) -> None:
+        self._ids, self._next, self._taken = available, 0, set[int]()
+
+    def take(self, ids: Iterable[int], most: int | None = None) -> list[int]:
+        """Of `ids` (ascending), the free ones, at most `most`, now taken."""
+        got = [n for n in ids if n not in self._taken]
+        got = got if most is None else got[:most]
+        self._taken.update(got)
+        return got
+
+    def lowest(self, count: int) -> list[int]:
+        """The `count` lowest free ids (fewer if the cell runs out), now taken."""
+        got: list[int] = []
+        while len(got) < count and self._next < len(self._ids):
+            node = self._ids[self._next]
+            self._next += 1
+            if node not in self._taken:
+                got.append(node)
+        self._taken.update(got)
+        return got
+
+
+def _held_sorted(job: PlanJob) -> list[int]:
+    return [] if job.running is None else sorted(job.running.nodes)
+
+
+def _held_in(job: PlanJob, pool: Pool, held: list[int], cell: Cell) -> list[int]:
+    """The job's running nodes in this cell that are available, ascending."""
+    if job.running is None or job.running.pool != pool.name:
+        return []
+    return [n for n in cell.among(held) if n not in pool.unavailable]
 
 
 def traffic_gb_per_step(job: PlanJob, estimate: Estimate) -> dict[str, float]:
@@ -117,10 +158,11 @@ def _outer_swapped(order: tuple[Dimension, ...]) -> tuple[Dimension, ...] | None
 
 
 def _reordered(
-    problem: PlanProblem, j: int, pool: Pool, nodes: int, estimate: Estimate
+    problem: PlanProblem, j: int, pool: Pool, nodes: int, estimate: Estimate, reorder: bool
 ) -> tuple[Estimate, str]:
     """The estimate with pp and dp swapped when that puts the lighter one outermost and the
-    cost model prices it no slower; and the reason for the order kept, in words."""
+    cost model prices it no slower (when `reorder`: re-pricing is skipped once the plan's
+    time is up); and the reason for the order kept, in words."""
     job = problem.jobs[j]
     traffic = traffic_gb_per_step(job, estimate)
     order = tuple(estimate.layout.placement)
@@ -136,6 +178,11 @@ def _reordered(
     said = f"{inner} sends {traffic[inner]:g} GB per GPU per step, {outer} {traffic[outer]:g} GB"
     if traffic[inner] >= traffic[outer]:
         return estimate, f"{outer} outermost, on the rack uplinks: {said}"
+    if not reorder:
+        return (
+            estimate,
+            f"{outer} outermost (the search's order: no time was left to price {inner} outermost): {said}",
+        )
     request = job.request
     layout = estimate.layout.model_copy(update={"placement": swapped})
     repriced = evaluate_on(
@@ -150,10 +197,15 @@ def _reordered(
 
 
 def lay_out(
-    problem: PlanProblem, j: int, pool: Pool, nodes: tuple[int, ...], estimate: Estimate
+    problem: PlanProblem,
+    j: int,
+    pool: Pool,
+    nodes: tuple[int, ...],
+    estimate: Estimate,
+    reorder: bool = True,
 ) -> tuple[Estimate, Placement]:
     """The job's estimate (its placement possibly reordered, re-priced) and placement."""
-    estimate, note = _reordered(problem, j, pool, len(nodes), estimate)
+    estimate, note = _reordered(problem, j, pool, len(nodes), estimate, reorder)
     order = tuple(estimate.layout.placement)
     by_rack: dict[int, list[int]] = {}
     for n in nodes:

@@ -4,6 +4,7 @@ the settings of one plan call. Checked once here; everything after may trust it.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Literal
 
 from models.errors import InvalidSpec
@@ -54,6 +55,11 @@ class PlanProblem:
 
     def cells(self) -> tuple[Cell, ...]:
         """Every pool's cells, numbered across the cluster in pool order."""
+        return self._cells
+
+    @cached_property
+    def _cells(self) -> tuple[Cell, ...]:
+        # built once per problem: a pool of 100,000 nodes takes a tenth of a second
         cells: list[Cell] = []
         for i, pool in enumerate(self.pools):
             cells += cells_of(pool, i, len(cells))

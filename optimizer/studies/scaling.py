@@ -1,7 +1,8 @@
 """A scaling curve: one job's best layout and throughput at each of several GPU counts, the
 table GPU-cluster schedulers consume (Sia's goodput per configuration, Pollux's throughput
 model). Each point carries its own honest status; a count the job cannot use (a degree that
-divides nothing) is a point with its error, not the end of the curve.
+divides nothing) is a point with its error, not the end of the curve; a count the curve's
+time limit did not reach is a point with status unknown, never left out.
 """
 
 from __future__ import annotations
@@ -19,18 +20,24 @@ from optimizer.searches import optimize
 from optimizer.studies.spec import StudyError
 
 MAX_SCALING_POINTS = 64
+# A count whose share of the curve's time is below this is not searched (not reached): an
+# optimize call needs about this much to price its first layouts.
+MIN_POINT_S = 0.1
 
 
 @dataclass(frozen=True)
 class ScalingPoint:
     gpus: int
     nodes: int
-    result: OptimizeResult | None  # None: the count could not be searched (see error)
+    result: OptimizeResult | None  # None: not searched (see error, or not reached)
     error: str | None = None
     wall_s: float = 0.0
+    reached: bool = True  # False: the curve's time ran out (or it was stopped) before it
 
     @property
     def status(self) -> str:
+        if not self.reached:
+            return "unknown"  # nothing was tried: nothing proved, infeasibility least of all
         return "error" if self.result is None else self.result.status
 
 
@@ -77,22 +84,43 @@ def scaling_curve(
     stop: StopSignal | None = None,
     engine: str | None = None,
 ) -> list[ScalingPoint]:
-    """The best layout at each count, `time_limit_s` and `workers` CP-SAT workers each."""
-    points = []
-    for gpus in gpu_counts:
+    """The best layout at each count, on `workers` CP-SAT workers. `time_limit_s` bounds the
+    whole curve: each count gets an equal share of what is left, at least MIN_POINT_S (a
+    count that finishes early leaves its time to the next); counts the time or `stop`
+    leaves nothing for are points not reached (status unknown), never dropped."""
+    deadline = time.perf_counter() + time_limit_s
+    points: list[ScalingPoint] = []
+    for position, gpus in enumerate(gpu_counts):
         cluster = job.cluster.model_copy(update={"gpus": gpus})
-        at_count = job.model_copy(update={"cluster": cluster})
         nodes = math.ceil(gpus / cluster.gpus_per_node)
+        left_s = deadline - time.perf_counter()
+        share_s = min(max(left_s / (len(gpu_counts) - position), MIN_POINT_S), left_s)
+        if share_s < MIN_POINT_S or (stop is not None and stop.stopped):
+            points.append(ScalingPoint(gpus, nodes, None, reached=False))
+            continue
+        at_count = job.model_copy(update={"cluster": cluster})
         start = time.perf_counter()
         try:
             result = optimize(
-                at_count, space, profile, assumptions, time_limit_s, workers, explain, stop, engine
+                at_count, space, profile, assumptions, share_s, workers, explain, stop, engine
             )
         except InvalidSpec as error:
             points.append(ScalingPoint(gpus, nodes, None, error.message))
             continue
         points.append(ScalingPoint(gpus, nodes, result, wall_s=time.perf_counter() - start))
     return points
+
+
+def not_reached_warnings(points: list[ScalingPoint]) -> list[str]:
+    """What the curve's answer says when its time ran out before some counts."""
+    missed = [point.gpus for point in points if not point.reached]
+    if not missed:
+        return []
+    return [
+        f"{len(missed)} of {len(points)} GPU counts were not reached (status unknown): the "
+        "time limit, which bounds the whole curve, ran out before them (or the request was "
+        "stopped); give fewer counts or more time"
+    ]
 
 
 def proved(points: list[ScalingPoint]) -> bool:
