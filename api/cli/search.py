@@ -1,4 +1,4 @@
-"""`layoutopt optimize` and `layoutopt pareto`: the search commands, registered in api/cli.py.
+"""`layoutopt optimize` and `layoutopt pareto`: the search commands, registered in api/cli/main.py.
 
 Same request as POST /v1/optimize and /v1/pareto (`--spec FILE.json`), with flags for the
 job and for the `search` object laid over it.

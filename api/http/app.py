@@ -1,7 +1,7 @@
-"""Builds the FastAPI app; routes live in api/routes.py, error shapes in api/errors.py.
+"""Builds the FastAPI app; routes live in api/http/routes.py, error shapes in api/errors.py.
 
 Errors map to HTTP here and only here. The last resort, an exception nothing else
-handles, is caught by `RequestContext` (api/middleware.py): a JSON 500 with the request
+handles, is caught by `RequestContext` (api/http/middleware.py): a JSON 500 with the request
 id, the trace only in the log.
 """
 

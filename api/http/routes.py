@@ -39,7 +39,7 @@ from optimizer.search import StopSignal
 router = APIRouter()
 
 # Routes whose work queues for the solver pool: Admission reserves their slot before the
-# body is parsed (api/middleware.py).
+# body is parsed (api/http/middleware.py).
 POOLED_PATHS = frozenset({"/v1/optimize", "/v1/pareto", "/v1/stages"})
 
 # Documented in OpenAPI so clients (and schemathesis) know the error shape.

@@ -78,7 +78,7 @@ def serve(host: str | None, port: int | None, settings: Settings | None = None) 
         host=host or settings.host,
         port=port or settings.port,
         log_config=log_config(settings.log_level),
-        access_log=False,  # api/middleware.py logs each request, with its id
+        access_log=False,  # api/http/middleware.py logs each request, with its id
         timeout_graceful_shutdown=int(settings.grace_s),
     )
     # set once uvicorn.Config has configured logging, so a lowered limit is logged as JSON
