@@ -44,6 +44,7 @@ def many_jobs_plan(jobs: int, horizon_minutes: float = 60.0) -> dict[str, Any]:
         ],
         "explain": False,
         "horizon_minutes": horizon_minutes,
+        "time_limit_s": 120,
     }
 
 
@@ -81,7 +82,11 @@ def test_large_plan_answers_do_not_grow_the_servers_memory_past_the_cache_bound(
     make_server: Any,
 ) -> None:
     cache_mb = 4
-    server = make_server(WORKERS="1", CACHE_MAX_BYTES=str(cache_mb * 2**20))
+    # a generous time limit, so that each plan is proved (only proved plans are cached) on a
+    # loaded machine too
+    server = make_server(
+        WORKERS="1", CACHE_MAX_BYTES=str(cache_mb * 2**20), SOLVER_TIME_LIMIT_S="120"
+    )
     with httpx.Client(base_url=server.url, timeout=60) as client:
         # warm: the imports and the curve caches a first plan fills
         assert client.post("/v1/plan", json=many_jobs_plan(100, 1)).status_code == 200

@@ -7,6 +7,7 @@ from __future__ import annotations
 import copy
 import json
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -74,7 +75,8 @@ def priced(
     )
     layout = Layout.model_validate(best.layout.model_dump(exclude={"micro_batches"}))
     engine = job["request"].get("engine", "megatron")
-    return estimate_out(with_verdict(on, evaluate(on, layout, "workshop"), engine, None))
+    judged = with_verdict(on, evaluate(on, layout, "workshop"), engine, None)
+    return estimate_out(replace(judged, export=None))  # the job carries it, once
 
 
 def test_plan_over_http_prices_every_layout_with_the_cost_model(
@@ -93,7 +95,7 @@ def test_plan_over_http_prices_every_layout_with_the_cost_model(
         assert job.placement is not None
         # each job's layout in its engine's input (searches default to Megatron-LM)
         assert job.export is not None and job.export.engine == job.engine == "megatron"
-        assert job.export == job.best.export  # the plan's artefact is its estimate's
+        assert job.best.export is None  # carried once, by the job
         assert f"--tensor-model-parallel-size {job.best.layout.tp}" in job.export.text
         assert not held & {(job.pool, n) for n in job.nodes}
         held |= {(job.pool, n) for n in job.nodes}

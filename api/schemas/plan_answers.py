@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from dataclasses import replace
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field
@@ -190,7 +191,8 @@ def _job_out(job: Any) -> JobPlanOut:
             traffic_gb_per_step=p.traffic_gb_per_step,
             note=p.note,
         )
-    best = None if job.estimate is None else estimate_out(job.estimate)
+    # the job's artefact is its own `export`, once: not again inside its estimate
+    best = None if job.estimate is None else estimate_out(replace(job.estimate, export=None))
     return JobPlanOut(
         name=job.name,
         pool=job.pool,
