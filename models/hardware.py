@@ -58,6 +58,30 @@ class GpuSpec(BaseModel):
         description="The best share of the FP8 peak an FP8 GEMM reaches in the same shape "
         "search as matmul_efficiency; without it FP8 GEMMs reach the bf16 share.",
     )
+    mxfp8_peak_tflops: float | None = Field(
+        None,
+        ge=0.001,
+        le=1_000_000,
+        description="Dense MXFP8 peak (OCP microscaling: FP8 values with an E8M0 scale per "
+        "32), TFLOP/s; none where the tensor cores take no block scales (Hopper, CDNA3), "
+        "which then refuse precision mxfp8.",
+    )
+    nvfp4_peak_tflops: float | None = Field(
+        None,
+        ge=0.001,
+        le=1_000_000,
+        description="Dense NVFP4 peak (FP4 E2M1 values with an E4M3 scale per 16 and an FP32 "
+        "scale per tensor), TFLOP/s; none on GPUs without NVFP4 tensor cores (Hopper; AMD's "
+        "CDNA4 takes MXFP4's E8M0 scales per 32, not NVFP4), which then refuse precision "
+        "nvfp4.",
+    )
+    nvlink_domain_gpus: JsonInt | None = Field(
+        None,
+        gt=0,
+        le=100_000,
+        description="GPUs one NVLink domain of this system joins when the cluster names none "
+        "(GB200 and GB300 NVL72: 72, over 18 trays of 4); None: a node (gpus_per_node).",
+    )
     fp8_gemm_tn_only: bool = Field(
         True,
         description="Its FP8 GEMMs take only the TN layout (compute capability below 10: "
@@ -114,6 +138,14 @@ class GpuSpec(BaseModel):
         return None if self.fp8_peak_tflops is None else self.fp8_peak_tflops * 1e12
 
     @property
+    def mxfp8_peak_flop_s(self) -> float | None:
+        return None if self.mxfp8_peak_tflops is None else self.mxfp8_peak_tflops * 1e12
+
+    @property
+    def nvfp4_peak_flop_s(self) -> float | None:
+        return None if self.nvfp4_peak_tflops is None else self.nvfp4_peak_tflops * 1e12
+
+    @property
     def memory_bandwidth_bytes_s(self) -> float | None:
         return None if self.memory_bandwidth_gb_s is None else self.memory_bandwidth_gb_s * 1e9
 
@@ -135,7 +167,9 @@ class ClusterSpec(BaseModel):
     """`gpus` accelerators of one type, `gpus_per_node` of them sharing NVLink.
 
     `nvlink_domain` names a larger NVLink domain than a node (GB200 NVL72: 72 GPUs over 18
-    trays of 4); profiles that price links by domain (standard) use it, workshop does not.
+    trays of 4), and defaults to the GPU's own (`nvlink_domain_gpus`, which the GB200 and
+    GB300 presets set to 72), else to the node; profiles that price links by domain
+    (standard) use it, workshop does not.
     """
 
     model_config = SPEC_CONFIG
@@ -144,12 +178,18 @@ class ClusterSpec(BaseModel):
     gpu: GpuSpec
     gpus_per_node: JsonInt = Field(8, gt=0, le=1024)
     nvlink_domain: JsonInt | None = Field(
-        None, gt=0, le=100_000, description="GPUs sharing NVLink; defaults to gpus_per_node."
+        None,
+        gt=0,
+        le=100_000,
+        description="GPUs sharing NVLink; defaults to the GPU's nvlink_domain_gpus (72 on "
+        "GB200 and GB300 NVL72), else to gpus_per_node.",
     )
 
     @property
     def nvlink_domain_size(self) -> int:
-        return self.gpus_per_node if self.nvlink_domain is None else self.nvlink_domain
+        if self.nvlink_domain is not None:
+            return self.nvlink_domain
+        return self.gpu.nvlink_domain_gpus or self.gpus_per_node
 
     @property
     def job_nvlink_domain(self) -> int:

@@ -59,8 +59,8 @@ def add_job_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seq-len", type=int, help="tokens per sequence (default 8192)")
     parser.add_argument(
         "--precision",
-        help="what the layers' GEMMs run in: bf16 (default) or fp8 (profile standard; "
-        "GPUs with an FP8 peak)",
+        help="what the layers' GEMMs run in: bf16 (default), fp8, mxfp8 or nvfp4 (profile "
+        "standard; GPUs with that format's peak)",
     )
     parser.add_argument(
         "--profile",

@@ -102,9 +102,9 @@ class EstimateOut(BaseModel):
     hfu: float | None = None  # hardware FLOPs utilisation, where the profile reports it
     mfu_fp8_peak: float | None = Field(
         None,
-        description="Under training.precision fp8: the model FLOPs over the FP8 dense peak; "
-        "`mfu` stays over the bf16 dense peak, as Megatron-LM and torchtitan report it. Null "
-        "in bf16.",
+        description="Under training.precision fp8, mxfp8 or nvfp4: the model FLOPs over that "
+        "format's dense peak; `mfu` stays over the bf16 dense peak, as Megatron-LM and "
+        "torchtitan report it. Null in bf16.",
     )
     export: ExportOut | None = Field(None, description=EXPORT_DESCRIPTION)
     export_error: str | None = Field(

@@ -113,7 +113,8 @@ class ClusterIn(BaseModel):
         gt=0,
         le=100_000,
         description="GPUs sharing NVLink when larger than a node (GB200 NVL72: 72); "
-        "profile standard prices links by it. Default gpus_per_node.",
+        "profile standard prices links by it. Default: the GPU's nvlink_domain_gpus (72 "
+        "on the gb200 and gb300 presets), else gpus_per_node.",
     )
 
     def to_domain(self) -> ClusterSpec:

@@ -21,6 +21,7 @@ from models.errors import InvalidSpec
 from models.job import TrainingJob
 from models.layout import Layout
 from optimizer.costmodel import CostAssumptions, Estimate, evaluate
+from optimizer.costmodel.standard.precision import format_peak_flop_s
 from optimizer.engines import engine_assumptions, get_engine
 
 MEASURES = ("step_time_s", "tokens_per_s_per_gpu", "mfu", "hfu")
@@ -28,9 +29,6 @@ MEASURES = ("step_time_s", "tokens_per_s_per_gpu", "mfu", "hfu")
 # mean); runs of one request further apart than this factor are of different setups or in
 # another unit, and a fit through both is a fit through neither.
 MAX_REPEAT_SPREAD = 2.0
-# FP4 tensor cores run at twice the FP8 rate (NVIDIA Blackwell architecture technical brief:
-# B200 dense FP4 9 PFLOPS, FP8 4.5); GPU presets carry no FP4 peak of their own.
-FP4_OVER_FP8_PEAK = 2.0
 
 
 @dataclass(frozen=True)
@@ -118,13 +116,11 @@ def measured_run(
 
 def peak_mfu(job: TrainingJob, precision: str | None = None) -> float:
     """The most MFU (over the bf16 dense peak, as every MFU here is) a run at its precision
-    can reach: 1 in bf16; the FP8 peak's share in FP8 and MXFP8, twice it in NVFP4."""
-    precision = precision or job.training.precision
+    can reach: its format's dense peak over bf16's (1 in bf16 and fp16, and where the GPU
+    names no peak in the format)."""
     gpu = job.cluster.gpu
-    if precision == "bf16" or gpu.fp8_peak_flop_s is None:
-        return 1.0
-    fp8_ratio = gpu.fp8_peak_flop_s / gpu.peak_flop_s
-    return fp8_ratio * FP4_OVER_FP8_PEAK if precision == "nvfp4" else fp8_ratio
+    peak = format_peak_flop_s(gpu, precision or job.training.precision)
+    return (peak or gpu.peak_flop_s) / gpu.peak_flop_s
 
 
 def check_within_peak(

@@ -139,35 +139,51 @@ def _sequence_parallel_split(label: str) -> EngineRule:
     )
 
 
+# The rows and reduction width a quantised GEMM's operands must divide by, per recipe: FP8's
+# TN GEMM (assert_dim_for_fp8_exec, 8 rows, 16 wide), and the block scales' lengths, along
+# rows for the columnwise copy and along the width for the rowwise one (MXFP8 32, NVFP4 16:
+# is_quantizable of MXFP8Quantizer and NVFP4Quantizer, NVIDIA/TransformerEngine
+# transformer_engine/pytorch/tensor/mxfp8_tensor.py and nvfp4_tensor.py).
+QUANTISED_DIMS = {"fp8": (8, 16), "mxfp8": (32, 32), "nvfp4": (16, 16)}
+
+
 def _fp8_dims(label: str) -> EngineRule:
-    """Transformer Engine runs an FP8 GEMM only on inputs whose rows divide by 8 and whose
-    reduction width divides by 16: a rank's tokens (each cp rank's, split over tp by sequence
-    parallelism) against the hidden size, and MLP-down's input, ffn / tp wide."""
+    """Transformer Engine runs a quantised GEMM only on inputs whose rows and reduction width
+    divide by its recipe's figures (QUANTISED_DIMS): a rank's tokens (each cp rank's, split
+    over tp by sequence parallelism) against the hidden size, and MLP-down's input, ffn / tp
+    wide."""
 
     def check(job: TrainingJob, grid: LayoutGrid) -> np.ndarray:
-        if job.training.precision != "fp8":
+        dims = QUANTISED_DIMS.get(job.training.precision)
+        if dims is None:
             return np.asarray(True)
+        rows, width = dims
         model = job.model
-        rows_ok = (job.training.seq_len * grid.micro_batch) % (8 * grid.cp * grid.tp) == 0
-        widths_ok = model.hidden_size % 16 == 0
+        rows_ok = (job.training.seq_len * grid.micro_batch) % (rows * grid.cp * grid.tp) == 0
+        widths_ok = model.hidden_size % width == 0
         if model.moe_layer_share < 1:
-            widths_ok = widths_ok & ((model.ffn_hidden_size // grid.tp) % 16 == 0)
+            widths_ok = widths_ok & ((model.ffn_hidden_size // grid.tp) % width == 0)
         return np.asarray(rows_ok & widths_ok)
 
     def detail(job: TrainingJob, layout: Layout) -> str:
         tokens = job.training.seq_len * layout.micro_batch / (layout.cp * layout.tp)
+        rows, width = QUANTISED_DIMS[job.training.precision]
         return (
-            f"{tokens:g} tokens a rank, hidden {job.model.hidden_size}, "
-            f"ffn {job.model.ffn_hidden_size} over tp {layout.tp}"
+            f"{job.training.precision}: {tokens:g} tokens a rank (a multiple of {rows}?), "
+            f"hidden {job.model.hidden_size} and ffn {job.model.ffn_hidden_size} over tp "
+            f"{layout.tp} (multiples of {width}?)"
         )
 
     return EngineRule(
         "fp8_dims",
         f"{label} in FP8 requires a rank's tokens (seq_len * micro_batch / (cp * tp)) to divide "
-        "by 8, and the hidden size and ffn_hidden_size / tp to divide by 16",
+        "by 8, and the hidden size and ffn_hidden_size / tp to divide by 16; in MXFP8 both by "
+        "32, in NVFP4 both by 16",
         "NVIDIA/TransformerEngine@d0067d0 transformer_engine/pytorch/utils.py:614-624 "
         "(assert_dim_for_fp8_exec, ValueError; called by module/linear.py:376, "
-        "layernorm_linear.py:184, layernorm_mlp.py:356)",
+        "layernorm_linear.py:184, layernorm_mlp.py:356); MXFP8Quantizer.is_quantizable and "
+        "NVFP4Quantizer.is_quantizable (transformer_engine/pytorch/tensor/mxfp8_tensor.py, "
+        "nvfp4_tensor.py: both dimensions by the block, 32 and 16)",
         check,
         detail,
     )

@@ -286,14 +286,22 @@ def _latent_attention(m: TransformerSpec) -> Pairs:
 
 
 def _precision(job: TrainingJob) -> Pairs:
-    """bf16 (model_parallel_config.py:180), and under precision fp8 Transformer Engine's FP8
-    GEMMs with per-tensor current scaling, the casts the cost model prices: hybrid is e4m3
+    """bf16 (model_parallel_config.py:180), and Transformer Engine's recipe of the request's
+    precision, the casts the cost model prices: fp8 per-tensor current scaling, hybrid e4m3
     forward and e5m2 for gradients (transformer_config.py:587-600; each field is a flag of
-    its own name, argument_utils.py:45-74). No --fp8-param-gather: the weights stay bf16
-    with their FP8 copies beside them, as this engine is priced."""
+    its own name, argument_utils.py:45-74); mxfp8 e4m3 with the mxfp8 recipe, and nvfp4 the
+    e2m1 format with the nvfp4 recipe (--fp4-format, --fp4-recipe: the fields Megatron-Bridge's
+    bf16_with_mxfp8_mixed and bf16_with_nvfp4_mixed set, NVIDIA-NeMo/Megatron-Bridge
+    src/megatron/bridge/training/mixed_precision.py). No --fp8-param-gather: the weights
+    stay bf16 with their quantised copies beside them, as this engine is priced."""
     pairs: Pairs = [("--bf16", None)]
-    if job.training.precision == "fp8":
+    precision = job.training.precision
+    if precision == "fp8":
         pairs += [("--fp8-format", "hybrid"), ("--fp8-recipe", "tensorwise")]
+    elif precision == "mxfp8":
+        pairs += [("--fp8-format", "e4m3"), ("--fp8-recipe", "mxfp8")]
+    elif precision == "nvfp4":
+        pairs += [("--fp4-format", "e2m1"), ("--fp4-recipe", "nvfp4")]
     return pairs
 
 

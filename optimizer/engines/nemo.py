@@ -235,15 +235,24 @@ def _recompute_modules(s: McoreSettings) -> list[str] | None:
     return list(s.recompute_modules or mcore.DEFAULT_RECOMPUTE_MODULES)
 
 
+# Megatron-Bridge's mixed-precision recipe by name for each priced precision (the config
+# takes a preset's name: src/megatron/bridge/training/config.py:1008, 2012-2014).
+BRIDGE_PRECISIONS = {
+    "fp8": "bf16_with_fp8_current_scaling_mixed",
+    "mxfp8": "bf16_with_mxfp8_mixed",
+    "nvfp4": "bf16_with_nvfp4_mixed",
+}
+
+
 def _precision(job: TrainingJob) -> list[Override]:
-    """Under precision fp8, Megatron-Bridge's per-tensor current-scaling recipe by name (the
-    config takes a preset's name: src/megatron/bridge/training/config.py:1008, 2012-2014): FP8
-    GEMMs and FP8-only weights (fp8_param_gather), as this engine is priced; it keeps the
-    first and last layers in bf16 (mixed_precision.py:284-303), which the price does not.
+    """Under fp8, mxfp8 or nvfp4, Megatron-Bridge's recipe of that format by name
+    (BRIDGE_PRECISIONS): FP8 current scaling keeps the first and last layers in bf16
+    (mixed_precision.py:284-303), which the price does not; the MXFP8 and NVFP4 recipes keep
+    none. fp8 and mxfp8 keep FP8-only weights (fp8_param_gather), as this engine is priced;
+    nvfp4 keeps bf16 weights (FP4 parameters are refused: MixedPrecisionConfig.finalize).
     bf16: the recipe's own bf16_mixed."""
-    if job.training.precision != "fp8":
-        return []
-    return [("mixed_precision", "bf16_with_fp8_current_scaling_mixed")]
+    recipe = BRIDGE_PRECISIONS.get(job.training.precision)
+    return [] if recipe is None else [("mixed_precision", recipe)]
 
 
 def _hydra(value: object) -> str:

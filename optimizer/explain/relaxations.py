@@ -71,8 +71,8 @@ def _relaxed_problems(problem: SearchProblem) -> dict[str, SearchProblem]:
     wider_vpp = problem.max_vpp * 2
     cluster = problem.job.cluster
     doubled = {"gpus_per_node": cluster.gpus_per_node * 2}
-    if cluster.nvlink_domain is not None:
-        doubled["nvlink_domain"] = cluster.nvlink_domain * 2
+    if cluster.nvlink_domain is not None or cluster.gpu.nvlink_domain_gpus is not None:
+        doubled["nvlink_domain"] = cluster.nvlink_domain_size * 2
     bigger_node = problem.job.model_copy(update={"cluster": cluster.model_copy(update=doubled)})
     return {
         "max_vpp": replace(

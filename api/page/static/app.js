@@ -35,6 +35,7 @@ function wire() {
   for (const id of ["hf-config", "gpus", "global-batch", "seq-len"]) $(id).addEventListener("input", onJobChanged);
   $("gpu").addEventListener("change", onJobChanged);
   $("profile").addEventListener("change", onJobChanged);
+  $("precision").addEventListener("change", onJobChanged);
   for (const control of LAYOUT_CONTROLS) {
     $(CONTROL_IDS[control]).addEventListener("change", () => {
       markScenario(null);

@@ -6,7 +6,7 @@ export const LAYOUT_CONTROLS = ["tp", "pp", "cp", "vpp", "micro_batch", "zero", 
 export const CONTROL_IDS = {
   tp: "tp", pp: "pp", cp: "cp", vpp: "vpp", micro_batch: "micro-batch", zero: "zero",
   recompute: "recompute", schedule: "schedule", ep: "ep", placement: "placement", gpus: "gpus", gpu: "gpu", global_batch: "global-batch",
-  seq_len: "seq-len", model: "model", profile: "profile",
+  seq_len: "seq-len", model: "model", profile: "profile", precision: "precision",
 };
 const OPTION_LABELS = {
   zero: { 0: "0 · none", 1: "1 · optimiser", 2: "2 · + grads", 3: "3 · + weights" },

@@ -68,6 +68,7 @@ export function readJob() {
     training: {
       global_batch: readInteger("global-batch", "training.global_batch"),
       seq_len: readInteger("seq-len", "training.seq_len"),
+      precision: $("precision").value,
     },
     profile: $("profile").value,
     engine: "generic", // the plate's engine-agnostic model; the export panel names an engine

@@ -30,6 +30,7 @@ export function fillScenario(name) {
   $("global-batch").value = scenario.global_batch;
   $("seq-len").value = scenario.seq_len;
   $("profile").value = "workshop";
+  $("precision").value = "bf16"; // the plate's, and the only one its formulas price
   applyLayout(scenario.layout);
   markScenario(name);
 }

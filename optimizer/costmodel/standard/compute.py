@@ -46,9 +46,9 @@ def kernel_efficiency(job: TrainingJob, a: CostAssumptions) -> float:
 
 def layer_gemm_efficiency(job: TrainingJob, a: CostAssumptions) -> float:
     """The kernel efficiency of the transformer layers' GEMMs against the peak they run at.
-    Under fp8 the kernel efficiency (a share of the bf16 peak) is carried to the FP8 peak by
-    the GPU's measured FP8 matmul ceiling against its bf16 one (precision.py): the plate's
-    kernels reach the same share of what a GEMM can reach in either precision."""
+    Under fp8 and mxfp8 the kernel efficiency (a share of the bf16 peak) is carried to the
+    format's peak by the GPU's measured FP8 matmul ceiling against its bf16 one (precision.py):
+    the plate's kernels reach the same share of what a GEMM can reach in either precision."""
     efficiency = kernel_efficiency(job, a)
     if not prec.is_fp8(job):
         return efficiency
@@ -147,7 +147,7 @@ def reduction_factor(job: TrainingJob, a: CostAssumptions, passes: list[kern.Gem
     """What the layer's reduction depths (kernels.layer_reduction_efficiency) make of the
     kernel efficiency, against the plate's shapes, at which kernel_efficiency is set: 1 for
     Llama 3 405B at tp 8 on 8,192 tokens."""
-    overhead = a.gemm_reduction_overhead_elements * (2 if prec.is_fp8(job) else 1)
+    overhead = a.gemm_reduction_overhead_elements * prec.reduction_depth_factor(job)
     layer = kern.layer_reduction_efficiency(passes, overhead)
     return layer / plate_reduction_efficiency(overhead)
 
@@ -180,7 +180,9 @@ def elementwise_s(
     if model.glu_clamp is not None and not a.fused_glu_clamp:
         total = total + seconds(kern.glu_clamp_bytes_per_token(model, forward_only))
     if prec.is_fp8(job) and not forward_only:
-        total = total + seconds(kern.fp8_cast_bytes_per_token(model, a.fp8_cast_bytes_per_value))
+        total = total + seconds(
+            kern.fp8_cast_bytes_per_token(model, prec.cast_bytes_per_value(job, a))
+        )
     return total
 
 
