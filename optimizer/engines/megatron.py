@@ -105,7 +105,7 @@ def export(
         + _split(settings, job.model.num_layers)
         + _batch_and_optimizer(settings)
         + _recompute(settings)
-        + _precision(job)
+        + _precision(job, layout)
         + _model_shape(job)
     )
     body = " \\\n".join(
@@ -285,15 +285,19 @@ def _latent_attention(m: TransformerSpec) -> Pairs:
     ]
 
 
-def _precision(job: TrainingJob) -> Pairs:
+def _precision(job: TrainingJob, layout: Layout) -> Pairs:
     """bf16 (model_parallel_config.py:180), and under precision fp8 Transformer Engine's FP8
     GEMMs with per-tensor current scaling, the casts the cost model prices: hybrid is e4m3
     forward and e5m2 for gradients (transformer_config.py:587-600; each field is a flag of
-    its own name, argument_utils.py:45-74). No --fp8-param-gather: the weights stay bf16
-    with their FP8 copies beside them, as this engine is priced."""
+    its own name, argument_utils.py:45-74). With the distributed optimizer, FP8-only weights
+    as Megatron-LM's own FP8 recipe keeps them (--fp8-param-gather: examples/llama/
+    train_llama3_8b_h100_fp8.sh l.111), which it refuses without one (arguments.py:1095-1097):
+    the engine is priced so."""
     pairs: Pairs = [("--bf16", None)]
     if job.training.precision == "fp8":
         pairs += [("--fp8-format", "hybrid"), ("--fp8-recipe", "tensorwise")]
+        if layout.zero >= 1:
+            pairs += [("--fp8-param-gather", None)]
     return pairs
 
 
@@ -350,7 +354,8 @@ MEGATRON = Engine(
         "vpp), pp > 2 with --no-overlap-p2p-communication",
     )
     + (seq_len_divisible_by_2cp(LABEL, f"{ARGS}:1335-1338"),),
-    runtime=mcore.runtime(OVERLAPS),
+    # under fp8 the export writes Megatron-LM's FP8 recipe's --fp8-param-gather (_precision)
+    runtime=mcore.runtime(OVERLAPS, fp8_params=True),
     exporter=export,
     # megatron/training/initialize.py _initialize_distributed (d98e8a6): order
     # 'tp-cp-ep-dp-pp', or 'tp-cp-ep-pp-dp' with --use-tp-pp-dp-mapping

@@ -68,14 +68,17 @@ def fp8_weight_copy_bytes_per_param(job: TrainingJob, a: CostAssumptions, zero: 
     """Bytes per transformer-layer parameter the FP8 weights add to the bf16 ones: the FP8
     cast (and its transpose where the GPU's FP8 GEMMs are TN-only) beside each bf16 weight,
     or, with `fp8_params`, in its place (then the net is the cast less the bf16 weight's 2
-    bytes: -1 on Blackwell, 0 on Hopper). Nothing at ZeRO-3 or outside fp8."""
+    bytes: -1 on Blackwell, 0 on Hopper), from ZeRO-1 on: Megatron-LM takes --fp8-param-gather
+    only with the distributed optimizer (NVIDIA/Megatron-LM@d98e8a6 megatron/training/
+    arguments.py l.1095-1097). Nothing at ZeRO-3 or outside fp8."""
     if not is_fp8(job):
         return 0.0
     cast = a.fp8_weight_copy_bytes_per_param
     if cast is None:
         cast = 2.0 if job.cluster.gpu.fp8_gemm_tn_only else 1.0
-    net = cast - mem.BF16_BYTES if a.fp8_params else cast
-    return np.where(np.asarray(zero) >= 3, 0.0, net)
+    zero = np.asarray(zero)
+    net = np.where(a.fp8_params & (zero >= 1), cast - mem.BF16_BYTES, cast)
+    return np.where(zero >= 3, 0.0, net)
 
 
 def mfu_against_fp8_peak(job: TrainingJob, mfu_bf16_peak: float) -> float | None:
