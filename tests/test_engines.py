@@ -81,6 +81,8 @@ def check_megatron(case: Case, layout: Layout) -> None:
     fp8 = case.job.training.precision == "fp8"
     assert args.bf16
     assert (args.fp8_format, args.fp8_recipe) == (("hybrid", "tensorwise") if fp8 else (None, None))
+    # FP8-only weights, as the engine is priced, where Megatron-LM takes them (ZeRO-1 on)
+    assert args.fp8_param_gather == (fp8 and layout.zero >= 1)
 
 
 def megatron_vpp(args: argparse.Namespace, layers: int) -> int:

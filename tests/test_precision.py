@@ -141,9 +141,11 @@ def test_fp8_weights_on_blackwell_keep_no_transpose_by_hand() -> None:
     assert evaluate(gb200, LAYOUT, "standard", stated).memory.weights - bf16 == pytest.approx(
         2 * one_byte
     )
-    # Megatron-Bridge's engine keeps FP8 weights alone; Megatron-LM's default does not
+    # both Megatron-Core engines keep FP8 weights alone, as their FP8 recipes do (Bridge's
+    # bf16_with_fp8_* presets; Megatron-LM's examples/llama/train_llama3_8b_h100_fp8.sh,
+    # whose --fp8-param-gather the megatron export writes)
     assert engine_assumptions(get_engine("nemo"), CostAssumptions(), "fp8").fp8_params
-    assert not engine_assumptions(get_engine("megatron"), CostAssumptions(), "fp8").fp8_params
+    assert engine_assumptions(get_engine("megatron"), CostAssumptions(), "fp8").fp8_params
 
 
 def test_mfu_stays_over_the_bf16_peak_with_the_fp8_peak_beside_it() -> None:

@@ -107,16 +107,13 @@ def test_sequence_parallelism_only_moves_activation_memory() -> None:
     assert without.times_s["recompute"] - with_sp.times_s["recompute"] == pytest.approx(extra_s / 3)
 
 
-def test_interleaving_penalty_and_in_flight() -> None:
-    # 1 + (p-1)/(p v) = 1 + 15/64 = 1.234375; v = 1 has none
-    assert mem.interleaving_penalty(16, 4) == pytest.approx(1.234375)
-    assert mem.interleaving_penalty(16, 1) == 1
-    # m = 32 on p = 16: the first device holds 16 (x the penalty), the last one
+def test_in_flight_micro_batches() -> None:
+    # m = 32 on p = 16: the first device holds 16, the last one
     assert mem.in_flight_micro_batches(32, 16, 1, mem.SCHEDULE_1F1B) == (16, 1)
     first, last = mem.in_flight_micro_batches(32, 16, 4, mem.SCHEDULE_1F1B)
     # interleaved, rank r runs 2(p - r - 1) + (v - 1)p warm-up chunk forwards and one more:
-    # rank 0 2*15 + 3*16 + 1 = 79 chunks = 19.75 micro-batches (= 16 x the penalty), rank 15
-    # 0 + 48 + 1 = 49 chunks = 12.25, rank 1 79 - 2 = 77 chunks = 19.25
+    # rank 0 2*15 + 3*16 + 1 = 79 chunks = 19.75 micro-batches (Korthikanti's 16 x (1 + 15/64)),
+    # rank 15 0 + 48 + 1 = 49 chunks = 12.25, rank 1 79 - 2 = 77 chunks = 19.25
     assert (first, last) == (pytest.approx(19.75), pytest.approx(12.25))
     assert mem.in_flight_on_rank(32, 16, 4, mem.SCHEDULE_1F1B, 1) == pytest.approx(19.25)
     # 1F1B: rank r holds p - r
@@ -128,9 +125,21 @@ def test_interleaving_penalty_and_in_flight() -> None:
     assert mem.in_flight_micro_batches(32, 16, 1, mem.SCHEDULE_ZERO_BUBBLE) == (16, 1)
 
 
-def test_penalty_falls_with_chunks() -> None:
-    penalties = mem.interleaving_penalty(16, np.array([2, 4, 8, 16]))
-    assert np.all(np.diff(penalties) < 0) and np.all(penalties > 1)
+def test_interleaved_in_flight_never_exceeds_the_step() -> None:
+    # m = p = 16, v = 4 (Llama 3 405B at 16,384 GPUs): the step has 64 chunk forwards; rank r
+    # warms up with 2(15 - r) + 48 of them, so ranks 0..7 run all 64 before a backward
+    # (Megatron-Core's all-warm-up case) and hold 16 micro-batches, not 16 x 1.234
+    assert mem.in_flight_on_rank(16, 16, 4, mem.SCHEDULE_1F1B, 0) == 16
+    assert mem.in_flight_on_rank(16, 16, 4, mem.SCHEDULE_1F1B, 7) == 16
+    # rank 8: 2*7 + 48 + 1 = 63 chunk forwards = 15.75 micro-batches
+    assert mem.in_flight_on_rank(16, 16, 4, mem.SCHEDULE_1F1B, 8) == pytest.approx(15.75)
+    ms = np.array([16, 17, 32, 64])
+    assert np.all(mem.in_flight_on_rank(ms, 16, 4, mem.SCHEDULE_1F1B, 0) <= ms)
+
+
+def test_in_flight_falls_with_chunks() -> None:
+    held = mem.in_flight_on_rank(32, 16, np.array([2, 4, 8, 16]), mem.SCHEDULE_1F1B, 0)
+    assert np.all(np.diff(held) < 0) and np.all(held > 16)
 
 
 # --- parameters -------------------------------------------------------------------------

@@ -31,7 +31,9 @@ OFFERS = Offers(
     tensor_parallel=offered("tp", EVERYTHING),
     context_parallel=offered("cp", EVERYTHING),
     expert_parallel=offered("ep", EVERYTHING),
-    sequence_parallel=offered("assumption sequence_parallel", "layoutopt optimizer/costmodel/assumptions/"),
+    sequence_parallel=offered(
+        "assumption sequence_parallel", "layoutopt optimizer/costmodel/assumptions/"
+    ),
     uneven_stages=offered("any split", EVERYTHING),
 )
 

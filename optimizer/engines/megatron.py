@@ -105,7 +105,7 @@ def export(
         + _split(settings, job.model.num_layers)
         + _batch_and_optimizer(settings)
         + _recompute(settings)
-        + _precision(job)
+        + _precision(job, layout)
         + _model_shape(job)
     )
     body = " \\\n".join(
@@ -285,15 +285,18 @@ def _latent_attention(m: TransformerSpec) -> Pairs:
     ]
 
 
-def _precision(job: TrainingJob) -> Pairs:
+def _precision(job: TrainingJob, layout: Layout) -> Pairs:
     """bf16 (model_parallel_config.py:180), and Transformer Engine's recipe of the request's
     precision, the casts the cost model prices: fp8 per-tensor current scaling, hybrid e4m3
     forward and e5m2 for gradients (transformer_config.py:587-600; each field is a flag of
     its own name, argument_utils.py:45-74); mxfp8 e4m3 with the mxfp8 recipe, and nvfp4 the
     e2m1 format with the nvfp4 recipe (--fp4-format, --fp4-recipe: the fields Megatron-Bridge's
     bf16_with_mxfp8_mixed and bf16_with_nvfp4_mixed set, NVIDIA-NeMo/Megatron-Bridge
-    src/megatron/bridge/training/mixed_precision.py). No --fp8-param-gather: the weights
-    stay bf16 with their quantised copies beside them, as this engine is priced."""
+    src/megatron/bridge/training/mixed_precision.py). With the distributed optimizer, FP8-only
+    weights (fp8 and mxfp8) as Megatron-LM's own FP8 recipe keeps them (--fp8-param-gather:
+    examples/llama/train_llama3_8b_h100_fp8.sh l.111), which it refuses without one
+    (arguments.py:1095-1097): the engine is priced so. NVFP4 keeps bf16 weights (Bridge
+    refuses FP4 parameters)."""
     pairs: Pairs = [("--bf16", None)]
     precision = job.training.precision
     if precision == "fp8":
@@ -302,6 +305,8 @@ def _precision(job: TrainingJob) -> Pairs:
         pairs += [("--fp8-format", "e4m3"), ("--fp8-recipe", "mxfp8")]
     elif precision == "nvfp4":
         pairs += [("--fp4-format", "e2m1"), ("--fp4-recipe", "nvfp4")]
+    if precision in ("fp8", "mxfp8") and layout.zero >= 1:
+        pairs += [("--fp8-param-gather", None)]
     return pairs
 
 
@@ -358,7 +363,8 @@ MEGATRON = Engine(
         "vpp), pp > 2 with --no-overlap-p2p-communication",
     )
     + (seq_len_divisible_by_2cp(LABEL, f"{ARGS}:1335-1338"),),
-    runtime=mcore.runtime(OVERLAPS),
+    # under fp8 the export writes Megatron-LM's FP8 recipe's --fp8-param-gather (_precision)
+    runtime=mcore.runtime(OVERLAPS, fp8_params=True),
     exporter=export,
     # megatron/training/initialize.py _initialize_distributed (d98e8a6): order
     # 'tp-cp-ep-dp-pp', or 'tp-cp-ep-pp-dp' with --use-tp-pp-dp-mapping

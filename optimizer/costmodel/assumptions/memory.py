@@ -89,7 +89,9 @@ class MemoryAssumptions(BaseModel):
             "modules 'will hold only FP8 copies of its parameters'; Megatron-Core's fp8_param, "
             "--fp8-param-gather, which Megatron-Bridge's FP8 recipes set: NVIDIA-NeMo/"
             "Megatron-Bridge@067f987 src/megatron/bridge/training/mixed_precision.py "
-            "l.217-302). The optimiser's fp32 master is unchanged."
+            "l.217-302; Megatron-LM's examples/llama/train_llama3_8b_h100_fp8.sh). From ZeRO-1 "
+            "on: Megatron-LM takes the flag only with the distributed optimizer. The "
+            "optimiser's fp32 master is unchanged."
         ),
     )
     loss_bytes_per_logit: float = Field(

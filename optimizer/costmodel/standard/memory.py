@@ -144,24 +144,31 @@ def attention_score_bytes_per_token(
     return np.where(recompute == RECOMPUTE_NONE, 5 * heads * seq_len, 0.0)
 
 
-def interleaving_penalty(pp: Number, vpp: Number) -> Number:
-    """Megatron-LM's `1 + (p-1)/(p*v)`: the interleaved schedule's extra in-flight activations
-    (Narayanan et al. SC21 section 2.2.2; Korthikanti et al. 2022 section 4.2.3)."""
-    return np.where(vpp > 1, 1 + (pp - 1) / (pp * vpp), 1.0)
-
-
 def in_flight_micro_batches(
     micro_batches: Number, pp: Number, vpp: Number, schedule: Number
 ) -> tuple[Number, Number]:
     """Micro-batches whose activations the first and the last device hold at the peak.
 
     1F1B and ZB-H1 keep min(m, p) on the first device (ZB-H1 keeps 1F1B's peak, Qi et al.
-    2024) times the interleaving penalty; the last device holds one, or with interleaving as
-    many as the first (it also holds early chunks). DualPipe keeps p + 1 on every device
-    (DeepSeek-V3 report, Table 2).
+    2024) and one on the last; interleaved, `in_flight_on_rank`'s chunk count. DualPipe keeps
+    p + 1 on every device (DeepSeek-V3 report, Table 2).
     """
     first = in_flight_on_rank(micro_batches, pp, vpp, schedule, 0)
     return first, in_flight_on_rank(micro_batches, pp, vpp, schedule, pp - 1)
+
+
+def interleaved_chunk_forwards(
+    micro_batches: Number, pp: Number, vpp: Number, rank: Number
+) -> Number:
+    """Chunk forwards pipeline rank `rank` (0 first) holds at its peak under Megatron-Core's
+    interleaved schedule: its warm-up, 2(p - r - 1) + (v - 1) g chunk forwards with g the
+    micro-batches a chunk runs in a row (microbatch_group_size_per_vp_stage, p by default),
+    and one more before its first backward; but never more than the step's m v, which it
+    then runs forward before any backward (NVIDIA/Megatron-LM@d98e8a6
+    megatron/core/pipeline_parallel/schedules.py l.964-977; the group default
+    megatron/core/model_parallel_config.py l.567-568)."""
+    warmup_and_one = 2 * (pp - rank - 1) + (vpp - 1) * pp + 1
+    return np.minimum(micro_batches * vpp, warmup_and_one)
 
 
 def in_flight_on_rank(
@@ -169,15 +176,12 @@ def in_flight_on_rank(
 ) -> Number:
     """The same count on pipeline rank `rank` (0 first): 1F1B and ZB-H1 hold min(m, p - r)
     (rank r runs p - r forwards before its first backward, SC21 section 2.2.1). Interleaved,
-    rank r warms up with 2(p - r - 1) + (v - 1)p chunk forwards and runs one more before its
-    first backward (Megatron-LM megatron/core/pipeline_parallel/schedules.py l.964-965 at
-    d98e8a6), each a 1/v share of its layers: (p v + p - 1 - 2r) / v micro-batches, which on
-    rank 0 is Korthikanti's p (1 + (p-1)/(p v)); when m < p the first rank keeps that
-    penalty on m (an upper bound) and no rank holds more. DualPipe p + 1 everywhere."""
+    `interleaved_chunk_forwards` over v, each chunk a 1/v share of the rank's layers: on rank 0
+    with m > p that is Korthikanti's p (1 + (p-1)/(p v)), and with m = p every rank in the
+    first half of the pipeline holds all m. DualPipe p + 1 everywhere."""
     one_f_one_b = np.minimum(micro_batches, pp - rank)
-    first = np.minimum(micro_batches, pp) * interleaving_penalty(pp, vpp)
-    later = np.minimum((pp * vpp + pp - 1 - 2 * rank) / vpp, first)
-    held = np.where(vpp > 1, np.where(rank == 0, first, later), one_f_one_b)
+    interleaved = interleaved_chunk_forwards(micro_batches, pp, vpp, rank) / vpp
+    held = np.where(vpp > 1, interleaved, one_f_one_b)
     return np.where(schedule == SCHEDULE_DUALPIPE, pp + 1, held)
 
 

@@ -172,16 +172,19 @@ def weight_copy_bytes_per_param(job: TrainingJob, a: CostAssumptions) -> float:
 def fp8_weight_copy_bytes_per_param(job: TrainingJob, a: CostAssumptions, zero: Number) -> Number:
     """Bytes per transformer-layer parameter the quantised weights add to the bf16 ones: the
     copy (weight_copy_bytes_per_param) beside each bf16 weight, or, with `fp8_params` under
-    fp8 or mxfp8, in its place (then the net is the copy less the bf16 weight's 2 bytes: -1
-    on Blackwell, 0 on Hopper in FP8). NVFP4 keeps its bf16 weights: Megatron-Bridge refuses
-    FP4 parameters ('fp4_param and fp4_param_gather are not supported for now',
-    MixedPrecisionConfig.finalize). Nothing at ZeRO-3 or in bf16."""
+    fp8 or mxfp8, in its place from ZeRO-1 on (then the net is the copy less the bf16
+    weight's 2 bytes: -1 on Blackwell, 0 on Hopper in FP8): Megatron-LM takes
+    --fp8-param-gather only with the distributed optimizer (NVIDIA/Megatron-LM@d98e8a6
+    megatron/training/arguments.py l.1095-1097). NVFP4 keeps its bf16 weights:
+    Megatron-Bridge refuses FP4 parameters ('fp4_param and fp4_param_gather are not supported
+    for now', MixedPrecisionConfig.finalize). Nothing at ZeRO-3 or in bf16."""
     if not is_fp8(job):
         return 0.0
     copy = weight_copy_bytes_per_param(job, a)
+    zero = np.asarray(zero)
     in_place = a.fp8_params and job.training.precision != NVFP4
-    net = copy - mem.BF16_BYTES if in_place else copy
-    return np.where(np.asarray(zero) >= 3, 0.0, net)
+    net = np.where(in_place & (zero >= 1), copy - mem.BF16_BYTES, copy)
+    return np.where(zero >= 3, 0.0, net)
 
 
 def mfu_against_fp8_peak(job: TrainingJob, mfu_bf16_peak: float) -> float | None:
