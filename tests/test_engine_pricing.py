@@ -194,11 +194,11 @@ def test_an_engine_that_cannot_run_the_model_says_why() -> None:
 
 
 def test_relaxing_an_engine_rule_is_said_in_the_engines_words() -> None:
-    # the plate under Megatron-LM: its schedules rule binds (DualPipe would buy more)
+    # the plate under Megatron-LM: its schedules rule is weighed, in its own words (it no
+    # longer binds: the interleaved schedule hides the data-parallel sync chunk by chunk)
     result = optimize(plate_job(), SearchSpace(), time_limit_s=120, engine="megatron")
     words = {relaxation.name: relaxation.description for relaxation in result.relaxations}
-    assert words["engine_schedule"].startswith("Megatron-LM runs only the pipeline schedules")
-    assert "binds: without it the best is" in words["engine_schedule"]
+    assert "Megatron-LM runs only the pipeline schedules" in words["engine_schedule"]
 
 
 def _documented_traffic() -> dict[tuple[str, str], list[str]]:

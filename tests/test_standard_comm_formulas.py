@@ -163,3 +163,41 @@ def test_a_straddling_cp_group_is_priced_on_the_network_and_said() -> None:
     assert cp_s[6][0] == pytest.approx(62.91456e-6 + 45.6e-6, rel=1e-6)
     assert any("cp groups span 6 GPUs" in w and "straddle" in w for w in cp_s[8][1])
     assert not any("straddle" in w for w in cp_s[6][1])
+
+
+def test_interleaved_sync_hides_chunk_by_chunk() -> None:
+    # dp_sync_per_chunk, pp 4, vpp 4: the chunks' transfers hide under (4 - 1)/4 x 4 = 3
+    # micro-batch slots; the last chunk's reduce-scatter and the first's gather, 1/4, under
+    # nothing. Without interleaving, dp_overlap_microbatches (1) slots, nothing unhidden.
+    from optimizer.costmodel.standard.data_parallel import step_sync_overlap
+
+    chunked = CostAssumptions(dp_sync_per_chunk=True)
+    overlap, unhidden = step_sync_overlap(chunked, np.array([4, 4]), np.array([4, 1]))
+    assert overlap.tolist() == pytest.approx([3.0, 1.0])
+    assert unhidden.tolist() == pytest.approx([0.25, 0.0])
+    overlap, unhidden = step_sync_overlap(CostAssumptions(), 4, 4)
+    assert (float(overlap), float(unhidden)) == (1.0, 0.0)
+    # a sync of 1 s, slots of 0.1 s, no contention: v = 4 transfers of 0.25 s, queued; the
+    # later three hide under 3 x 0.1 = 0.3 s: 1 - 0.3 = 0.7 s exposed, at least the 0.25 s
+    # sent with no compute beside it
+    assert tim.exposed_s(1.0, 0.1, 3.0, 0.0, 0.25) == pytest.approx(0.7)
+    # slots of 1 s hide all but the last 0.25 s: max(1 - 3, 0.25) = 0.25
+    assert tim.exposed_s(1.0, 1.0, 3.0, 0.0, 0.25) == pytest.approx(0.25)
+    # with a slowdown of 0.2 the hidden 0.75 s still costs 0.15: 0.25 + 0.15 = 0.4
+    # = max(1 - 0.8 x 3, (0.2 + 0.8 x 0.25) x 1)
+    assert tim.exposed_s(1.0, 1.0, 3.0, 0.2, 0.25) == pytest.approx(0.4)
+
+
+def test_ring_across_domains_uses_the_fewest_nics_of_a_domain() -> None:
+    from optimizer.costmodel.standard.links import rails_per_rank
+
+    # aligned: 256 ranks over 512 GPUs in 64-GPU domains, 32 a domain
+    assert float(rails_per_rank(256, 512, 64)) == 32
+    # 256 ranks at stride 2 over 512 GPUs in 72-GPU domains: a whole domain holds 72 / 2 =
+    # 36, the worst-placed edge gcd(512, 72) = 8 GPUs, 8 / 2 = 4: the ring runs at 4 NICs'
+    # pace (each leaves the domain with 1/4 of the data), not one
+    assert float(rails_per_rank(256, 512, 72)) == 4
+    # tp 6 on 8-GPU nodes: ranks 6-11 hold gcd(6, 8) = 2 in the first node
+    assert float(rails_per_rank(6, 6, 8)) == 2
+    # a group with one rank a domain has one NIC
+    assert float(rails_per_rank(4, 64, 8)) == 1

@@ -131,13 +131,15 @@ def test_cp_exchange_on_nvlink_when_the_domain_holds_it() -> None:
     straddling = standard(job(72), layout, cp_overlap_fraction=0)
     assert racks.times_s["cp_comm"] < tray.times_s["cp_comm"] / 5
     assert racks.mfu > tray.mfu
-    # the same network bandwidth; the latency differs: the straddling groups' rings cross
-    # between racks once, 8.4 + 6 * 3.4 + 14.0 = 42.8 us a pass, the tray's, one rank a tray,
-    # seven times, 8.4 + 7 * 14.0 = 106.4 us (a pass moves 117 MB: PAT's and LL128's lower
-    # latencies do not pay for their lower bandwidth); 3 passes
-    assert straddling.times_s["cp_comm"] == pytest.approx(
-        tray.times_s["cp_comm"] - 3 * (106.4e-6 - 42.8e-6)
-    )
+    # twice the network bandwidth: the worst-placed straddling group (span 32 from offset 64 of
+    # a 72-GPU rack, stride 4) holds 8 / 4 = 2 ranks in its first rack, so the ring's channels
+    # leave that rack through 2 NICs where the tray's leave through one; and the latency
+    # differs: the straddling groups' rings cross between racks once, 8.4 + 6 * 3.4 + 14.0 =
+    # 42.8 us a pass, the tray's, one rank a tray, seven times, 8.4 + 7 * 14.0 = 106.4 us (a
+    # pass moves 117 MB: PAT's and LL128's lower latencies do not pay for their lower
+    # bandwidth); 3 passes
+    tray_transfer_s = tray.times_s["cp_comm"] - 3 * 106.4e-6
+    assert straddling.times_s["cp_comm"] == pytest.approx(tray_transfer_s / 2 + 3 * 42.8e-6)
 
 
 def test_zero3_gets_slower_as_gpus_double() -> None:
@@ -329,11 +331,11 @@ def test_tensor_parallelism_across_an_nvl72_domain_is_nvlink() -> None:
     assert nvlink.times_s["tp_comm"] == pytest.approx(payload / 800e9 + 475.2e-6)
     assert tray.times_s["tp_comm"] == pytest.approx(payload / (4 * 37e9) + 729.6e-6)
     # 72-GPU domains hold 16-GPU groups only up to rank 63: the straddling ones set the pace,
-    # one NIC's bandwidth (the worst rack may hold few of the group) with one step of 15
-    # between the two racks:
+    # ranks 64-79 with 8 in each rack, so the ring leaves a rack through 8 NICs (gcd(16, 72)
+    # = 8 GPUs at the edge), with one step of 15 between the two racks:
     # 8 * (8.4 + 14 * 3.4 + 14.0) us = 560 us
     straddling = standard(job(72), layout)
-    assert straddling.times_s["tp_comm"] == pytest.approx(payload / 37e9 + 560e-6)
+    assert straddling.times_s["tp_comm"] == pytest.approx(payload / (8 * 37e9) + 560e-6)
     # groups 0-15 ... 48-63 sit in the first rack; 64-79 is the first to cross into the next
     assert any("ranks 64-79 straddle two domains" in w for w in straddling.warnings)
 

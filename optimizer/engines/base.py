@@ -223,6 +223,10 @@ class EngineRuntime:
     # per ZeRO stage 0, 1, 2: HBM bytes per parameter its optimiser adds each micro-batch
     # outside the GEMMs under bf16 with pp (None: none; DeepSpeed's BF16_Optimizer)
     bf16_pipelined_accumulation_bytes: tuple[float, float, float] | None = None
+    # whether, under the interleaved schedule, its per-step gradient sync and parameter
+    # gather run chunk by chunk beside the backward and forward (the dp_sync_per_chunk
+    # assumption; Megatron-Core's DDP with --overlap-grad-reduce)
+    dp_sync_per_chunk: bool = False
 
     def sync_for(self, zero: int) -> GradientSync | None:
         """The stage's synchronisation; None for a stage the engine does not offer."""

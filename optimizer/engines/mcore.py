@@ -227,4 +227,8 @@ def runtime(
         # takes no probabilities (MLM megatron/core/transformer/moe/experts.py l.943-980,
         # token_dispatcher.py l.891-899 and 1460-1467)
         moe_combine_saves_expert_outputs=False,
+        # both exports turn on --overlap-grad-reduce (and --overlap-param-gather with the
+        # distributed optimizer), and Megatron-LM aligns both across the pipeline by default
+        # (megatron/training/training.py l.4356-4363)
+        dp_sync_per_chunk=True,
     )

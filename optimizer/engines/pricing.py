@@ -94,6 +94,7 @@ def runtime_choices(engine: Engine) -> dict[str, object]:
         "gradient_buffer_zeroed": engine.runtime.gradient_buffer_zeroed,
         "zero3_recompute_regathers": engine.runtime.zero3_recompute_regathers,
         "zero3_reuse_distance_params": engine.runtime.zero3_reuse_distance_params,
+        "dp_sync_per_chunk": engine.runtime.dp_sync_per_chunk,
     }
     if exchange.overlaps_attention:
         values["cp_overlap_fraction"] = 1.0
@@ -115,9 +116,10 @@ def engine_assumptions(
 ) -> CostAssumptions:
     """`assumptions` with the engine's data-parallel traffic in every field they leave unset."""
     traffic = engine_traffic(engine, precision)
-    unset = {
-        name: value for name, value in traffic.items() if name not in assumptions.model_fields_set
-    }
+    stated = set(assumptions.model_fields_set)
+    if "dp_overlap_microbatches" in stated:  # a request that says how the step's sync hides
+        stated.add("dp_sync_per_chunk")
+    unset = {name: value for name, value in traffic.items() if name not in stated}
     priced = assumptions.model_copy(update=unset)
     if priced.selective_recompute_matmuls != "none" and priced.selective_recompute_modules:
         raise InvalidSpec(

@@ -72,7 +72,7 @@ def step_bound_s(tables: PlanTables, busy_units: int) -> float:
     if monotone:
         slot += max(k * zero3 - t.zero3_overlap_scaled * busy_units, s * zero3)
         slot += max(k * dp_mb - t.zero3_overlap_scaled * busy_units, s * dp_mb)
-        exposed = max(k * k * dp_step - t.dp_overlap_scaled * slot, s * k * dp_step)
+        exposed = max(k * k * dp_step - t.dp_overlap_scaled * slot, t.dp_floor_scaled * k * dp_step)
     else:
         exposed = 0
     step = t.slots_scaled * slot + exposed + k * k * optimizer_step

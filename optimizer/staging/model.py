@@ -165,7 +165,7 @@ class StageModel:
         dp = self._exposed(
             "dp_step_exposed",
             k * k * self.dp_step - t.dp_overlap_scaled * self.slot,
-            s * k * self.dp_step,
+            t.dp_floor_scaled * k * self.dp_step,
             MAX_OBJECTIVE,
         )
         self.step = t.slots_scaled * self.slot + dp + k * k * self.optimizer_step

@@ -52,7 +52,8 @@ class PlanTables:
     p2p_units: int
     slots_scaled: int  # slots x FRACTION_SCALE
     zero3_overlap_scaled: int  # (1 - overlap_compute_slowdown) x the overlap, scaled
-    dp_overlap_scaled: int
+    dp_overlap_scaled: int  # the contended slots the per-step sync hides under, scaled
+    dp_floor_scaled: int  # the least share of the per-step sync charged (times.exposed_floor)
     slowdown_scaled: int  # overlap_compute_slowdown, scaled: a hidden transfer's least cost
     ranks: tuple[RankTables, ...]
     memory_limit_bytes: int
@@ -172,7 +173,9 @@ def plan_tables(
     # max(c - (1 - s) o h, s c) (times.exposed_s), so the tables hold (1 - s) o and s
     slowdown = a.overlap_compute_slowdown
     zero3_overlap, z_error = scaled(contended_overlap(a.zero3_overlap_fraction, slowdown))
-    dp_overlap, d_error = scaled(contended_overlap(a.dp_overlap_microbatches, slowdown))
+    dp_hiding, dp_least = sp.step_sync_hiding(a, terms)
+    dp_overlap, d_error = scaled(dp_hiding)
+    dp_floor, f_error = scaled(dp_least)
     slowdown_scaled, s_error = scaled(slowdown)
     tables = PlanTables(
         num_layers=job.model.num_layers,
@@ -186,11 +189,12 @@ def plan_tables(
         slots_scaled=slots,
         zero3_overlap_scaled=zero3_overlap,
         dp_overlap_scaled=dp_overlap,
+        dp_floor_scaled=dp_floor,
         slowdown_scaled=slowdown_scaled,
         ranks=rank_tables(a, terms, pp),
         least_dp_units=(0, 0, 0, 0),
         memory_limit_bytes=int(math.floor(memory_limit_bytes)),
-        rounding=max(slots_error, z_error, d_error, s_error),
+        rounding=max(slots_error, z_error, d_error, f_error, s_error),
     )
     if least_dp:
         tables = with_least_dp(job, a, terms, tables)

@@ -194,6 +194,20 @@ class CommunicationAssumptions(BaseModel):
             "overlap them with the last backward and the first forward)."
         ),
     )
+    dp_sync_per_chunk: bool = Field(
+        False,
+        description=(
+            "Under the interleaved schedule (vpp > 1) the per-step sync runs chunk by chunk, "
+            "as Megatron-Core's DDP does with --overlap-grad-reduce and --overlap-param-gather: "
+            "a model chunk's reduce-scatter starts when its last micro-batch's backward ends "
+            "and hides under the backward of the chunks after it in the last group of pp "
+            "micro-batches; its parameters' all-gather starts at the previous chunk's first "
+            "forward (align_param_gather). The first chunk's gather and the last chunk's "
+            "reduce-scatter, 1/vpp of the sync, find no compute to hide under "
+            "(docs/cost-model.md, 'Data-parallel overlap'). Set by the megatron and nemo "
+            "engines; without interleaving the sync hides under dp_overlap_microbatches slots."
+        ),
+    )
     zero3_overlap_fraction: float = fraction_field(
         0.5,
         "Share of a micro-batch's compute under which ZeRO-3's per-micro-batch parameter "

@@ -29,7 +29,7 @@ from optimizer.costmodel.standard.compute import (
     gemm_s,
     gradient_accumulation_s,
 )
-from optimizer.costmodel.standard.data_parallel import data_parallel_s
+from optimizer.costmodel.standard.data_parallel import data_parallel_s, step_sync_overlap
 from optimizer.costmodel.standard.degrees import Degrees
 from optimizer.costmodel.standard.links import all_to_all_bytes_s, collective_s, link_bytes_s
 from optimizer.costmodel.standard.recompute import recompute_s, replayed_matmul_share
@@ -202,6 +202,8 @@ LAYER_PARTS = (
 
 def micro_batch_and_step_s(
     a: CostAssumptions,
+    pp: Number,
+    vpp: Number,
     busy: Number,
     p2p: Number,
     zero3_mb_s: Number,
@@ -210,12 +212,13 @@ def micro_batch_and_step_s(
 ) -> tuple[Number, Number, Number, Number]:
     """(exposed ZeRO-3, exposed per-micro-batch sync, a micro-batch slot, exposed per-step
     sync) seconds: the data-parallel traffic hides under the busiest stage's compute, the
-    per-step share under `dp_overlap_microbatches` slots."""
+    per-step share under the slots data_parallel.step_sync_overlap gives it."""
     slowdown = a.overlap_compute_slowdown
     zero3_exposed = tim.exposed_s(zero3_mb_s, busy, a.zero3_overlap_fraction, slowdown)
     dp_mb_exposed = tim.exposed_s(dp_mb_s, busy, a.zero3_overlap_fraction, slowdown)
     per_mb = busy + p2p + zero3_exposed + dp_mb_exposed
-    dp_exposed = tim.exposed_s(dp_step_s, per_mb, a.dp_overlap_microbatches, slowdown)
+    overlap, unhidden = step_sync_overlap(a, pp, vpp)
+    dp_exposed = tim.exposed_s(dp_step_s, per_mb, overlap, slowdown, unhidden)
     return zero3_exposed, dp_mb_exposed, per_mb, dp_exposed
 
 
@@ -345,7 +348,7 @@ def breakdown(job: TrainingJob, a: CostAssumptions, k: Degrees) -> Breakdown:
     balanced = m * (model.num_layers * per_layer + times["head"]) / k.pp
     busy = stage(*LAYER_PARTS)
     zero3_exposed, dp_mb_exposed, per_mb, dp_exposed = micro_batch_and_step_s(
-        a, busy, p2p, zero3_mb_s, dp_mb_s, dp_step_s
+        a, k.pp, k.vpp, busy, p2p, zero3_mb_s, dp_mb_s, dp_step_s
     )
     slots = pipe.slots
     model_flops, hardware_flops = step_flops(job, a, k.recompute)

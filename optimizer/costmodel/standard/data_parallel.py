@@ -225,6 +225,33 @@ def zero3_collectives_per_layer(model: Any, a: CostAssumptions) -> tuple[int, in
     return gathers, scatters
 
 
+def step_sync_overlap(a: CostAssumptions, pp: Number, vpp: Number) -> tuple[Number, Number]:
+    """(micro-batch slots of the busiest stage the per-step sync hides under, its share sent
+    with no compute beside it), for times.exposed_s.
+
+    Chunk by chunk (dp_sync_per_chunk, vpp v > 1), as Megatron-Core runs it
+    (NVIDIA/Megatron-LM@d98e8a6): gradients are marked ready only in the last micro-batch
+    (megatron/core/distributed/param_and_grad_buffer.py l.863-880), and the schedule starts a
+    chunk's reduce-scatter after its last micro-batch's backward (schedules.py l.1438-1456,
+    grad_sync_func with align_grad_reduce: megatron/training/training.py l.4356-4359); the
+    last group of micro-batches runs every chunk in turn on at least pp of them (get_schedule_
+    table, l.989-1016; the group size lies in [pp, m], l.1160-1168), so after chunk c's
+    reduce-scatter starts come the backwards of the c chunks below it, pp micro-batches each.
+    The next step's all-gathers start at the previous chunk's first forward (l.1334-1353,
+    param_sync_func with align_param_gather: training.py l.4360-4363), under that chunk's pp
+    forwards. Queued on one stream, v transfers of d = S/v each, the later ones under
+    (v - 1) windows of pp chunk passes: the reduce-scatters under (v - 1) pp backwards of a
+    chunk, the gathers under as many forwards, together (v - 1)/v x pp micro-batch slots;
+    the last chunk's reduce-scatter and the first's gather, 1/v of the sync, hide under
+    nothing (its other chunks get one bucket each, training.py l.2504-2514).
+    Otherwise: dp_overlap_microbatches slots (the last micro-batch's backward and the first
+    forward), nothing unhidden."""
+    chunked = a.dp_sync_per_chunk & (np.asarray(vpp) > 1)
+    vpp = np.maximum(vpp, 1)
+    overlap = np.where(chunked, (vpp - 1) / vpp * pp, a.dp_overlap_microbatches)
+    return overlap, np.where(chunked, 1 / vpp, 0.0)
+
+
 def gradient_volumes(a: CostAssumptions, k: Degrees) -> tuple[Number, Number]:
     """(per step, per micro-batch) volumes of the stage's bf16 parameters the ZeRO 0-2 sync
     sends (none at ZeRO-3, priced apart); with pp and an engine that defers it, the

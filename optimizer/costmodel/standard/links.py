@@ -46,12 +46,29 @@ def link_bytes_s(
 
 
 def rails_per_rank(ranks: Number, span: Number, domain: int) -> Number:
-    """NICs a group's ring spreads over, per rank's own: its ranks in each NVLink domain when
-    the groups align with the domains (span a multiple of the domain), else 1 (a straddling
-    group's worst domain may hold one of its ranks)."""
-    aligned = np.asarray(span) % domain == 0
+    """NICs a group's collective spreads over, per rank's own: the fewest ranks the group
+    holds in an NVLink domain it touches.
+
+    A ring reduce-scatter or all-gather over ranks in several domains sends each rank's
+    (g-1)/g of the data over every link of the ring, and leaves each domain once per
+    channel; NCCL builds its channels over the domain's NICs, one rail each (NVIDIA/
+    nccl@5067397 src/graph/tuning.cc l.318-324: an inter-node ring's bus bandwidth is its
+    channels times the network's per channel), so a domain holding k of the group's ranks
+    sends 1/k of the data through each of their NICs, the rest moving over NVLink (the
+    NVLink part goes at NVLink's pace: link_bytes_s caps the sum there). The ring goes at the
+    pace of the domain with the fewest: k = ranks / domains where the groups align with the
+    domains (span a multiple of the domain); else a domain inside the group's span holds at
+    least floor(domain / stride) of them, stride = span / ranks, and the worst-placed
+    group's edge piece, gcd(span, domain) consecutive ranks (domains_spanned), holds
+    ceil(gcd / stride) of them."""
+    span = np.asarray(span)
+    aligned = span % domain == 0
     per_domain = ranks / coll.domains_spanned(ranks, span, domain)
-    return np.where(aligned, np.maximum(per_domain, 1.0), 1.0)
+    stride = np.maximum(span / np.maximum(ranks, 1), 1.0)
+    inside = np.floor(domain / stride)
+    edge = np.ceil(np.gcd(span.astype(np.int64), domain) / stride)
+    straddling = np.minimum(np.minimum(inside, edge), per_domain)
+    return np.maximum(np.where(aligned, per_domain, straddling), 1.0)
 
 
 def all_to_all_bytes_s(

@@ -177,7 +177,7 @@ def price_plan_terms(
     dp_step, dp_mb, zero3 = (max(float(t[i]) for t in traffic) for i in range(3))
     busy = max(times)
     _, _, per_mb, dp_exposed = brk.micro_batch_and_step_s(
-        a, busy, terms.p2p_s, zero3, dp_mb, dp_step
+        a, pp, layout_vpp(terms), busy, terms.p2p_s, zero3, dp_mb, dp_step
     )
     optimizer_s = max(float(rank_optimizer_step_s(job, a, terms, r, n)) for r, n, _ in ranks)
     step_s = float(brk.step_s(terms.slots, per_mb, dp_exposed, optimizer_s))
@@ -190,6 +190,21 @@ def price_plan_terms(
         mfu=terms.model_flops / (terms.cluster_flop_s * step_s),
         hfu=(terms.model_flops + extra) / (terms.cluster_flop_s * step_s),
     )
+
+
+def layout_vpp(terms: PlanTerms) -> int:
+    """The layout's interleaved chunks (its degrees hold one row per recompute mode)."""
+    return int(np.asarray(terms.degrees.vpp).reshape(-1)[0])
+
+
+def step_sync_hiding(a: CostAssumptions, terms: PlanTerms) -> tuple[float, float]:
+    """(the contended slots the per-step sync hides under, the least share of it charged) as
+    times.exposed_s applies them: max(c - o' h, f c)."""
+    pp = int(np.asarray(terms.degrees.pp).reshape(-1)[0])
+    overlap, unhidden = dpl.step_sync_overlap(a, pp, layout_vpp(terms))
+    slowdown = a.overlap_compute_slowdown
+    contended = float(tim.contended_overlap(overlap, slowdown))
+    return contended, float(tim.exposed_floor(slowdown, unhidden))
 
 
 def even_plan(job: TrainingJob, layout: Layout) -> StagePlan:
@@ -219,13 +234,16 @@ def step_lower_bounds_s(job: TrainingJob, a: CostAssumptions, grid: LayoutGrid) 
     p2p = rnk.p2p_s(job, a, k)
     most_layers = np.ceil(L / k.pp)
     dp_step, dp_mb, zero3 = dpl.rank_data_parallel_s(job, a, k, most_layers, 0.0)
-    _, _, per_mb, dp_exposed = brk.micro_batch_and_step_s(a, busy, p2p, zero3, dp_mb, dp_step)
+    _, _, per_mb, dp_exposed = brk.micro_batch_and_step_s(
+        a, k.pp, k.vpp, busy, p2p, zero3, dp_mb, dp_step
+    )
     # the busiest rank holds at least most_layers layers' parameters, so steps at least this
     optimizer_s = rnk.rank_optimizer_step_s(job, a, k, most_layers, 0.0)
     slowdown = a.overlap_compute_slowdown  # the overlaps as exposed_s applies them
     zero3_overlap = tim.contended_overlap(a.zero3_overlap_fraction, slowdown)
     monotone = (zero3_overlap <= 0.5) | (np.minimum(zero3, dp_mb) == 0)
-    monotone &= tim.contended_overlap(a.dp_overlap_microbatches, slowdown) <= slots
+    dp_overlap, _ = dpl.step_sync_overlap(a, k.pp, k.vpp)
+    monotone &= tim.contended_overlap(dp_overlap, slowdown) <= slots
     exposed = np.asarray(brk.step_s(slots, per_mb, dp_exposed, optimizer_s))
     return np.where(monotone, exposed, brk.step_s(slots, busy + p2p, 0.0, optimizer_s))
 
@@ -251,4 +269,5 @@ __all__ = [
     "rank_data_parallel_s",
     "rank_memory",
     "step_lower_bounds_s",
+    "step_sync_hiding",
 ]

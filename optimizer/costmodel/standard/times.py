@@ -274,15 +274,29 @@ def cp_passes(recompute: Number) -> Number:
     return CP_KV_PASSES + forward_replays(recompute)
 
 
-def exposed_s(comm_s: Number, hiding_s: Number, overlap: float, slowdown: float = 0.0) -> Number:
+def exposed_s(
+    comm_s: Number,
+    hiding_s: Number,
+    overlap: Number,
+    slowdown: float = 0.0,
+    unhidden_share: Number = 0.0,
+) -> Number:
     """Communication left after hiding under `overlap` of some compute, plus what the hidden
-    part costs that compute: `slowdown` of its time (overlap_compute_slowdown)."""
-    # = max(c - o h, 0) + s x (what hid); the staging solver encodes this form
+    part costs that compute: `slowdown` of its time (overlap_compute_slowdown). An
+    `unhidden_share` of it is sent where no compute runs beside it and is paid whole."""
+    # = u c + max((1 - u) c - o' h, s (1 - u) c) with o' = (1 - s) o
+    #   = max(c - o' h, (s + (1 - s) u) c): the staging solver encodes this form
     hides = contended_overlap(overlap, slowdown)
-    return np.maximum(comm_s - hides * hiding_s, slowdown * comm_s)
+    return np.maximum(comm_s - hides * hiding_s, exposed_floor(slowdown, unhidden_share) * comm_s)
 
 
-def contended_overlap(overlap: float, slowdown: float) -> float:
+def exposed_floor(slowdown: float, unhidden_share: Number = 0.0) -> Number:
+    """The least share of a transfer exposed_s charges, however much compute it hides under:
+    its unhidden share whole, `slowdown` of the rest."""
+    return slowdown + (1 - slowdown) * unhidden_share
+
+
+def contended_overlap(overlap: Number, slowdown: float) -> Number:
     """The overlap as exposed_s applies it, where a hidden transfer slows the compute by
     `slowdown`: what the staging tables hold and its bounds test."""
     return (1 - slowdown) * overlap
