@@ -166,8 +166,6 @@ KNOWN_RANK_MISSES = {
     # higher matmul ceiling, tp 4 ranks above SC21's tp 8 by 1-3 points: within the error
     "Megatron-LM SC21 GPT 7.5B on 128 A100",
     "Megatron-LM SC21 GPT 39.1B on 512 A100",
-    # NVL72: the model prefers more cp on NVLink to tp 4 (docs/validation.md)
-    "NVIDIA Megatron-Bridge Llama 3.1 405B on 256 GB200, cp 2, 8,192-token sequences",
 }
 
 
