@@ -21,6 +21,7 @@ from optimizer.costmodel import (
     ProfileName,
     evaluate,
 )
+from optimizer.cpsat import StopSignal
 from optimizer.results import (
     Choice,
     Conflict,
@@ -31,7 +32,7 @@ from optimizer.results import (
     SolverStats,
     Status,
 )
-from optimizer.search import SearchSpace, StopSignal
+from optimizer.search import SearchSpace
 from optimizer.searches import DEFAULT_PROFILE, evaluate_on, optimize, pareto, stage_plans
 from optimizer.staging import StageSearch
 

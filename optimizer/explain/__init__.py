@@ -12,13 +12,14 @@ from dataclasses import dataclass
 
 from models.errors import InvalidSpec
 from optimizer.costmodel import CostAssumptions, Estimate
+from optimizer.cpsat import CutShort
 from optimizer.explain.budget import CUT_SHORT, Budget, priced
 from optimizer.explain.choices import choice_spaces, choices
 from optimizer.explain.conflicts import conflict
 from optimizer.explain.relaxations import relaxations, wide_tables
 from optimizer.explain.slack import slacks
 from optimizer.results import Choice, Conflict, Relaxation, Slack
-from optimizer.search import CutShort, Pricing, SearchProblem, narrowed
+from optimizer.search import Pricing, SearchProblem, narrowed
 
 __all__ = [
     "CUT_SHORT",

@@ -3,12 +3,13 @@ once the caller's stop signal is set), and the layouts they quote, priced by the
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, field
 
 from models.layout import Layout
+from optimizer import cpsat
 from optimizer.costmodel import CostAssumptions, Estimate, evaluate
-from optimizer.search import MIN_SOLVE_S, SearchProblem, SolveSettings, StopSignal
+from optimizer.cpsat import StopSignal
+from optimizer.search import SearchProblem, SolveSettings
 
 GB = 1e9
 
@@ -30,7 +31,8 @@ class Budget:
     stop: StopSignal = field(default_factory=StopSignal)
 
     def settings(self) -> SolveSettings | None:
-        remaining_s = self.deadline - time.perf_counter()
-        if remaining_s <= MIN_SOLVE_S or self.stop.stopped:
+        """The next solve's settings; None when no solve is worth starting."""
+        time_left = cpsat.Budget(self.deadline, self.stop)
+        if not time_left.can_solve:
             return None
-        return SolveSettings(remaining_s, self.workers, self.stop)
+        return SolveSettings(time_left.solve_limit_s(), self.workers, self.stop)

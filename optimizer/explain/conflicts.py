@@ -1,26 +1,26 @@
-"""For a request nothing satisfies: a minimal set of its rules that conflict, from CP-SAT's
-sufficient assumptions narrowed by a deletion filter, each in words with the numbers."""
+"""For a request nothing satisfies: a minimal set of its rules that conflict (the kernel's
+`minimal_core`), each in words with the numbers."""
 
 from __future__ import annotations
 
 from ortools.sat.python import cp_model
 
 from models.layout import Layout
+from optimizer import cpsat
 from optimizer.costmodel import CostAssumptions
+from optimizer.cpsat import CutShort
 from optimizer.explain.budget import GB, Budget, priced
 from optimizer.explain.words import _rule_words
 from optimizer.results import Conflict
 from optimizer.search import (
     MAX_TERM,
     MEMORY_LIMIT,
-    CutShort,
     LayoutModel,
     Pricing,
     SearchProblem,
     Tables,
     new_solver,
     rule_names,
-    run_solver,
 )
 
 
@@ -33,22 +33,7 @@ def _settled_solve(
     if settings is None:
         raise CutShort()
     solver = new_solver(settings)
-    status = run_solver(solver, layout_model.model, settings)
-    if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE, cp_model.INFEASIBLE):
-        raise CutShort()
-    return solver, status
-
-
-def _minimal_core(layout_model: LayoutModel, core: list[str], budget: Budget) -> list[str]:
-    """Drop each rule whose removal leaves the rest still infeasible (deletion filter)."""
-    kept = list(core)
-    for name in core:
-        trial = [rule for rule in kept if rule != name]
-        layout_model.model.clear_assumptions()
-        layout_model.model.add_assumptions([layout_model.rules[r] for r in trial])
-        if _settled_solve(layout_model, budget)[1] == cp_model.INFEASIBLE:
-            kept = trial
-    return kept
+    return solver, cpsat.settled_solve(solver, layout_model.model, settings.stop)
 
 
 def _least_memory(tables: Tables, enforced: set[str], budget: Budget) -> Layout | None:
@@ -84,13 +69,11 @@ def conflict(
     if alone is not None:  # a rule no layout keeps is a minimal conflict by itself
         return (Conflict(alone, _every_layout_breaks(problem, alone)),)
     layout_model = LayoutModel(tables)  # no objective: presolve would otherwise blame all
-    layout_model.model.add_assumptions(list(layout_model.rules.values()))
-    solver, status = _settled_solve(layout_model, budget)
-    if status != cp_model.INFEASIBLE:
+    core = cpsat.minimal_core(
+        layout_model.model, layout_model.rules, lambda: _settled_solve(layout_model, budget)
+    )
+    if core is None:
         return ()  # a false INFEASIBLE earlier would show up here as no conflict
-    by_index = {literal.index: name for name, literal in layout_model.rules.items()}
-    core = [by_index[i] for i in solver.sufficient_assumptions_for_infeasibility()]
-    core = _minimal_core(layout_model, core, budget)
     return tuple(_conflict_item(problem, tables, name, core, assumptions, budget) for name in core)
 
 

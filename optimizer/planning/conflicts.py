@@ -1,40 +1,30 @@
-"""For a plan nothing satisfies: a minimal set of its rules that conflict, found as
-optimizer/explain/conflicts.py finds one for a single job. The model is built with each
-rule an assumption literal and no objective (presolve would otherwise blame them all),
-CP-SAT's sufficient assumptions are narrowed by a deletion filter, and each member is said
-in words with its numbers."""
+"""For a plan nothing satisfies: a minimal set of its rules that conflict, found by the
+kernel's `minimal_core` as for a single job. The model is built with each rule an
+assumption literal and no objective (presolve would otherwise blame them all), and each
+member is said in words with its numbers."""
 
 from __future__ import annotations
 
-import time
-
 from ortools.sat.python import cp_model
 
+from optimizer import cpsat
+from optimizer.cpsat import Budget, CutShort
 from optimizer.planning.model import PlanModel
 from optimizer.planning.options import OptionTable
 from optimizer.planning.problem import PlanProblem, PlanSettings
-from optimizer.planning.solve import new_solver, run
+from optimizer.planning.solve import new_solver
 from optimizer.results import Conflict
-from optimizer.search import CutShort
 
 
-def _infeasible(
-    plan: PlanModel, rules: list[str], settings: PlanSettings, deadline: float
-) -> cp_model.CpSolver | None:
-    """The solver if the model is proved infeasible under `rules`; None if it is feasible;
-    CutShort when time ran out first."""
-    left_s = deadline - time.perf_counter()
-    if left_s <= 0.005 or settings.stop.stopped:
+def _settled(
+    plan: PlanModel, settings: PlanSettings, budget: Budget
+) -> tuple[cp_model.CpSolver, cp_model.CpSolverStatus]:
+    """One solve of the plan's model as it stands; CutShort when no time is left for it or
+    it ends unsettled."""
+    if not budget.can_solve:
         raise CutShort()
-    plan.model.clear_assumptions()
-    plan.model.add_assumptions([plan.rules[r] for r in rules])
-    solver = new_solver(settings, left_s)
-    status = run(solver, plan, settings)
-    if status == cp_model.INFEASIBLE:
-        return solver
-    if status in (cp_model.OPTIMAL, cp_model.FEASIBLE):
-        return None
-    raise CutShort()
+    solver = new_solver(settings, budget.solve_limit_s())
+    return solver, cpsat.settled_solve(solver, plan.model, settings.stop)
 
 
 def plan_conflict(
@@ -42,17 +32,10 @@ def plan_conflict(
 ) -> tuple[Conflict, ...]:
     """A minimal conflicting set of rules; () if none is found; CutShort if out of time."""
     plan = PlanModel(problem, table, free_rules=True)
-    names = list(plan.rules)
-    solver = _infeasible(plan, names, settings, deadline)
-    if solver is None:
+    budget = Budget(deadline, settings.stop)
+    kept = cpsat.minimal_core(plan.model, plan.rules, lambda: _settled(plan, settings, budget))
+    if kept is None:
         return ()
-    by_index = {literal.index: name for name, literal in plan.rules.items()}
-    core = [by_index[i] for i in solver.sufficient_assumptions_for_infeasibility()]
-    kept = list(core)
-    for name in core:  # deletion filter: drop each rule the rest still conflict without
-        trial = [rule for rule in kept if rule != name]
-        if _infeasible(plan, trial, settings, deadline) is not None:
-            kept = trial
     return tuple(Conflict(name, describe(problem, table, name)) for name in kept)
 
 

@@ -14,17 +14,18 @@ from dataclasses import replace
 
 from ortools.sat.python import cp_model
 
+from optimizer import cpsat
+from optimizer.cpsat import Budget
 from optimizer.planning.greedy import Assignment
 from optimizer.planning.model import PlanModel
 from optimizer.planning.options import Option, OptionTable, objective_scale
 from optimizer.planning.problem import PlanProblem, PlanSettings
 from optimizer.planning.results import NodeValue, Reason, Shortfall
-from optimizer.planning.solve import add_hint, new_solver, read_assignment, run, value_of
+from optimizer.planning.solve import add_hint, new_solver, read_assignment, value_of
 
 # The most one explanation's re-solve may take, however much time is left.
 MAX_EXPLAIN_SOLVE_S = 1.0
 BUILD_S_PER_OPTION = 4e-5  # the counts-only model's build, per option (measured)
-SOLVE_MARGIN_S = 0.005  # CP-SAT returns this much after its time limit, at most (measured)
 
 
 class OutOfTime(Exception):
@@ -90,11 +91,11 @@ class WhatIf:
         model.clear_assumptions()
         others = [g for steps in self.grow for g in steps.values() if g not in assume]
         model.add_assumptions(assume + [~g for g in others])
-        left_s = min(deadline - time.perf_counter() - SOLVE_MARGIN_S, MAX_EXPLAIN_SOLVE_S)
-        if left_s < 0.01 or settings.stop.stopped:
+        budget = Budget(deadline, settings.stop)
+        if not budget.can_solve:
             raise OutOfTime()
-        solver = new_solver(replace(settings, gap_limit=0.0), left_s)
-        status = run(solver, self.plan, settings)
+        solver = new_solver(settings, min(budget.solve_limit_s(), MAX_EXPLAIN_SOLVE_S))
+        status = cpsat.solve(solver, self.plan.model, settings.stop)
         if status == cp_model.INFEASIBLE:
             return None
         if status != cp_model.OPTIMAL:

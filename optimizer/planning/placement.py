@@ -22,12 +22,12 @@ import numpy as np
 from models.hardware import fits_one_domain
 from models.layout import Dimension
 from optimizer.costmodel import Estimate
+from optimizer.cpsat import CutShort, StopSignal, time_is_up
 from optimizer.planning.cluster import Cell, Pool
 from optimizer.planning.greedy import Assignment
 from optimizer.planning.jobs import PlanJob
 from optimizer.planning.options import OptionTable
 from optimizer.planning.problem import PlanProblem
-from optimizer.search import CutShort, StopSignal, time_is_up
 from optimizer.searches import evaluate_on
 
 BF16_BYTES = 2

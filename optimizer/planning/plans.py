@@ -13,6 +13,7 @@ import time
 from dataclasses import replace
 
 from optimizer.costmodel import Estimate
+from optimizer.cpsat import CutShort, time_is_up
 from optimizer.engines import Artefact, export, get_engine
 from optimizer.planning import conflicts as conflicting
 from optimizer.planning import explain as explaining
@@ -31,7 +32,6 @@ from optimizer.planning.problem import PlanProblem, PlanSettings, check_problem,
 from optimizer.planning.results import JobPlan, LeftOut, PlanResult, PlanStats
 from optimizer.planning.solve import Solved, solve_plan
 from optimizer.results import Status
-from optimizer.search import CutShort, time_is_up
 
 # Of the time limit, what pricing the scaling curves may take when the cache lacks them.
 CURVE_SHARE = 0.6

@@ -8,9 +8,9 @@ from functools import cached_property
 from typing import Literal
 
 from models.errors import InvalidSpec
+from optimizer.cpsat import StopSignal
 from optimizer.planning.cluster import Cell, Pool, cells_of, check_pool
 from optimizer.planning.jobs import PlanJob
-from optimizer.search import StopSignal
 
 Objective = Literal["throughput", "fairness", "deadlines"]
 OBJECTIVES: tuple[Objective, ...] = ("throughput", "fairness", "deadlines")

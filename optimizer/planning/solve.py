@@ -20,12 +20,13 @@ the tie-breaks were proved is reported beside it.
 
 from __future__ import annotations
 
-import math
 import time
 from dataclasses import dataclass, replace
 
 from ortools.sat.python import cp_model
 
+from optimizer import cpsat
+from optimizer.cpsat import Budget
 from optimizer.planning.cluster import Cell
 from optimizer.planning.greedy import Assignment, greedy_plan, pack
 from optimizer.planning.model import PlanModel
@@ -35,8 +36,6 @@ from optimizer.results import Status
 
 # Of the time left, what the first part may take; the second gets the rest.
 FIRST_SHARE = 0.6
-READ_BACK_S = 0.01  # kept back for CP-SAT's overshoot and the read-back
-MIN_SOLVE_S = 0.005
 SOLVE_RANGE = 2**52  # a folded objective's span stays below this (the LP sees it exactly)
 # Building the node model costs about this per node-count variable (measured: 1.0 s for
 # 25,600 on the reference machine); a model that would take more than half the time left
@@ -63,22 +62,8 @@ class Solved:
 
 
 def new_solver(settings: PlanSettings, time_limit_s: float) -> cp_model.CpSolver:
-    solver = cp_model.CpSolver()
-    parameters = solver.parameters
-    parameters.max_time_in_seconds = max(time_limit_s, MIN_SOLVE_S)
-    parameters.num_workers = settings.workers
-    parameters.random_seed = settings.seed
-    return solver
-
-
-def run(
-    solver: cp_model.CpSolver, plan: PlanModel, settings: PlanSettings
-) -> cp_model.CpSolverStatus:
-    """Every solve goes through here, so that the stop signal can end it from outside."""
-    with settings.stop.watching(solver):
-        if settings.stop.stopped:
-            return cp_model.UNKNOWN
-        return solver.solve(plan.model)
+    """The kernel's solver with the plan's workers and fixed seed."""
+    return cpsat.new_solver(time_limit_s, settings.workers, settings.seed)
 
 
 def add_hint(plan: PlanModel, assignment: Assignment) -> None:
@@ -112,11 +97,6 @@ def racks_of(cells: tuple[Cell, ...], assignment: Assignment) -> int:
     return len(spanned)
 
 
-def _left(deadline: float) -> float:
-    """What a solve may take: the time left, less CP-SAT's overshoot and the read-back."""
-    return deadline - time.perf_counter() - READ_BACK_S
-
-
 def _fold(
     levels: list[tuple[cp_model.LinearExpr, int, int]],
 ) -> tuple[cp_model.LinearExpr, list[int]]:
@@ -145,23 +125,22 @@ def _value_range(plan: PlanModel) -> int:
 def _bound_of(solver: cp_model.CpSolver, multiplier: int) -> int | None:
     """The top level's bound from the folded one's: the levels below add at most
     multiplier - 1 and subtract at most as much."""
-    bound = solver.best_objective_bound
-    if not math.isfinite(bound):
-        return None
-    return (math.floor(bound) + multiplier - 1) // multiplier
+    bound = cpsat.objective_bound(solver)
+    return None if bound is None else (bound + multiplier - 1) // multiplier
 
 
 def solve_plan(
     problem: PlanProblem, table: OptionTable, settings: PlanSettings, deadline: float
 ) -> Solved:
+    budget = Budget(deadline, settings.stop)
     cells = problem.cells() if problem.assign_nodes else ()
     greedy = greedy_plan(problem, table, cells)
     decomposable = all(pool.domain_nodes == 1 for pool in problem.pools)
     if problem.assign_nodes and not decomposable:
-        return _joint(problem, table, settings, deadline, greedy)
+        return _joint(problem, table, settings, budget, greedy)
     counts_only = PlanModel(replace(problem, assign_nodes=False), table)
     hint = None if greedy is None else Assignment(greedy.choice)
-    first = _options(counts_only, settings, deadline, hint)
+    first = _options(counts_only, settings, budget, hint)
     if not problem.assign_nodes or first.assignment is None:
         return first
     choice = first.assignment.choice
@@ -169,14 +148,14 @@ def solve_plan(
     chosen_cells = sum(
         sum(c.pool == table.options[j][o].pool for c in cells) for j, o in enumerate(choice)
     )
-    if chosen_cells * BUILD_S_PER_VARIABLE > _left(deadline) / 2 and placed is not None:
+    if chosen_cells * BUILD_S_PER_VARIABLE > budget.left_s() / 2 and placed is not None:
         note = (
             f"the node model ({chosen_cells:,} node-count variables) would take longer to "
             "build than the time left allows: nodes are packed greedily (topology not proved)"
         )
         racks = racks_of(cells, placed)
         return replace(first, assignment=placed, racks=racks, tie_break_proved=False, notes=(note,))
-    return _nodes(problem, table, settings, deadline, first, placed)
+    return _nodes(problem, table, settings, budget, first, placed)
 
 
 def _restricted(table: OptionTable, choice: tuple[int, ...]) -> OptionTable:
@@ -192,19 +171,19 @@ def _restricted(table: OptionTable, choice: tuple[int, ...]) -> OptionTable:
 
 
 def _options(
-    plan: PlanModel, settings: PlanSettings, deadline: float, hint: Assignment | None
+    plan: PlanModel, settings: PlanSettings, budget: Budget, hint: Assignment | None
 ) -> Solved:
     """Part 1 on the counts-only model: the objective, then the option tie-break."""
     tie, most_tie = plan.option_tie_break()
     levels = [(plan.value(), _value_range(plan), 1), (tie, most_tie, -1)]
-    return _first_part(plan, levels, settings, deadline, hint)
+    return _first_part(plan, levels, settings, budget, hint)
 
 
 def _first_part(
     plan: PlanModel,
     levels: list[tuple[cp_model.LinearExpr, int, int]],
     settings: PlanSettings,
-    deadline: float,
+    budget: Budget,
     hint: Assignment | None,
 ) -> Solved:
     """One solve of the objective levels folded into one (the tie-breaks proved only when
@@ -214,9 +193,9 @@ def _first_part(
     if hint is not None:
         add_hint(plan, hint)
     start = time.perf_counter()
-    solver = new_solver(settings, _left(deadline) * FIRST_SHARE)
+    solver = new_solver(settings, budget.solve_limit_s(FIRST_SHARE))
     solver.parameters.relative_gap_limit = settings.gap_limit
-    status = run(solver, plan, settings)
+    status = cpsat.solve(solver, plan.model, settings.stop)
     sizes = (len(plan.model.proto.variables), len(plan.model.proto.constraints))
     folded = len(multipliers) == len(levels)
     first = _settled(plan, solver, status, multipliers[0], hint, folded, settings, sizes)
@@ -282,7 +261,7 @@ def _nodes(
     problem: PlanProblem,
     table: OptionTable,
     settings: PlanSettings,
-    deadline: float,
+    budget: Budget,
     first: Solved,
     placed: Assignment | None,
 ) -> Solved:
@@ -298,8 +277,8 @@ def _nodes(
     plan.model.maximize(objective)
     if placed is not None:
         add_hint(plan, Assignment(tuple(int(o > 0) for o in placed.choice), placed.nodes_in))
-    solver = new_solver(settings, _left(deadline))
-    status = run(solver, plan, settings)
+    solver = new_solver(settings, budget.solve_limit_s())
+    status = cpsat.solve(solver, plan.model, settings.stop)
     solves, branches = first.solves + 1, first.branches + solver.num_branches
     sizes = (
         first.variables + len(plan.model.proto.variables),
@@ -337,7 +316,7 @@ def _joint(
     problem: PlanProblem,
     table: OptionTable,
     settings: PlanSettings,
-    deadline: float,
+    budget: Budget,
     greedy: Assignment | None,
 ) -> Solved:
     """Part 1 on the joint model (NVLink domains spanning nodes): the objective, the option
@@ -349,7 +328,7 @@ def _joint(
         (tie, most_tie, -1),
         (plan.racks_spanned(), plan.most_racks, -1),
     ]
-    first = _first_part(plan, levels, settings, deadline, greedy)
+    first = _first_part(plan, levels, settings, budget, greedy)
     if first.assignment is None or not (first.topology_proved and first.tie_break_proved):
         return replace(first, tie_break_proved=False)
-    return _nodes(problem, table, settings, deadline, first, first.assignment)
+    return _nodes(problem, table, settings, budget, first, first.assignment)

@@ -1,13 +1,14 @@
 """The search: a request's space resolved against a job (space.py, problem.py), the cost
 model's terms tabulated (terms.py, placements.py, tables.py, dominance.py), the CP-SAT model
 (structure.py, model.py, objectives.py), one request's pricing shared by its searches
-(pricing.py), its solves (solve.py, stopping.py), the optimum by MFU ceilings
+(pricing.py), its solves (solve.py, on the CP-SAT kernel optimizer/cpsat/), the optimum by MFU ceilings
 (ceilings.py, ceiling_search.py), the frontier
 (frontier.py), and the exhaustive enumerator that is its oracle (enumerator.py).
 
 Other rooms import from this module only.
 """
 
+from optimizer.cpsat import CutShort, StopSignal, time_is_up
 from optimizer.search.boxes import engine_rules_broken
 from optimizer.search.ceiling_search import (
     MAX_EXPLAIN_CEILING_CELLS,
@@ -38,18 +39,15 @@ from optimizer.search.problem import (
     resolve_space,
 )
 from optimizer.search.solve import (
-    MIN_SOLVE_S,
     Found,
     SolveSettings,
     best_layout,
     choosable_model,
     least_memory_beating,
     new_solver,
-    run_solver,
     solve_best,
 )
 from optimizer.search.space import MAX_MICRO_BATCH_VALUES, MAX_SEARCH_VPP, SearchSpace
-from optimizer.search.stopping import CutShort, StopSignal, time_is_up
 from optimizer.search.tables import NoLayouts, Tables, build_tables
 from optimizer.search.terms import LN_MFU_SCALE, MAX_TERM
 
@@ -64,7 +62,6 @@ __all__ = [
     "MAX_TERM",
     "MEMORY_LIMIT",
     "MIN_INTERLEAVED_PP",
-    "MIN_SOLVE_S",
     "NoLayouts",
     "PRICED_KNOBS",
     "Pricing",
@@ -99,7 +96,6 @@ __all__ = [
     "resolve_space",
     "restriction_masks",
     "rule_names",
-    "run_solver",
     "solve_best",
     "tie_floor",
     "time_is_up",

@@ -21,9 +21,9 @@ from optimizer.costmodel import (
     LayoutGrid,
     Profile,
 )
+from optimizer.cpsat import CutShort
 from optimizer.search.placements import PlacementClasses
 from optimizer.search.problem import ENGINE_RULE_PREFIX, KNOBS, SearchProblem, valid_knob_mask
-from optimizer.search.stopping import CutShort
 from optimizer.search.terms import PLACEMENT
 
 # Cells of one box (every combination, valid or not): the largest arrays a box pricing

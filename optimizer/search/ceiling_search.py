@@ -23,19 +23,17 @@ bound).
 from __future__ import annotations
 
 import math
-import time
 from collections.abc import Callable
 from dataclasses import replace
-from functools import partial
 
 import numpy as np
 
 from optimizer.costmodel import CostAssumptions, evaluate
+from optimizer.cpsat import Budget, CutShort
 from optimizer.search.ceilings import TupleRanking, ceiling_cells, has_ceilings, rank_tuples
 from optimizer.search.placements import placement_classes
 from optimizer.search.problem import SearchProblem
 from optimizer.search.solve import Found, SolveSettings, best_layout
-from optimizer.search.stopping import CutShort, time_is_up
 from optimizer.search.terms import LN_MFU_SCALE
 
 # Tuples priced and solved first, those of best probe (ceilings.TupleRanking): the probes'
@@ -73,29 +71,27 @@ def best_layout_by_ceilings(
     classes = placement_classes(problem)
     if ceiling_cells(problem, classes) > MAX_CEILING_CELLS:
         return best_layout(problem, assumptions, settings)  # priced whole, under its guards
-    deadline = time.perf_counter() + settings.time_limit_s
+    budget = settings.budget()
     try:
-        ranking = rank_tuples(
-            problem, classes, assumptions, partial(time_is_up, deadline, settings.stop)
-        )
+        ranking = rank_tuples(problem, classes, assumptions, lambda: budget.expired)
     except CutShort:
         return Found(None, False, 0)
     ceilings = ranking.ceilings
     first = np.sort(ranking.order()[:FIRST_TUPLES])
     others = np.setdiff1d(np.arange(len(ceilings)), first)
-    found = best_layout(_with_tuples(problem, first), assumptions, _left(settings, deadline))
+    found = best_layout(_with_tuples(problem, first), assumptions, settings.within(budget))
     if not found.proved:
         return _with_bound_over(found, ceilings[others])
     if found.layout is None:  # none in the first tuples: the optimum is the others'
-        other = best_layout(_with_tuples(problem, others), assumptions, _left(settings, deadline))
+        other = best_layout(_with_tuples(problem, others), assumptions, settings.within(budget))
         return replace(other, solves=other.solves + found.solves)
     incumbent = _mfu(problem, assumptions, found)
     floor = tie_floor(incumbent)
     rest = others[ceilings[others] >= floor]
     if rest.size == 0:
         return found
-    other = _floored(problem, ranking, rest, floor, assumptions, _left(settings, deadline))
-    return _better(problem, assumptions, settings, deadline, (found, incumbent), other, first, rest)
+    other = _floored(problem, ranking, rest, floor, assumptions, settings.within(budget))
+    return _better(problem, assumptions, settings, budget, (found, incumbent), other, first, rest)
 
 
 def best_layout_above(
@@ -106,17 +102,16 @@ def best_layout_above(
     explanation asks of a widened space: does anything there beat the optimum?)."""
     if not has_ceilings(problem):
         return best_layout(problem, assumptions, settings)
-    deadline = time.perf_counter() + settings.time_limit_s
-    cut_short = partial(time_is_up, deadline, settings.stop)
+    budget = settings.budget()
     try:
         floored = reaching_problem(
-            problem, assumptions, floor, cut_short, MAX_EXPLAIN_CEILING_CELLS
+            problem, assumptions, floor, lambda: budget.expired, MAX_EXPLAIN_CEILING_CELLS
         )
     except CutShort:
         return Found(None, False, 0)
     if len(floored.degrees) == 0:
         return Found(None, True, 0)
-    return best_layout(floored, assumptions, _left(settings, deadline))
+    return best_layout(floored, assumptions, settings.within(budget))
 
 
 def reaching_problem(
@@ -169,7 +164,7 @@ def _better(
     problem: SearchProblem,
     assumptions: CostAssumptions,
     settings: SolveSettings,
-    deadline: float,
+    budget: Budget,
     first_optimum: tuple[Found, float],
     other: Found,
     first: np.ndarray,
@@ -193,7 +188,7 @@ def _better(
     # as good as each other: the solver's tie-break over both sets, above the floor
     floor = tie_floor(incumbent)
     both = replace(_with_tuples(problem, np.union1d(first, rest)), mfu_floor=floor)
-    again = best_layout(both, assumptions, _left(settings, deadline))
+    again = best_layout(both, assumptions, settings.within(budget))
     return replace(again, solves=again.solves + solves)
 
 
@@ -217,7 +212,3 @@ def _mfu(problem: SearchProblem, assumptions: CostAssumptions, found: Found) -> 
 
 def _with_tuples(problem: SearchProblem, tuples: np.ndarray) -> SearchProblem:
     return replace(problem, degrees=problem.degrees[tuples])
-
-
-def _left(settings: SolveSettings, deadline: float) -> SolveSettings:
-    return settings.with_time_limit(max(deadline - time.perf_counter(), 0.0))

@@ -10,16 +10,15 @@ ln(MFU) to 1 / LN_MFU_SCALE.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from functools import cache
 
 from models.layout import Layout
 from optimizer.costmodel import CostAssumptions, evaluate
+from optimizer.cpsat import CutShort
 from optimizer.search.enumerator import FLOAT_NOISE_RELATIVE
 from optimizer.search.problem import SearchProblem
 from optimizer.search.solve import Found, SolveSettings, choosable_model, frontier_point
-from optimizer.search.stopping import CutShort
 from optimizer.search.tables import NoLayouts, build_tables
 
 
@@ -27,11 +26,11 @@ def frontier(
     problem: SearchProblem, assumptions: CostAssumptions, settings: SolveSettings
 ) -> tuple[list[Layout], bool]:
     """Non-dominated layouts, memory ascending, and whether every solve was proved."""
-    deadline = time.perf_counter() + settings.time_limit_s
+    budget = settings.budget()
     if len(problem.degrees) == 0:
         return [], True
     try:
-        tables = build_tables(problem, assumptions, deadline=deadline, stop=settings.stop)
+        tables = build_tables(problem, assumptions, deadline=budget.deadline, stop=budget.stop)
         layout_model = choosable_model(tables)
     except NoLayouts:
         return [], True
@@ -45,8 +44,8 @@ def frontier(
 
     cap_bytes: int | None = None
     proved = False
-    while (remaining_s := deadline - time.perf_counter()) > 0:
-        found = frontier_point(layout_model, settings.with_time_limit(remaining_s), cap_bytes)
+    while not budget.expired:
+        found = frontier_point(layout_model, settings.within(budget), cap_bytes)
         if found.layout is None or found.memory_bytes is None or not found.proved:
             proved = found.layout is None and found.proved  # a point short of its proof may
             break  # be dominated: stop honestly

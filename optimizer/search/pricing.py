@@ -26,10 +26,10 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from optimizer.costmodel import CostAssumptions
+from optimizer.cpsat import CutShort, StopSignal, time_is_up
 from optimizer.search.dominance import ruled_knobs, without_dominated
 from optimizer.search.placements import PlacementClasses, placement_classes
 from optimizer.search.problem import SearchProblem
-from optimizer.search.stopping import CutShort, StopSignal, time_is_up
 from optimizer.search.tables import (
     COUPLED_KNOBS,
     NoLayouts,

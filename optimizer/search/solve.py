@@ -4,18 +4,18 @@ tie-break), and one frontier point. The model itself is in cpsat_model.py."""
 from __future__ import annotations
 
 import math
-import time
 from dataclasses import dataclass, field, replace
 
 from ortools.sat.python import cp_model
 
 from models.layout import Layout
+from optimizer import cpsat
 from optimizer.costmodel import CostAssumptions
+from optimizer.cpsat import Budget, CutShort, StopSignal
 from optimizer.search.enumerator import frontier_rows
 from optimizer.search.model import LayoutModel
 from optimizer.search.pricing import Pricing
 from optimizer.search.problem import SearchProblem
-from optimizer.search.stopping import CutShort, StopSignal
 from optimizer.search.tables import NoLayouts, Tables
 from optimizer.search.terms import LN_MFU_SCALE
 
@@ -28,6 +28,14 @@ class SolveSettings:
 
     def with_time_limit(self, time_limit_s: float) -> SolveSettings:
         return replace(self, time_limit_s=time_limit_s)
+
+    def budget(self) -> Budget:
+        """The settings' time from now on: a deadline and the stop signal."""
+        return Budget.starting_now(self.time_limit_s, self.stop)
+
+    def within(self, budget: Budget) -> SolveSettings:
+        """These settings with what is left of `budget`."""
+        return self.with_time_limit(budget.left_s())
 
 
 @dataclass(frozen=True)
@@ -50,49 +58,33 @@ def choosable_model(tables: Tables, relaxed: frozenset[str] = frozenset()) -> La
     return LayoutModel(frontier_rows(tables, relaxed))
 
 
-def run_solver(
-    solver: cp_model.CpSolver, model: cp_model.CpModel, settings: SolveSettings
-) -> cp_model.CpSolverStatus:
-    """Every solve goes through here, so that `settings.stop` can end it from outside."""
-    with settings.stop.watching(solver):
-        if settings.stop.stopped:
-            return cp_model.UNKNOWN
-        return solver.solve(model)
-
-
-def objective_bound(solver: cp_model.CpSolver) -> int | None:
-    bound = solver.best_objective_bound
-    return int(math.floor(bound)) if math.isfinite(bound) else None
-
-
-# CP-SAT's smallest time limit here: below it a solve only pays its set-up.
-MIN_SOLVE_S = 0.01
-
-
-def new_solver(settings: SolveSettings, time_limit_s: float | None = None) -> cp_model.CpSolver:
-    """Settings measured on these table models (docs/performance.md, "## Solver"):
+def new_solver(settings: SolveSettings) -> cp_model.CpSolver:
+    """The kernel's solver (cpsat.new_solver) with settings measured on these table models
+    (docs/performance.md, "## Solver"):
     - presolve off: it cost more than it saved, and with probing level 0 OR-Tools 9.15's
       presolve wrongly proved one frontier step infeasible (cf. google/or-tools#5274);
     - no root probing: it took 1.2 s of 1.7 s on profile standard's one-table model;
     - fixed search over `add_search_order`'s rows, best first; the LP relaxation off;
     - no symmetry detection: it cost 15% of a solve of the plate's standard model (46 -> 39
       ms) and found nothing to use; the answer does not depend on it, since the tie-break
-      solves order every layout;
-    - Ctrl-C left to the process: CP-SAT's own SIGINT handler, once the solve ends, resets
-      the signal to its default action (not to the handler before it), so a study worker
-      that ignores SIGINT died of the next Ctrl-C; solves are stopped by `StopSignal`.
+      solves order every layout.
     """
-    solver = cp_model.CpSolver()
+    solver = cpsat.new_solver(settings.time_limit_s, settings.workers)
     parameters = solver.parameters
-    parameters.max_time_in_seconds = max(time_limit_s or settings.time_limit_s, MIN_SOLVE_S)
-    parameters.num_workers = settings.workers
     parameters.cp_model_presolve = False
     parameters.cp_model_probing_level = 0
     parameters.search_branching = cp_model.FIXED_SEARCH
     parameters.linearization_level = 0
     parameters.symmetry_level = 0
-    parameters.catch_sigint_signal = False
     return solver
+
+
+def _solve(
+    layout_model: LayoutModel, settings: SolveSettings
+) -> tuple[cp_model.CpSolver, cp_model.CpSolverStatus]:
+    """One solve of the model as staged, stoppable by `settings.stop`."""
+    solver = new_solver(settings)
+    return solver, cpsat.solve(solver, layout_model.model, settings.stop)
 
 
 def solve_best(
@@ -106,19 +98,18 @@ def solve_best(
     `must_beat_mfu`, a first solve proving that no layout reaches it ends there: the layout
     is then one of the ties, not the tie-break's (a caller asking whether anything beats an
     MFU needs no more; the tie-break solve cost as much as the first)."""
-    start = time.perf_counter()
+    budget = settings.budget()
     layout_model.enforce(relaxed)
     layout_model.cap_memory(memory_cap_bytes)
     layout_model.stage_most_mfu()
-    solver = new_solver(settings)
-    status = run_solver(solver, layout_model.model, settings)
+    solver, status = _solve(layout_model, settings)
     if status == cp_model.INFEASIBLE:
         return Found(None, True, 1)
     if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
-        return Found(None, False, 1, bound_ln_mfu=objective_bound(solver))
+        return Found(None, False, 1, bound_ln_mfu=cpsat.objective_bound(solver))
     proved = status == cp_model.OPTIMAL
     best_ln_mfu = int(round(solver.value(layout_model.ln_mfu_value)))
-    bound = best_ln_mfu if proved else objective_bound(solver)
+    bound = best_ln_mfu if proved else cpsat.objective_bound(solver)
     first = Found(
         layout_model.layout(solver),
         False,
@@ -132,10 +123,7 @@ def solve_best(
     last = solver
     for stage in range(len(layout_model.tie_break)):
         layout_model.stage_tie_break(best_ln_mfu, last, stage)
-        spent_s = time.perf_counter() - start
-        remaining = settings.with_time_limit(settings.time_limit_s - spent_s)
-        tie_solver = new_solver(remaining)
-        tie_status = run_solver(tie_solver, layout_model.model, remaining)
+        tie_solver, tie_status = _solve(layout_model, settings.within(budget))
         if tie_status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
             return replace(first, solves=first.solves + stage + 1)
         proved = proved and tie_status == cp_model.OPTIMAL
@@ -174,8 +162,7 @@ def frontier_point(
 
 def solve_once(layout_model: LayoutModel, settings: SolveSettings) -> Found:
     """One solve of the model as staged, read back."""
-    solver = new_solver(settings)
-    status = run_solver(solver, layout_model.model, settings)
+    solver, status = _solve(layout_model, settings)
     if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         return Found(None, status == cp_model.INFEASIBLE, 1)
     return Found(
@@ -199,17 +186,16 @@ def best_layout(
     (rows another search of the request priced are not priced again)."""
     if len(problem.degrees) == 0:
         return Found(None, True, 0)
-    deadline = time.perf_counter() + settings.time_limit_s
+    budget = settings.budget()
     pricing = pricing or Pricing(problem, assumptions)
     try:
-        tables = pricing.tables(problem, deadline=deadline, stop=settings.stop)
+        tables = pricing.tables(problem, deadline=budget.deadline, stop=budget.stop)
         layout_model = choosable_model(tables, relaxed)
     except NoLayouts:
         return Found(None, True, 0)
     except CutShort:
         return Found(None, False, 0)
-    remaining = settings.with_time_limit(deadline - time.perf_counter())
-    return solve_best(layout_model, remaining, relaxed, must_beat_mfu=must_beat_mfu)
+    return solve_best(layout_model, settings.within(budget), relaxed, must_beat_mfu=must_beat_mfu)
 
 
 # How much better, in the solver's ln(MFU) units, a layout must be to count as a step up:

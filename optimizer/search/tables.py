@@ -16,12 +16,12 @@ import numpy as np
 
 from models.errors import InvalidSpec
 from optimizer.costmodel import CostAssumptions, GridPrices, LayoutGrid, profile_named
+from optimizer.cpsat import CutShort, StopSignal, time_is_up
 from optimizer.search.boxes import axis_values, boxed_prices
 from optimizer.search.ceilings import floored_rows
 from optimizer.search.dominance import without_dominated
 from optimizer.search.placements import PlacementClasses, placement_classes
 from optimizer.search.problem import KNOBS, SearchProblem, degree_columns, valid_knob_mask
-from optimizer.search.stopping import CutShort, StopSignal, time_is_up
 from optimizer.search.terms import (
     LN_MFU_SCALE,
     MAX_TERM,

@@ -20,19 +20,17 @@ from optimizer.costmodel import (
     schedule_code,
 )
 from optimizer.costmodel import stage_plans as sp
+from optimizer.cpsat import Budget, CutShort, StopSignal
 from optimizer.search import (
     ENGINE_RULE_PREFIX,
     EVEN_STAGES,
     MEMORY_LIMIT,
-    CutShort,
     PricedSpace,
     SearchProblem,
-    StopSignal,
     layout_grid,
     narrowed,
     placement_class_of,
     restriction_masks,
-    time_is_up,
 )
 from optimizer.staging.search import (
     Candidates,
@@ -124,9 +122,9 @@ def plan_space_size(
     return total
 
 
-def look(deadline: float, stop: StopSignal) -> None:
+def look(budget: Budget) -> None:
     """CutShort when the time is up or the stop signal is set: nothing is claimed."""
-    if time_is_up(deadline, stop):
+    if budget.expired:
         raise CutShort()
 
 
@@ -164,7 +162,7 @@ def one_placement_a_class(
     return grid.take(kept)
 
 
-def layouts_in_blocks(problem: SearchProblem, deadline: float, stop: StopSignal) -> LayoutGrid:
+def layouts_in_blocks(problem: SearchProblem, budget: Budget) -> LayoutGrid:
     """The problem's valid layouts, one placement a class, a block of degree tuples at a
     time (memory stays near CHUNK_ROWS however many knob values); refused once they pass
     MAX_STAGE_LAYOUTS."""
@@ -173,7 +171,7 @@ def layouts_in_blocks(problem: SearchProblem, deadline: float, stop: StopSignal)
     grids, rows = [layout_grid(replace(problem, degrees=problem.degrees[:0]))], 0
     representative = placement_class_of(problem)  # once: per block it costs per call
     for start in range(0, len(problem.degrees), block):
-        look(deadline, stop)
+        look(budget)
         part = replace(problem, degrees=problem.degrees[start : start + block])
         of = representative[start : start + block]
         grids.append(one_placement_a_class(part, of, layout_grid(part)))
@@ -188,15 +186,13 @@ def layouts_in_blocks(problem: SearchProblem, deadline: float, stop: StopSignal)
     return joined(grids)
 
 
-def priced_in_chunks(
-    problem: SearchProblem, a: CostAssumptions, deadline: float, stop: StopSignal
-) -> PricedSpace:
+def priced_in_chunks(problem: SearchProblem, a: CostAssumptions, budget: Budget) -> PricedSpace:
     """Every layout of the problem priced by the profile a chunk at a time."""
-    grid = layouts_in_blocks(problem, deadline, stop)
+    grid = layouts_in_blocks(problem, budget)
     profile = profile_named(problem.profile)
     parts: list[GridPrices] = []
     for start in range(0, max(len(grid), 1), CHUNK_ROWS):
-        look(deadline, stop)
+        look(budget)
         rows = np.arange(start, min(start + CHUNK_ROWS, len(grid)))
         parts.append(profile.price_grid(problem.job, grid.take(rows), a))
     fields = GridPrices.__dataclass_fields__
@@ -209,13 +205,12 @@ def bounded_in_chunks(
     a: CostAssumptions,
     grid: LayoutGrid,
     rows: np.ndarray,
-    deadline: float,
-    stop: StopSignal,
+    budget: Budget,
 ) -> np.ndarray:
     """Each row's lower bound over its stage plans (inf for rows not searched)."""
     bounds = np.full(len(grid), np.inf)
     for start in range(0, rows.size, CHUNK_ROWS):
-        look(deadline, stop)
+        look(budget)
         chunk = rows[start : start + CHUNK_ROWS]
         bounds[chunk] = sp.step_lower_bounds_s(job, a, grid.take(chunk))
     return bounds
@@ -236,10 +231,9 @@ def search_stage_plans(
     uniform = not recompute_per_stage(engine, per_stage_recompute)
     refuse_mode_dependent_traffic(problem, a)
     problem = narrowed(problem)
-    stop = stop or StopSignal()
-    deadline = start + time_limit_s
+    budget = Budget(start + time_limit_s, stop or StopSignal())
     try:
-        priced = priced_in_chunks(problem, a, deadline, stop)
+        priced = priced_in_chunks(problem, a, budget)
         masks = restriction_masks(problem, priced)
         base = searchable_rows(priced, masks)
         fits = base & masks[MEMORY_LIMIT]
@@ -248,14 +242,14 @@ def search_stage_plans(
         grid = priced.grid
         dualpipe = grid.schedule_codes == schedule_code(Schedule.DUALPIPE)
         rows = np.flatnonzero(base & (grid.pp > 1) & ~dualpipe)
-        bounds = bounded_in_chunks(job, a, grid, rows, deadline, stop)
+        bounds = bounded_in_chunks(job, a, grid, rows, budget)
         candidates = group_candidates(grid, bounds, rows)
     except CutShort:
         wall_s = time.perf_counter() - start
         return StageSearch(None, None, False, 0, 0, 0, 0, 0.0, wall_s)  # nothing proved
     L = job.model.num_layers
     best, proved, solved, pruned, rounding = branch_and_bound(
-        problem, a, grid, candidates, incumbent, uniform, deadline, workers, stop
+        problem, a, grid, candidates, incumbent, uniform, budget, workers
     )
     return StageSearch(
         best=best,

@@ -11,7 +11,6 @@ model's (`price_plan_terms`).
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 
 import numpy as np
@@ -20,10 +19,12 @@ from ortools.sat.python import cp_model
 from models.job import TrainingJob
 from models.layout import Layout
 from models.stage_plan import StagePlan
+from optimizer import cpsat
 from optimizer.costmodel import RECOMPUTE_CODES, CostAssumptions, LayoutGrid
 from optimizer.costmodel import stage_plans as sp
+from optimizer.cpsat import Budget
 from optimizer.results import Status, status_of
-from optimizer.search import SearchProblem, SolveSettings, StopSignal, run_solver
+from optimizer.search import SearchProblem, SolveSettings
 from optimizer.staging.bounds import least_busy_units, step_bound_s
 from optimizer.staging.model import StageModel
 from optimizer.staging.tables import plan_tables, with_dp_tables, with_least_dp
@@ -133,10 +134,8 @@ def solve_candidate(
             return None, True, tables.rounding  # no plan beats the incumbent
     tables = with_dp_tables(job, a, terms, tables)
     stage = StageModel(tables, uniform)
-    solver = cp_model.CpSolver()
-    solver.parameters.max_time_in_seconds = max(settings.time_limit_s, 0.01)
-    solver.parameters.num_workers = settings.workers
-    status = run_solver(solver, stage.model, settings)
+    solver = cpsat.new_solver(settings.time_limit_s, settings.workers)
+    status = cpsat.solve(solver, stage.model, settings.stop)
     if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         return None, status == cp_model.INFEASIBLE, tables.rounding
     layers, modes = stage.read(solver)
@@ -152,9 +151,8 @@ def branch_and_bound(
     candidates: Candidates,
     incumbent: PlanFound | None,
     uniform: bool,
-    deadline: float,
+    budget: Budget,
     workers: int,
-    stop: StopSignal,
 ) -> tuple[PlanFound | None, bool, int, int, float]:
     """(best, proved, solved, pruned, rounding): candidates in bound order until the next
     bound cannot beat the incumbent, or the time is out (then not proved)."""
@@ -163,10 +161,9 @@ def branch_and_bound(
         candidate = candidates[i]
         if best is not None and candidate.bound_s >= best.price.step_time_s:
             return best, proved, solved, len(candidates) - i, rounding
-        left = deadline - time.perf_counter()
-        if left <= 0 or stop.stopped:
+        if budget.expired:
             return best, False, solved, 0, rounding
-        settings = SolveSettings(left, workers, stop)
+        settings = SolveSettings(budget.solve_limit_s(), workers, budget.stop)
         layout = grid.layout(candidate.row)
         found, done, r = solve_candidate(
             problem.job,
