@@ -241,6 +241,9 @@ def test_optimise_fills_the_optimum_and_draws_the_frontier(page: WebDriver, tmp_
     optimum = enumerator.best_layout(problem, CostAssumptions())  # the exhaustive oracle
     frontier = enumerator.frontier_points(problem, CostAssumptions())
     assert optimum is not None
+    # the plate's engine-agnostic search, as the oracle enumerates it (the page searches
+    # under the engine of its export panel)
+    choose(page, "export-engine", "generic")
     choose(page, "tp", "16")
     wait_for(page, lambda: state(page) == "ready" and text(page, "mfu") == "16%")
     page.find_element(By.ID, "optimise").click()

@@ -79,3 +79,16 @@ def test_another_engine_names_its_button_and_writes_its_own_input(page: WebDrive
     assert "--parallelism.fsdp_reshard_after_forward never" in overrides
     download = page.find_element(By.ID, "export-download")
     assert download.get_attribute("download") == "torchtitan_args.sh"
+
+
+@pytest.mark.browser
+def test_optimise_searches_under_the_export_engine_so_its_layout_exports(page: WebDriver) -> None:
+    # the plate's ZeRO-2 at pp 16 is refused by Megatron-LM (above): searched under
+    # Megatron-LM's rules, the optimum is a layout its export writes
+    assert page.find_element(By.ID, "export-engine").get_attribute("value") == "megatron"
+    page.find_element(By.ID, "optimise").click()
+    wait_for(page, lambda: shared.dataset(page, "optimise") in ("done", "error"))
+    assert shared.dataset(page, "optimise") == "done", text(page, "optimise-status")
+    wait_for(page, lambda: state(page) == "ready")
+    assert click_export(page) == "ready"
+    assert "--tensor-model-parallel-size" in text(page, "export-text")

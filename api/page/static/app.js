@@ -36,6 +36,7 @@ function wire() {
   $("gpu").addEventListener("change", onJobChanged);
   $("profile").addEventListener("change", onJobChanged);
   $("precision").addEventListener("change", onJobChanged);
+  $("export-engine").addEventListener("change", onJobChanged);
   for (const control of LAYOUT_CONTROLS) {
     $(CONTROL_IDS[control]).addEventListener("change", () => {
       markScenario(null);

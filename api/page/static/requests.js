@@ -71,7 +71,9 @@ export function readJob() {
       precision: $("precision").value,
     },
     profile: $("profile").value,
-    engine: "generic", // the plate's engine-agnostic model; the export panel names an engine
+    // the engine chosen in the export panel: its rules bound Optimise, it prices the layout,
+    // and it writes the export, so the layout found is one the engine runs
+    engine: $("export-engine").value,
   };
 }
 
