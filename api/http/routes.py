@@ -34,7 +34,8 @@ from api.schemas import (
     stages_answer,
 )
 from models.presets import gpu_presets, model_presets
-from optimizer import SolveSettings, StopSignal, optimize, pareto, stage_plans
+from optimizer import SolveSettings, StopSignal
+from optimizer import searches as search
 
 router = APIRouter()
 
@@ -109,16 +110,17 @@ def artefact(request: EvaluateRequest, _: StopSignal | None = None) -> ExportOut
 
 def best_layout(request: SearchRequest, time_limit_s: float, stop: StopSignal) -> OptimizeOut:
     # One CP-SAT worker per solve: the pool already gives each core its own request.
-    return optimize_out(optimize(request.to_request(), SolveSettings(time_limit_s, 1, stop)))
+    budget = SolveSettings(time_limit_s, 1, stop)
+    return optimize_out(search.optimize(request.to_request(), budget))
 
 
 def frontier(request: SearchRequest, time_limit_s: float, stop: StopSignal) -> ParetoOut:
-    return pareto_out(pareto(request.to_request(), SolveSettings(time_limit_s, 1, stop)))
+    return pareto_out(search.pareto(request.to_request(), SolveSettings(time_limit_s, 1, stop)))
 
 
 def planned(request: StagesRequest, time_limit_s: float, stop: StopSignal) -> StagesOut:
     domain = request.to_request()
-    return stages_answer(domain, stage_plans(domain, SolveSettings(time_limit_s, 1, stop)))
+    return stages_answer(domain, search.stage_plans(domain, SolveSettings(time_limit_s, 1, stop)))
 
 
 def proved(answer: OptimizeOut | ParetoOut | StagesOut) -> bool:
