@@ -13,6 +13,7 @@ asked for by name; `engine=None` prices with no engine's rules, gradient sync or
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 
@@ -55,7 +56,7 @@ class Request:
         return engine_assumptions(self.engine, self.assumptions)
 
     @property
-    def recompute_modules(self) -> list[str] | None:
+    def recompute_modules(self) -> Sequence[str] | None:
         """The request's selective recompute module list, where it names one."""
         return self.assumptions.selective_recompute_modules
 

@@ -1,5 +1,7 @@
-"""The optimiser's front door: the best layout with a proof and why, and the memory/MFU
-frontier, each saying exactly what was proved.
+"""The optimiser's front doors: a layout priced, the best layout with a proof and why, the
+memory/MFU frontier and the stage plans, each saying exactly what was proved. Each takes the
+one `Request` (optimizer.request) and, where it searches, a budget (`SolveSettings`: time
+limit, CP-SAT workers, stop signal).
 
 Every figure in a result is recomputed by the cost model (`costmodel.evaluate`) from the
 layout the solver chose; the solver's scaled integers only decide which layout that is.
@@ -71,8 +73,9 @@ def optimize(request: Request, budget: SolveSettings | None = None) -> OptimizeR
     """The layout of highest MFU that fits, proved optimal within the time limit, and why
     (unless the request asks for the layout alone).
 
-    `budget` (time limit, CP-SAT workers, stop signal) is the caller's to give. Its time limit bounds the whole call: the explanations get what the optimum
-    leaves. Its stop, set from another thread, ends it early with what was proved by then."""
+    `budget` (time limit, CP-SAT workers, stop signal) is the caller's: its time limit
+    bounds the whole call, the explanations getting what the optimum leaves; its stop, set
+    from another thread, ends it early with what was proved by then."""
     settings = budget or SolveSettings()
     time_limit_s, workers, stop = settings.time_limit_s, settings.workers, settings.stop
     (problem, costs), explain = prepared(request), request.explain

@@ -5,13 +5,13 @@ published setting or from the exhaustive enumerator, never from the solver itsel
 from __future__ import annotations
 
 import math
-from functools import partial
+from dataclasses import replace
 
 import pytest
 from pydantic import ValidationError
 
 from models.layout import Recompute
-from optimizer import Request
+from optimizer import OptimizeResult, Request
 from optimizer import explain as explaining
 from optimizer.costmodel.assumptions import CostAssumptions
 from optimizer.costmodel.profiles import evaluate
@@ -25,7 +25,11 @@ from optimizer.searches import pareto as search_pareto
 from tests.helpers import plate_job
 
 # These cases pin the workshop profile's optimum (searches default to standard).
-optimize = partial(search_optimize, profile="workshop")
+
+
+def optimize(request: Request, budget: SolveSettings | None = None) -> OptimizeResult:
+    """The search under the workshop profile."""
+    return search_optimize(replace(request, profile="workshop"), budget)
 
 
 @pytest.fixture(scope="module")
@@ -227,7 +231,10 @@ def test_frontier_two_solves_a_point_matches_enumerator(monkeypatch: pytest.Monk
         return cpsat_solve.frontier_point(layout_model, settings, cap)
 
     monkeypatch.setattr(frontier, "frontier_point", two_solves)
-    result = search_pareto(plate_job(), SearchSpace(), "workshop")
+    result = search_pareto(
+        Request(plate_job(), space=SearchSpace(), profile="workshop", engine=None),
+        SolveSettings(time_limit_s=30.0),
+    )
     problem = resolve_space(plate_job(), SearchSpace(), "workshop")
     expected = enumerator.frontier_points(problem, CostAssumptions())
     assert [round(e.mfu, 9) for e in result.frontier] == [round(m, 9) for _, m, _ in expected]

@@ -3,12 +3,12 @@ MFU agree with the exhaustive enumerator run with that rule dropped (or its boun
 
 from __future__ import annotations
 
-from functools import partial
+from dataclasses import replace
 
 import pytest
 
 from models.layout import Recompute
-from optimizer import Request
+from optimizer import OptimizeResult, Request, SolveSettings
 from optimizer.costmodel.assumptions import CostAssumptions
 from optimizer.costmodel.profiles import evaluate
 from optimizer.search import LayoutModel, build_tables, enumerator
@@ -19,7 +19,10 @@ from optimizer.searches import pareto as search_pareto
 from optimizer.searches import prepared
 from tests.helpers import engine_or_none, plate_job
 
-optimize = partial(search_optimize, profile="workshop")
+
+def optimize(request: Request, budget: SolveSettings | None = None) -> OptimizeResult:
+    """The search under the workshop profile."""
+    return search_optimize(replace(request, profile="workshop"), budget)
 
 
 def enumerated_relaxed_mfu(job, space: SearchSpace, rule: str) -> float:
@@ -178,10 +181,16 @@ def test_knob_rules_that_rule_each_other_out_are_a_conflict_not_an_error() -> No
     # layout (the enumerator agrees); the answer names both rules
     job, space = plate_job(), SearchSpace(vpp=4, schedules=["zero-bubble"])
     assert enumerator.best_layout(resolve_space(job, space, "standard"), CostAssumptions()) is None
-    result = search_optimize(job, space, "standard")
+    result = search_optimize(Request(job, space=space, profile="standard", engine=None))
     assert result.status == "infeasible" and result.solver.proved_optimal
     assert {item.name for item in result.conflict} == {"fixed_vpp", "schedule_allowed"}
-    assert search_pareto(job, space, "standard").frontier == ()
+    assert (
+        search_pareto(
+            Request(job, space=space, profile="standard", engine=None),
+            SolveSettings(time_limit_s=30.0),
+        ).frontier
+        == ()
+    )
 
 
 @pytest.mark.parametrize("engine", [None, "megatron"])
@@ -201,7 +210,10 @@ def test_standard_relaxations_over_their_own_rows_match_the_wide_model_and_enume
             engine=engine_or_none(engine),
         )
     )
-    result = search_optimize(job, SearchSpace(), engine=engine, time_limit_s=60)
+    result = search_optimize(
+        Request(job, space=SearchSpace(), engine=engine_or_none(engine)),
+        SolveSettings(time_limit_s=60),
+    )
     assert result.status == "optimal" and result.explanations_complete
     wide_rules = set(LayoutModel(build_tables(problem, costs)).rules)
     assert {r.name for r in result.relaxations} - {"max_vpp", "node_size"} == wide_rules

@@ -165,7 +165,8 @@ def test_absurd_efficiencies_refused_cleanly(profile: str, assumptions: dict) ->
     costs = CostAssumptions.model_construct(**{**CostAssumptions().model_dump(), **assumptions})
     for search in (optimize, pareto):
         try:
-            result = search(job, SearchSpace(), profile, costs, time_limit_s=5.0)
+            request = Request(job, profile=profile, assumptions=costs, engine=None)
+            result = search(request, SolveSettings(time_limit_s=5.0))
         except InvalidSpec as error:
             assert error.field == "assumptions" and "finite" in error.message
             continue

@@ -1,6 +1,7 @@
 """Each job's scaling curve: the best layout's throughput at each (pool, node count) it may
-be given, from `optimize(..., explain=False)` with a short time limit, cached per (job
-request, GPU type and node size, GPU count) for the life of the process.
+be given, from `optimize` of its request moved there, without explanations, in a short time
+limit, cached per (the request but its cluster, GPU type and node size, GPU count) for the
+life of the process.
 
 A point whose search did not find a layout (infeasible, unknown, an invalid count) is kept
 with its status and note, and left out of the plan's configurations: the answer says so.
