@@ -54,13 +54,7 @@ def synthetic(truth: dict[str, float], shapes=SHAPES, measure: str = "step_time_
         runs.append(
             measured_run(
                 f"run {i}",
-                Request(
-                    job,
-                    layout=layout,
-                    profile="standard",
-                    assumptions=CostAssumptions(),
-                    engine=get_engine("generic"),
-                ),
+                Request(job, layout=layout, engine=get_engine("generic")),
                 measure,
                 value,
             )
@@ -147,13 +141,7 @@ def test_a_fit_at_its_bound_is_pinned_not_kept() -> None:
     slow = 10 * evaluate(job, layout, "standard").step_time_s
     run = measured_run(
         "slow",
-        Request(
-            job,
-            layout=layout,
-            profile="standard",
-            assumptions=CostAssumptions(),
-            engine=get_engine("megatron"),
-        ),
+        Request(job, layout=layout, engine=get_engine("megatron")),
         "step_time_s",
         slow,
     )
@@ -175,13 +163,7 @@ def test_moe_runs_at_three_micro_batch_sizes_tell_host_time_from_kernels(recover
         runs.append(
             measured_run(
                 f"mb {micro_batch}",
-                Request(
-                    job,
-                    layout=layout,
-                    profile="standard",
-                    assumptions=CostAssumptions(),
-                    engine=get_engine("megatron"),
-                ),
+                Request(job, layout=layout, engine=get_engine("megatron")),
                 "step_time_s",
                 step_s,
             )
@@ -201,7 +183,7 @@ def test_the_prior_pulls_few_runs_harder_than_many() -> None:
     # default and that, the nearer the default the fewer the runs (the weight falls as 1/n)
     job, layout = plate_job(16, "llama3-8b", global_batch=64), Layout(tp=2, zero=1)
     slow = 1.2 * evaluate(job, layout, "standard").step_time_s
-    run = measured_run("r", Request(job, layout=layout, profile="standard", assumptions=CostAssumptions(), engine=get_engine("megatron")), "step_time_s", slow)  # fmt: skip
+    run = measured_run("r", Request(job, layout=layout, engine=get_engine("megatron")), "step_time_s", slow)  # fmt: skip
     exact = calibrate([run], regularisation=0.0).fitted["kernel_efficiency"]
     pulled = [calibrate([run] * n, leave_one_out=False).fitted for n in (1, 3, 9)]
     efficiencies = [fit["kernel_efficiency"] for fit in pulled]
@@ -302,13 +284,7 @@ def test_leave_one_out_by_hand() -> None:
     runs: list[MeasuredRun] = [
         measured_run(
             f"r{i}",
-            Request(
-                job,
-                layout=layout,
-                profile="standard",
-                assumptions=uncontended,
-                engine=get_engine("generic"),
-            ),
+            Request(job, layout=layout, assumptions=uncontended, engine=get_engine("generic")),
             "step_time_s",
             f * base,
         )
@@ -377,24 +353,12 @@ def test_a_run_is_priced_as_its_engine_runs_it(engine: str, zero: int) -> None:
     job, layout = plate_job(64, "llama3-8b", global_batch=128), Layout(tp=2, cp=2, zero=zero)
     run = measured_run(
         "r",
-        Request(
-            job,
-            layout=layout,
-            profile="standard",
-            assumptions=CostAssumptions(),
-            engine=engine_or_none(engine),
-        ),
+        Request(job, layout=layout, engine=engine_or_none(engine)),
         "step_time_s",
         1.0,
     )
     as_evaluated = evaluate_on(
-        Request(
-            job,
-            layout=layout,
-            profile="standard",
-            assumptions=CostAssumptions(),
-            engine=engine_or_none(engine),
-        )
+        Request(job, layout=layout, engine=engine_or_none(engine))
     ).step_time_s
     assert run.estimate().step_time_s == pytest.approx(as_evaluated, rel=1e-12)
     agnostic = evaluate(job, layout, "standard", CostAssumptions()).step_time_s
@@ -421,13 +385,7 @@ def test_the_file_says_what_it_was_fitted_on_and_a_request_elsewhere_is_warned()
 
     def told(job, engine=None) -> list[str]:
         warnings = evaluate_on(
-            Request(
-                job,
-                layout=layout,
-                profile="standard",
-                assumptions=written,
-                engine=engine_or_none(engine),
-            )
+            Request(job, layout=layout, assumptions=written, engine=engine_or_none(engine))
         ).warnings
         return [w for w in warnings if "calibrated on 3 measured runs" in w]
 
@@ -445,18 +403,12 @@ def test_the_file_says_what_it_was_fitted_on_and_a_request_elsewhere_is_warned()
     # the warning does not change the price; a file with nothing fitted warns of nothing
     plain = written.model_copy(update={"calibrated_on": None})
     assert (
-        evaluate_on(
-            Request(a100, layout=layout, profile="standard", assumptions=plain, engine=None)
-        ).mfu
-        == evaluate_on(
-            Request(a100, layout=layout, profile="standard", assumptions=written, engine=None)
-        ).mfu
+        evaluate_on(Request(a100, layout=layout, assumptions=plain, engine=None)).mfu
+        == evaluate_on(Request(a100, layout=layout, assumptions=written, engine=None)).mfu
     )
     unfitted = written.calibrated_on.model_copy(update={"fitted": []})
     quiet = written.model_copy(update={"calibrated_on": unfitted})
     assert not any(
         "calibrated on" in w
-        for w in evaluate_on(
-            Request(a100, layout=layout, profile="standard", assumptions=quiet, engine=None)
-        ).warnings
+        for w in evaluate_on(Request(a100, layout=layout, assumptions=quiet, engine=None)).warnings
     )

@@ -51,9 +51,7 @@ CASES = [
 
 def _problem(model: str, gpus: int, engine: str, space: SearchSpace):  # type: ignore[no-untyped-def]
     job: TrainingJob = h100_job(gpus, model)
-    problem, assumptions = prepared(
-        Request(job, space=space, profile="standard", engine=engine_or_none(engine))
-    )
+    problem, assumptions = prepared(Request(job, space=space, engine=engine_or_none(engine)))
     return narrowed(problem), assumptions
 
 
@@ -141,8 +139,8 @@ def test_a_floor_no_row_reaches_is_an_infeasible_search_not_an_error() -> None:
 
 def test_optimize_without_explanations_searches_by_ceilings() -> None:
     job = h100_job(1024, "llama3-70b")
-    explained = optimize(Request(job, space=SearchSpace(), engine=get_engine("megatron")))
-    bare = optimize(Request(job, space=SearchSpace(), engine=get_engine("megatron"), explain=False))
+    explained = optimize(Request(job, engine=get_engine("megatron")))
+    bare = optimize(Request(job, engine=get_engine("megatron"), explain=False))
     assert bare.status == explained.status == "optimal"
     assert bare.best is not None and explained.best is not None
     assert bare.best.layout == explained.best.layout
@@ -174,9 +172,7 @@ def test_a_widened_space_too_large_is_skipped_alone(monkeypatch: pytest.MonkeyPa
         raise InvalidSpec("search space too large: (numbers)", "search")
 
     monkeypatch.setattr(relaxing, "_beyond", too_large)
-    result = optimize(
-        Request(h100_job(1024, "llama3-70b"), space=SearchSpace(), engine=get_engine("megatron"))
-    )
+    result = optimize(Request(h100_job(1024, "llama3-70b"), engine=get_engine("megatron")))
     assert result.status == "optimal" and not result.explanations_complete
     skipped = [w for w in result.warnings if w.startswith("explanations skipped")]
     assert skipped == [
@@ -279,7 +275,7 @@ def test_no_other_layout_reaching_the_floor_leaves_the_first_optimum_proved(
 def test_no_time_for_the_ceilings_is_unknown() -> None:
     job = h100_job(1024, "llama3-70b")
     result = optimize(
-        Request(job, space=SearchSpace(), engine=get_engine("megatron"), explain=False),
+        Request(job, engine=get_engine("megatron"), explain=False),
         SolveSettings(time_limit_s=1e-9),
     )
     assert result.status == "unknown" and result.best is None

@@ -16,7 +16,6 @@ from optimizer.costmodel import CostAssumptions, LayoutGrid, evaluate
 from optimizer.costmodel.standard.compute import every_second_matmul_share
 from optimizer.engines import ENGINES, engine_assumptions, export, get_engine, violations
 from optimizer.engines.pricing import engine_traffic
-from optimizer.search import SearchSpace
 from optimizer.searches import optimize
 from tests.helpers import engine_or_none, plate_job
 
@@ -173,7 +172,7 @@ SEARCH_JOBS = {
 def test_each_engines_optimum_keeps_its_rules_and_exports(engine: str, job_name: str) -> None:
     job = SEARCH_JOBS[job_name]
     result = optimize(
-        Request(job, space=SearchSpace(), engine=engine_or_none(engine), explain=False),
+        Request(job, engine=engine_or_none(engine), explain=False),
         SolveSettings(time_limit_s=120),
     )
     if not has_config(engine, job):
@@ -189,7 +188,7 @@ def test_each_engines_optimum_keeps_its_rules_and_exports(engine: str, job_name:
 def test_an_engine_that_cannot_run_the_model_says_why() -> None:
     job = SEARCH_JOBS["mixtral-8x7b on 256"]
     result = optimize(
-        Request(job, space=SearchSpace(), engine=get_engine("torchtitan")),
+        Request(job, engine=get_engine("torchtitan")),
         SolveSettings(time_limit_s=120),
     )
     assert result.status == "infeasible"
@@ -204,7 +203,7 @@ def test_relaxing_an_engine_rule_is_said_in_the_engines_words() -> None:
     # the plate under Megatron-LM: its schedules rule is weighed, in its own words (it no
     # longer binds: the interleaved schedule hides the data-parallel sync chunk by chunk)
     result = optimize(
-        Request(plate_job(), space=SearchSpace(), engine=get_engine("megatron")),
+        Request(plate_job(), engine=get_engine("megatron")),
         SolveSettings(time_limit_s=120),
     )
     words = {relaxation.name: relaxation.description for relaxation in result.relaxations}

@@ -34,7 +34,7 @@ def optimize(request: Request, budget: SolveSettings | None = None) -> OptimizeR
 
 @pytest.fixture(scope="module")
 def plate_result():
-    return optimize(Request(plate_job(), space=SearchSpace(), engine=None))
+    return optimize(Request(plate_job(), engine=None))
 
 
 def enumerated_mfu(job, space: SearchSpace) -> float | None:
@@ -76,7 +76,7 @@ def test_solver_objective_agrees_with_cost_model() -> None:
 
 
 def test_405b_on_64_gpus_conflict_is_memory_alone() -> None:
-    result = optimize(Request(plate_job(gpus=64), space=SearchSpace(), engine=None))
+    result = optimize(Request(plate_job(gpus=64), engine=None))
     assert result.status == "infeasible" and result.best is None
     assert [c.name for c in result.conflict] == ["memory_limit"]
     # the least memory any layout with tp dividing the 8 KV heads needs, by enumeration
@@ -95,9 +95,7 @@ def test_70b_on_16_gpus_without_recompute_conflict_names_both() -> None:
     assert result.status == "infeasible"
     assert sorted(c.name for c in result.conflict) == ["memory_limit", "recompute_allowed"]
     # with full recompute allowed it fits: the conflict is real and minimal
-    assert (
-        optimize(Request(job, space=SearchSpace(), engine=None, explain=False)).status == "optimal"
-    )
+    assert optimize(Request(job, engine=None, explain=False)).status == "optimal"
 
 
 def test_fixed_tp_against_kv_rule_conflict() -> None:
@@ -164,7 +162,7 @@ def test_fixed_placement_is_kept_and_priced() -> None:
 def test_same_layout_every_time_with_two_workers(plate_result) -> None:
     for _ in range(3):
         again = optimize(
-            Request(plate_job(), space=SearchSpace(), engine=None, explain=False),
+            Request(plate_job(), engine=None, explain=False),
             SolveSettings(workers=2),
         )
         assert again.best.layout == plate_result.best.layout
@@ -232,7 +230,7 @@ def test_frontier_two_solves_a_point_matches_enumerator(monkeypatch: pytest.Monk
 
     monkeypatch.setattr(frontier, "frontier_point", two_solves)
     result = search_pareto(
-        Request(plate_job(), space=SearchSpace(), profile="workshop", engine=None),
+        Request(plate_job(), profile="workshop", engine=None),
         SolveSettings(time_limit_s=30.0),
     )
     problem = resolve_space(plate_job(), SearchSpace(), "workshop")

@@ -181,12 +181,12 @@ def test_knob_rules_that_rule_each_other_out_are_a_conflict_not_an_error() -> No
     # layout (the enumerator agrees); the answer names both rules
     job, space = plate_job(), SearchSpace(vpp=4, schedules=["zero-bubble"])
     assert enumerator.best_layout(resolve_space(job, space, "standard"), CostAssumptions()) is None
-    result = search_optimize(Request(job, space=space, profile="standard", engine=None))
+    result = search_optimize(Request(job, space=space, engine=None))
     assert result.status == "infeasible" and result.solver.proved_optimal
     assert {item.name for item in result.conflict} == {"fixed_vpp", "schedule_allowed"}
     assert (
         search_pareto(
-            Request(job, space=space, profile="standard", engine=None),
+            Request(job, space=space, engine=None),
             SolveSettings(time_limit_s=30.0),
         ).frontier
         == ()
@@ -201,17 +201,9 @@ def test_standard_relaxations_over_their_own_rows_match_the_wide_model_and_enume
     # beats (enumerator.frontier_rows with it relaxed), and the rules are named from a model
     # of a few rows: they must be the wide model's rules, each verdict the enumerator's
     job = plate_job(1024, "llama3-70b")
-    problem, costs = prepared(
-        Request(
-            job,
-            space=SearchSpace(),
-            profile="standard",
-            assumptions=CostAssumptions(),
-            engine=engine_or_none(engine),
-        )
-    )
+    problem, costs = prepared(Request(job, engine=engine_or_none(engine)))
     result = search_optimize(
-        Request(job, space=SearchSpace(), engine=engine_or_none(engine)),
+        Request(job, engine=engine_or_none(engine)),
         SolveSettings(time_limit_s=60),
     )
     assert result.status == "optimal" and result.explanations_complete

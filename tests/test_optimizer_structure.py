@@ -235,7 +235,7 @@ def test_a_build_past_its_deadline_is_not_an_answer() -> None:
         build_tables(problem, CostAssumptions(), deadline=0.0)
     job = plate_job(256, "mixtral-8x7b")
     result = optimize(
-        Request(job, space=SearchSpace(), profile="standard", engine=None),
+        Request(job, engine=None),
         SolveSettings(time_limit_s=1e-6),
     )
     assert result.best is None and not result.solver.proved_optimal and result.conflict == ()

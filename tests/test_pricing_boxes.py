@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from optimizer import Request
-from optimizer.costmodel import CostAssumptions, LayoutBox, profile_named
+from optimizer.costmodel import LayoutBox, profile_named
 from optimizer.engines import ENGINES, get_engine
 from optimizer.search import SearchSpace, boxes
 from optimizer.search.placements import placement_classes
@@ -33,15 +33,7 @@ CASES = {
 
 def rows_of(name: str):
     job, space = CASES[name]
-    problem, costs = prepared(
-        Request(
-            job,
-            space=space,
-            profile="standard",
-            assumptions=CostAssumptions(),
-            engine=get_engine("megatron"),
-        )
-    )
+    problem, costs = prepared(Request(job, space=space, engine=get_engine("megatron")))
     classes = placement_classes(problem)
     grid, k, index = valid_rows(problem, classes, (*KNOBS, PLACEMENT))
     return problem, classes, grid, k, index, costs
@@ -107,12 +99,7 @@ def test_engine_rules_tested_on_boxes_are_those_some_row_breaks(
     model: str, gpus: int, engine: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     problem, _ = prepared(
-        Request(
-            plate_job(gpus, model),
-            space=SearchSpace(max_vpp=4),
-            profile="standard",
-            engine=engine_or_none(engine),
-        )
+        Request(plate_job(gpus, model), space=SearchSpace(max_vpp=4), engine=engine_or_none(engine))
     )
     classes = placement_classes(problem)
     grid, _, _ = valid_rows(problem, classes, (*KNOBS, PLACEMENT))

@@ -15,7 +15,6 @@ import pytest
 
 from optimizer import Request
 from optimizer import explain as explaining
-from optimizer.costmodel.assumptions import CostAssumptions
 from optimizer.costmodel.profiles import evaluate
 from optimizer.engines import get_engine
 from optimizer.explain.relaxations import BINDS_RELATIVE, wide_tables
@@ -65,15 +64,7 @@ CASES = {
 
 def request(name: str):
     job, space, engine = CASES[name]
-    problem, costs = prepared(
-        Request(
-            job,
-            space=space,
-            profile="standard",
-            assumptions=CostAssumptions(),
-            engine=engine_or_none(engine),
-        )
-    )
+    problem, costs = prepared(Request(job, space=space, engine=engine_or_none(engine)))
     return job, space, engine, problem, costs
 
 
@@ -173,15 +164,7 @@ PLATE = (plate_job(16384), SearchSpace(), "megatron")
 def floored_and_whole(job, space, engine) -> tuple[explaining.Explanation, ...]:
     """The explanations as optimize gives them (only the layouts whose ceiling could change
     one priced) and with every table priced whole."""
-    problem, costs = prepared(
-        Request(
-            job,
-            space=space,
-            profile="standard",
-            assumptions=CostAssumptions(),
-            engine=engine_or_none(engine),
-        )
-    )
+    problem, costs = prepared(Request(job, space=space, engine=engine_or_none(engine)))
     found = best_layout_by_ceilings(narrowed(problem), costs, SolveSettings(60.0))
     assert found.layout is not None
     best = explaining.priced(problem, found.layout, costs)
@@ -233,9 +216,7 @@ def test_a_request_without_degree_tuples_is_infeasible_not_a_fault() -> None:
 
 def test_a_conflict_from_one_pricing_equals_one_built_whole() -> None:
     job, space = plate_job(16, "llama3-70b"), SearchSpace(recompute=["none"])
-    problem, costs = prepared(
-        Request(job, space=space, profile="standard", assumptions=CostAssumptions(), engine=None)
-    )
+    problem, costs = prepared(Request(job, space=space, engine=None))
     conflicts = []
     for declared in (explaining.searched_spaces(problem), ()):
         pricing = Pricing(problem, costs, declared)

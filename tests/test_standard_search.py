@@ -56,9 +56,7 @@ def test_plate_optimum_is_the_enumerators_and_prices_its_context_parallelism() -
     # NICs), cp beats tp 8 on the plate; the answer says what cp buys over the best without it
     # (docs/cost-model.md, "Known limits": no published run uses such a layout at 8K)
     job = plate_job()
-    result = optimize(
-        Request(job, space=SearchSpace(), engine=None), SolveSettings(time_limit_s=60)
-    )
+    result = optimize(Request(job, engine=None), SolveSettings(time_limit_s=60))
     assert result.status == "optimal" and result.best is not None
     best = result.best.layout
     assert best.group_span("tp") <= job.cluster.gpus_per_node
@@ -96,7 +94,7 @@ def test_long_sequences_turn_context_parallelism_on() -> None:
     # input alone is 131072 * 16384 * 2 B = 4.3 GB, so the optimiser must shard the sequence
     job = plate_job(global_batch=128, seq_len=131072)
     result = optimize(
-        Request(job, space=SearchSpace(), engine=None, explain=False),
+        Request(job, engine=None, explain=False),
         SolveSettings(time_limit_s=120),
     )
     assert result.status == "optimal" and result.best is not None
@@ -198,18 +196,10 @@ def test_the_argmax_of_the_pruned_table_is_the_solvers_and_the_enumerators(
     # the benchmark's numpy baseline (bench/solver.py) searches the rows CP-SAT picks from:
     # it must find the optimum the solver proves and the enumerator finds over every row
     job = plate_job(1024, "llama3-70b")
-    problem, costs = prepared(
-        Request(
-            job,
-            space=SearchSpace(),
-            profile="standard",
-            assumptions=CostAssumptions(),
-            engine=engine_or_none(engine),
-        )
-    )
+    problem, costs = prepared(Request(job, engine=engine_or_none(engine)))
     argmax = enumerator.best_of_tables(build_tables(narrowed(problem), costs))
     result = optimize(
-        Request(job, space=SearchSpace(), engine=engine_or_none(engine), explain=False),
+        Request(job, engine=engine_or_none(engine), explain=False),
         SolveSettings(time_limit_s=60),
     )
     expected = enumerator.best_layout(problem, costs)
@@ -217,11 +207,7 @@ def test_the_argmax_of_the_pruned_table_is_the_solvers_and_the_enumerators(
     mfu = evaluate(job, argmax, "standard", costs).mfu
     assert mfu == pytest.approx(result.best.mfu, rel=1e-6)
     assert mfu == pytest.approx(evaluate(job, expected, "standard", costs).mfu, rel=1e-6)
-    workshop = prepared(
-        Request(
-            job, space=SearchSpace(), profile="workshop", assumptions=CostAssumptions(), engine=None
-        )
-    )
+    workshop = prepared(Request(job, profile="workshop", engine=None))
     with pytest.raises(ValueError, match="one table of whole layouts"):
         enumerator.best_of_tables(build_tables(narrowed(workshop[0]), workshop[1]))
 
@@ -234,18 +220,10 @@ def test_the_frontier_solved_over_its_undominated_rows_is_the_enumerators(
     # (enumerator.frontier_rows): its points must still be the enumerator's over every layout,
     # engine rules (which the table carries as broken rows) included
     job = plate_job(1024, "llama3-70b")
-    problem, costs = prepared(
-        Request(
-            job,
-            space=SearchSpace(),
-            profile="standard",
-            assumptions=CostAssumptions(),
-            engine=engine_or_none(engine),
-        )
-    )
+    problem, costs = prepared(Request(job, engine=engine_or_none(engine)))
     expected = enumerator.frontier_points(problem, costs)
     result = pareto(
-        Request(job, space=SearchSpace(), engine=engine_or_none(engine)),
+        Request(job, engine=engine_or_none(engine)),
         SolveSettings(time_limit_s=60),
     )
     assert result.proved and len(result.frontier) == len(expected) > 3
@@ -267,25 +245,11 @@ def test_optimum_is_the_enumerators_under_deepspeeds_accumulation_and_the_tree()
     # engine's rules and pricing
     job = _job("llama3-70b", 256, 512, 4096, gpu="a100-80gb")
     assumptions = CostAssumptions(gradient_accumulation_bytes_per_param=18)
-    problem, costs = prepared(
-        Request(
-            job,
-            space=SearchSpace(),
-            profile="standard",
-            assumptions=assumptions,
-            engine=get_engine("deepspeed"),
-        )
-    )
+    problem, costs = prepared(Request(job, assumptions=assumptions, engine=get_engine("deepspeed")))
     assert costs.gradient_sync_all_reduce == [True, True, False]
     expected = enumerator.best_layout(problem, costs)
     result = optimize(
-        Request(
-            job,
-            space=SearchSpace(),
-            profile="standard",
-            assumptions=assumptions,
-            engine=get_engine("deepspeed"),
-        ),
+        Request(job, assumptions=assumptions, engine=get_engine("deepspeed")),
         SolveSettings(time_limit_s=60),
     )
     assert expected is not None and result.status == "optimal" and result.best is not None

@@ -23,6 +23,12 @@ from tests.helpers import run_cli as run
 # --- statuses -------------------------------------------------------------------------------
 
 
+# the plate on the workshop profile, engine-agnostic, the layout alone
+PLATE_UNEXPLAINED = Request(
+    plate_job(), space=SearchSpace(max_vpp=4), profile="workshop", engine=None, explain=False
+)
+
+
 def test_a_time_out_is_unknown_never_infeasible() -> None:
     result = optimize(
         Request(plate_job(1024, "llama3-70b"), engine=None), SolveSettings(time_limit_s=1e-4)
@@ -36,21 +42,13 @@ def test_a_time_out_is_unknown_never_infeasible() -> None:
 
 def test_a_proof_of_infeasibility_is_infeasible() -> None:
     # 405B on 64 GPUs: the weights alone exceed 80 GB a device (cost-model.md)
-    result = optimize(Request(plate_job(64), space=SearchSpace(), profile="workshop", engine=None))
+    result = optimize(Request(plate_job(64), profile="workshop", engine=None))
     assert result.status == "infeasible" and result.solver.proved_optimal
     assert [item.name for item in result.conflict] == ["memory_limit"]
 
 
 def test_an_optimum_reports_its_bound_and_no_gap() -> None:
-    result = optimize(
-        Request(
-            plate_job(),
-            space=SearchSpace(max_vpp=4),
-            profile="workshop",
-            engine=None,
-            explain=False,
-        )
-    )
+    result = optimize(PLATE_UNEXPLAINED)
     assert result.status == "optimal" and result.best is not None
     assert result.solver.bound == result.best.mfu and result.solver.gap == 0.0
 
@@ -68,15 +66,7 @@ def test_a_layout_short_of_its_proof_is_feasible_with_a_bound_above_it(
     unproved = Found(plate, False, 1, bound_ln_mfu=round(LN_MFU_SCALE * math.log(0.5)))
     # without explanations the optimum is searched by MFU ceilings (ceiling_search.py)
     monkeypatch.setattr(searches, "best_layout_by_ceilings", lambda *_, **__: unproved)
-    result = optimize(
-        Request(
-            plate_job(),
-            space=SearchSpace(max_vpp=4),
-            profile="workshop",
-            engine=None,
-            explain=False,
-        )
-    )
+    result = optimize(PLATE_UNEXPLAINED)
     assert result.status == "feasible" and result.best is not None
     assert result.best.mfu == pytest.approx(0.4255, abs=5e-5)  # the plate's layout, priced
     assert result.solver.bound == pytest.approx(0.5, rel=1e-8)

@@ -93,9 +93,7 @@ def test_stage_plans_price_each_rank_at_its_mode_and_the_search_refuses() -> Non
     full, none = (mem.RECOMPUTE_FULL, mem.RECOMPUTE_NONE)
     replaying = sp.rank_data_parallel_s(job, DEEPSPEED, terms, 1, 24, full)[2]
     assert replaying > sp.rank_data_parallel_s(job, DEEPSPEED, terms, 1, 24, none)[2]
-    problem, costs = prepared(
-        Request(job, space=SearchSpace(zero_stages=[3]), profile="standard", engine=None)
-    )
+    problem, costs = prepared(Request(job, space=SearchSpace(zero_stages=[3]), engine=None))
     costs = costs.model_copy(update={"zero3_recompute_regathers": True})
     with pytest.raises(InvalidSpec, match="zero3_recompute_regathers"):
         search_stage_plans(problem, costs)
