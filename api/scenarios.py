@@ -13,20 +13,21 @@ from pydantic import ValidationError
 from api.errors import detail_from_validation
 from api.schemas import EvaluateRequest, SearchRequest, StagesRequest
 from models.errors import InvalidSpec
+from optimizer import Request
 from optimizer.studies import ScenarioError
 
 
-def scenario_request(compute: str, data: dict[str, Any]) -> EvaluateRequest | SearchRequest:
+def scenario_request(compute: str, data: dict[str, Any]) -> Request:
     """The request a scenario computes (`evaluate` takes a layout, searches a `search`,
-    `stages` a search and `per_stage_recompute`), or `ScenarioError` naming the field, as the
-    HTTP API would name it."""
+    `stages` a search and `per_stage_recompute`), parsed by the route's schema, or
+    `ScenarioError` naming the field, as the HTTP API would name it."""
     models: dict[str, type[EvaluateRequest | SearchRequest]] = {
         "evaluate": EvaluateRequest,
         "stages": StagesRequest,
     }
     model = models.get(compute, SearchRequest)
     try:
-        return model.model_validate(data)
+        return model.model_validate(data).to_request()
     except ValidationError as error:
         detail = detail_from_validation(error)
         raise ScenarioError(detail.message, detail.field) from None

@@ -26,14 +26,15 @@ import numpy as np
 from ortools.sat.python import cp_model
 
 from bench.report import h100_job
-from optimizer.costmodel import CostAssumptions, LayoutBox
+from optimizer import Request
+from optimizer.costmodel import LayoutBox
 from optimizer.costmodel.standard import breakdown as bd
 from optimizer.costmodel.standard import data_parallel as dpl
 from optimizer.costmodel.standard import memory as mem
 from optimizer.costmodel.standard import ranks as rnk
 from optimizer.costmodel.standard import times as tim
 from optimizer.costmodel.standard.profile import box_degrees
-from optimizer.search import SearchSpace, narrowed
+from optimizer.search import narrowed
 from optimizer.search.placements import placement_classes
 from optimizer.search.problem import KNOBS, SearchProblem, valid_knob_mask
 from optimizer.searches import prepared
@@ -58,7 +59,7 @@ class Box:
 
 def priced_box(model: str, gpus: int) -> Box:
     job = h100_job(gpus, model)
-    problem, a = prepared(job, SearchSpace(), "standard", CostAssumptions(), None)
+    problem, a = prepared(Request(job, engine=None))
     problem = narrowed(problem)
     codes = placement_classes(problem).codes()
     knobs = {knob: tuple(problem.knobs[knob]) for knob in KNOBS}

@@ -57,9 +57,8 @@ def _priced(problem: PlanProblem, j: int, option: Any, layout: Any) -> float:
     job, pool = problem.jobs[j], problem.pools[option.pool]
     try:
         fixed = layout.model_copy(update={"dp": None})
-        estimate = evaluate(
-            job.request.on(pool, option.nodes), fixed, job.request.profile, job.request.assumptions
-        )
+        request = job.on_pool(pool, option.nodes)
+        estimate = evaluate(request.job, fixed, request.profile, request.assumptions)
     except InvalidSpec:
         return 0.0
     return estimate.tokens_per_s_per_gpu * option.gpus if estimate.fits else 0.0

@@ -6,9 +6,12 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
+from models.hardware import ClusterSpec
+from models.job import TrainingJob
 from models.presets import gpu_preset, model_preset
 from models.training import TrainingSpec
-from optimizer.planning import JobRequest, PlanJob, PlanProblem, Pool, Running
+from optimizer import Request
+from optimizer.planning import PlanJob, PlanProblem, Pool, Running
 
 
 @dataclass(frozen=True)
@@ -19,9 +22,12 @@ class Template:
     min_gpus: int
     max_gpus: int
 
-    def request(self) -> JobRequest:
+    def request(self) -> Request:
+        """The job's request, engine-agnostic, starting on one H100 node (the plan moves it)."""
         training = TrainingSpec(global_batch=self.global_batch, seq_len=self.seq_len)
-        return JobRequest(model=model_preset(self.model), training=training)
+        start = ClusterSpec(gpus=8, gpu=gpu_preset("h100-sxm"))
+        job = TrainingJob(model=model_preset(self.model), cluster=start, training=training)
+        return Request(job, engine=None)
 
 
 BIG = {

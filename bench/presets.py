@@ -11,7 +11,7 @@ import argparse
 
 from bench.report import h100_job, machine_line, median_s, write_section
 from models.job import TrainingJob
-from optimizer.engines import DEFAULT_ENGINE
+from optimizer import Request, SolveSettings
 from optimizer.searches import optimize
 
 SECTION = "## Presets"
@@ -28,9 +28,9 @@ CASES = (
 
 
 def timed(job: TrainingJob, explain: bool, reps: int) -> tuple[float, str]:
-    # the HTTP API's and CLI's defaults: Python's optimize() takes no engine unless told
+    # a Request's defaults, every route's: profile standard under Megatron-LM
     def run():
-        return optimize(job, explain=explain, time_limit_s=60, engine=DEFAULT_ENGINE)
+        return optimize(Request(job, explain=explain), SolveSettings(time_limit_s=60))
 
     seconds, result = median_s(run, reps)
     return seconds, result.status

@@ -14,7 +14,7 @@ import platform
 import statistics
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +22,9 @@ import ortools
 
 from bench.report import h100_job, write_section
 from models.job import TrainingJob
-from optimizer.costmodel import CostAssumptions, evaluate
+from optimizer import Request, SolveSettings
+from optimizer.costmodel import evaluate
+from optimizer.engines import get_engine
 from optimizer.search import SearchSpace, build_tables, enumerator, narrowed
 from optimizer.searches import optimize, pareto, prepared
 
@@ -40,6 +42,10 @@ class Scenario:
 
     def job(self) -> TrainingJob:
         return h100_job(self.gpus, self.model)
+
+    def request(self) -> Request:
+        engine = None if self.engine is None else get_engine(self.engine)
+        return Request(self.job(), self.space, profile=self.profile, engine=engine)
 
 
 SCENARIOS = (
@@ -79,25 +85,26 @@ def median_s(run: Callable[[], Any], reps: int) -> tuple[float, Any, float]:
 
 
 def measure(scenario: Scenario, reps: int) -> dict[str, Any]:
-    job, space, profile, engine = scenario.job(), scenario.space, scenario.profile, scenario.engine
+    request = scenario.request()
+    job, profile = request.job, request.profile
 
     def enumerate_best() -> Any:
-        problem, costs = prepared(job, space, profile, CostAssumptions(), engine)
+        problem, costs = prepared(request)
         return enumerator.best_layout(problem, costs)
 
     def enumerate_frontier() -> Any:
-        problem, costs = prepared(job, space, profile, CostAssumptions(), engine)
+        problem, costs = prepared(request)
         return enumerator.frontier_points(problem, costs)
 
     def argmax_best() -> Any:
         """The same pruned table as the optimum's CP-SAT model, searched by a numpy argmax
         and re-priced by `evaluate`, as optimize re-prices its answer."""
-        problem, costs = prepared(job, space, profile, CostAssumptions(), engine)
+        problem, costs = prepared(request)
         layout = enumerator.best_of_tables(build_tables(narrowed(problem), costs))
         return None if layout is None else evaluate(job, layout, profile, costs)
 
-    def search(run: Callable[..., Any], **options: Any) -> Callable[[], Any]:
-        return lambda: run(job, space, profile, time_limit_s=60.0, engine=engine, **options)
+    def search(run: Callable[..., Any], explain: bool = True) -> Callable[[], Any]:
+        return lambda: run(replace(request, explain=explain), SolveSettings(time_limit_s=60.0))
 
     optimize_s, result, optimize_cpu_s = median_s(search(optimize, explain=False), reps)
     explained_s, _, _ = median_s(search(optimize), max(1, reps // 3))
@@ -105,7 +112,7 @@ def measure(scenario: Scenario, reps: int) -> dict[str, Any]:
     enum_best_s, expected, _ = median_s(enumerate_best, reps)
     enum_frontier_s, expected_frontier, _ = median_s(enumerate_frontier, reps)
     argmax_s, argmax, _ = median_s(argmax_best, reps) if profile == "standard" else (None, None, 0)
-    costs = prepared(job, space, profile, CostAssumptions(), engine)[1]
+    costs = prepared(request)[1]
     expected_mfu = None if expected is None else evaluate(job, expected, profile, costs).mfu
     got_mfu = None if result.best is None else result.best.mfu
     agrees = _same_mfu(got_mfu, expected_mfu)

@@ -13,8 +13,10 @@ import argparse
 
 from bench.report import h100_job, machine_line, median_s, write_section
 from models.layout import Layout, resolve_layout
+from optimizer import Request
 from optimizer.costmodel import CostAssumptions
 from optimizer.costmodel import stage_plans as sp
+from optimizer.engines import get_engine
 from optimizer.search import SolveSettings
 from optimizer.searches import optimize, stage_plans
 from optimizer.staging.oracle import ORACLE_MODEL, best_plan_exhaustive
@@ -33,8 +35,15 @@ SMALL = ORACLE_MODEL
 
 def measure(name: str, model: str, gpus: int, engine: str, reps: int) -> str:
     job = h100_job(gpus, model)
-    stage_s, found = median_s(lambda: stage_plans(job, engine=engine, time_limit_s=60), reps)
-    even_s, _ = median_s(lambda: optimize(job, explain=False, engine=engine), reps)
+    stage_s, found = median_s(
+        lambda: stage_plans(
+            Request(job, engine=get_engine(engine)), SolveSettings(time_limit_s=60)
+        ),
+        reps,
+    )
+    even_s, _ = median_s(
+        lambda: optimize(Request(job, engine=get_engine(engine), explain=False)), reps
+    )
     gain = 0.0
     if found.best is not None and found.even_best is not None:
         gain = found.best.price.mfu / found.even_best.price.mfu - 1

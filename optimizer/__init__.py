@@ -6,7 +6,8 @@
   solves, the frontier, and the exhaustive enumerator that checks them;
 - `results.py`: what a search answers (statuses, bounds, relaxations, choices, conflicts);
 - `explain/`: why the optimum is what it is (relaxations, choices, slack, conflicts);
-- `searches.py`: the front door, `optimize` and `pareto`;
+- `request.py`: the one request every front door takes, parsed once at the edge;
+- `searches.py`: the front doors, `evaluate_on`, `optimize`, `pareto` and `stage_plans`;
 - `validation/`: the cost model against published training runs.
 
 Engines, calibration, studies and the multi-job planner join as rooms of their own here.
@@ -22,6 +23,7 @@ from optimizer.costmodel import (
     evaluate,
 )
 from optimizer.cpsat import StopSignal
+from optimizer.request import DEFAULT_PROFILE, Request
 from optimizer.results import (
     Choice,
     Conflict,
@@ -32,11 +34,12 @@ from optimizer.results import (
     SolverStats,
     Status,
 )
-from optimizer.search import SearchSpace
-from optimizer.searches import DEFAULT_PROFILE, evaluate_on, optimize, pareto, stage_plans
+from optimizer.search import SearchSpace, SolveSettings
+from optimizer.searches import evaluate_on, optimize, pareto, stage_plans
 from optimizer.staging import StageSearch
 
 __all__ = [
+    "Request",
     "StageSearch",
     "stage_plans",
     "DEFAULT_PROFILE",
@@ -54,6 +57,7 @@ __all__ = [
     "Slack",
     "SolverStats",
     "Status",
+    "SolveSettings",
     "StopSignal",
     "evaluate",
     "evaluate_on",

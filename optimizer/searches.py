@@ -1,5 +1,7 @@
-"""The optimiser's front door: the best layout with a proof and why, and the memory/MFU
-frontier, each saying exactly what was proved.
+"""The optimiser's front doors: a layout priced, the best layout with a proof and why, the
+memory/MFU frontier and the stage plans, each saying exactly what was proved. Each takes the
+one `Request` (optimizer.request) and, where it searches, a budget (`SolveSettings`: time
+limit, CP-SAT workers, stop signal).
 
 Every figure in a result is recomputed by the cost model (`costmodel.evaluate`) from the
 layout the solver chose; the solver's scaled integers only decide which layout that is.
@@ -10,18 +12,13 @@ from __future__ import annotations
 import time
 from dataclasses import replace
 
-from models.job import TrainingJob
-from models.layout import Layout
+from models.errors import InvalidSpec
 from optimizer import explain as explaining
 from optimizer import staging
-from optimizer.costmodel import (
-    CostAssumptions,
-    Estimate,
-    evaluate,
-    profile_named,
-)
+from optimizer.costmodel import CostAssumptions, Estimate, evaluate, profile_named
 from optimizer.costmodel.warnings import calibration_warnings
-from optimizer.engines import engine_assumptions, engine_placed, get_engine, judged
+from optimizer.engines import engine_placed, judged
+from optimizer.request import DEFAULT_PROFILE, Request
 from optimizer.results import (
     OptimizeResult,
     ParetoResult,
@@ -33,97 +30,57 @@ from optimizer.results import (
 )
 from optimizer.search import (
     SearchProblem,
-    SearchSpace,
     SolveSettings,
-    StopSignal,
     best_layout_by_ceilings,
+    frontier,
     narrowed,
     resolve_space,
 )
 
-# Every route prices with the profile that charges every knob a search turns, so that an
-# answer's layout evaluated again gives the answer's figures; the plate is asked for by name.
-DEFAULT_PROFILE = "standard"
+
+def prepared(request: Request) -> tuple[SearchProblem, CostAssumptions]:
+    """The request's search problem with its engine's rules (none without an engine), and
+    the assumptions it is priced under."""
+    profile_named(request.profile)
+    problem = resolve_space(request.job, request.space, request.profile, request.engine)
+    beyond = tuple(calibration_warnings(request.job, request.priced, request.engine_name))
+    return replace(problem, warnings=problem.warnings + beyond), request.priced
 
 
-def prepared(
-    job: TrainingJob,
-    space: SearchSpace | None,
-    profile: str,
-    assumptions: CostAssumptions | None,
-    engine: str | None,
-) -> tuple[SearchProblem, CostAssumptions]:
-    """The search problem with the engine's rules, and the assumptions priced as the engine
-    runs (its gradient sync); no engine: no engine's rules, the engine-agnostic figures."""
-    profile_named(profile)
-    costs = priced_assumptions(assumptions, engine)
-    runs_on = None if engine is None else get_engine(engine)
-    problem = resolve_space(job, space or SearchSpace(), profile, runs_on)
-    beyond = tuple(calibration_warnings(job, costs, engine))
-    return replace(problem, warnings=problem.warnings + beyond), costs
-
-
-def priced_assumptions(assumptions: CostAssumptions | None, engine: str | None) -> CostAssumptions:
-    """The request's assumptions with `engine`'s way of running laid under them (its gradient
-    sync, kernels, overlaps); no engine: the engine-agnostic figures."""
-    costs = assumptions or CostAssumptions()
-    return costs if engine is None else engine_assumptions(get_engine(engine), costs)
-
-
-def evaluate_on(
-    job: TrainingJob,
-    layout: Layout,
-    profile: str = DEFAULT_PROFILE,
-    assumptions: CostAssumptions | None = None,
-    engine: str | None = None,
-) -> Estimate:
-    """One layout priced as `engine` runs it (its gradient sync; its default rank order when
-    the layout names none); the rules it breaks are the caller's to report
-    (optimizer.engines.violations)."""
-    costs = priced_assumptions(assumptions, engine)
-    if engine is not None:
-        layout = engine_placed(layout, get_engine(engine))
-    estimate = evaluate(job, layout, profile, costs)
-    beyond = tuple(calibration_warnings(job, costs, engine))
+def evaluate_on(request: Request) -> Estimate:
+    """The request's layout priced as its engine runs it (its gradient sync; its default rank
+    order when the layout names none), with the engine's verdict on it."""
+    if request.layout is None:
+        raise InvalidSpec("evaluate prices a layout: the request gives none", "layout")
+    layout = request.layout
+    if request.engine is not None:
+        layout = engine_placed(layout, request.engine)
+    estimate = evaluate(request.job, layout, request.profile, request.priced)
+    beyond = tuple(calibration_warnings(request.job, request.priced, request.engine_name))
     estimate = replace(estimate, warnings=estimate.warnings + beyond) if beyond else estimate
-    return with_verdict(job, estimate, engine, assumptions)
+    return with_verdict(request, estimate)
 
 
-def with_verdict(
-    job: TrainingJob,
-    estimate: Estimate,
-    engine: str | None,
-    assumptions: CostAssumptions | None,
-) -> Estimate:
+def with_verdict(request: Request, estimate: Estimate) -> Estimate:
     """The estimate with its engine's verdict (broken rules, artefact or refusal); as it is
     when no engine was asked. The selective module list is the request's, where it names one."""
-    if engine is None:
+    if request.engine is None:
         return estimate
-    modules = None if assumptions is None else assumptions.selective_recompute_modules
-    return judged(get_engine(engine), job, estimate, modules)
+    return judged(request.engine, request.job, estimate, request.recompute_modules)
 
 
-def optimize(
-    job: TrainingJob,
-    space: SearchSpace | None = None,
-    profile: str = DEFAULT_PROFILE,
-    assumptions: CostAssumptions | None = None,
-    time_limit_s: float = 10.0,
-    workers: int = 1,
-    explain: bool = True,
-    stop: StopSignal | None = None,
-    engine: str | None = None,
-) -> OptimizeResult:
-    """The layout of highest MFU that fits, proved optimal within the time limit, and why.
+def optimize(request: Request, budget: SolveSettings | None = None) -> OptimizeResult:
+    """The layout of highest MFU that fits, proved optimal within the time limit, and why
+    (unless the request asks for the layout alone).
 
-    `time_limit_s` bounds the whole call: the explanations get what the optimum leaves.
-    `stop`, set from another thread, ends it early with what was proved by then. `engine`
-    (a name of optimizer.engines.ENGINES) adds its rules and prices its gradient sync."""
-    problem, costs = prepared(job, space, profile, assumptions, engine)
-    stop = stop or StopSignal()
+    `budget` (time limit, CP-SAT workers, stop signal) is the caller's: its time limit
+    bounds the whole call, the explanations getting what the optimum leaves; its stop, set
+    from another thread, ends it early with what was proved by then."""
+    settings = budget or SolveSettings()
+    time_limit_s, workers, stop = settings.time_limit_s, settings.workers, settings.stop
+    (problem, costs), explain = prepared(request), request.explain
     start = time.perf_counter()
-    budget = explaining.Budget(start + time_limit_s, workers, stop)
-    settings = SolveSettings(time_limit_s, workers, stop)
+    left = explaining.Budget(start + time_limit_s, workers, stop)
     # the layouts that cannot win are left out; the explanations price what they need
     found = best_layout_by_ceilings(narrowed(problem), costs, settings)
     wall_s = time.perf_counter() - start
@@ -135,10 +92,10 @@ def optimize(
     explained = explaining.Explanation()
     complete = False
     if explain and status != "unknown":
-        explained = explaining.explain(problem, best, costs, budget)
+        explained = explaining.explain(problem, best, costs, left)
         complete = not explained.warnings  # its only warnings: cut short, or skipped
     if best is not None:
-        best = with_verdict(job, best, engine, assumptions)
+        best = with_verdict(request, best)
     bound = mfu_bound(found.bound_ln_mfu)
     if status == "optimal" and best is not None:
         bound = best.mfu  # the proof's bound is the optimum itself
@@ -167,30 +124,18 @@ def optimize(
     )
 
 
-def pareto(
-    job: TrainingJob,
-    space: SearchSpace | None = None,
-    profile: str = DEFAULT_PROFILE,
-    assumptions: CostAssumptions | None = None,
-    time_limit_s: float = 30.0,
-    workers: int = 1,
-    stop: StopSignal | None = None,
-    engine: str | None = None,
-) -> ParetoResult:
+def pareto(request: Request, budget: SolveSettings | None = None) -> ParetoResult:
     """The exact memory/MFU frontier by epsilon-constraint solves, memory ascending; when
     time runs out first, the part found so far (its high-memory end), said to be partial."""
-    from optimizer.search import SolveSettings, frontier
-
-    problem, costs = prepared(job, space, profile, assumptions, engine)
-    stop = stop or StopSignal()
+    settings = budget or SolveSettings()
+    time_limit_s, stop = settings.time_limit_s, settings.stop
+    problem, costs = prepared(request)
     start = time.perf_counter()
-    settings = SolveSettings(time_limit_s, workers, stop)
     layouts, proved = frontier(narrowed(problem), costs, settings)
     estimates = tuple(
-        with_verdict(job, explaining.priced(problem, layout, costs), engine, assumptions)
-        for layout in layouts
+        with_verdict(request, explaining.priced(problem, layout, costs)) for layout in layouts
     )
-    warnings = problem.warnings + refused_points(estimates, engine)
+    warnings = problem.warnings + refused_points(estimates, request)
     if not proved and estimates:
         warnings += (
             f"the frontier is partial: the time limit ({time_limit_s:g} s) ran out after "
@@ -202,31 +147,29 @@ def pareto(
     return ParetoResult(estimates, time.perf_counter() - start, proved, warnings)
 
 
-def refused_points(estimates: tuple[Estimate, ...], engine: str | None) -> tuple[str, ...]:
+def refused_points(estimates: tuple[Estimate, ...], request: Request) -> tuple[str, ...]:
     """One warning counting the frontier points the engine refuses (each point names why)."""
     refused = sum(e.export_error is not None for e in estimates)
-    if not refused or engine is None:
+    if not refused or request.engine is None:
         return ()
-    label = get_engine(engine).label
+    label = request.engine.label
     return (
         f"{refused} of {len(estimates)} frontier points break {label}'s rules "
         "(each point's warnings name them)",
     )
 
 
-def stage_plans(
-    job: TrainingJob,
-    space: SearchSpace | None = None,
-    assumptions: CostAssumptions | None = None,
-    time_limit_s: float = 10.0,
-    workers: int = 1,
-    stop: StopSignal | None = None,
-    engine: str | None = None,
-    per_stage_recompute: bool | None = None,
-) -> staging.StageSearch:
+def stage_plans(request: Request, budget: SolveSettings | None = None) -> staging.StageSearch:
     """The layout and stage plan (layers and recompute mode of each pipeline rank) of least
     step time, under profile standard, proved within the time limit (optimizer.staging)."""
-    problem, costs = prepared(job, space, DEFAULT_PROFILE, assumptions, engine)
+    settings = budget or SolveSettings()
+    problem, costs = prepared(replace(request, profile=DEFAULT_PROFILE))
     return staging.search_stage_plans(
-        problem, costs, time_limit_s, workers, stop, per_stage_recompute, engine
+        problem,
+        costs,
+        settings.time_limit_s,
+        settings.workers,
+        settings.stop,
+        request.per_stage_recompute,
+        request.engine_name,
     )

@@ -10,6 +10,7 @@ from models.presets import gpu_preset, model_preset
 from models.training import TrainingSpec
 from models.transformer import TransformerSpec
 from optimizer.costmodel import CostAssumptions
+from optimizer.engines import Engine, get_engine
 
 # No CUDA context or NCCL buffers beside the tensors: for tests whose memory limits were set
 # for the tensors alone (the oracle's stage plans at 8 and 9 GB)
@@ -26,6 +27,11 @@ def plate_job(
         cluster=ClusterSpec(gpus=gpus, gpu=gpu_preset("h100-sxm"), gpus_per_node=8),
         training=TrainingSpec(**training),
     )
+
+
+def engine_or_none(name: str | None) -> Engine | None:
+    """The engine of that name; None (no engine's rules, the engine-agnostic figures) for None."""
+    return None if name is None else get_engine(name)
 
 
 def run_cli(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:

@@ -6,11 +6,14 @@ from __future__ import annotations
 import random
 from dataclasses import replace
 
+from models.hardware import ClusterSpec
+from models.job import TrainingJob
 from models.presets import gpu_preset, model_preset
+from models.training import TrainingSpec
+from optimizer import Request
 from optimizer.planning import (
     Curves,
     Deadline,
-    JobRequest,
     PlanJob,
     PlanProblem,
     PlanResult,
@@ -20,8 +23,17 @@ from optimizer.planning import (
 )
 from optimizer.planning.options import OptionTable
 
-REQUEST = JobRequest(model=model_preset("llama3-8b"), profile="workshop")
 REQUEST_GPU = gpu_preset("h100-sxm")
+# a plan's job: its cluster is where it starts, each scaling-curve point moves it
+REQUEST = Request(
+    TrainingJob(
+        model=model_preset("llama3-8b"),
+        cluster=ClusterSpec(gpus=8, gpu=REQUEST_GPU),
+        training=TrainingSpec(),
+    ),
+    profile="workshop",
+    engine=None,
+)
 
 
 def _pools(rng: random.Random) -> tuple[Pool, ...]:

@@ -29,7 +29,7 @@ def cost_model_price(
     estimate = evaluate(request.job(), layout, request.profile, request.assumptions)
     if not judged:
         return estimate_out(estimate)
-    return estimate_out(with_verdict(request.job(), estimate, request.engine, request.assumptions))
+    return estimate_out(with_verdict(request.to_request(), estimate))
 
 
 @pytest.fixture
@@ -88,7 +88,7 @@ def test_time_limit_is_the_requests_capped_by_the_servers(
     real_optimize = search.optimize
 
     def spy(*args: Any, **kwargs: Any) -> search.OptimizeResult:
-        asked.append(args[4])  # time_limit_s, passed fifth
+        asked.append(args[1].time_limit_s)  # the budget, passed second
         return real_optimize(*args, **kwargs)
 
     monkeypatch.setattr(search, "optimize", spy)

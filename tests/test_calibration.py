@@ -11,14 +11,16 @@ import pytest
 from api.schemas import EvaluateRequest
 from models.layout import Layout
 from models.presets import gpu_preset
+from optimizer import Request, SolveSettings
 from optimizer.calibration import MeasuredRun, calibrate, choose, measured_run
 from optimizer.calibration.parameters import PRIOR_SD_OF_RANGE, RUN_LOG_ERROR, prior_weight
 from optimizer.costmodel import CostAssumptions, evaluate, kernel_efficiency
+from optimizer.engines import get_engine
 from optimizer.searches import evaluate_on, optimize
 from optimizer.validation import published_runs
 from optimizer.validation.calibrated import GROUPINGS, calibrate_engines, measured, spread
 from optimizer.validation.report import compare
-from tests.helpers import plate_job
+from tests.helpers import engine_or_none, plate_job
 
 TRUTH = {
     "kernel_efficiency": 0.5,
@@ -51,7 +53,10 @@ def synthetic(truth: dict[str, float], shapes=SHAPES, measure: str = "step_time_
         value = {"step_time_s": est.step_time_s, "mfu": est.mfu}[measure]
         runs.append(
             measured_run(
-                f"run {i}", job, layout, "standard", CostAssumptions(), "generic", measure, value
+                f"run {i}",
+                Request(job, layout=layout, engine=get_engine("generic")),
+                measure,
+                value,
             )
         )
     return runs
@@ -135,7 +140,10 @@ def test_a_fit_at_its_bound_is_pinned_not_kept() -> None:
     job, layout = plate_job(16, "llama3-8b", global_batch=64), Layout(tp=2, zero=1)
     slow = 10 * evaluate(job, layout, "standard").step_time_s
     run = measured_run(
-        "slow", job, layout, "standard", CostAssumptions(), "megatron", "step_time_s", slow
+        "slow",
+        Request(job, layout=layout, engine=get_engine("megatron")),
+        "step_time_s",
+        slow,
     )
     result = calibrate([run])
     assert result.fitted == {}
@@ -155,11 +163,7 @@ def test_moe_runs_at_three_micro_batch_sizes_tell_host_time_from_kernels(recover
         runs.append(
             measured_run(
                 f"mb {micro_batch}",
-                job,
-                layout,
-                "standard",
-                CostAssumptions(),
-                "megatron",
+                Request(job, layout=layout, engine=get_engine("megatron")),
                 "step_time_s",
                 step_s,
             )
@@ -179,8 +183,7 @@ def test_the_prior_pulls_few_runs_harder_than_many() -> None:
     # default and that, the nearer the default the fewer the runs (the weight falls as 1/n)
     job, layout = plate_job(16, "llama3-8b", global_batch=64), Layout(tp=2, zero=1)
     slow = 1.2 * evaluate(job, layout, "standard").step_time_s
-    run = measured_run("r", job, layout, "standard", CostAssumptions(), "megatron",
-                       "step_time_s", slow)  # fmt: skip
+    run = measured_run("r", Request(job, layout=layout, engine=get_engine("megatron")), "step_time_s", slow)  # fmt: skip
     exact = calibrate([run], regularisation=0.0).fitted["kernel_efficiency"]
     pulled = [calibrate([run] * n, leave_one_out=False).fitted for n in (1, 3, 9)]
     efficiencies = [fit["kernel_efficiency"] for fit in pulled]
@@ -219,7 +222,18 @@ def test_assumptions_a_request_states_are_facts_not_fitted() -> None:
     runs = synthetic(TRUTH, SHAPES[:3])
     stated = CostAssumptions(tp_overlap_fraction=0.4, sequence_parallel=False)
     runs = [
-        measured_run(r.name, r.job, r.layout, r.profile, stated, r.engine, "step_time_s", r.value)
+        measured_run(
+            r.name,
+            Request(
+                r.job,
+                layout=r.layout,
+                profile=r.profile,
+                assumptions=stated,
+                engine=engine_or_none(r.engine),
+            ),
+            "step_time_s",
+            r.value,
+        )
         for r in runs
     ]
     result = calibrate(runs, leave_one_out=False)
@@ -269,7 +283,10 @@ def test_leave_one_out_by_hand() -> None:
     factors = [0.95, 1.0, 1.08]
     runs: list[MeasuredRun] = [
         measured_run(
-            f"r{i}", job, layout, "standard", uncontended, "generic", "step_time_s", f * base
+            f"r{i}",
+            Request(job, layout=layout, assumptions=uncontended, engine=get_engine("generic")),
+            "step_time_s",
+            f * base,
         )
         for i, f in enumerate(factors)
     ]
@@ -334,8 +351,15 @@ def test_a_run_is_priced_as_its_engine_runs_it(engine: str, zero: int) -> None:
     # sync, kernels and overlaps), not from an engine-agnostic price of it
     # (cp 2: megatron hides its context-parallel exchange, the others do not)
     job, layout = plate_job(64, "llama3-8b", global_batch=128), Layout(tp=2, cp=2, zero=zero)
-    run = measured_run("r", job, layout, "standard", CostAssumptions(), engine, "step_time_s", 1.0)
-    as_evaluated = evaluate_on(job, layout, "standard", CostAssumptions(), engine).step_time_s
+    run = measured_run(
+        "r",
+        Request(job, layout=layout, engine=engine_or_none(engine)),
+        "step_time_s",
+        1.0,
+    )
+    as_evaluated = evaluate_on(
+        Request(job, layout=layout, engine=engine_or_none(engine))
+    ).step_time_s
     assert run.estimate().step_time_s == pytest.approx(as_evaluated, rel=1e-12)
     agnostic = evaluate(job, layout, "standard", CostAssumptions()).step_time_s
     assert as_evaluated != pytest.approx(agnostic, rel=1e-3)  # the engine changes the price
@@ -360,7 +384,9 @@ def test_the_file_says_what_it_was_fitted_on_and_a_request_elsewhere_is_warned()
     layout = Layout(tp=2, zero=1)
 
     def told(job, engine=None) -> list[str]:
-        warnings = evaluate_on(job, layout, "standard", written, engine).warnings
+        warnings = evaluate_on(
+            Request(job, layout=layout, assumptions=written, engine=engine_or_none(engine))
+        ).warnings
         return [w for w in warnings if "calibrated on 3 measured runs" in w]
 
     assert told(h100) == [] and told(h100, "generic") == []
@@ -369,16 +395,20 @@ def test_the_file_says_what_it_was_fitted_on_and_a_request_elsewhere_is_warned()
     (engine,) = told(h100, "megatron")
     assert "generic" in engine and "megatron" in engine
     assert len(told(a100, "megatron")) == 2
-    searched = optimize(a100, assumptions=written, time_limit_s=20, explain=False)
+    searched = optimize(
+        Request(a100, assumptions=written, engine=None, explain=False),
+        SolveSettings(time_limit_s=20),
+    )
     assert any("calibrated on 3 measured runs" in w for w in searched.warnings)
     # the warning does not change the price; a file with nothing fitted warns of nothing
     plain = written.model_copy(update={"calibrated_on": None})
     assert (
-        evaluate_on(a100, layout, "standard", plain).mfu
-        == evaluate_on(a100, layout, "standard", written).mfu
+        evaluate_on(Request(a100, layout=layout, assumptions=plain, engine=None)).mfu
+        == evaluate_on(Request(a100, layout=layout, assumptions=written, engine=None)).mfu
     )
     unfitted = written.calibrated_on.model_copy(update={"fitted": []})
     quiet = written.model_copy(update={"calibrated_on": unfitted})
     assert not any(
-        "calibrated on" in w for w in evaluate_on(a100, layout, "standard", quiet).warnings
+        "calibrated on" in w
+        for w in evaluate_on(Request(a100, layout=layout, assumptions=quiet, engine=None)).warnings
     )

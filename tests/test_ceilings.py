@@ -15,9 +15,11 @@ from api.schemas.answers import optimize_out
 from bench.report import h100_job
 from models.errors import InvalidSpec
 from models.job import TrainingJob
+from optimizer import Request
 from optimizer.costmodel import profile_named
 from optimizer.costmodel.standard.breakdown import MFU_STEP_NAMES, breakdown, step_floor_s
 from optimizer.costmodel.standard.profile import grid_degrees
+from optimizer.engines import get_engine
 from optimizer.search import (
     LN_MFU_SCALE,
     Found,
@@ -34,6 +36,7 @@ from optimizer.search.problem import KNOBS
 from optimizer.search.tables import coupled_valid_rows, valid_rows, with_free_axes
 from optimizer.search.terms import PLACEMENT
 from optimizer.searches import optimize, prepared
+from tests.helpers import engine_or_none
 
 # (model, GPUs, engine, search space): dense and MoE, three engines' pricing, several
 # micro-batch sizes, a memory limit that leaves few layouts
@@ -48,7 +51,7 @@ CASES = [
 
 def _problem(model: str, gpus: int, engine: str, space: SearchSpace):  # type: ignore[no-untyped-def]
     job: TrainingJob = h100_job(gpus, model)
-    problem, assumptions = prepared(job, space, "standard", None, engine)
+    problem, assumptions = prepared(Request(job, space=space, engine=engine_or_none(engine)))
     return narrowed(problem), assumptions
 
 
@@ -136,8 +139,8 @@ def test_a_floor_no_row_reaches_is_an_infeasible_search_not_an_error() -> None:
 
 def test_optimize_without_explanations_searches_by_ceilings() -> None:
     job = h100_job(1024, "llama3-70b")
-    explained = optimize(job, SearchSpace(), engine="megatron")
-    bare = optimize(job, SearchSpace(), engine="megatron", explain=False)
+    explained = optimize(Request(job, engine=get_engine("megatron")))
+    bare = optimize(Request(job, engine=get_engine("megatron"), explain=False))
     assert bare.status == explained.status == "optimal"
     assert bare.best is not None and explained.best is not None
     assert bare.best.layout == explained.best.layout
@@ -150,7 +153,9 @@ def test_a_space_too_large_to_price_whole_is_explained_by_its_ceilings() -> None
     # explanations price only what reaches the optimum (ceilings up to
     # MAX_EXPLAIN_CEILING_CELLS, the widened node size's too), and every one is worked out
     job, space = h100_job(16384, "deepseek-v3-shaped"), SearchSpace(micro_batches=[1, 2, 4, 8])
-    result = optimize(job, space, engine="generic", time_limit_s=60.0)
+    result = optimize(
+        Request(job, space=space, engine=get_engine("generic")), SolveSettings(time_limit_s=60.0)
+    )
     assert result.status == "optimal" and result.explained and result.explanations_complete
     assert not any("explanations skipped" in w for w in result.warnings)
     assert result.explanations_skipped == ()
@@ -167,7 +172,7 @@ def test_a_widened_space_too_large_is_skipped_alone(monkeypatch: pytest.MonkeyPa
         raise InvalidSpec("search space too large: (numbers)", "search")
 
     monkeypatch.setattr(relaxing, "_beyond", too_large)
-    result = optimize(h100_job(1024, "llama3-70b"), SearchSpace(), engine="megatron")
+    result = optimize(Request(h100_job(1024, "llama3-70b"), engine=get_engine("megatron")))
     assert result.status == "optimal" and not result.explanations_complete
     skipped = [w for w in result.warnings if w.startswith("explanations skipped")]
     assert skipped == [
@@ -269,7 +274,10 @@ def test_no_other_layout_reaching_the_floor_leaves_the_first_optimum_proved(
 
 def test_no_time_for_the_ceilings_is_unknown() -> None:
     job = h100_job(1024, "llama3-70b")
-    result = optimize(job, SearchSpace(), engine="megatron", explain=False, time_limit_s=1e-9)
+    result = optimize(
+        Request(job, engine=get_engine("megatron"), explain=False),
+        SolveSettings(time_limit_s=1e-9),
+    )
     assert result.status == "unknown" and result.best is None
 
 

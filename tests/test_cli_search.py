@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from api.schemas import SEARCH_EXAMPLE
+from optimizer import Request
 from optimizer.costmodel.assumptions import CostAssumptions
 from optimizer.search import enumerator
 from optimizer.search.problem import resolve_space
@@ -200,13 +201,15 @@ def test_unfinished_explanations_do_not_read_as_nothing_binds() -> None:
     from optimizer.searches import optimize
 
     # the 8B model on 1,024 GPUs: nothing binds once every explanation is worked out
-    result = optimize(plate_job(1024, "llama3-8b"), SearchSpace(), "workshop")
+    result = optimize(Request(plate_job(1024, "llama3-8b"), profile="workshop", engine=None))
     assert result.explanations_complete and result.binding == ()
     finished = optimize_text(optimize_out(result))
     cut = optimize_text(optimize_out(replace(result, explanations_complete=False)))
     assert "  - nothing we can relax" in finished and "none found before" not in finished
     assert "  - none found before the time limit" in cut and "nothing we can relax" not in cut
-    unexplained = optimize(plate_job(1024, "llama3-8b"), SearchSpace(), "workshop", explain=False)
+    unexplained = optimize(
+        Request(plate_job(1024, "llama3-8b"), profile="workshop", engine=None, explain=False)
+    )
     assert not unexplained.explanations_complete and not unexplained.explained
     assert optimize_out(result).model_dump()["explanations_complete"] is True
     # explanations turned off are not explanations cut short

@@ -10,12 +10,12 @@ from fastapi.testclient import TestClient
 from models.hf_config import from_hf_config
 from models.layout import Layout, resolve_layout
 from models.presets import model_preset, model_presets, published_hf_configs
+from optimizer import Request
 from optimizer.costmodel.grid import PLACEMENTS
 from optimizer.engines import export, get_engine
-from optimizer.search import SearchSpace
 from optimizer.searches import optimize, prepared
 from tests.engine_cases import _llama70b, _llama70b_fp8, _mixtral, command_line, megatron_parser
-from tests.helpers import plate_job
+from tests.helpers import engine_or_none, plate_job
 from tests.test_recompute_modules import NONE, job
 
 
@@ -121,13 +121,13 @@ def test_searches_lay_ranks_only_as_the_engine_does_and_megatron_says_which_orde
     plate = plate_job(16384)
     orders = {}
     for engine in ("megatron", "nemo", "torchtitan", "deepspeed", "generic"):
-        problem, _ = prepared(plate, SearchSpace(), "standard", None, engine)
+        problem, _ = prepared(Request(plate, engine=engine_or_none(engine)))
         orders[engine] = {PLACEMENTS[p] for p in problem.placements}
     assert orders["megatron"] == {("tp", "cp", "dp", "pp"), ("tp", "cp", "pp", "dp")}
     assert orders["nemo"] == orders["torchtitan"] == orders["deepspeed"]
     assert orders["deepspeed"] == {("tp", "cp", "dp", "pp")}
     assert len(orders["generic"]) == 24
-    best = optimize(plate, engine="megatron", explain=False).best
+    best = optimize(Request(plate, engine=get_engine("megatron"), explain=False)).best
     assert best is not None and best.layout.placement in orders["megatron"]
     # pipeline stages inside data parallelism: the flag; the default order: none
     parser, megatron = megatron_parser(), get_engine("megatron")

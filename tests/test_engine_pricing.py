@@ -11,13 +11,13 @@ import pytest
 
 from models.job import TrainingJob
 from models.layout import Layout
+from optimizer import Request, SolveSettings
 from optimizer.costmodel import CostAssumptions, LayoutGrid, evaluate
 from optimizer.costmodel.standard.compute import every_second_matmul_share
 from optimizer.engines import ENGINES, engine_assumptions, export, get_engine, violations
 from optimizer.engines.pricing import engine_traffic
-from optimizer.search import SearchSpace
 from optimizer.searches import optimize
-from tests.helpers import plate_job
+from tests.helpers import engine_or_none, plate_job
 
 T, F = True, False
 
@@ -171,7 +171,10 @@ SEARCH_JOBS = {
 @pytest.mark.parametrize("job_name", sorted(SEARCH_JOBS))
 def test_each_engines_optimum_keeps_its_rules_and_exports(engine: str, job_name: str) -> None:
     job = SEARCH_JOBS[job_name]
-    result = optimize(job, SearchSpace(), time_limit_s=120, explain=False, engine=engine)
+    result = optimize(
+        Request(job, engine=engine_or_none(engine), explain=False),
+        SolveSettings(time_limit_s=120),
+    )
     if not has_config(engine, job):
         # e.g. torchtitan 0.3.0's llama3 model has no MoE layers for Mixtral: proved infeasible (the conflict is worked out when explanations are asked for)
         assert result.status == "infeasible" and result.best is None
@@ -184,7 +187,10 @@ def test_each_engines_optimum_keeps_its_rules_and_exports(engine: str, job_name:
 
 def test_an_engine_that_cannot_run_the_model_says_why() -> None:
     job = SEARCH_JOBS["mixtral-8x7b on 256"]
-    result = optimize(job, SearchSpace(), time_limit_s=120, engine="torchtitan")
+    result = optimize(
+        Request(job, engine=get_engine("torchtitan")),
+        SolveSettings(time_limit_s=120),
+    )
     assert result.status == "infeasible"
     (conflict,) = result.conflict
     assert conflict.name == "engine_model_architecture"
@@ -196,7 +202,10 @@ def test_an_engine_that_cannot_run_the_model_says_why() -> None:
 def test_relaxing_an_engine_rule_is_said_in_the_engines_words() -> None:
     # the plate under Megatron-LM: its schedules rule is weighed, in its own words (it no
     # longer binds: the interleaved schedule hides the data-parallel sync chunk by chunk)
-    result = optimize(plate_job(), SearchSpace(), time_limit_s=120, engine="megatron")
+    result = optimize(
+        Request(plate_job(), engine=get_engine("megatron")),
+        SolveSettings(time_limit_s=120),
+    )
     words = {relaxation.name: relaxation.description for relaxation in result.relaxations}
     assert "Megatron-LM runs only the pipeline schedules" in words["engine_schedule"]
 

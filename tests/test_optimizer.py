@@ -5,12 +5,13 @@ published setting or from the exhaustive enumerator, never from the solver itsel
 from __future__ import annotations
 
 import math
-from functools import partial
+from dataclasses import replace
 
 import pytest
 from pydantic import ValidationError
 
 from models.layout import Recompute
+from optimizer import OptimizeResult, Request
 from optimizer import explain as explaining
 from optimizer.costmodel.assumptions import CostAssumptions
 from optimizer.costmodel.profiles import evaluate
@@ -24,12 +25,16 @@ from optimizer.searches import pareto as search_pareto
 from tests.helpers import plate_job
 
 # These cases pin the workshop profile's optimum (searches default to standard).
-optimize = partial(search_optimize, profile="workshop")
+
+
+def optimize(request: Request, budget: SolveSettings | None = None) -> OptimizeResult:
+    """The search under the workshop profile."""
+    return search_optimize(replace(request, profile="workshop"), budget)
 
 
 @pytest.fixture(scope="module")
 def plate_result():
-    return optimize(plate_job(), SearchSpace())
+    return optimize(Request(plate_job(), engine=None))
 
 
 def enumerated_mfu(job, space: SearchSpace) -> float | None:
@@ -71,7 +76,7 @@ def test_solver_objective_agrees_with_cost_model() -> None:
 
 
 def test_405b_on_64_gpus_conflict_is_memory_alone() -> None:
-    result = optimize(plate_job(gpus=64), SearchSpace())
+    result = optimize(Request(plate_job(gpus=64), engine=None))
     assert result.status == "infeasible" and result.best is None
     assert [c.name for c in result.conflict] == ["memory_limit"]
     # the least memory any layout with tp dividing the 8 KV heads needs, by enumeration
@@ -86,17 +91,21 @@ def test_405b_on_64_gpus_conflict_is_memory_alone() -> None:
 
 def test_70b_on_16_gpus_without_recompute_conflict_names_both() -> None:
     job = plate_job(gpus=16, model="llama3-70b")
-    result = optimize(job, SearchSpace(recompute=[Recompute.NONE]))
+    result = optimize(Request(job, space=SearchSpace(recompute=[Recompute.NONE]), engine=None))
     assert result.status == "infeasible"
     assert sorted(c.name for c in result.conflict) == ["memory_limit", "recompute_allowed"]
     # with full recompute allowed it fits: the conflict is real and minimal
-    assert optimize(job, SearchSpace(), explain=False).status == "optimal"
+    assert optimize(Request(job, engine=None, explain=False)).status == "optimal"
 
 
 def test_fixed_tp_against_kv_rule_conflict() -> None:
-    result = optimize(plate_job(), SearchSpace(tp=16))
+    result = optimize(Request(plate_job(), space=SearchSpace(tp=16), engine=None))
     assert sorted(c.name for c in result.conflict) == ["fixed_tp", "kv_heads"]
-    relaxed = optimize(plate_job(), SearchSpace(tp=16, require_tp_divides_kv_heads=False))
+    relaxed = optimize(
+        Request(
+            plate_job(), space=SearchSpace(tp=16, require_tp_divides_kv_heads=False), engine=None
+        )
+    )
     assert relaxed.best.layout.tp == 16
     assert relaxed.best.mfu == pytest.approx(
         enumerated_mfu(plate_job(), SearchSpace(tp=16, require_tp_divides_kv_heads=False)),
@@ -106,9 +115,14 @@ def test_fixed_tp_against_kv_rule_conflict() -> None:
 
 def test_unpriced_knobs_warn_and_stay_priced() -> None:
     result = optimize(
-        plate_job(),
-        SearchSpace(cp=4, zero_stages=[2, 3], recompute=[Recompute.SELECTIVE, Recompute.FULL]),
-        explain=False,
+        Request(
+            plate_job(),
+            space=SearchSpace(
+                cp=4, zero_stages=[2, 3], recompute=[Recompute.SELECTIVE, Recompute.FULL]
+            ),
+            engine=None,
+            explain=False,
+        )
     )
     text = " ".join(result.warnings)
     assert "cp(4)" in text and "ZeRO stages ['3']" in text and "recompute ['selective']" in text
@@ -126,7 +140,7 @@ def test_unpriced_knobs_warn_and_stay_priced() -> None:
     ],
 )
 def test_restricted_spaces_match_enumerator(space: SearchSpace) -> None:
-    result = optimize(plate_job(), space, explain=False)
+    result = optimize(Request(plate_job(), space=space, engine=None, explain=False))
     for name in ("tp", "pp", "vpp"):
         if getattr(space, name) is not None:
             assert getattr(result.best.layout, name) == getattr(space, name)
@@ -135,7 +149,9 @@ def test_restricted_spaces_match_enumerator(space: SearchSpace) -> None:
 
 def test_fixed_placement_is_kept_and_priced() -> None:
     placement = ("dp", "pp", "cp", "tp")
-    result = optimize(plate_job(), SearchSpace(placement=placement), explain=False)
+    result = optimize(
+        Request(plate_job(), space=SearchSpace(placement=placement), engine=None, explain=False)
+    )
     assert result.best.layout.placement == placement
     assert result.best.mfu == pytest.approx(
         enumerated_mfu(plate_job(), SearchSpace(placement=placement)), rel=1e-6
@@ -145,7 +161,10 @@ def test_fixed_placement_is_kept_and_priced() -> None:
 
 def test_same_layout_every_time_with_two_workers(plate_result) -> None:
     for _ in range(3):
-        again = optimize(plate_job(), SearchSpace(), workers=2, explain=False)
+        again = optimize(
+            Request(plate_job(), engine=None, explain=False),
+            SolveSettings(workers=2),
+        )
         assert again.best.layout == plate_result.best.layout
 
 
@@ -177,16 +196,23 @@ def test_equal_mfu_goes_to_least_memory_then_smallest_degrees() -> None:
     # no communication in workshop); the least memory is ZeRO-2's: 6.34 + 0.05 + 0.30 GB of
     # states against 6.34 + 6.34 + 38.0 for ZeRO-0.
     space = SearchSpace(tp=8, pp=16, vpp=4, memory_limit_gb=200, recompute=[Recompute.NONE])
-    result = optimize(plate_job(), space, explain=False)
+    result = optimize(Request(plate_job(), space=space, engine=None, explain=False))
     assert result.best.layout.zero == 2
     # With tp fixed at 1 there is no tensor-parallel traffic, so every placement prices the
     # same: the tie goes to the first order, the plate's tensor-innermost one.
-    small = optimize(plate_job(gpus=8, model="llama3-8b"), SearchSpace(tp=1), explain=False)
+    small = optimize(
+        Request(
+            plate_job(gpus=8, model="llama3-8b"),
+            space=SearchSpace(tp=1),
+            engine=None,
+            explain=False,
+        )
+    )
     assert small.best.layout.placement == ("tp", "cp", "pp", "dp")
 
 
 def test_fixed_degree_that_costs_mfu_is_reported_binding() -> None:
-    result = optimize(plate_job(), SearchSpace(tp=4))
+    result = optimize(Request(plate_job(), space=SearchSpace(tp=4), engine=None))
     fixed = next(b for b in result.binding if b.name == "fixed_tp")
     assert fixed.relaxed.layout.tp == 8  # the free optimum
     assert fixed.relaxed_mfu == pytest.approx(0.42551, abs=1e-5)
@@ -203,7 +229,10 @@ def test_frontier_two_solves_a_point_matches_enumerator(monkeypatch: pytest.Monk
         return cpsat_solve.frontier_point(layout_model, settings, cap)
 
     monkeypatch.setattr(frontier, "frontier_point", two_solves)
-    result = search_pareto(plate_job(), SearchSpace(), "workshop")
+    result = search_pareto(
+        Request(plate_job(), profile="workshop", engine=None),
+        SolveSettings(time_limit_s=30.0),
+    )
     problem = resolve_space(plate_job(), SearchSpace(), "workshop")
     expected = enumerator.frontier_points(problem, CostAssumptions())
     assert [round(e.mfu, 9) for e in result.frontier] == [round(m, 9) for _, m, _ in expected]

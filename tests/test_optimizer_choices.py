@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from optimizer import Request
 from optimizer.costmodel.assumptions import CostAssumptions
 from optimizer.costmodel.profiles import evaluate
 from optimizer.search import enumerator
@@ -30,7 +31,7 @@ def enumerated_best_mfu(job, space: SearchSpace) -> float | None:
 def test_plate_at_four_chunks_prices_context_parallelism_and_dualpipe() -> None:
     # at four chunks cp and DualPipe win (docs/cost-model.md "Known limits"), each choice priced
     job, space = plate_job(), SearchSpace(max_vpp=4)
-    result = optimize(job, space)
+    result = optimize(Request(job, space=space, engine=None))
     assert result.best is not None and result.best.layout.cp > 1
     choices = {choice.name: choice for choice in result.choices}
     assert set(choices) == {"context_parallel", "schedule"}
@@ -49,7 +50,7 @@ def test_a_choice_nothing_fits_without_is_needed() -> None:
     # no layout fits 80 GB (the enumerator agrees)
     job = plate_job(1024, "llama3-70b", seq_len=131072, global_batch=64)
     space = SearchSpace(recompute=["none"], zero_stages=[1])
-    result = optimize(job, space)
+    result = optimize(Request(job, space=space, engine=None))
     assert result.best is not None and result.best.layout.cp > 1
     assert enumerated_best_mfu(job, space.model_copy(update={"cp": 1})) is None
     (needed,) = [c for c in result.choices if c.name == "context_parallel"]
@@ -58,7 +59,11 @@ def test_a_choice_nothing_fits_without_is_needed() -> None:
 
 
 def test_choices_the_user_fixed_are_not_priced() -> None:
-    result = optimize(plate_job(), SearchSpace(max_vpp=4, cp=8, schedules=["dualpipe"]))
+    result = optimize(
+        Request(
+            plate_job(), space=SearchSpace(max_vpp=4, cp=8, schedules=["dualpipe"]), engine=None
+        )
+    )
     assert result.best is not None and result.best.layout.cp == 8
     assert [choice.name for choice in result.choices] == []
 
@@ -67,6 +72,6 @@ def test_a_choice_without_a_plainer_allowed_value_is_not_priced() -> None:
     # only zero-bubble and DualPipe allowed: no 1F1B layout is in the request to compare with,
     # so the schedule is the user's choice, not the solver's
     space = SearchSpace(max_vpp=4, schedules=["zero-bubble", "dualpipe"])
-    result = optimize(plate_job(), space)
+    result = optimize(Request(plate_job(), space=space, engine=None))
     assert result.best is not None and result.best.layout.schedule.value != "1f1b"
     assert "schedule" not in [choice.name for choice in result.choices]

@@ -14,6 +14,7 @@ from models.layout import Recompute
 from models.presets import gpu_preset
 from models.training import TrainingSpec
 from models.transformer import TransformerSpec
+from optimizer import Request
 from optimizer.costmodel.assumptions import CostAssumptions
 from optimizer.costmodel.profiles import evaluate
 from optimizer.search import enumerator
@@ -73,7 +74,7 @@ spaces = st.builds(
 def assert_optimum_matches(job: TrainingJob, space: SearchSpace, profile: str = "workshop") -> None:
     problem = resolve_space(job, space, profile)
     expected = enumerator.best_layout(problem, CostAssumptions())
-    result = search_optimize(job, space, profile, explain=False)
+    result = search_optimize(Request(job, space=space, profile=profile, engine=None, explain=False))
     if expected is None:
         assert result.status == "infeasible" and result.best is None
         return
@@ -87,7 +88,9 @@ def assert_frontier_matches(
 ) -> None:
     problem = resolve_space(job, space, profile)
     expected = enumerator.frontier_points(problem, CostAssumptions())
-    result = search_pareto(job, space, profile)
+    result = search_pareto(
+        Request(job, space=space, profile=profile, engine=None), SolveSettings(time_limit_s=30.0)
+    )
     assert result.proved
     got = [(e.memory.total, e.mfu) for e in result.frontier]
     assert len(got) == len(expected)

@@ -3,11 +3,12 @@ MFU agree with the exhaustive enumerator run with that rule dropped (or its boun
 
 from __future__ import annotations
 
-from functools import partial
+from dataclasses import replace
 
 import pytest
 
 from models.layout import Recompute
+from optimizer import OptimizeResult, Request, SolveSettings
 from optimizer.costmodel.assumptions import CostAssumptions
 from optimizer.costmodel.profiles import evaluate
 from optimizer.search import LayoutModel, build_tables, enumerator
@@ -16,9 +17,12 @@ from optimizer.search.space import SearchSpace
 from optimizer.searches import optimize as search_optimize
 from optimizer.searches import pareto as search_pareto
 from optimizer.searches import prepared
-from tests.helpers import plate_job
+from tests.helpers import engine_or_none, plate_job
 
-optimize = partial(search_optimize, profile="workshop")
+
+def optimize(request: Request, budget: SolveSettings | None = None) -> OptimizeResult:
+    """The search under the workshop profile."""
+    return search_optimize(replace(request, profile="workshop"), budget)
 
 
 def enumerated_relaxed_mfu(job, space: SearchSpace, rule: str) -> float:
@@ -69,7 +73,7 @@ CASES = [
 def test_relaxations_cover_every_rule_and_match_enumerator(
     job, space: SearchSpace, rules: set[str]
 ) -> None:
-    result = optimize(job, space)
+    result = optimize(Request(job, space=space, engine=None))
     assert result.status == "optimal"
     best_mfu = result.best.mfu
     assert {r.name for r in result.relaxations} == rules
@@ -87,7 +91,7 @@ def test_relaxations_cover_every_rule_and_match_enumerator(
 
 
 def test_plate_verdicts_by_name() -> None:
-    result = optimize(plate_job())
+    result = optimize(Request(plate_job(), engine=None))
     verdicts = {r.name: r.binds for r in result.relaxations}
     # Llama 3's published layout is held back by memory (78.6 of 80 GB) and by vpp <= 4
     assert verdicts == {
@@ -104,7 +108,7 @@ def test_plate_verdicts_by_name() -> None:
 
 
 def test_no_relaxations_without_explanations() -> None:
-    result = optimize(plate_job(), explain=False)
+    result = optimize(Request(plate_job(), engine=None, explain=False))
     assert result.relaxations == () and result.binding == ()
 
 
@@ -118,7 +122,7 @@ def test_no_relaxations_without_explanations() -> None:
 def test_memory_step_up_is_the_enumerators_least_memory_better_layout(job, space) -> None:
     # Over every valid layout (memory rule dropped): the least memory among those whose MFU
     # beats the optimum's is the smallest raise of the limit that buys anything.
-    result = optimize(job, space)
+    result = optimize(Request(job, space=space, engine=None))
     memory = next(r for r in result.relaxations if r.name == "memory_limit")
     assert memory.binds and memory.step_up is not None
     problem = resolve_space(job, space, "workshop")
@@ -133,7 +137,7 @@ def test_memory_step_up_is_the_enumerators_least_memory_better_layout(job, space
 
 def test_even_stages_split_every_chunk_alike_and_bind_on_the_plate() -> None:
     # 126 = 2 x 3^2 x 7 layers: pp * vpp must divide it, which Llama 3's pp 16 does not
-    result = optimize(plate_job(), SearchSpace(even_stages=True))
+    result = optimize(Request(plate_job(), space=SearchSpace(even_stages=True), engine=None))
     assert result.best is not None
     lay = result.best.layout
     assert 126 % (lay.pp * lay.vpp) == 0 and lay.pp != 16
@@ -143,7 +147,7 @@ def test_even_stages_split_every_chunk_alike_and_bind_on_the_plate() -> None:
 
 
 def test_even_stages_with_a_fixed_uneven_pp_is_a_named_conflict() -> None:
-    result = optimize(plate_job(), SearchSpace(even_stages=True, pp=16))
+    result = optimize(Request(plate_job(), space=SearchSpace(even_stages=True, pp=16), engine=None))
     assert result.status == "infeasible"
     assert {item.name for item in result.conflict} == {"even_stages", "fixed_pp"}
 
@@ -153,11 +157,11 @@ def test_interleaving_on_too_few_stages_is_a_named_rule() -> None:
     # the free optimum runs pp 2 x vpp 4; the rule must move it (to the enumerator's best
     # under the same mask), bind, and give pp 2 x vpp 4 back when relaxed
     job = plate_job(64, "llama3-70b", global_batch=256)
-    free = optimize(job, SearchSpace(max_vpp=4), explain=False)
+    free = optimize(Request(job, space=SearchSpace(max_vpp=4), engine=None, explain=False))
     assert (free.best.layout.pp, free.best.layout.vpp) == (2, 4)
     space = SearchSpace(min_interleaved_pp=3, max_vpp=4)
     expected = enumerator.best_layout(resolve_space(job, space, "workshop"), CostAssumptions())
-    result = optimize(job, space)
+    result = optimize(Request(job, space=space, engine=None))
     assert result.best is not None and expected is not None
     lay = result.best.layout
     assert lay.vpp == 1 or lay.pp >= 3
@@ -165,7 +169,9 @@ def test_interleaving_on_too_few_stages_is_a_named_rule() -> None:
     (rule,) = [r for r in result.binding if r.name == "min_interleaved_pp"]
     assert rule.description.startswith("interleaving (vpp > 1) needs pp >= 3")
     assert rule.relaxed is not None and rule.relaxed.mfu == pytest.approx(free.best.mfu)
-    fixed = optimize(job, SearchSpace(min_interleaved_pp=3, pp=2, vpp=2))
+    fixed = optimize(
+        Request(job, space=SearchSpace(min_interleaved_pp=3, pp=2, vpp=2), engine=None)
+    )
     assert fixed.status == "infeasible"
     assert {item.name for item in fixed.conflict} == {"min_interleaved_pp", "fixed_pp", "fixed_vpp"}
 
@@ -175,10 +181,16 @@ def test_knob_rules_that_rule_each_other_out_are_a_conflict_not_an_error() -> No
     # layout (the enumerator agrees); the answer names both rules
     job, space = plate_job(), SearchSpace(vpp=4, schedules=["zero-bubble"])
     assert enumerator.best_layout(resolve_space(job, space, "standard"), CostAssumptions()) is None
-    result = search_optimize(job, space, "standard")
+    result = search_optimize(Request(job, space=space, engine=None))
     assert result.status == "infeasible" and result.solver.proved_optimal
     assert {item.name for item in result.conflict} == {"fixed_vpp", "schedule_allowed"}
-    assert search_pareto(job, space, "standard").frontier == ()
+    assert (
+        search_pareto(
+            Request(job, space=space, engine=None),
+            SolveSettings(time_limit_s=30.0),
+        ).frontier
+        == ()
+    )
 
 
 @pytest.mark.parametrize("engine", [None, "megatron"])
@@ -189,8 +201,11 @@ def test_standard_relaxations_over_their_own_rows_match_the_wide_model_and_enume
     # beats (enumerator.frontier_rows with it relaxed), and the rules are named from a model
     # of a few rows: they must be the wide model's rules, each verdict the enumerator's
     job = plate_job(1024, "llama3-70b")
-    problem, costs = prepared(job, SearchSpace(), "standard", CostAssumptions(), engine)
-    result = search_optimize(job, SearchSpace(), engine=engine, time_limit_s=60)
+    problem, costs = prepared(Request(job, engine=engine_or_none(engine)))
+    result = search_optimize(
+        Request(job, engine=engine_or_none(engine)),
+        SolveSettings(time_limit_s=60),
+    )
     assert result.status == "optimal" and result.explanations_complete
     wide_rules = set(LayoutModel(build_tables(problem, costs)).rules)
     assert {r.name for r in result.relaxations} - {"max_vpp", "node_size"} == wide_rules

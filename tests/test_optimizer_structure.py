@@ -13,6 +13,7 @@ from hypothesis import HealthCheck, given, settings
 
 from models.errors import InvalidSpec
 from models.layout import Layout, resolve_layout
+from optimizer import Request
 from optimizer.costmodel.assumptions import CostAssumptions
 from optimizer.costmodel.profiles import evaluate, profile_named
 from optimizer.search import enumerator
@@ -164,7 +165,8 @@ def test_absurd_efficiencies_refused_cleanly(profile: str, assumptions: dict) ->
     costs = CostAssumptions.model_construct(**{**CostAssumptions().model_dump(), **assumptions})
     for search in (optimize, pareto):
         try:
-            result = search(job, SearchSpace(), profile, costs, time_limit_s=5.0)
+            request = Request(job, profile=profile, assumptions=costs, engine=None)
+            result = search(request, SolveSettings(time_limit_s=5.0))
         except InvalidSpec as error:
             assert error.field == "assumptions" and "finite" in error.message
             continue
@@ -232,7 +234,10 @@ def test_a_build_past_its_deadline_is_not_an_answer() -> None:
     with pytest.raises(cpsat_tables.CutShort):
         build_tables(problem, CostAssumptions(), deadline=0.0)
     job = plate_job(256, "mixtral-8x7b")
-    result = optimize(job, SearchSpace(), "standard", time_limit_s=1e-6)
+    result = optimize(
+        Request(job, engine=None),
+        SolveSettings(time_limit_s=1e-6),
+    )
     assert result.best is None and not result.solver.proved_optimal and result.conflict == ()
     assert any("infeasibility is NOT proved" in warning for warning in result.warnings)
 

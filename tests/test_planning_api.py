@@ -20,7 +20,9 @@ from bench.server import free_port, start_server, stop_server
 from models.layout import Layout
 from models.presets import gpu_preset, model_preset
 from models.training import TrainingSpec
+from optimizer import Request
 from optimizer.costmodel import evaluate
+from optimizer.engines import get_engine
 from optimizer.planning import CURVE_CACHE, Pool
 from optimizer.searches import with_verdict
 from tests.helpers import run_cli
@@ -75,7 +77,7 @@ def priced(
     )
     layout = Layout.model_validate(best.layout.model_dump(exclude={"micro_batches"}))
     engine = job["request"].get("engine", "megatron")
-    judged = with_verdict(on, evaluate(on, layout, "workshop"), engine, None)
+    judged = with_verdict(Request(on, engine=get_engine(engine)), evaluate(on, layout, "workshop"))
     return estimate_out(replace(judged, export=None))  # the job carries it, once
 
 

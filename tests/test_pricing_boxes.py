@@ -7,15 +7,16 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from optimizer.costmodel import CostAssumptions, LayoutBox, profile_named
-from optimizer.engines import ENGINES
+from optimizer import Request
+from optimizer.costmodel import LayoutBox, profile_named
+from optimizer.engines import ENGINES, get_engine
 from optimizer.search import SearchSpace, boxes
 from optimizer.search.placements import placement_classes
 from optimizer.search.problem import KNOBS
 from optimizer.search.tables import valid_rows
 from optimizer.search.terms import PLACEMENT
 from optimizer.searches import prepared
-from tests.helpers import plate_job
+from tests.helpers import engine_or_none, plate_job
 
 CASES = {
     "405b on 2,048, every schedule": (
@@ -32,7 +33,7 @@ CASES = {
 
 def rows_of(name: str):
     job, space = CASES[name]
-    problem, costs = prepared(job, space, "standard", CostAssumptions(), "megatron")
+    problem, costs = prepared(Request(job, space=space, engine=get_engine("megatron")))
     classes = placement_classes(problem)
     grid, k, index = valid_rows(problem, classes, (*KNOBS, PLACEMENT))
     return problem, classes, grid, k, index, costs
@@ -97,7 +98,9 @@ def test_rows_too_sparse_for_a_box_are_priced_row_by_row_in_their_place(
 def test_engine_rules_tested_on_boxes_are_those_some_row_breaks(
     model: str, gpus: int, engine: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    problem, _ = prepared(plate_job(gpus, model), SearchSpace(max_vpp=4), "standard", None, engine)
+    problem, _ = prepared(
+        Request(plate_job(gpus, model), space=SearchSpace(max_vpp=4), engine=engine_or_none(engine))
+    )
     classes = placement_classes(problem)
     grid, _, _ = valid_rows(problem, classes, (*KNOBS, PLACEMENT))
     broken = {name for name, rows in problem.engine_breaks(grid).items() if rows.any()}

@@ -13,9 +13,10 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
+from optimizer import Request
 from optimizer import explain as explaining
-from optimizer.costmodel.assumptions import CostAssumptions
 from optimizer.costmodel.profiles import evaluate
+from optimizer.engines import get_engine
 from optimizer.explain.relaxations import BINDS_RELATIVE, wide_tables
 from optimizer.search import (
     KV_HEADS,
@@ -40,7 +41,7 @@ from optimizer.search.dominance import without_dominated
 from optimizer.search.problem import KNOBS
 from optimizer.search.terms import PLACEMENT, Table, profile_terms
 from optimizer.searches import optimize, prepared
-from tests.helpers import plate_job
+from tests.helpers import engine_or_none, plate_job
 
 # Requests whose explanations search every kind of derived space: rules relaxed as literals
 # (engine rules, kv heads, allowed recompute, a fixed tp), max_vpp's extra chunks, node_size's
@@ -63,7 +64,7 @@ CASES = {
 
 def request(name: str):
     job, space, engine = CASES[name]
-    problem, costs = prepared(job, space, "standard", CostAssumptions(), engine)
+    problem, costs = prepared(Request(job, space=space, engine=engine_or_none(engine)))
     return job, space, engine, problem, costs
 
 
@@ -124,7 +125,7 @@ def test_explanations_price_fewer_layouts_than_the_whole_spaces(
 ) -> None:
     job, space, engine, *_ = request(name)
     seen = priced_layouts(monkeypatch)
-    result = optimize(job, space, engine=engine)
+    result = optimize(Request(job, space=space, engine=engine_or_none(engine)))
     assert result.explanations_complete
     floored = sum(seen.values())
     seen.clear()
@@ -163,7 +164,7 @@ PLATE = (plate_job(16384), SearchSpace(), "megatron")
 def floored_and_whole(job, space, engine) -> tuple[explaining.Explanation, ...]:
     """The explanations as optimize gives them (only the layouts whose ceiling could change
     one priced) and with every table priced whole."""
-    problem, costs = prepared(job, space, "standard", CostAssumptions(), engine)
+    problem, costs = prepared(Request(job, space=space, engine=engine_or_none(engine)))
     found = best_layout_by_ceilings(narrowed(problem), costs, SolveSettings(60.0))
     assert found.layout is not None
     best = explaining.priced(problem, found.layout, costs)
@@ -181,7 +182,8 @@ def test_explanations_from_floored_tables_equal_those_priced_whole(name: str) ->
 
 
 def test_an_engine_rule_only_layouts_below_the_optimum_break_is_named_and_does_not_bind() -> None:
-    problem, costs = prepared(*PLATE[:2], "standard", CostAssumptions(), PLATE[2])
+    job, space, engine = PLATE
+    problem, costs = prepared(Request(job, space=space, engine=get_engine(engine)))
     found = best_layout_by_ceilings(narrowed(problem), costs, SolveSettings(60.0))
     assert found.layout is not None
     best = explaining.priced(problem, found.layout, costs)
@@ -208,13 +210,13 @@ def test_an_engine_rule_only_layouts_below_the_optimum_break_is_named_and_does_n
 def test_a_request_without_degree_tuples_is_infeasible_not_a_fault() -> None:
     # 9,999,999 = 3^2 x 239 x 4649 GPUs: no tp divides the heads with pp <= layers and a dp
     # that divides the batch, so nothing is priced (schemathesis found this)
-    result = optimize(plate_job(9_999_999), time_limit_s=5.0)
+    result = optimize(Request(plate_job(9_999_999), engine=None), SolveSettings(time_limit_s=5.0))
     assert result.status == "infeasible" and [c.name for c in result.conflict] == ["degrees"]
 
 
 def test_a_conflict_from_one_pricing_equals_one_built_whole() -> None:
     job, space = plate_job(16, "llama3-70b"), SearchSpace(recompute=["none"])
-    problem, costs = prepared(job, space, "standard", CostAssumptions(), None)
+    problem, costs = prepared(Request(job, space=space, engine=None))
     conflicts = []
     for declared in (explaining.searched_spaces(problem), ()):
         pricing = Pricing(problem, costs, declared)

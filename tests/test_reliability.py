@@ -267,13 +267,15 @@ WORST_CASE_RUNNER = """
 import json, sys, time
 from api.schemas import SearchRequest
 from models.errors import InvalidSpec
+from dataclasses import replace
+from optimizer import SolveSettings
 from optimizer.searches import optimize
 body = json.loads(sys.stdin.read())
 start = time.perf_counter()
 try:
     request = SearchRequest.model_validate(body)
-    result = optimize(request.job(), request.search, request.profile, request.assumptions,
-                      time_limit_s=float(sys.argv[1]), explain=request.explain)
+    budget = SolveSettings(time_limit_s=float(sys.argv[1]))
+    result = optimize(replace(request.to_request(), engine=None), budget)
     outcome = result.status
 except InvalidSpec as error:
     outcome = "refused: " + error.message

@@ -7,6 +7,7 @@ import pytest
 
 from models.layout import Layout
 from models.stage_plan import StagePlan
+from optimizer import Request
 from optimizer.costmodel import CostAssumptions, device_capacity_bytes, evaluate
 from optimizer.costmodel import stage_plans as sp
 from optimizer.search import SearchSpace
@@ -88,7 +89,7 @@ def test_a_stage_plan_carries_the_same_runtime_on_every_rank() -> None:
 def test_the_search_bounds_the_total_runtime_included() -> None:
     job = plate_job(64, "llama3-70b", global_batch=128)
     space = SearchSpace(tp=8, cp=1, zero_stages=[1], memory_limit_gb=40)
-    result = optimize(job, space, profile="standard")
+    result = optimize(Request(job, space=space, engine=None))
     best = result.best
     assert best is not None and best.memory.total <= 40e9
     assert best.memory.runtime > 0 and best.memory.allocator < best.memory.total

@@ -48,10 +48,8 @@ def test_evaluate_over_http_matches_the_cost_model(client: Client) -> None:
     request = EvaluateRequest.model_validate(PLATE_EXAMPLE)
     expected = estimate_out(
         with_verdict(
-            request.job(),
+            request.to_request(),
             evaluate(request.job(), request.layout, request.profile, request.assumptions),
-            request.engine,
-            request.assumptions,
         )
     )
     answer = client.evaluate(request)
@@ -66,7 +64,7 @@ def priced_by_cost_model(request: SearchRequest, answer: EstimateOut) -> Estimat
     chosen = answer.layout.model_dump(exclude={"micro_batches"})
     layout = Layout.model_validate(chosen)
     estimate = evaluate(request.job(), layout, request.profile, request.assumptions)
-    return estimate_out(with_verdict(request.job(), estimate, request.engine, request.assumptions))
+    return estimate_out(with_verdict(request.to_request(), estimate))
 
 
 def test_optimize_and_pareto_over_http_match_the_cost_model(client: Client) -> None:

@@ -42,7 +42,7 @@ def test_answers_from_worker_processes_are_those_of_the_search(make_server: Any)
     server = make_server(WORKERS="2", SOLVE_IN="processes")
     assert len(workers_of(server)) == 2  # started with the server, not on first use
     request = SearchRequest.model_validate(SEARCH_EXAMPLE)
-    expected = optimize_out(request.run(optimize, 10.0)).model_dump(mode="json")
+    expected = optimize_out(optimize(request.to_request())).model_dump(mode="json")
     with httpx.Client(base_url=server.url, timeout=60) as client:
         answer = client.post("/v1/optimize", json=SEARCH_EXAMPLE)
         # an error raised inside a worker: mapped as from a thread, its field kept

@@ -14,13 +14,15 @@ from models.layout import Recompute, Schedule
 from models.presets import gpu_preset, model_preset
 from models.training import TrainingSpec
 from models.transformer import TransformerSpec
+from optimizer import Request, SolveSettings
 from optimizer.costmodel.assumptions import CostAssumptions
 from optimizer.costmodel.profiles import evaluate
+from optimizer.engines import get_engine
 from optimizer.search import build_tables, enumerator, narrowed
 from optimizer.search.problem import resolve_space
 from optimizer.search.space import SearchSpace
 from optimizer.searches import DEFAULT_PROFILE, optimize, pareto, prepared
-from tests.helpers import plate_job
+from tests.helpers import engine_or_none, plate_job
 from tests.test_optimizer_properties import assert_frontier_matches, assert_optimum_matches
 
 
@@ -54,7 +56,7 @@ def test_plate_optimum_is_the_enumerators_and_prices_its_context_parallelism() -
     # NICs), cp beats tp 8 on the plate; the answer says what cp buys over the best without it
     # (docs/cost-model.md, "Known limits": no published run uses such a layout at 8K)
     job = plate_job()
-    result = optimize(job, SearchSpace(), time_limit_s=60)
+    result = optimize(Request(job, engine=None), SolveSettings(time_limit_s=60))
     assert result.status == "optimal" and result.best is not None
     best = result.best.layout
     assert best.group_span("tp") <= job.cluster.gpus_per_node
@@ -91,7 +93,10 @@ def test_long_sequences_turn_context_parallelism_on() -> None:
     # 131,072-token sequences of Llama 3 405B, 16M tokens a step on 16,384 GPUs: one layer's
     # input alone is 131072 * 16384 * 2 B = 4.3 GB, so the optimiser must shard the sequence
     job = plate_job(global_batch=128, seq_len=131072)
-    result = optimize(job, SearchSpace(), time_limit_s=120, explain=False)
+    result = optimize(
+        Request(job, engine=None, explain=False),
+        SolveSettings(time_limit_s=120),
+    )
     assert result.status == "optimal" and result.best is not None
     assert result.best.layout.cp > 1
     assert result.best.layout.group_span("tp") <= job.cluster.gpus_per_node
@@ -191,15 +196,18 @@ def test_the_argmax_of_the_pruned_table_is_the_solvers_and_the_enumerators(
     # the benchmark's numpy baseline (bench/solver.py) searches the rows CP-SAT picks from:
     # it must find the optimum the solver proves and the enumerator finds over every row
     job = plate_job(1024, "llama3-70b")
-    problem, costs = prepared(job, SearchSpace(), "standard", CostAssumptions(), engine)
+    problem, costs = prepared(Request(job, engine=engine_or_none(engine)))
     argmax = enumerator.best_of_tables(build_tables(narrowed(problem), costs))
-    result = optimize(job, SearchSpace(), engine=engine, explain=False, time_limit_s=60)
+    result = optimize(
+        Request(job, engine=engine_or_none(engine), explain=False),
+        SolveSettings(time_limit_s=60),
+    )
     expected = enumerator.best_layout(problem, costs)
     assert argmax is not None and result.best is not None and expected is not None
     mfu = evaluate(job, argmax, "standard", costs).mfu
     assert mfu == pytest.approx(result.best.mfu, rel=1e-6)
     assert mfu == pytest.approx(evaluate(job, expected, "standard", costs).mfu, rel=1e-6)
-    workshop = prepared(job, SearchSpace(), "workshop", CostAssumptions(), None)
+    workshop = prepared(Request(job, profile="workshop", engine=None))
     with pytest.raises(ValueError, match="one table of whole layouts"):
         enumerator.best_of_tables(build_tables(narrowed(workshop[0]), workshop[1]))
 
@@ -212,9 +220,12 @@ def test_the_frontier_solved_over_its_undominated_rows_is_the_enumerators(
     # (enumerator.frontier_rows): its points must still be the enumerator's over every layout,
     # engine rules (which the table carries as broken rows) included
     job = plate_job(1024, "llama3-70b")
-    problem, costs = prepared(job, SearchSpace(), "standard", CostAssumptions(), engine)
+    problem, costs = prepared(Request(job, engine=engine_or_none(engine)))
     expected = enumerator.frontier_points(problem, costs)
-    result = pareto(job, SearchSpace(), engine=engine, time_limit_s=60)
+    result = pareto(
+        Request(job, engine=engine_or_none(engine)),
+        SolveSettings(time_limit_s=60),
+    )
     assert result.proved and len(result.frontier) == len(expected) > 3
     for estimate, (memory, mfu, _) in zip(result.frontier, expected, strict=True):
         assert estimate.memory.total == pytest.approx(memory, rel=1e-9, abs=4)
@@ -234,10 +245,13 @@ def test_optimum_is_the_enumerators_under_deepspeeds_accumulation_and_the_tree()
     # engine's rules and pricing
     job = _job("llama3-70b", 256, 512, 4096, gpu="a100-80gb")
     assumptions = CostAssumptions(gradient_accumulation_bytes_per_param=18)
-    problem, costs = prepared(job, SearchSpace(), "standard", assumptions, "deepspeed")
+    problem, costs = prepared(Request(job, assumptions=assumptions, engine=get_engine("deepspeed")))
     assert costs.gradient_sync_all_reduce == [True, True, False]
     expected = enumerator.best_layout(problem, costs)
-    result = optimize(job, SearchSpace(), "standard", assumptions, 60, engine="deepspeed")
+    result = optimize(
+        Request(job, assumptions=assumptions, engine=get_engine("deepspeed")),
+        SolveSettings(time_limit_s=60),
+    )
     assert expected is not None and result.status == "optimal" and result.best is not None
     assert result.best.mfu == pytest.approx(
         evaluate(job, expected, "standard", costs).mfu, rel=1e-6

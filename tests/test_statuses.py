@@ -14,6 +14,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from api.schemas import PLATE_EXAMPLE, SEARCH_EXAMPLE
+from optimizer import Request, SolveSettings
 from optimizer.search.space import SearchSpace
 from optimizer.searches import optimize, pareto
 from tests.helpers import plate_job
@@ -22,8 +23,16 @@ from tests.helpers import run_cli as run
 # --- statuses -------------------------------------------------------------------------------
 
 
+# the plate on the workshop profile, engine-agnostic, the layout alone
+PLATE_UNEXPLAINED = Request(
+    plate_job(), space=SearchSpace(max_vpp=4), profile="workshop", engine=None, explain=False
+)
+
+
 def test_a_time_out_is_unknown_never_infeasible() -> None:
-    result = optimize(plate_job(1024, "llama3-70b"), time_limit_s=1e-4)
+    result = optimize(
+        Request(plate_job(1024, "llama3-70b"), engine=None), SolveSettings(time_limit_s=1e-4)
+    )
     assert result.status == "unknown"
     assert result.best is None and result.conflict == () and not result.solver.proved_optimal
     (why,) = [w for w in result.warnings if w.startswith("status unknown")]
@@ -33,13 +42,13 @@ def test_a_time_out_is_unknown_never_infeasible() -> None:
 
 def test_a_proof_of_infeasibility_is_infeasible() -> None:
     # 405B on 64 GPUs: the weights alone exceed 80 GB a device (cost-model.md)
-    result = optimize(plate_job(64), SearchSpace(), "workshop")
+    result = optimize(Request(plate_job(64), profile="workshop", engine=None))
     assert result.status == "infeasible" and result.solver.proved_optimal
     assert [item.name for item in result.conflict] == ["memory_limit"]
 
 
 def test_an_optimum_reports_its_bound_and_no_gap() -> None:
-    result = optimize(plate_job(), SearchSpace(max_vpp=4), "workshop", explain=False)
+    result = optimize(PLATE_UNEXPLAINED)
     assert result.status == "optimal" and result.best is not None
     assert result.solver.bound == result.best.mfu and result.solver.gap == 0.0
 
@@ -57,7 +66,7 @@ def test_a_layout_short_of_its_proof_is_feasible_with_a_bound_above_it(
     unproved = Found(plate, False, 1, bound_ln_mfu=round(LN_MFU_SCALE * math.log(0.5)))
     # without explanations the optimum is searched by MFU ceilings (ceiling_search.py)
     monkeypatch.setattr(searches, "best_layout_by_ceilings", lambda *_, **__: unproved)
-    result = optimize(plate_job(), SearchSpace(max_vpp=4), "workshop", explain=False)
+    result = optimize(PLATE_UNEXPLAINED)
     assert result.status == "feasible" and result.best is not None
     assert result.best.mfu == pytest.approx(0.4255, abs=5e-5)  # the plate's layout, priced
     assert result.solver.bound == pytest.approx(0.5, rel=1e-8)
@@ -65,10 +74,16 @@ def test_a_layout_short_of_its_proof_is_feasible_with_a_bound_above_it(
 
 
 def test_a_frontier_cut_short_says_it_is_partial() -> None:
-    whole = pareto(plate_job(), SearchSpace(max_vpp=4), "workshop")
+    whole = pareto(
+        Request(plate_job(), space=SearchSpace(max_vpp=4), profile="workshop", engine=None),
+        SolveSettings(time_limit_s=30.0),
+    )
     assert whole.status == "optimal" and whole.proved and len(whole.frontier) > 2
     # with too little time for the first point: nothing, and not "the frontier is empty"
-    empty = pareto(plate_job(), SearchSpace(max_vpp=4), "workshop", time_limit_s=1e-4)
+    empty = pareto(
+        Request(plate_job(), space=SearchSpace(max_vpp=4), profile="workshop", engine=None),
+        SolveSettings(time_limit_s=1e-4),
+    )
     assert empty.status == "unknown" and empty.frontier == ()
     assert any(w.startswith("status unknown") for w in empty.warnings)
 

@@ -11,6 +11,8 @@ from typing import Any
 import pytest
 
 from api.scenarios import scenario_request
+from optimizer import Request, SolveSettings
+from optimizer.engines import get_engine
 from optimizer.search import SearchSpace
 from optimizer.searches import stage_plans
 from optimizer.staging.oracle import ORACLE_MODEL
@@ -291,11 +293,13 @@ def test_stage_rows_carry_each_ranks_layers_and_what_the_plan_buys() -> None:
         layers = json.loads(row["stage_layers"])
         assert sum(layers) == ORACLE_MODEL.num_layers and len(layers) == row["pp"]
         direct = stage_plans(
-            job,
-            SearchSpace(**search, memory_limit_gb=limit_gb),
-            assumptions=NO_RUNTIME,
-            engine="generic",
-            time_limit_s=60,
+            Request(
+                job,
+                space=SearchSpace(**search, memory_limit_gb=limit_gb),
+                assumptions=NO_RUNTIME,
+                engine=get_engine("generic"),
+            ),
+            SolveSettings(time_limit_s=60),
         )
         assert direct.best is not None
         assert row["mfu"] == pytest.approx(direct.best.price.mfu, abs=1e-4)

@@ -10,6 +10,7 @@ import pytest
 from models.errors import InvalidSpec
 from models.layout import Layout, resolve_layout
 from models.transformer import TransformerSpec
+from optimizer import Request
 from optimizer.costmodel import CostAssumptions, evaluate
 from optimizer.costmodel import stage_plans as sp
 from optimizer.costmodel.standard import data_parallel as dpl
@@ -92,7 +93,7 @@ def test_stage_plans_price_each_rank_at_its_mode_and_the_search_refuses() -> Non
     full, none = (mem.RECOMPUTE_FULL, mem.RECOMPUTE_NONE)
     replaying = sp.rank_data_parallel_s(job, DEEPSPEED, terms, 1, 24, full)[2]
     assert replaying > sp.rank_data_parallel_s(job, DEEPSPEED, terms, 1, 24, none)[2]
-    problem, costs = prepared(job, SearchSpace(zero_stages=[3]), "standard", None, None)
+    problem, costs = prepared(Request(job, space=SearchSpace(zero_stages=[3]), engine=None))
     costs = costs.model_copy(update={"zero3_recompute_regathers": True})
     with pytest.raises(InvalidSpec, match="zero3_recompute_regathers"):
         search_stage_plans(problem, costs)

@@ -41,13 +41,13 @@ from api.errors import (
     detail_from_domain,
     detail_from_validation,
 )
-from api.schemas import ErrorDetail, ErrorOut, EvaluateRequest, estimate_out
+from api.schemas import ErrorDetail, ErrorOut, EvaluateRequest, estimate_out, evaluated
 from models.errors import InvalidSpec
 
 
 def run_evaluate(args: argparse.Namespace) -> int:
     request = EvaluateRequest.model_validate(request_data(args, {"layout": LAYOUT_FLAGS}))
-    emit(estimate_out(request.estimate()), args.json, estimate_text)
+    emit(estimate_out(evaluated(request)), args.json, estimate_text)
     return EXIT_OK
 
 

@@ -14,6 +14,7 @@ from api.cli.common import BadRequest, add_job_flags, emit, request_data
 from api.cli.render import optimize_text, pareto_text
 from api.errors import EXIT_INFEASIBLE, EXIT_OK, EXIT_UNKNOWN
 from api.schemas import SearchRequest, optimize_out, pareto_out
+from optimizer import SolveSettings
 from optimizer.searches import optimize, pareto
 
 DEFAULT_TIME_LIMIT_S = 10.0
@@ -131,7 +132,8 @@ def _run_search(
 
 def searched(request: SearchRequest, search: Callable[..., Any], workers: int = 1) -> Any:
     """What `search` (optimize or pareto) finds for the request, on `workers` CP-SAT workers."""
-    return request.run(search, request.time_limit_s or DEFAULT_TIME_LIMIT_S, workers)
+    budget = SolveSettings(request.time_limit_s or DEFAULT_TIME_LIMIT_S, workers)
+    return search(request.to_request(), budget)
 
 
 def exit_status(status: str) -> int:

@@ -9,6 +9,7 @@ from typing import Any
 from api.cli.common import add_job_flags, emit
 from api.cli.search import DEFAULT_TIME_LIMIT_S, add_search_flags, exit_status, search_request
 from api.schemas import StagePlanOut, StagesOut, StagesRequest, stages_answer
+from optimizer import SolveSettings, stage_plans
 
 
 def plan_lines(title: str, plan: StagePlanOut) -> list[str]:
@@ -54,8 +55,9 @@ def run_stages(args: argparse.Namespace) -> int:
     if args.per_stage_recompute is not None:
         data["per_stage_recompute"] = args.per_stage_recompute
     request = StagesRequest.model_validate(data)
-    result = request.run_stages(request.time_limit_s or DEFAULT_TIME_LIMIT_S, args.workers)
-    answer = stages_answer(request, result)
+    domain = request.to_request()
+    budget = SolveSettings(request.time_limit_s or DEFAULT_TIME_LIMIT_S, args.workers)
+    answer = stages_answer(domain, stage_plans(domain, budget))
     emit(answer, args.json, stages_text)
     return exit_status(answer.status)
 

@@ -29,6 +29,7 @@ from api.cli.search import _SEARCH_FLAGS, DEFAULT_TIME_LIMIT_S, add_search_flags
 from api.errors import EXIT_BAD_REQUEST, EXIT_INFEASIBLE, EXIT_INTERNAL, EXIT_OK, EXIT_UNKNOWN
 from api.scenarios import scenario_request
 from api.schemas import ScalingOut, ScalingRequest, scaling_out
+from optimizer import SolveSettings
 from optimizer.studies import (
     FAILED,
     ExecutorError,
@@ -252,17 +253,8 @@ def run_scaling(args: argparse.Namespace) -> int:
     except StudyError as error:
         raise BadRequest(error.message) from None
     start = time.perf_counter()
-    points = scaling_curve(
-        request.job(),
-        counts,
-        request.search,
-        request.profile,
-        request.assumptions,
-        request.time_limit_s or DEFAULT_TIME_LIMIT_S,
-        workers=args.workers,
-        explain=request.explain,
-        engine=request.engine,
-    )
+    budget = SolveSettings(request.time_limit_s or DEFAULT_TIME_LIMIT_S, args.workers)
+    points = scaling_curve(request.to_request(), counts, budget)
     answer = scaling_out(points, proved(points), time.perf_counter() - start)
     emit(answer, args.json, scaling_text)
     return scaling_exit(answer)

@@ -27,14 +27,15 @@ from api.schemas import (
     StagesOut,
     StagesRequest,
     estimate_out,
+    evaluated,
     export_answer,
     optimize_out,
     pareto_out,
     stages_answer,
 )
 from models.presets import gpu_presets, model_presets
+from optimizer import SolveSettings, StopSignal
 from optimizer import searches as search
-from optimizer.search import StopSignal
 
 router = APIRouter()
 
@@ -100,7 +101,7 @@ PlateSearch = Annotated[
 
 
 def price(request: EvaluateRequest, _: StopSignal | None = None) -> EstimateOut:
-    return estimate_out(request.estimate())
+    return estimate_out(evaluated(request))
 
 
 def artefact(request: EvaluateRequest, _: StopSignal | None = None) -> ExportOut:
@@ -109,15 +110,17 @@ def artefact(request: EvaluateRequest, _: StopSignal | None = None) -> ExportOut
 
 def best_layout(request: SearchRequest, time_limit_s: float, stop: StopSignal) -> OptimizeOut:
     # One CP-SAT worker per solve: the pool already gives each core its own request.
-    return optimize_out(request.run(search.optimize, time_limit_s, stop=stop))
+    budget = SolveSettings(time_limit_s, 1, stop)
+    return optimize_out(search.optimize(request.to_request(), budget))
 
 
 def frontier(request: SearchRequest, time_limit_s: float, stop: StopSignal) -> ParetoOut:
-    return pareto_out(request.run(search.pareto, time_limit_s, stop=stop))
+    return pareto_out(search.pareto(request.to_request(), SolveSettings(time_limit_s, 1, stop)))
 
 
 def planned(request: StagesRequest, time_limit_s: float, stop: StopSignal) -> StagesOut:
-    return stages_answer(request, request.run_stages(time_limit_s, stop=stop))
+    domain = request.to_request()
+    return stages_answer(domain, search.stage_plans(domain, SolveSettings(time_limit_s, 1, stop)))
 
 
 def proved(answer: OptimizeOut | ParetoOut | StagesOut) -> bool:

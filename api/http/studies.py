@@ -26,7 +26,7 @@ from api.http.routes import ERROR_RESPONSES, SolverDep, slot_of
 from api.http.workers import Slot, Solver
 from api.scenarios import scenario_request
 from api.schemas import ErrorDetail, ScalingOut, ScalingRequest, scaling_out
-from optimizer.search import StopSignal
+from optimizer.search import SolveSettings, StopSignal
 from optimizer.studies import (
     Row,
     RunSettings,
@@ -198,17 +198,8 @@ async def _disconnected(receive: Receive) -> None:
 
 def curve(request: ScalingRequest, time_limit_s: float, stop: StopSignal) -> ScalingOut:
     start = time.perf_counter()
-    points = scaling_curve(
-        request.job(),
-        request.counts(),
-        request.search,
-        request.profile,
-        request.assumptions,
-        time_limit_s,
-        explain=request.explain,
-        stop=stop,
-        engine=request.engine,
-    )
+    budget = SolveSettings(time_limit_s, 1, stop)
+    points = scaling_curve(request.to_request(), request.counts(), budget)
     return scaling_out(points, proved(points), time.perf_counter() - start)
 
 

@@ -45,6 +45,7 @@ from api.schemas.requests import (
     ModelRef,
     PlanRequest,
     SearchRequest,
+    evaluated,
 )
 from api.schemas.stages import (
     STAGES_EXAMPLE,
@@ -68,6 +69,7 @@ __all__ = [
     "StagesOut",
     "StagesRequest",
     "stages_answer",
+    "evaluated",
     "CALIBRATE_EXAMPLE",
     "CalibrateOut",
     "CalibrateRequest",

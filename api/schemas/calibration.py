@@ -108,11 +108,7 @@ class CalibrationRunIn(BaseModel):
         measure, value = self.measured.measure
         return measured_run(
             name=self.name or f"run {index + 1}",
-            job=request.job(),
-            layout=request.layout,
-            profile=request.profile,
-            assumptions=request.assumptions,
-            engine=request.engine,
+            request=request.to_request(),
             measure=measure,
             value=value,
             peak_memory_gb=self.measured.peak_memory_gb,

@@ -8,13 +8,13 @@ from __future__ import annotations
 from models.errors import InvalidSpec
 
 from .answers import ExportOut, export_out
-from .requests import EvaluateRequest
+from .requests import EvaluateRequest, evaluated
 
 
 def export_answer(request: EvaluateRequest) -> ExportOut:
     """The request's layout in its engine's input, or InvalidSpec (field `engine`) listing
     every rule of the engine the layout breaks."""
-    estimate = request.estimate()
+    estimate = evaluated(request)
     if estimate.export is None:
         raise InvalidSpec(estimate.export_error or "no engine was asked", "engine")
     return export_out(estimate.export)

@@ -11,14 +11,22 @@ from pydantic import AwareDatetime, BaseModel, BeforeValidator, Field, Strict, m
 
 from api.schemas.requests import GpuRef, ModelRef
 from models.errors import InvalidSpec
+from models.hardware import ClusterSpec
+from models.job import TrainingJob
 from models.strict import REQUEST_CONFIG, JsonInt
 from models.training import TrainingSpec
-from optimizer import DEFAULT_PROFILE, CostAssumptions, ProfileName, SearchSpace, StopSignal
-from optimizer.engines import DEFAULT_ENGINE, EngineName
+from optimizer import (
+    DEFAULT_PROFILE,
+    CostAssumptions,
+    ProfileName,
+    Request,
+    SearchSpace,
+    StopSignal,
+)
+from optimizer.engines import DEFAULT_ENGINE, EngineName, get_engine
 from optimizer.planning import (
     DEFAULT_FAIRNESS_P,
     Deadline,
-    JobRequest,
     PlanJob,
     PlanProblem,
     PlanSettings,
@@ -174,6 +182,12 @@ class JobRequestIn(BaseModel):
         f"`export`. Default {DEFAULT_ENGINE}, as every route.",
     )
 
+    def to_request(self, cluster: ClusterSpec) -> Request:
+        """The job's request on `cluster`, its engine resolved once here."""
+        job = TrainingJob(model=self.model, cluster=cluster, training=self.training)
+        engine = get_engine(self.engine)
+        return Request(job, self.search, None, self.profile, self.assumptions, engine)
+
 
 class JobIn(BaseModel):
     model_config = REQUEST_CONFIG
@@ -230,8 +244,10 @@ class PlanRequestIn(BaseModel):
     explain: bool = Field(True, description="Who got less and why, what one more node buys.")
 
     def to_problem(self) -> PlanProblem:
-        jobs = tuple(self._job(i, job) for i, job in enumerate(self.jobs))
         pools = tuple(pool.to_domain() for pool in self.cluster.pools)
+        # each job's request starts on one node of the first pool; the plan moves it
+        start = pools[0].cluster(1)
+        jobs = tuple(self._job(i, job, start) for i, job in enumerate(self.jobs))
         return PlanProblem(
             pools, jobs, self.objective, self.fairness_p, self.horizon_minutes, self.assign_nodes
         )
@@ -243,15 +259,8 @@ class PlanRequestIn(BaseModel):
             time_limit_s, workers, 0, self.gap_limit, self.explain, stop=stop or StopSignal()
         )
 
-    def _job(self, i: int, job: JobIn) -> PlanJob:
-        request = JobRequest(
-            job.request.model,
-            job.request.training,
-            job.request.profile,
-            job.request.assumptions,
-            job.request.search,
-            job.request.engine,
-        )
+    def _job(self, i: int, job: JobIn, start: ClusterSpec) -> PlanJob:
+        request = job.request.to_request(start)
         running = (
             None if job.running is None else Running(job.running.pool, tuple(job.running.nodes))
         )

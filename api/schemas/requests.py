@@ -6,7 +6,8 @@ the edge: preset names and Hugging Face configs resolved to specs, strict JSON t
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
+from dataclasses import replace
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -33,12 +34,11 @@ from optimizer import (
     CostAssumptions,
     Estimate,
     ProfileName,
+    Request,
     SearchSpace,
-    StopSignal,
     evaluate_on,
-    optimize,
 )
-from optimizer.engines import DEFAULT_ENGINE, EngineName
+from optimizer.engines import DEFAULT_ENGINE, EngineName, get_engine
 
 
 def _model_from_ref(value: Any) -> Any:
@@ -153,6 +153,15 @@ class PlanRequest(BaseModel):
             model=self.model, cluster=self.cluster.to_domain(), training=self.training
         )
 
+    def to_request(self) -> Request:
+        """The request as the optimiser takes it, its engine resolved once here."""
+        return Request(
+            self.job(),
+            profile=self.profile,
+            assumptions=self.assumptions,
+            engine=get_engine(self.engine),
+        )
+
 
 class EvaluateRequest(PlanRequest):
     model_config = REQUEST_CONFIG | ConfigDict(json_schema_extra={"examples": [PLATE_EXAMPLE]})
@@ -175,11 +184,20 @@ class EvaluateRequest(PlanRequest):
         request._stated_micro_batches = stated
         return request
 
-    def estimate(self) -> Estimate:
-        """The layout priced under the request's profile, as its engine runs it."""
-        estimate = evaluate_on(self.job(), self.layout, self.profile, self.assumptions, self.engine)
-        check_stated_micro_batches(self._stated_micro_batches, estimate.micro_batches)
-        return estimate
+    @property
+    def stated_micro_batches(self) -> object:
+        return self._stated_micro_batches
+
+    def to_request(self) -> Request:
+        return replace(super().to_request(), layout=self.layout)
+
+
+def evaluated(request: EvaluateRequest) -> Estimate:
+    """The request's layout priced under its profile, as its engine runs it; the layout's
+    stated micro-batch count, where it states one, checked against the one derived."""
+    estimate = evaluate_on(request.to_request())
+    check_stated_micro_batches(request.stated_micro_batches, estimate.micro_batches)
+    return estimate
 
 
 def check_stated_micro_batches(stated: object, derived: int) -> None:
@@ -212,24 +230,10 @@ class SearchRequest(PlanRequest):
         "false answers the layout alone, cheaper, for scripts and schedulers.",
     )
 
-    def run(
-        self,
-        search: Callable[..., Any],
-        time_limit_s: float,
-        workers: int = 1,
-        stop: StopSignal | None = None,
-    ) -> Any:
-        """What `search` (optimizer.optimize or optimizer.pareto) finds for the request under
-        its engine's rules, within `time_limit_s`, on `workers` CP-SAT workers."""
-        options = {"explain": self.explain} if search is optimize else {}
-        return search(
-            self.job(),
-            self.search,
-            self.profile,
-            self.assumptions,
-            time_limit_s,
-            workers=workers,
-            stop=stop,
-            engine=self.engine,
-            **options,
+    def to_request(self) -> Request:
+        return replace(
+            super().to_request(),
+            space=self.search,
+            explain=self.explain,
+            time_limit_s=self.time_limit_s,
         )

@@ -4,14 +4,14 @@ proved)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from models.strict import REQUEST_CONFIG
-from optimizer import StageSearch, stage_plans
-from optimizer.engines import PLAN_EXPORTERS, export_plan, get_engine, plan_layout_string
-from optimizer.search import StopSignal
+from optimizer import Request, StageSearch
+from optimizer.engines import PLAN_EXPORTERS, export_plan, plan_layout_string
 from optimizer.staging import PlanFound
 
 from .answers import FRACTION_DECIMALS, ExportOut, LayoutOut, Status, export_out, layout_out
@@ -40,19 +40,8 @@ class StagesRequest(SearchRequest):
         "engine can launch it (generic); megatron and nemo set one mode for every stage.",
     )
 
-    def run_stages(
-        self, time_limit_s: float, workers: int = 1, stop: StopSignal | None = None
-    ) -> StageSearch:
-        return stage_plans(
-            self.job(),
-            self.search,
-            self.assumptions,
-            time_limit_s,
-            workers=workers,
-            stop=stop,
-            engine=self.engine,
-            per_stage_recompute=self.per_stage_recompute,
-        )
+    def to_request(self) -> Request:
+        return replace(super().to_request(), per_stage_recompute=self.per_stage_recompute)
 
 
 class RankOut(BaseModel):
@@ -126,18 +115,17 @@ def plan_out(found: PlanFound, micro_batches: int) -> StagePlanOut:
     )
 
 
-def plan_export(request: StagesRequest, found: PlanFound) -> ExportOut | None:
+def plan_export(request: Request, found: PlanFound) -> ExportOut | None:
     """The launch artefact of the plan, where the request's engine writes one."""
-    if request.engine not in PLAN_EXPORTERS:
+    if request.engine is None or request.engine.name not in PLAN_EXPORTERS:
         return None
     layout = found.layout.model_copy(update={"recompute": found.plan.recompute[0]})
-    engine = get_engine(request.engine)
-    modules = request.assumptions.selective_recompute_modules
-    return export_out(export_plan(engine, request.job(), layout, found.plan.layers, modules))
+    layers, modules = found.plan.layers, request.recompute_modules
+    return export_out(export_plan(request.engine, request.job, layout, layers, modules))
 
 
-def stages_answer(request: StagesRequest, result: StageSearch) -> StagesOut:
-    batch = request.job().training.global_batch
+def stages_answer(request: Request, result: StageSearch) -> StagesOut:
+    batch = request.job.training.global_batch
 
     def out(found: PlanFound | None) -> StagePlanOut | None:
         if found is None:

@@ -2,8 +2,8 @@
 runs (one to a few dozen), with what the runs cannot identify pinned and said, the fit's
 residuals, and each run predicted by the fit of the others (leave-one-out).
 
-    runs = [measured_run("a", job, layout, "standard", CostAssumptions(), "megatron",
-                         "step_time_s", 12.9)]
+    request = Request(job, layout=layout, engine=get_engine("megatron"))
+    runs = [measured_run("a", request, "step_time_s", 12.9)]
     result = calibrate(runs)
     result.assumptions()      # an `assumptions` object any request takes as it stands
 
@@ -21,7 +21,13 @@ from optimizer.calibration.fit import (
 from optimizer.calibration.parameters import PARAMETERS, Parameter
 from optimizer.calibration.procedure import calibrate, select
 from optimizer.calibration.results import Calibration, LeftOut, ParameterFit, RunFit
-from optimizer.calibration.runs import MEASURES, MeasuredRun, check_repeats, measured_run
+from optimizer.calibration.runs import (
+    MEASURES,
+    MeasuredRun,
+    check_repeats,
+    measured_run,
+    ran_on,
+)
 
 __all__ = [
     "MAX_RUNS",
@@ -41,4 +47,5 @@ __all__ = [
     "choose",
     "select",
     "measured_run",
+    "ran_on",
 ]

@@ -22,7 +22,8 @@ from models.job import TrainingJob
 from models.layout import Layout
 from optimizer.costmodel import CostAssumptions, Estimate, evaluate
 from optimizer.costmodel.standard.precision import format_peak_flop_s
-from optimizer.engines import engine_assumptions, get_engine
+from optimizer.engines import Engine, engine_assumptions
+from optimizer.request import Request
 
 MEASURES = ("step_time_s", "tokens_per_s_per_gpu", "mfu", "hfu")
 # Repeats of one configuration differ by a few percent (a slow node, warm-up left in the
@@ -34,11 +35,9 @@ MAX_REPEAT_SPREAD = 2.0
 @dataclass(frozen=True)
 class MeasuredRun:
     name: str
-    job: TrainingJob
-    layout: Layout
-    profile: str
-    assumptions: CostAssumptions  # the run's own; the fields it sets are pinned for it
-    engine: str
+    # what ran: the job, its layout, the engine it ran on, the profile of the fit; the
+    # assumptions it sets are facts of the run, pinned for it
+    request: Request
     measure: str  # one of MEASURES: what was measured
     value: float  # as measured, in the measure's unit
     step_time_s: float  # the measurement as a step time (what the fit works on)
@@ -46,6 +45,26 @@ class MeasuredRun:
     # kernels, overlaps), as evaluate and optimize price a request naming that engine
     priced: CostAssumptions
     peak_memory_gb: float | None = None
+
+    @property
+    def job(self) -> TrainingJob:
+        return self.request.job
+
+    @property
+    def layout(self) -> Layout:
+        return ran_layout(self.request)
+
+    @property
+    def profile(self) -> str:
+        return self.request.profile
+
+    @property
+    def assumptions(self) -> CostAssumptions:
+        return self.request.assumptions
+
+    @property
+    def engine(self) -> str:
+        return ran_on(self.request).name
 
     @property
     def stated(self) -> frozenset[str]:
@@ -64,25 +83,38 @@ class MeasuredRun:
         return est.mfu * est.step_time_s / self.step_time_s
 
 
+def ran_layout(request: Request) -> Layout:
+    """The layout a run's request ran (a measured run always names one)."""
+    if request.layout is None:
+        raise InvalidSpec("a measured run names the layout it ran", "layout")
+    return request.layout
+
+
+def ran_on(request: Request) -> Engine:
+    """The engine a run's request ran on (a measured run always names one: `generic` for
+    the engine-agnostic model)."""
+    if request.engine is None:
+        raise InvalidSpec("a measured run names the engine it ran on", "engine")
+    return request.engine
+
+
 def measured_run(
     name: str,
-    job: TrainingJob,
-    layout: Layout,
-    profile: str,
-    assumptions: CostAssumptions,
-    engine: str,
+    request: Request,
     measure: str,
     value: float,
     peak_memory_gb: float | None = None,
     precision: str | None = None,
 ) -> MeasuredRun:
-    """A run whose measurement is turned into a step time (see the module's note)."""
+    """A run whose measurement is turned into a step time (see the module's note); its
+    `precision`, where the training spec cannot say it (fp16), is how its engine reduced."""
     if measure not in MEASURES:
         raise InvalidSpec(f"{name}: measured {measure!r} is none of {', '.join(MEASURES)}")
     if not value > 0:
         raise InvalidSpec(f"{name}: measured {measure} must be positive, got {value}")
+    job, layout, profile = request.job, ran_layout(request), request.profile
     priced = engine_assumptions(
-        get_engine(engine), assumptions, precision or job.training.precision
+        ran_on(request), request.assumptions, precision or job.training.precision
     )
     est = evaluate(job, layout, profile, priced)
     if measure == "step_time_s":
@@ -101,11 +133,7 @@ def measured_run(
     check_within_peak(name, measure, value, est.mfu * est.step_time_s / step, job, precision)
     return MeasuredRun(
         name=name,
-        job=job,
-        layout=layout,
-        profile=profile,
-        assumptions=assumptions,
-        engine=engine,
+        request=request,
         measure=measure,
         value=float(value),
         step_time_s=float(step),

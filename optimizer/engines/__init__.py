@@ -51,14 +51,14 @@ ENGINES: dict[str, Engine] = {
 
 
 def get_engine(name: str) -> Engine:
-    if name not in ENGINES:
-        raise InvalidSpec(f"unknown engine {name!r}; known: {', '.join(ENGINES)}", "engine")
-    return ENGINES[name]
+    """The engine of that name: asked once per request, where the request is parsed."""
+    return ENGINES[known_engine(name)]
 
 
 def known_engine(name: str) -> str:
     """`name` if it is an engine (a validator: the error lists the known ones)."""
-    get_engine(name)
+    if name not in ENGINES:
+        raise InvalidSpec(f"unknown engine {name!r}; known: {', '.join(ENGINES)}", "engine")
     return name
 
 

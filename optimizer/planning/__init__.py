@@ -18,7 +18,7 @@ Other rooms import from this module only.
 
 from optimizer.planning.cluster import Pool
 from optimizer.planning.curves import CURVE_CACHE, CurvePoint, Curves, build_curves, given_curves
-from optimizer.planning.jobs import Deadline, JobRequest, PlanJob, Running
+from optimizer.planning.jobs import Deadline, PlanJob, Running
 from optimizer.planning.placement import Placement
 from optimizer.planning.plans import plan
 from optimizer.planning.problem import (
@@ -45,7 +45,6 @@ __all__ = [
     "Curves",
     "Deadline",
     "JobPlan",
-    "JobRequest",
     "NodeValue",
     "Objective",
     "Placement",

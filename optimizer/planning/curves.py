@@ -1,6 +1,7 @@
 """Each job's scaling curve: the best layout's throughput at each (pool, node count) it may
-be given, from `optimize(..., explain=False)` with a short time limit, cached per (job
-request, GPU type and node size, GPU count) for the life of the process.
+be given, from `optimize` of its request moved there, without explanations, in a short time
+limit, cached per (the request but its cluster, GPU type and node size, GPU count) for the
+life of the process.
 
 A point whose search did not find a layout (infeasible, unknown, an invalid count) is kept
 with its status and note, and left out of the plan's configurations: the answer says so.
@@ -8,11 +9,12 @@ with its status and note, and left out of the plan's configurations: the answer 
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections import OrderedDict
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property
 
 from models.errors import InvalidSpec
@@ -20,6 +22,8 @@ from optimizer.costmodel import Estimate
 from optimizer.planning.cluster import Pool
 from optimizer.planning.jobs import PlanJob
 from optimizer.planning.problem import PlanProblem, PlanSettings
+from optimizer.request import Request
+from optimizer.search import SolveSettings
 from optimizer.searches import optimize
 
 USABLE = ("optimal", "feasible")
@@ -101,24 +105,27 @@ class CurveCache:
 CURVE_CACHE = CurveCache()
 
 
+def curve_key(request: Request) -> str:
+    """Canonical text of everything that prices a job but its cluster: the cache's key."""
+    parts = {
+        "model": request.job.model.model_dump(mode="json"),
+        "training": request.job.training.model_dump(mode="json"),
+        "profile": request.profile,
+        "assumptions": request.assumptions.model_dump(mode="json"),
+        "search": request.space.model_dump(mode="json"),
+        "engine": request.engine_name,
+    }
+    return json.dumps(parts, sort_keys=True, separators=(",", ":"))
+
+
 def price_point(
     job: PlanJob, pool: Pool, nodes: int, time_limit_s: float, settings: PlanSettings
 ) -> tuple[str, float, Estimate | None, str]:
     """The best layout of `job` on `nodes` nodes of `pool`: status, tokens/s, estimate, note.
     One CP-SAT worker whatever the plan's: the curve must not depend on it."""
-    request = job.request
+    request = replace(job.on_pool(pool, nodes), explain=False)
     try:
-        result = optimize(
-            request.on(pool, nodes),
-            request.space,
-            request.profile,
-            request.assumptions,
-            time_limit_s,
-            workers=1,
-            explain=False,
-            stop=settings.stop,
-            engine=request.engine,
-        )
+        result = optimize(request, SolveSettings(time_limit_s, 1, settings.stop))
     except InvalidSpec as error:
         return "invalid", 0.0, None, error.message
     if result.best is None:
@@ -152,7 +159,7 @@ def build_curves(
     points, calls, hits = [], 0, 0
     for j, p, n in _candidates(problem):
         job, pool = problem.jobs[j], problem.pools[p]
-        key = f"{job.request.key()}|{pool.gpu_key()}|{n * pool.gpus_per_node}"
+        key = f"{curve_key(job.request)}|{pool.gpu_key()}|{n * pool.gpus_per_node}"
         found = cache.get(key)
         hits += found is not None
         if found is None:

@@ -1,47 +1,13 @@
-"""The jobs a plan serves: what each trains (the request every route takes, less the
-cluster, which the plan chooses), what it may be given, and where it runs now."""
+"""The jobs a plan serves: what each trains (the request every route takes; the plan
+chooses its cluster, `Request.on`), what it may be given, and where it runs now."""
 
 from __future__ import annotations
 
-import json
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
-from models.job import TrainingJob
-from models.training import TrainingSpec
-from models.transformer import TransformerSpec
-from optimizer.costmodel import CostAssumptions
 from optimizer.planning.cluster import Pool
-from optimizer.search import SearchSpace
-
-
-@dataclass(frozen=True)
-class JobRequest:
-    """The optimize request of one job without its cluster: the plan picks the cluster."""
-
-    model: TransformerSpec
-    training: TrainingSpec = TrainingSpec()
-    profile: str = "standard"
-    assumptions: CostAssumptions = field(default_factory=CostAssumptions)
-    space: SearchSpace = field(default_factory=SearchSpace)
-    # The engine whose rules the layouts keep and whose gradient sync prices them (searches
-    # without one: no engine's rules); its artefact is each job's export.
-    engine: str | None = None
-
-    def on(self, pool: Pool, nodes: int) -> TrainingJob:
-        return TrainingJob(model=self.model, cluster=pool.cluster(nodes), training=self.training)
-
-    def key(self) -> str:
-        """Canonical text of everything that prices the job: the scaling curves' cache key."""
-        parts = {
-            "model": self.model.model_dump(mode="json"),
-            "training": self.training.model_dump(mode="json"),
-            "profile": self.profile,
-            "assumptions": self.assumptions.model_dump(mode="json"),
-            "search": self.space.model_dump(mode="json"),
-            "engine": self.engine,
-        }
-        return json.dumps(parts, sort_keys=True, separators=(",", ":"))
+from optimizer.request import Request
 
 
 @dataclass(frozen=True)
@@ -67,7 +33,9 @@ class Deadline:
 @dataclass(frozen=True)
 class PlanJob:
     name: str
-    request: JobRequest
+    # what it trains and how it is priced; its cluster is where the plan started it from,
+    # each point of its scaling curve moves it (`on_pool`)
+    request: Request
     weight: float = 1.0
     min_gpus: int = 1
     max_gpus: int | None = None
@@ -91,6 +59,10 @@ class PlanJob:
     @property
     def restart_s(self) -> float:
         return self.restart_minutes * 60.0
+
+    def on_pool(self, pool: Pool, nodes: int) -> Request:
+        """Its request on `nodes` nodes of `pool`."""
+        return self.request.on(pool.cluster(nodes))
 
     def node_range(self, pool: Pool) -> tuple[int, int]:
         """The fewest and most whole nodes of `pool` within min_gpus and max_gpus."""

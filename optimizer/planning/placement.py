@@ -15,7 +15,7 @@ rack tier is not in the cost model, so the order is chosen by traffic and checke
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -124,7 +124,7 @@ def traffic_gb_per_step(job: PlanJob, estimate: Estimate) -> dict[str, float]:
     the cost model prices (standard/times.py: `pp_p2p_s`, one activation send forward and
     one gradient send back per chunk and micro-batch, sharded over tp; `ring_pass_bytes`,
     a ring all-reduce of the bf16 gradients, 2(g-1)/g of them, over the data group)."""
-    lay, model, training = estimate.layout, job.request.model, job.request.training
+    lay, model, training = estimate.layout, job.request.job.model, job.request.job.training
     tokens = lay.micro_batch * training.seq_len / lay.cp
     pp_bytes = 0.0
     if lay.pp > 1:
@@ -183,11 +183,8 @@ def _reordered(
             estimate,
             f"{outer} outermost (the search's order: no time was left to price {inner} outermost): {said}",
         )
-    request = job.request
     layout = estimate.layout.model_copy(update={"placement": swapped})
-    repriced = evaluate_on(
-        request.on(pool, nodes), layout, request.profile, request.assumptions, request.engine
-    )
+    repriced = evaluate_on(replace(job.on_pool(pool, nodes), layout=layout))
     if repriced.tokens_per_s_per_gpu < estimate.tokens_per_s_per_gpu * (1 - 1e-9):
         return (
             estimate,

@@ -14,12 +14,12 @@ from dataclasses import replace
 
 from optimizer.costmodel import Estimate
 from optimizer.cpsat import CutShort, time_is_up
-from optimizer.engines import Artefact, export, get_engine
+from optimizer.engines import Artefact, export
 from optimizer.planning import conflicts as conflicting
 from optimizer.planning import explain as explaining
 from optimizer.planning.cluster import Pool
 from optimizer.planning.curves import Curves, build_curves
-from optimizer.planning.jobs import JobRequest
+from optimizer.planning.jobs import PlanJob
 from optimizer.planning.options import (
     MET_LEVELS,
     THROUGHPUT_LEVELS,
@@ -156,23 +156,23 @@ def _job_plans(
                 score.share,
                 _change(problem, table, j, o),
                 score.meets_deadline,
-                job.request.engine,
-                _export(job.request, pool, option.gpus, estimate),
+                job.request.engine_name,
+                _export(job, pool, option.gpus, estimate),
             )
         )
     return tuple(plans)
 
 
 def _export(
-    request: JobRequest, pool: Pool | None, gpus: int, estimate: Estimate | None
+    job: PlanJob, pool: Pool | None, gpus: int, estimate: Estimate | None
 ) -> Artefact | None:
     """The job's layout in its engine's input, on its pool at its GPU count (None without an
     engine or a layout; the layout keeps the engine's rules, the search saw to that)."""
-    if request.engine is None or pool is None or estimate is None:
+    if job.request.engine is None or pool is None or estimate is None:
         return None
-    job = request.on(pool, gpus // pool.gpus_per_node)
-    modules = request.assumptions.selective_recompute_modules
-    return export(get_engine(request.engine), job, estimate.layout, modules)
+    request = job.on_pool(pool, gpus // pool.gpus_per_node)
+    modules = request.recompute_modules
+    return export(job.request.engine, request.job, estimate.layout, modules)
 
 
 def _objective(

@@ -18,8 +18,9 @@ from models.errors import InvalidSpec
 from models.job import TrainingJob
 from models.layout import Layout
 from optimizer.costmodel import Estimate
+from optimizer.request import Request
 from optimizer.results import OptimizeResult, ParetoResult
-from optimizer.search import StopSignal
+from optimizer.search import SolveSettings, StopSignal
 from optimizer.searches import evaluate_on, optimize, pareto, stage_plans
 from optimizer.staging import StageSearch
 from optimizer.studies.spec import Compute, Parse, Scenario, ScenarioError, StudySpec
@@ -98,9 +99,8 @@ def run_scenario(scenario: Scenario, settings: RunSettings, stop: StopSignal | N
     row: Row = {"status": "error"}
     try:
         request = settings.parse(settings.compute, scenario.request)
-        job = request.job()
-        row.update(job_fields(job), engine=getattr(request, "engine", None))
-        row.update(_answer_fields(request, job, settings, stop))
+        row.update(job_fields(request.job), engine=request.engine_name)
+        row.update(_answer_fields(request, settings, stop))
     except (ScenarioError, InvalidSpec) as error:
         row.update(error=error.message, error_field=error.field)
     except Exception as error:  # a fault of ours: the row says so, the study goes on
@@ -142,49 +142,28 @@ def job_fields(job: TrainingJob) -> Row:
     }
 
 
-def _time_limit_s(request: Any, settings: RunSettings) -> float:
-    asked = getattr(request, "time_limit_s", None) or settings.default_time_limit_s
+def _budget(request: Request, settings: RunSettings, stop: StopSignal | None) -> SolveSettings:
+    """The request's time limit (the study's default, capped by the server's), one worker."""
+    asked = request.time_limit_s or settings.default_time_limit_s
     cap = settings.max_time_limit_s
-    return asked if cap is None else min(asked, cap)
+    return SolveSettings(asked if cap is None else min(asked, cap), 1, stop or StopSignal())
 
 
-def _answer_fields(
-    request: Any, job: TrainingJob, settings: RunSettings, stop: StopSignal | None
-) -> Row:
-    costs = request.profile, request.assumptions
-    engine = getattr(request, "engine", None)  # priced and ruled as that engine runs
+def _answer_fields(request: Request, settings: RunSettings, stop: StopSignal | None) -> Row:
+    """The row's figures of what the study computes, priced and ruled as the request's
+    engine runs it."""
+    job = request.job
     if settings.compute == "evaluate":
-        estimate = evaluate_on(job, request.layout, *costs, engine)
+        estimate = evaluate_on(request)
         return {"status": "evaluated", "warnings": _json(estimate.warnings)} | _estimate_fields(
             estimate, job, settings
         )
-    limit_s = _time_limit_s(request, settings)
+    budget = _budget(request, settings, stop)
     if settings.compute == "stages":
-        plans = stage_plans(
-            job,
-            request.search,
-            request.assumptions,
-            limit_s,
-            workers=1,
-            stop=stop,
-            engine=engine,
-            per_stage_recompute=request.per_stage_recompute,
-        )
-        return _stage_fields(plans, job, settings)
+        return _stage_fields(stage_plans(request, budget), job, settings)
     if settings.compute == "pareto":
-        found = pareto(job, request.search, *costs, limit_s, workers=1, stop=stop, engine=engine)
-        return _pareto_fields(found, job, settings)
-    result = optimize(
-        job,
-        request.search,
-        *costs,
-        limit_s,
-        workers=1,
-        explain=request.explain,
-        stop=stop,
-        engine=engine,
-    )
-    return _optimize_fields(result, job, settings)
+        return _pareto_fields(pareto(request, budget), job, settings)
+    return _optimize_fields(optimize(request, budget), job, settings)
 
 
 def _optimize_fields(result: OptimizeResult, job: TrainingJob, settings: RunSettings) -> Row:

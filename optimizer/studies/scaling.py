@@ -12,10 +12,9 @@ import time
 from dataclasses import dataclass
 
 from models.errors import InvalidSpec
-from models.job import TrainingJob
-from optimizer.costmodel import CostAssumptions
+from optimizer.request import Request
 from optimizer.results import OptimizeResult
-from optimizer.search import SearchSpace, StopSignal
+from optimizer.search import SolveSettings
 from optimizer.searches import optimize
 from optimizer.studies.spec import StudyError
 
@@ -73,37 +72,27 @@ def check_counts(gpu_counts: list[int], limit: int = MAX_SCALING_POINTS) -> list
 
 
 def scaling_curve(
-    job: TrainingJob,
-    gpu_counts: list[int],
-    space: SearchSpace | None = None,
-    profile: str = "standard",
-    assumptions: CostAssumptions | None = None,
-    time_limit_s: float = 10.0,
-    workers: int = 1,
-    explain: bool = False,
-    stop: StopSignal | None = None,
-    engine: str | None = None,
+    request: Request, gpu_counts: list[int], budget: SolveSettings
 ) -> list[ScalingPoint]:
-    """The best layout at each count, on `workers` CP-SAT workers. `time_limit_s` bounds the
-    whole curve: each count gets an equal share of what is left, at least MIN_POINT_S (a
-    count that finishes early leaves its time to the next); counts the time or `stop`
-    leaves nothing for are points not reached (status unknown), never dropped."""
-    deadline = time.perf_counter() + time_limit_s
+    """The best layout of the request's job at each count, on the budget's CP-SAT workers.
+    The budget's time limit bounds the whole curve: each count gets an equal share of what
+    is left, at least MIN_POINT_S (a count that finishes early leaves its time to the next);
+    counts the time or the stop leaves nothing for are points not reached (status unknown),
+    never dropped."""
+    deadline = time.perf_counter() + budget.time_limit_s
+    job, stop = request.job, budget.stop
     points: list[ScalingPoint] = []
     for position, gpus in enumerate(gpu_counts):
         cluster = job.cluster.model_copy(update={"gpus": gpus})
         nodes = math.ceil(gpus / cluster.gpus_per_node)
         left_s = deadline - time.perf_counter()
         share_s = min(max(left_s / (len(gpu_counts) - position), MIN_POINT_S), left_s)
-        if share_s < MIN_POINT_S or (stop is not None and stop.stopped):
+        if share_s < MIN_POINT_S or stop.stopped:
             points.append(ScalingPoint(gpus, nodes, None, reached=False))
             continue
-        at_count = job.model_copy(update={"cluster": cluster})
         start = time.perf_counter()
         try:
-            result = optimize(
-                at_count, space, profile, assumptions, share_s, workers, explain, stop, engine
-            )
+            result = optimize(request.on(cluster), budget.with_time_limit(share_s))
         except InvalidSpec as error:
             points.append(ScalingPoint(gpus, nodes, None, error.message))
             continue

@@ -21,12 +21,11 @@ import math
 import re
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Annotated, Any, Literal, Protocol
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from models.job import TrainingJob
-from optimizer.costmodel import CostAssumptions
+from optimizer.request import Request
 
 # What a study may hold: every scenario is a solve, and the expansion is held in memory.
 MAX_SCENARIOS = 100_000
@@ -63,18 +62,9 @@ class StudyError(ValueError):
         self.message, self.field = message, field
 
 
-class ScenarioRequest(Protocol):
-    """What the room reads from a parsed request (the API's SearchRequest or EvaluateRequest)."""
-
-    profile: Any
-    assumptions: CostAssumptions
-
-    def job(self) -> TrainingJob: ...
-
-
-# (compute, request JSON) -> the request object; raises ScenarioError. Module-level functions
-# only: it travels to worker processes and Dask workers by reference.
-Parse = Callable[[str, dict[str, Any]], ScenarioRequest]
+# (compute, request JSON) -> the request, parsed by the API's schema; raises ScenarioError.
+# Module-level functions only: it travels to worker processes and Dask workers by reference.
+Parse = Callable[[str, dict[str, Any]], Request]
 
 
 class StudySpec(BaseModel):

@@ -27,11 +27,7 @@ def measured(run: PublishedRun, profile: str = VALIDATION_PROFILE) -> MeasuredRu
         measure, value = "mfu", value / run.job.cluster.gpu.peak_tflops
     return measured_run(
         name=run.name,
-        job=run.job,
-        layout=run.layout,
-        profile=profile,
-        assumptions=run.assumptions,
-        engine=run.engine,
+        request=run.request(profile),
         measure=measure,
         value=value,
         peak_memory_gb=run.reported_memory_gb,

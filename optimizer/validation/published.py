@@ -31,8 +31,9 @@ from models.stage_plan import StagePlan
 from models.training import TrainingSpec
 from models.transformer import TransformerSpec
 from optimizer.costmodel import CostAssumptions
-from optimizer.engines import ENGINES
+from optimizer.engines import ENGINES, get_engine
 from optimizer.engines.stages import layout_string_ranks
+from optimizer.request import Request
 from optimizer.search import SearchSpace
 
 # What a row's `reported.metric` may be: utilisations are fractions of the bf16 dense peak.
@@ -74,6 +75,13 @@ class PublishedRun:
     def degrees(self) -> tuple[int, int, int, int]:
         tp, pp, cp = self.layout.tp, self.layout.pp, self.layout.cp
         return tp, pp, cp, self.job.cluster.gpus // (tp * pp * cp)
+
+    def request(self, profile: str, overrides: Mapping[str, Any] | None = None) -> Request:
+        """The row as a request priced under `profile`: its job, layout, space and engine, with
+        `overrides` laid over its own assumptions."""
+        assumptions = self.assumptions.model_copy(update=dict(overrides or {}))
+        engine = get_engine(self.engine)
+        return Request(self.job, self.search, self.layout, profile, assumptions, engine)
 
     @property
     def group(self) -> str:

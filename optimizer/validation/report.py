@@ -18,9 +18,10 @@ from typing import Any
 import numpy as np
 
 from models.layout import Layout
+from optimizer.calibration import ran_on
 from optimizer.costmodel import Estimate, evaluate
 from optimizer.costmodel.standard.stage_plans import PlanPrice, price_plan
-from optimizer.engines import engine_assumptions, get_engine
+from optimizer.engines import engine_assumptions
 from optimizer.search import enumerator, resolve_space
 from optimizer.validation.published import PublishedRun, published_runs
 
@@ -258,9 +259,8 @@ def compare(
 ) -> Comparison:
     """One row priced under `overrides` laid over its own assumptions (None: as it stands),
     as its engine runs it (optimizer.engines: its gradient sync)."""
-    assumptions = engine_assumptions(
-        get_engine(run.engine), run.assumptions.model_copy(update=overrides or {}), run.precision
-    )
+    request = run.request(profile, overrides)
+    assumptions = engine_assumptions(ran_on(request), request.assumptions, run.precision)
     estimate = evaluate(run.job, run.layout, profile, assumptions)
     plan = None
     if run.stage_plan is not None and profile == PLAN_PROFILE:
