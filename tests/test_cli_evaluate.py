@@ -138,7 +138,18 @@ BAD_REQUESTS = [
     (["--gpus", "8", "--seq-len", "0"], "training.seq_len: Input should be greater than 0"),
     (["--gpus", "8", "--profile", "magic"], "unknown profile 'magic'"),
     (
-        "--gpus 16384 --tp 8 --pp 16 --recompute selective --profile workshop".split(),
+        [
+            "--gpus",
+            "16384",
+            "--tp",
+            "8",
+            "--pp",
+            "16",
+            "--recompute",
+            "selective",
+            "--profile",
+            "workshop",
+        ],
         "selective recompute needs profile standard",
     ),
 ]

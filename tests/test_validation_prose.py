@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import re
 import string
+from pathlib import Path
 
 import pytest
 
+from api.cli import validation_prose as prose
 from api.cli.validate import RowFigures, beyond_target_line, known_misses, ordinal, reflow
-from api.cli.validation_prose import MARKDOWN_MISSES
+from api.cli.validation_prose import markdown_misses
 from optimizer.validation import MAX_ABS_ERROR_TARGET, validate
 
 
@@ -21,7 +23,7 @@ def report():
 
 def quoted_fields() -> list[tuple[str, str]]:
     """(kind, part of a row's name) of every row figure the prose quotes."""
-    fields = [name for _, name, _, _ in string.Formatter().parse(MARKDOWN_MISSES) if name]
+    fields = [name for _, name, _, _ in string.Formatter().parse(markdown_misses()) if name]
     return [re.fullmatch(r"(\w+)\[(.+)\]", f).groups() for f in fields if "[" in f]  # type: ignore[union-attr]
 
 
@@ -87,3 +89,17 @@ def test_ordinals() -> None:
         "1st", "2nd", "3rd", "4th", "11th", "12th", "13th", "21st", "22nd", "101st", "111th",
     ]  # fmt: skip
     assert ordinal(None) == "unranked"
+
+
+def test_the_prose_lives_in_the_docs_templates_and_says_when_they_are_missing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # the prose is Markdown under docs/templates, not strings in code
+    assert (prose.TEMPLATES / "validation-misses.md").read_text() == markdown_misses()
+    monkeypatch.setattr(prose, "TEMPLATES", tmp_path)
+    prose.template.cache_clear()
+    try:
+        with pytest.raises(prose.TemplateMissing, match="validation-preamble.md is missing"):
+            prose.markdown_preamble()
+    finally:
+        prose.template.cache_clear()

@@ -18,8 +18,13 @@ from pathlib import Path
 from typing import Any
 
 from api.cli.common import at_least_one
-from api.cli.validation_prose import CALIBRATION_PREAMBLE, MARKDOWN_MISSES, MARKDOWN_PREAMBLE
-from api.errors import EXIT_INTERNAL, EXIT_OK
+from api.cli.validation_prose import (
+    TemplateMissing,
+    calibration_preamble,
+    markdown_misses,
+    markdown_preamble,
+)
+from api.errors import EXIT_BAD_REQUEST, EXIT_INTERNAL, EXIT_OK
 from optimizer import PROFILES
 from optimizer.calibration import CalibrationUnavailable
 from optimizer.validation import (
@@ -120,9 +125,9 @@ def reflow(markdown: str, width: int = 96) -> str:
 
 
 def known_misses(report: ValidationReport) -> str:
-    """MARKDOWN_MISSES with every row figure it quotes read from `report`, re-wrapped."""
+    """The known misses' template with every row figure it quotes read from `report`, re-wrapped."""
     return reflow(
-        MARKDOWN_MISSES.format(
+        markdown_misses().format(
             error=RowFigures(report, lambda row: f"{100 * row.error:+.1f}"),
             memory=RowFigures(report, lambda row: f"{100 * row.memory_error:+.0f}%"),
             rank=RowFigures(report, lambda row: ordinal(row.rank)),
@@ -154,7 +159,7 @@ def targets_text(report: ValidationReport) -> str:
 
 
 def markdown(report: ValidationReport, extra_sections: list[str] | None = None) -> str:
-    lines = [MARKDOWN_PREAMBLE, f"**{summary_line(report)}.**", "", targets_text(report), ""]
+    lines = [markdown_preamble(), f"**{summary_line(report)}.**", "", targets_text(report), ""]
     lines += [f"- {precision_line(report, 'fp8')}", f"- {group_line(report, 'excluded')}"]
     lines += ["", "## Runs", ""]
     lines += _markdown_table(TABLE_HEADER, report_table(report))
@@ -239,7 +244,7 @@ def _calibration_verdict(results: tuple[EngineCalibration, ...]) -> str:
 
 
 def calibration_markdown(views: list[tuple[str, tuple[EngineCalibration, ...]]], n: int) -> str:
-    lines = [CALIBRATION_PREAMBLE.format(n=n, target=100 * CALIBRATED_TARGET)]
+    lines = [calibration_preamble().format(n=n, target=100 * CALIBRATED_TARGET)]
     for title, results in views:
         lines += [f"### {title[0].upper()}{title[1:]}", "", f"{_calibration_verdict(results)}.", ""]
         lines += _markdown_table(CALIBRATION_HEADER, calibration_table(results))
@@ -270,10 +275,15 @@ def run_validate(args: argparse.Namespace) -> int:
             print(f"layoutopt: error: {missing}", file=sys.stderr)
             return EXIT_INTERNAL
         print(calibration_text(views))
-        extra.append(calibration_markdown(views, args.calibrate))
+        extra.append(views)
     if args.markdown is not None:
+        try:
+            text = markdown(report, [calibration_markdown(v, args.calibrate) for v in extra])
+        except TemplateMissing as missing:
+            print(f"layoutopt: error: {missing}", file=sys.stderr)
+            return EXIT_BAD_REQUEST
         args.markdown.parent.mkdir(parents=True, exist_ok=True)
-        args.markdown.write_text(markdown(report, extra))
+        args.markdown.write_text(text)
         print(f"wrote {args.markdown}")
     return EXIT_OK
 
