@@ -116,9 +116,8 @@ PARAMETERS: tuple[Parameter, ...] = (
 
 # The fit is a maximum a posteriori estimate. What a fit to one cluster's runs cannot remove is
 # each run's own miss: the spread of the defaults' log errors about their mean within one source
-# and GPU type, RUN_LOG_ERROR, over docs/validation.md's priced rows (0.079 on 2026-12-05 after
-# the collectives' protocols and the pipeline's overlapped sends, across all of them 0.121;
-# tests/test_calibration.py checks it against the rows). Each assumption's
+# and GPU type, RUN_LOG_ERROR, over docs/validation.md's priced rows (across all of them it is
+# larger; tests/test_calibration.py checks it against the rows). Each assumption's
 # prior is centred on its default with its bounded range four standard deviations wide (the
 # bounds a 95% interval: PRIOR_SD_OF_RANGE). Mean squared log error plus prior_weight(n) times
 # each parameter's squared move (in units of its range) is then the posterior's negative log

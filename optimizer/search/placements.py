@@ -107,9 +107,9 @@ def placement_class_of(problem: SearchProblem) -> np.ndarray:
 
 # Every search of an optimize with explanations asks for the classes of many of the same
 # tuples (its optimum, the relaxations' wide model, each choice's space): worked out afresh
-# each time they took 11% of the default profile's explained optimize over bench/load.py's
-# requests (cProfile, 2026-12-05). Kept per context (profile, cluster, experts, placement
-# list: all a class reads besides the tuple) for the last few contexts.
+# each time they were a tenth of an explained optimize (docs/performance.md, "## Solver").
+# Kept per context (profile, cluster, experts, placement list: all a class reads besides the
+# tuple) for the last few contexts.
 _CLASSES: OrderedDict[tuple, dict[tuple[int, ...], list[int]]] = OrderedDict()
 _CLASSES_LOCK = threading.Lock()
 CLASS_CONTEXTS_KEPT = 8
