@@ -142,6 +142,15 @@ def test_megatron_validates_the_export(case: Case, monkeypatch: pytest.MonkeyPat
     assert (args.virtual_pipeline_model_parallel_size or 1) == layout.vpp
     config = arguments.core_transformer_config_from_args(args)
     assert config.num_query_groups == case.job.model.num_kv_heads
+    # the architecture priced, not Megatron-LM's defaults (LayerNorm, learned absolute
+    # positions, biased linears, a plain MLP, tied embeddings)
+    model = case.job.model
+    assert (config.normalization, args.position_embedding_type) == ("RMSNorm", "rope")
+    assert config.add_bias_linear is False
+    assert config.gated_linear_unit == model.gated_mlp
+    assert args.untie_embeddings_and_output_weights == (not model.tied_embeddings)
+    assert (config.num_layers, config.hidden_size) == (model.num_layers, model.hidden_size)
+    assert config.ffn_hidden_size == model.ffn_hidden_size
 
 
 # --- Megatron-Bridge: Hydra's override grammar, and the fields Megatron-Core defines --------
