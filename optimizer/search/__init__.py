@@ -1,6 +1,6 @@
 """The search: a request's space resolved against a job (space.py, problem.py), the cost
 model's terms tabulated (terms.py, placements.py, tables.py, dominance.py), the CP-SAT model
-(structure.py, model.py, objectives.py), one request's pricing shared by its searches
+(structure.py, model.py, tie_break.py), one request's pricing shared by its searches
 (pricing.py), its solves (solve.py, on the CP-SAT kernel optimizer/cpsat/), the optimum by MFU ceilings
 (ceilings.py, ceiling_search.py), the frontier
 (frontier.py), and the exhaustive enumerator that is its oracle (enumerator.py).
