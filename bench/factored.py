@@ -34,10 +34,10 @@ from optimizer.costmodel.standard import memory as mem
 from optimizer.costmodel.standard import ranks as rnk
 from optimizer.costmodel.standard import times as tim
 from optimizer.costmodel.standard.profile import box_degrees
-from optimizer.search import narrowed
+from optimizer.search import narrow_to_rules
 from optimizer.search.placements import placement_classes
 from optimizer.search.problem import KNOBS, SearchProblem, valid_knob_mask
-from optimizer.searches import prepared
+from optimizer.searches import prepare_search
 
 AXES = ("tuple", *KNOBS, "class")
 NS = 1e9  # times in integer nanoseconds
@@ -59,8 +59,8 @@ class Box:
 
 def priced_box(model: str, gpus: int) -> Box:
     job = h100_job(gpus, model)
-    problem, a = prepared(Request(job, engine=None))
-    problem = narrowed(problem)
+    problem, a = prepare_search(Request(job, engine=None))
+    problem = narrow_to_rules(problem)
     codes = placement_classes(problem).codes()
     knobs = {knob: tuple(problem.knobs[knob]) for knob in KNOBS}
     box = LayoutBox(problem.degrees, knobs, np.maximum(codes, 0))

@@ -25,8 +25,8 @@ from models.job import TrainingJob
 from optimizer import Request, SolveSettings
 from optimizer.costmodel import evaluate
 from optimizer.engines import get_engine
-from optimizer.search import SearchSpace, build_tables, enumerator, narrowed
-from optimizer.searches import optimize, pareto, prepared
+from optimizer.search import SearchSpace, build_tables, enumerator, narrow_to_rules
+from optimizer.searches import optimize, pareto, prepare_search
 
 SECTION = "## Solver"
 
@@ -89,18 +89,18 @@ def measure(scenario: Scenario, reps: int) -> dict[str, Any]:
     job, profile = request.job, request.profile
 
     def enumerate_best() -> Any:
-        problem, costs = prepared(request)
+        problem, costs = prepare_search(request)
         return enumerator.best_layout(problem, costs)
 
     def enumerate_frontier() -> Any:
-        problem, costs = prepared(request)
+        problem, costs = prepare_search(request)
         return enumerator.frontier_points(problem, costs)
 
     def argmax_best() -> Any:
         """The same pruned table as the optimum's CP-SAT model, searched by a numpy argmax
         and re-priced by `evaluate`, as optimize re-prices its answer."""
-        problem, costs = prepared(request)
-        layout = enumerator.best_of_tables(build_tables(narrowed(problem), costs))
+        problem, costs = prepare_search(request)
+        layout = enumerator.best_of_tables(build_tables(narrow_to_rules(problem), costs))
         return None if layout is None else evaluate(job, layout, profile, costs)
 
     def search(run: Callable[..., Any], explain: bool = True) -> Callable[[], Any]:
@@ -112,7 +112,7 @@ def measure(scenario: Scenario, reps: int) -> dict[str, Any]:
     enum_best_s, expected, _ = median_s(enumerate_best, reps)
     enum_frontier_s, expected_frontier, _ = median_s(enumerate_frontier, reps)
     argmax_s, argmax, _ = median_s(argmax_best, reps) if profile == "standard" else (None, None, 0)
-    costs = prepared(request)[1]
+    costs = prepare_search(request)[1]
     expected_mfu = None if expected is None else evaluate(job, expected, profile, costs).mfu
     got_mfu = None if result.best is None else result.best.mfu
     agrees = _same_mfu(got_mfu, expected_mfu)

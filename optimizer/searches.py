@@ -33,12 +33,12 @@ from optimizer.search import (
     SolveSettings,
     best_layout_by_ceilings,
     frontier,
-    narrowed,
+    narrow_to_rules,
     resolve_space,
 )
 
 
-def prepared(request: Request) -> tuple[SearchProblem, CostAssumptions]:
+def prepare_search(request: Request) -> tuple[SearchProblem, CostAssumptions]:
     """The request's search problem with its engine's rules (none without an engine), and
     the assumptions it is priced under."""
     profile_named(request.profile)
@@ -78,11 +78,11 @@ def optimize(request: Request, budget: SolveSettings | None = None) -> OptimizeR
     from another thread, ends it early with what was proved by then."""
     settings = budget or SolveSettings()
     time_limit_s, workers, stop = settings.time_limit_s, settings.workers, settings.stop
-    (problem, costs), explain = prepared(request), request.explain
+    (problem, costs), explain = prepare_search(request), request.explain
     start = time.perf_counter()
     left = explaining.Budget(start + time_limit_s, workers, stop)
     # the layouts that cannot win are left out; the explanations price what they need
-    found = best_layout_by_ceilings(narrowed(problem), costs, settings)
+    found = best_layout_by_ceilings(narrow_to_rules(problem), costs, settings)
     wall_s = time.perf_counter() - start
     status = status_of(found.layout is not None, found.proved)
     warnings = problem.warnings
@@ -129,9 +129,9 @@ def pareto(request: Request, budget: SolveSettings | None = None) -> ParetoResul
     time runs out first, the part found so far (its high-memory end), said to be partial."""
     settings = budget or SolveSettings()
     time_limit_s, stop = settings.time_limit_s, settings.stop
-    problem, costs = prepared(request)
+    problem, costs = prepare_search(request)
     start = time.perf_counter()
-    layouts, proved = frontier(narrowed(problem), costs, settings)
+    layouts, proved = frontier(narrow_to_rules(problem), costs, settings)
     estimates = tuple(
         with_verdict(request, explaining.priced(problem, layout, costs)) for layout in layouts
     )
@@ -163,7 +163,7 @@ def stage_plans(request: Request, budget: SolveSettings | None = None) -> stagin
     """The layout and stage plan (layers and recompute mode of each pipeline rank) of least
     step time, under profile standard, proved within the time limit (optimizer.staging)."""
     settings = budget or SolveSettings()
-    problem, costs = prepared(replace(request, profile=DEFAULT_PROFILE))
+    problem, costs = prepare_search(replace(request, profile=DEFAULT_PROFILE))
     return staging.search_stage_plans(
         problem,
         costs,

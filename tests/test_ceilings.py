@@ -27,7 +27,7 @@ from optimizer.search import (
     SolveSettings,
     best_layout,
     ceiling_search,
-    narrowed,
+    narrow_to_rules,
     tuple_ceilings,
 )
 from optimizer.search.ceilings import floored_rows, rank_tuples, row_ceilings
@@ -35,7 +35,7 @@ from optimizer.search.placements import placement_classes
 from optimizer.search.problem import KNOBS
 from optimizer.search.tables import coupled_valid_rows, valid_rows, with_free_axes
 from optimizer.search.terms import PLACEMENT
-from optimizer.searches import optimize, prepared
+from optimizer.searches import optimize, prepare_search
 from tests.helpers import engine_or_none
 
 # (model, GPUs, engine, search space): dense and MoE, three engines' pricing, several
@@ -51,8 +51,8 @@ CASES = [
 
 def _problem(model: str, gpus: int, engine: str, space: SearchSpace):  # type: ignore[no-untyped-def]
     job: TrainingJob = h100_job(gpus, model)
-    problem, assumptions = prepared(Request(job, space=space, engine=engine_or_none(engine)))
-    return narrowed(problem), assumptions
+    problem, assumptions = prepare_search(Request(job, space=space, engine=engine_or_none(engine)))
+    return narrow_to_rules(problem), assumptions
 
 
 @pytest.mark.parametrize(("model", "gpus", "engine", "space"), CASES)

@@ -13,7 +13,7 @@ from models.presets import model_preset, model_presets, published_hf_configs
 from optimizer import Request
 from optimizer.costmodel.grid import PLACEMENTS
 from optimizer.engines import export, get_engine
-from optimizer.searches import optimize, prepared
+from optimizer.searches import optimize, prepare_search
 from tests.engine_cases import _llama70b, _llama70b_fp8, _mixtral, command_line, megatron_parser
 from tests.helpers import engine_or_none, plate_job
 from tests.test_recompute_modules import NONE, job
@@ -121,7 +121,7 @@ def test_searches_lay_ranks_only_as_the_engine_does_and_megatron_says_which_orde
     plate = plate_job(16384)
     orders = {}
     for engine in ("megatron", "nemo", "torchtitan", "deepspeed", "generic"):
-        problem, _ = prepared(Request(plate, engine=engine_or_none(engine)))
+        problem, _ = prepare_search(Request(plate, engine=engine_or_none(engine)))
         orders[engine] = {PLACEMENTS[p] for p in problem.placements}
     assert orders["megatron"] == {("tp", "cp", "dp", "pp"), ("tp", "cp", "pp", "dp")}
     assert orders["nemo"] == orders["torchtitan"] == orders["deepspeed"]

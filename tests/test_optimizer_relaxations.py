@@ -16,7 +16,7 @@ from optimizer.search.problem import resolve_space
 from optimizer.search.space import SearchSpace
 from optimizer.searches import optimize as search_optimize
 from optimizer.searches import pareto as search_pareto
-from optimizer.searches import prepared
+from optimizer.searches import prepare_search
 from tests.helpers import engine_or_none, plate_job
 
 
@@ -201,7 +201,7 @@ def test_standard_relaxations_over_their_own_rows_match_the_wide_model_and_enume
     # beats (enumerator.frontier_rows with it relaxed), and the rules are named from a model
     # of a few rows: they must be the wide model's rules, each verdict the enumerator's
     job = plate_job(1024, "llama3-70b")
-    problem, costs = prepared(Request(job, engine=engine_or_none(engine)))
+    problem, costs = prepare_search(Request(job, engine=engine_or_none(engine)))
     result = search_optimize(
         Request(job, engine=engine_or_none(engine)),
         SolveSettings(time_limit_s=60),

@@ -15,7 +15,7 @@ from optimizer.search.placements import placement_classes
 from optimizer.search.problem import KNOBS
 from optimizer.search.tables import valid_rows
 from optimizer.search.terms import PLACEMENT
-from optimizer.searches import prepared
+from optimizer.searches import prepare_search
 from tests.helpers import engine_or_none, plate_job
 
 CASES = {
@@ -33,7 +33,7 @@ CASES = {
 
 def rows_of(name: str):
     job, space = CASES[name]
-    problem, costs = prepared(Request(job, space=space, engine=get_engine("megatron")))
+    problem, costs = prepare_search(Request(job, space=space, engine=get_engine("megatron")))
     classes = placement_classes(problem)
     grid, k, index = valid_rows(problem, classes, (*KNOBS, PLACEMENT))
     return problem, classes, grid, k, index, costs
@@ -98,7 +98,7 @@ def test_rows_too_sparse_for_a_box_are_priced_row_by_row_in_their_place(
 def test_engine_rules_tested_on_boxes_are_those_some_row_breaks(
     model: str, gpus: int, engine: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    problem, _ = prepared(
+    problem, _ = prepare_search(
         Request(plate_job(gpus, model), space=SearchSpace(max_vpp=4), engine=engine_or_none(engine))
     )
     classes = placement_classes(problem)

@@ -29,7 +29,7 @@ from optimizer.search import (
     best_layout_by_ceilings,
     build_tables,
     engine_rules_broken,
-    narrowed,
+    narrow_to_rules,
     placement_classes,
     resolve_space,
     rule_names,
@@ -40,7 +40,7 @@ from optimizer.search import tables as tables_module
 from optimizer.search.dominance import without_dominated
 from optimizer.search.problem import KNOBS
 from optimizer.search.terms import PLACEMENT, Table, profile_terms
-from optimizer.searches import optimize, prepared
+from optimizer.searches import optimize, prepare_search
 from tests.helpers import engine_or_none, plate_job
 
 # Requests whose explanations search every kind of derived space: rules relaxed as literals
@@ -64,7 +64,7 @@ CASES = {
 
 def request(name: str):
     job, space, engine = CASES[name]
-    problem, costs = prepared(Request(job, space=space, engine=engine_or_none(engine)))
+    problem, costs = prepare_search(Request(job, space=space, engine=engine_or_none(engine)))
     return job, space, engine, problem, costs
 
 
@@ -142,7 +142,7 @@ def explanation(name: str, shared: bool) -> explaining.Explanation:
     _, _, _, problem, costs = request(name)
     declared = explaining.searched_spaces(problem) if shared else ()
     pricing = Pricing(problem, costs, declared)  # nothing declared: every table built whole
-    found = best_layout(narrowed(problem), costs, SolveSettings(60.0), pricing=pricing)
+    found = best_layout(narrow_to_rules(problem), costs, SolveSettings(60.0), pricing=pricing)
     assert found.layout is not None
     best = explaining.priced(problem, found.layout, costs)
     budget = explaining.Budget(deadline=time.perf_counter() + 120.0, workers=1)
@@ -164,8 +164,8 @@ PLATE = (plate_job(16384), SearchSpace(), "megatron")
 def floored_and_whole(job, space, engine) -> tuple[explaining.Explanation, ...]:
     """The explanations as optimize gives them (only the layouts whose ceiling could change
     one priced) and with every table priced whole."""
-    problem, costs = prepared(Request(job, space=space, engine=engine_or_none(engine)))
-    found = best_layout_by_ceilings(narrowed(problem), costs, SolveSettings(60.0))
+    problem, costs = prepare_search(Request(job, space=space, engine=engine_or_none(engine)))
+    found = best_layout_by_ceilings(narrow_to_rules(problem), costs, SolveSettings(60.0))
     assert found.layout is not None
     best = explaining.priced(problem, found.layout, costs)
     budget = explaining.Budget(deadline=time.perf_counter() + 120.0, workers=1)
@@ -183,8 +183,8 @@ def test_explanations_from_floored_tables_equal_those_priced_whole(name: str) ->
 
 def test_an_engine_rule_only_layouts_below_the_optimum_break_is_named_and_does_not_bind() -> None:
     job, space, engine = PLATE
-    problem, costs = prepared(Request(job, space=space, engine=get_engine(engine)))
-    found = best_layout_by_ceilings(narrowed(problem), costs, SolveSettings(60.0))
+    problem, costs = prepare_search(Request(job, space=space, engine=get_engine(engine)))
+    found = best_layout_by_ceilings(narrow_to_rules(problem), costs, SolveSettings(60.0))
     assert found.layout is not None
     best = explaining.priced(problem, found.layout, costs)
     budget = explaining.Budget(deadline=time.perf_counter() + 120.0, workers=1)
@@ -216,11 +216,11 @@ def test_a_request_without_degree_tuples_is_infeasible_not_a_fault() -> None:
 
 def test_a_conflict_from_one_pricing_equals_one_built_whole() -> None:
     job, space = plate_job(16, "llama3-70b"), SearchSpace(recompute=["none"])
-    problem, costs = prepared(Request(job, space=space, engine=None))
+    problem, costs = prepare_search(Request(job, space=space, engine=None))
     conflicts = []
     for declared in (explaining.searched_spaces(problem), ()):
         pricing = Pricing(problem, costs, declared)
-        found = best_layout(narrowed(problem), costs, SolveSettings(60.0), pricing=pricing)
+        found = best_layout(narrow_to_rules(problem), costs, SolveSettings(60.0), pricing=pricing)
         assert found.layout is None and found.proved
         budget = explaining.Budget(deadline=time.perf_counter() + 120.0, workers=1)
         conflicts.append(explaining.explain(problem, None, costs, budget, pricing))
@@ -266,7 +266,7 @@ def test_dominance_keeps_what_a_group_by_group_scan_keeps(seed: int) -> None:
 
 def test_an_objective_copied_back_is_the_one_written() -> None:
     *_, problem, costs = request("8b on 256, tp and zero ruled")
-    tables = build_tables(narrowed(problem), costs)
+    tables = build_tables(narrow_to_rules(problem), costs)
     fresh, reused = LayoutModel(tables), LayoutModel(tables)
     fresh.model.maximize(fresh.ln_mfu_value)
     reused.stage_most_mfu()
@@ -277,7 +277,7 @@ def test_an_objective_copied_back_is_the_one_written() -> None:
 
 def test_a_relaxation_settled_in_one_solve_gives_the_verdict_of_two() -> None:
     *_, problem, costs = request("405b on 1,024, recompute ruled")
-    optimum = best_layout(narrowed(problem), costs, SolveSettings(60.0))
+    optimum = best_layout(narrow_to_rules(problem), costs, SolveSettings(60.0))
     assert optimum.layout is not None
     best_mfu = evaluate(problem.job, optimum.layout, "standard", costs).mfu
     binds_above = best_mfu * (1 + BINDS_RELATIVE)
@@ -315,13 +315,13 @@ def test_widened_relaxations_searched_by_ceilings_give_the_whole_spaces_verdicts
     monkeypatch.setitem(CASES, name, CASES_BEYOND[name])
     _, _, _, problem, costs = request(name)
     result = explanation(name, shared=True)
-    optimum = best_layout(narrowed(problem), costs, SolveSettings(60.0))
+    optimum = best_layout(narrow_to_rules(problem), costs, SolveSettings(60.0))
     assert optimum.layout is not None
     binds_above = evaluate(problem.job, optimum.layout, "standard", costs).mfu
     binds_above *= 1 + BINDS_RELATIVE
     said = {relaxation.name: relaxation for relaxation in result.relaxations}
     for rule, wider in _relaxed_problems(problem).items():
-        whole = best_layout(narrowed(wider), costs, SolveSettings(60.0))
+        whole = best_layout(narrow_to_rules(wider), costs, SolveSettings(60.0))
         assert whole.proved and whole.layout is not None
         mfu = evaluate(wider.job, whole.layout, "standard", costs).mfu
         assert said[rule].binds == (mfu > binds_above), rule

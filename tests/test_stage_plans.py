@@ -17,7 +17,7 @@ from optimizer.costmodel import CostAssumptions, evaluate
 from optimizer.costmodel import stage_plans as sp
 from optimizer.engines import get_engine
 from optimizer.search import SearchSpace, SolveSettings
-from optimizer.searches import prepared, stage_plans
+from optimizer.searches import prepare_search, stage_plans
 from optimizer.staging import search_stage_plans
 from optimizer.staging.bounds import least_busy_units, step_bound_s
 from optimizer.staging.oracle import ORACLE_MODEL, best_plan_exhaustive, compositions
@@ -108,7 +108,7 @@ def test_the_search_is_the_oracle_over_every_layout(memory_limit_gb: float) -> N
     )
     # the limits were set for the tensors: no runtime beside them (it is one constant a
     # layout, which shifts no plan against another)
-    problem, costs = prepared(Request(job, space=space, assumptions=NO_RUNTIME, engine=None))
+    problem, costs = prepare_search(Request(job, space=space, assumptions=NO_RUNTIME, engine=None))
     result = search_stage_plans(problem, costs, time_limit_s=60)
     assert result.proved and result.best is not None
     even = result.even_best
@@ -131,7 +131,7 @@ def test_the_search_is_the_oracle_over_every_layout(memory_limit_gb: float) -> N
 
 def test_the_plates_stage_search_is_proved() -> None:
     """405B on 16,384 H100 under Megatron-LM: every layout solved or pruned by its bound."""
-    problem, costs = prepared(Request(plate_job(), engine=get_engine("megatron")))
+    problem, costs = prepare_search(Request(plate_job(), engine=get_engine("megatron")))
     result = search_stage_plans(problem, costs, time_limit_s=120, engine="megatron")
     assert result.proved and result.best is not None and result.even_best is not None
     assert result.best.price.mfu >= result.even_best.price.mfu
@@ -141,10 +141,10 @@ def test_the_plates_stage_search_is_proved() -> None:
 
 
 def test_engines_say_what_a_plan_may_be() -> None:
-    problem, costs = prepared(Request(small_job(), engine=get_engine("torchtitan")))
+    problem, costs = prepare_search(Request(small_job(), engine=get_engine("torchtitan")))
     with pytest.raises(InvalidSpec, match="per-rank layer split"):
         search_stage_plans(problem, costs, engine="torchtitan")
-    problem, costs = prepared(Request(small_job(), engine=get_engine("megatron")))
+    problem, costs = prepare_search(Request(small_job(), engine=get_engine("megatron")))
     with pytest.raises(InvalidSpec, match="recompute once"):
         search_stage_plans(problem, costs, engine="megatron", per_stage_recompute=True)
 
@@ -208,13 +208,15 @@ def test_a_stage_search_too_large_is_refused_before_pricing() -> None:
     # layouts to price (one placement a class): refused as soon as their count passes,
     # before any is priced
     job = plate_job(16384, "deepseek-v3-shaped")
-    problem, costs = prepared(Request(job, space=SearchSpace(micro_batches=[1, 2]), engine=None))
+    problem, costs = prepare_search(
+        Request(job, space=SearchSpace(micro_batches=[1, 2]), engine=None)
+    )
     with pytest.raises(InvalidSpec, match="more than 4,000,000 layouts"):
         search_stage_plans(problem, costs, time_limit_s=600)
 
 
 def test_a_stage_search_out_of_time_claims_nothing() -> None:
-    problem, costs = prepared(Request(plate_job(), engine=get_engine("megatron")))
+    problem, costs = prepare_search(Request(plate_job(), engine=get_engine("megatron")))
     result = search_stage_plans(problem, costs, time_limit_s=1e-6, engine="megatron")
     assert not result.proved and result.best is None
 

@@ -18,10 +18,10 @@ from optimizer import Request, SolveSettings
 from optimizer.costmodel.assumptions import CostAssumptions
 from optimizer.costmodel.profiles import evaluate
 from optimizer.engines import get_engine
-from optimizer.search import build_tables, enumerator, narrowed
+from optimizer.search import build_tables, enumerator, narrow_to_rules
 from optimizer.search.problem import resolve_space
 from optimizer.search.space import SearchSpace
-from optimizer.searches import DEFAULT_PROFILE, optimize, pareto, prepared
+from optimizer.searches import DEFAULT_PROFILE, optimize, pareto, prepare_search
 from tests.helpers import engine_or_none, plate_job
 from tests.test_optimizer_properties import assert_frontier_matches, assert_optimum_matches
 
@@ -196,8 +196,8 @@ def test_the_argmax_of_the_pruned_table_is_the_solvers_and_the_enumerators(
     # the benchmark's numpy baseline (bench/solver.py) searches the rows CP-SAT picks from:
     # it must find the optimum the solver proves and the enumerator finds over every row
     job = plate_job(1024, "llama3-70b")
-    problem, costs = prepared(Request(job, engine=engine_or_none(engine)))
-    argmax = enumerator.best_of_tables(build_tables(narrowed(problem), costs))
+    problem, costs = prepare_search(Request(job, engine=engine_or_none(engine)))
+    argmax = enumerator.best_of_tables(build_tables(narrow_to_rules(problem), costs))
     result = optimize(
         Request(job, engine=engine_or_none(engine), explain=False),
         SolveSettings(time_limit_s=60),
@@ -207,9 +207,9 @@ def test_the_argmax_of_the_pruned_table_is_the_solvers_and_the_enumerators(
     mfu = evaluate(job, argmax, "standard", costs).mfu
     assert mfu == pytest.approx(result.best.mfu, rel=1e-6)
     assert mfu == pytest.approx(evaluate(job, expected, "standard", costs).mfu, rel=1e-6)
-    workshop = prepared(Request(job, profile="workshop", engine=None))
+    workshop = prepare_search(Request(job, profile="workshop", engine=None))
     with pytest.raises(ValueError, match="one table of whole layouts"):
-        enumerator.best_of_tables(build_tables(narrowed(workshop[0]), workshop[1]))
+        enumerator.best_of_tables(build_tables(narrow_to_rules(workshop[0]), workshop[1]))
 
 
 @pytest.mark.parametrize("engine", [None, "megatron"])
@@ -220,7 +220,7 @@ def test_the_frontier_solved_over_its_undominated_rows_is_the_enumerators(
     # (enumerator.frontier_rows): its points must still be the enumerator's over every layout,
     # engine rules (which the table carries as broken rows) included
     job = plate_job(1024, "llama3-70b")
-    problem, costs = prepared(Request(job, engine=engine_or_none(engine)))
+    problem, costs = prepare_search(Request(job, engine=engine_or_none(engine)))
     expected = enumerator.frontier_points(problem, costs)
     result = pareto(
         Request(job, engine=engine_or_none(engine)),
@@ -230,7 +230,7 @@ def test_the_frontier_solved_over_its_undominated_rows_is_the_enumerators(
     for estimate, (memory, mfu, _) in zip(result.frontier, expected, strict=True):
         assert estimate.memory.total == pytest.approx(memory, rel=1e-9, abs=4)
         assert estimate.mfu == pytest.approx(mfu, rel=1e-6)
-    tables = build_tables(narrowed(problem), costs)
+    tables = build_tables(narrow_to_rules(problem), costs)
     assert (
         len(enumerator.frontier_rows(tables).tables[0].degree_index)
         < len(tables.tables[0].degree_index) / 10
@@ -245,7 +245,9 @@ def test_optimum_is_the_enumerators_under_deepspeeds_accumulation_and_the_tree()
     # engine's rules and pricing
     job = _job("llama3-70b", 256, 512, 4096, gpu="a100-80gb")
     assumptions = CostAssumptions(gradient_accumulation_bytes_per_param=18)
-    problem, costs = prepared(Request(job, assumptions=assumptions, engine=get_engine("deepspeed")))
+    problem, costs = prepare_search(
+        Request(job, assumptions=assumptions, engine=get_engine("deepspeed"))
+    )
     assert costs.gradient_sync_all_reduce == [True, True, False]
     expected = enumerator.best_layout(problem, costs)
     result = optimize(

@@ -18,7 +18,7 @@ from optimizer.costmodel.standard import memory as mem
 from optimizer.costmodel.standard.degrees import Degrees
 from optimizer.engines import engine_assumptions, get_engine
 from optimizer.search import SearchSpace
-from optimizer.searches import prepared
+from optimizer.searches import prepare_search
 from optimizer.staging import search_stage_plans
 from tests.helpers import plate_job
 
@@ -93,7 +93,7 @@ def test_stage_plans_price_each_rank_at_its_mode_and_the_search_refuses() -> Non
     full, none = (mem.RECOMPUTE_FULL, mem.RECOMPUTE_NONE)
     replaying = sp.rank_data_parallel_s(job, DEEPSPEED, terms, 1, 24, full)[2]
     assert replaying > sp.rank_data_parallel_s(job, DEEPSPEED, terms, 1, 24, none)[2]
-    problem, costs = prepared(Request(job, space=SearchSpace(zero_stages=[3]), engine=None))
+    problem, costs = prepare_search(Request(job, space=SearchSpace(zero_stages=[3]), engine=None))
     costs = costs.model_copy(update={"zero3_recompute_regathers": True})
     with pytest.raises(InvalidSpec, match="zero3_recompute_regathers"):
         search_stage_plans(problem, costs)

@@ -19,7 +19,7 @@ from optimizer.explain.conflicts import conflict
 from optimizer.explain.relaxations import relaxations, wide_tables
 from optimizer.explain.slack import slacks
 from optimizer.results import Choice, Conflict, Relaxation, Slack
-from optimizer.search import Pricing, SearchProblem, narrowed
+from optimizer.search import Pricing, SearchProblem, narrow_to_rules
 
 __all__ = [
     "CUT_SHORT",
@@ -56,7 +56,7 @@ def searched_spaces(problem: SearchProblem) -> tuple[SearchProblem, ...]:
     """Every space an optimum and its explanations search when each is priced whole, declared
     up front so that one `Pricing` prices their shared layouts once: the optimum's, the wide
     model of the relaxations and conflicts, the choices' narrower ones."""
-    return (narrowed(problem), problem, *choice_spaces(problem))
+    return (narrow_to_rules(problem), problem, *choice_spaces(problem))
 
 
 def explain(

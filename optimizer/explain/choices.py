@@ -24,7 +24,7 @@ from optimizer.search import (
     SolveSettings,
     best_layout,
     best_layout_by_ceilings,
-    narrowed,
+    narrow_to_rules,
 )
 
 # A layout without the choice must trail the optimum by more than this to count as a cost.
@@ -110,7 +110,7 @@ def choice_spaces(problem: SearchProblem) -> tuple[SearchProblem, ...]:
     """The spaces `choices` may search: the request without each choice left to the solver
     (which of them it searches depends on the optimum)."""
     return tuple(
-        narrowed(simpler.forbid(problem))
+        narrow_to_rules(simpler.forbid(problem))
         for simpler in SIMPLER
         if _open_to_the_solver(problem, simpler)
     )
@@ -134,7 +134,7 @@ def choices(
         budget = settings()
         if budget is None:
             return tuple(found), False
-        without_it = narrowed(simpler.forbid(problem))
+        without_it = narrow_to_rules(simpler.forbid(problem))
         if pricing is None:
             answer = best_layout_by_ceilings(without_it, assumptions, budget)
         else:

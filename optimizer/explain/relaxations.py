@@ -35,7 +35,7 @@ from optimizer.search import (
     choosable_model,
     engine_rules_broken,
     least_memory_beating,
-    narrowed,
+    narrow_to_rules,
     placement_classes,
     reaching_problem,
     rule_names,
@@ -97,7 +97,7 @@ def _beyond(
     optimizer/search/ceilings.py), so none coming back, proved, means the relaxation buys
     nothing. max_vpp's space is searched over its extra chunks alone: its others are the
     request's, which the optimum already beats."""
-    space = narrowed(wider)
+    space = narrow_to_rules(wider)
     if rule == "max_vpp":
         extra = tuple(vpp for vpp in space.knobs["vpp"] if vpp > problem.max_vpp)
         if not extra:

@@ -34,7 +34,7 @@ from optimizer.search.problem import (
     SearchProblem,
     divisors,
     fast_link_domain,
-    narrowed,
+    narrow_to_rules,
     priced_knobs,
     resolve_space,
 )
@@ -85,7 +85,7 @@ __all__ = [
     "frontier",
     "layout_grid",
     "least_memory_beating",
-    "narrowed",
+    "narrow_to_rules",
     "placement_class_of",
     "placement_classes",
     "new_solver",

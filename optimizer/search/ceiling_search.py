@@ -90,7 +90,7 @@ def best_layout_by_ceilings(
     rest = others[ceilings[others] >= floor]
     if rest.size == 0:
         return found
-    other = _floored(problem, ranking, rest, floor, assumptions, settings.within(budget))
+    other = _best_above_floor(problem, ranking, rest, floor, assumptions, settings.within(budget))
     return _better(problem, assumptions, settings, budget, (found, incumbent), other, first, rest)
 
 
@@ -133,10 +133,10 @@ def reaching_problem(
     if ceiling_cells(problem, classes) > max_cells:
         return floored
     ranking = rank_tuples(problem, classes, assumptions, cut_short, probed=False)
-    return _floored_problem(problem, ranking, np.flatnonzero(ranking.ceilings >= floor), floor)
+    return _problem_above_floor(problem, ranking, np.flatnonzero(ranking.ceilings >= floor), floor)
 
 
-def _floored_problem(
+def _problem_above_floor(
     problem: SearchProblem, ranking: TupleRanking, tuples: np.ndarray, floor: float
 ) -> SearchProblem:
     floored = replace(_with_tuples(problem, tuples), mfu_floor=floor)
@@ -145,7 +145,7 @@ def _floored_problem(
     return floored
 
 
-def _floored(
+def _best_above_floor(
     problem: SearchProblem,
     ranking: TupleRanking,
     tuples: np.ndarray,
@@ -157,7 +157,7 @@ def _floored(
     on when the ranking kept them)."""
     if tuples.size == 0:
         return Found(None, True, 0)
-    return best_layout(_floored_problem(problem, ranking, tuples, floor), assumptions, settings)
+    return best_layout(_problem_above_floor(problem, ranking, tuples, floor), assumptions, settings)
 
 
 def _better(

@@ -307,7 +307,7 @@ def degree_columns(degrees: np.ndarray) -> dict[str, np.ndarray]:
     return {name: degrees[:, i] for i, name in enumerate(DEGREE_COLUMNS)}
 
 
-def narrowed(problem: SearchProblem) -> SearchProblem:
+def narrow_to_rules(problem: SearchProblem) -> SearchProblem:
     """The same search with every rule applied to the domains up front: a smaller model for
     the solves that relax nothing (the optimum, the frontier). Relaxations and conflicts
     need the wide domains and the rules as literals."""

@@ -28,7 +28,7 @@ from optimizer.search import (
     PricedSpace,
     SearchProblem,
     layout_grid,
-    narrowed,
+    narrow_to_rules,
     placement_class_of,
     restriction_masks,
 )
@@ -230,7 +230,7 @@ def search_stage_plans(
     job = problem.job
     uniform = not recompute_per_stage(engine, per_stage_recompute)
     refuse_mode_dependent_traffic(problem, a)
-    problem = narrowed(problem)
+    problem = narrow_to_rules(problem)
     budget = Budget(start + time_limit_s, stop or StopSignal())
     try:
         priced = priced_in_chunks(problem, a, budget)
