@@ -352,3 +352,16 @@ def test_every_example_the_docs_offer_is_answered(api: TestClient) -> None:
             tried.add(path)
     # the stage search's example once asked for profile workshop, which it refuses
     assert {"/v1/evaluate", "/v1/optimize", "/v1/pareto", "/v1/stages"} <= tried
+
+
+def test_an_integer_written_with_a_zero_fraction_is_an_integer_everywhere(
+    api: TestClient, plate_body: dict[str, Any]
+) -> None:
+    # JSON Schema counts 3.0 an integer: schemathesis's generated bodies write them so, and a
+    # calibration file's run count was refused where every other count was taken
+    provenance = {"gpus": ["h100-sxm"], "engines": ["generic"], "runs": 3.0}
+    plate_body["assumptions"] = {"calibrated_on": provenance}
+    assert api.post("/v1/evaluate", json=plate_body).status_code == 200
+    provenance["runs"] = 3.5
+    error = api.post("/v1/evaluate", json=plate_body).json()["error"]
+    assert error["field"] == "assumptions.calibrated_on.runs"

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
-from models.strict import SPEC_CONFIG
+from models.strict import SPEC_CONFIG, JsonInt
 
 
 class CalibrationProvenance(BaseModel):
@@ -14,11 +14,18 @@ class CalibrationProvenance(BaseModel):
 
     model_config = SPEC_CONFIG
 
-    gpus: list[str] = Field(min_length=1, description="The runs' GPU presets or names.")
-    engines: list[str] = Field(min_length=1, description="The engines the runs named.")
-    runs: int = Field(ge=1, le=1_000_000, description="How many measured runs.")
+    gpus: list[str] = Field(
+        min_length=1, max_length=1000, description="The runs' GPU presets or names."
+    )
+    engines: list[str] = Field(
+        min_length=1, max_length=1000, description="The engines the runs named."
+    )
+    # a JSON integer may be written 167.0 (JSON Schema counts it an integer): as every count
+    runs: JsonInt = Field(ge=1, le=1_000_000, description="How many measured runs.")
     fitted: list[str] = Field(
-        default_factory=list, description="The assumptions the fit freed (the rest stated)."
+        default_factory=list,
+        max_length=1000,
+        description="The assumptions the fit freed (the rest stated).",
     )
 
 
