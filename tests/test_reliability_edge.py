@@ -90,7 +90,11 @@ def test_request_heads_that_never_end_are_closed_and_probes_answer(make_server: 
         for sock in slow:
             sock.close()
     assert all(closed)
-    assert 'layoutopt_http_connections_closed_total{reason="header_timeout"} 300.0' in metrics
+    # the 300, and perhaps the probe's own keep-alive connection: idle past the timeout while
+    # the sockets above were watched on a loaded machine, it is closed the same way
+    prefix = 'layoutopt_http_connections_closed_total{reason="header_timeout"} '
+    (line,) = [line for line in metrics.splitlines() if line.startswith(prefix)]
+    assert 300 <= float(line.removeprefix(prefix)) <= 301
 
 
 def test_connections_past_the_limit_close_idle_ones_and_probes_answer(make_server: Any) -> None:
