@@ -12,14 +12,10 @@ from __future__ import annotations
 import time
 from dataclasses import replace
 
-from optimizer.costmodel import Estimate
 from optimizer.cpsat import CutShort, time_is_up
-from optimizer.engines import Artefact, export
 from optimizer.planning import conflicts as conflicting
 from optimizer.planning import explain as explaining
-from optimizer.planning.cluster import Pool
 from optimizer.planning.curves import Curves, build_curves
-from optimizer.planning.jobs import PlanJob
 from optimizer.planning.options import (
     MET_LEVELS,
     THROUGHPUT_LEVELS,
@@ -38,7 +34,7 @@ CURVE_SHARE = 0.6
 # Of the time limit, what is kept for the explanations (they also get what the solve leaves).
 EXPLAIN_SHARE = 0.2
 # Kept back from the solve for the answer: naming nodes, re-pricing each layout on them and
-# its export (measured: about 2.3 ms a job with an engine's export).
+# its export (measured: about 2.3 ms a job with an engine's export, which re-pricing writes).
 ANSWER_S, ANSWER_S_PER_JOB = 0.01, 0.003
 
 
@@ -157,22 +153,11 @@ def _job_plans(
                 _change(problem, table, j, o),
                 score.meets_deadline,
                 job.request.engine_name,
-                _export(job, pool, option.gpus, estimate),
+                # the engine's verdict rides on the estimate, re-priced on its nodes
+                None if pool is None or estimate is None else estimate.export,
             )
         )
     return tuple(plans)
-
-
-def _export(
-    job: PlanJob, pool: Pool | None, gpus: int, estimate: Estimate | None
-) -> Artefact | None:
-    """The job's layout in its engine's input, on its pool at its GPU count (None without an
-    engine or a layout; the layout keeps the engine's rules, the search saw to that)."""
-    if job.request.engine is None or pool is None or estimate is None:
-        return None
-    request = job.on_pool(pool, gpus // pool.gpus_per_node)
-    modules = request.recompute_modules
-    return export(job.request.engine, request.job, estimate.layout, modules)
 
 
 def _objective(
