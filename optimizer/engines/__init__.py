@@ -23,7 +23,7 @@ from pydantic import AfterValidator, Field
 
 from models.errors import InvalidSpec
 from models.job import TrainingJob
-from models.layout import Layout
+from models.layout import Layout, resolve_layout
 from optimizer.costmodel import Estimate
 
 from .base import (
@@ -41,7 +41,7 @@ from .generic import GENERIC
 from .megatron import MEGATRON
 from .nemo import NEMO
 from .pricing import engine_assumptions
-from .rules import ensure_runnable, rule_masks, valid_mask, violations
+from .rules import broken_rules, ensure_runnable, refusal, rule_masks, valid_mask, violations
 from .stages import plan_layout_string
 from .torchtitan import TORCHTITAN
 
@@ -101,14 +101,16 @@ def judged(
     """`estimate` with the engine's verdict on its layout: each rule it breaks among the
     warnings (the figures stay the cost model's), and its artefact or the refusal. Every
     route's estimates carry it, so a study row, a plan job and an HTTP answer say the same."""
-    broken = tuple(
-        w for w in violations(engine, job, estimate.layout) if w not in estimate.warnings
-    )
+    resolved = resolve_layout(estimate.layout, job)
+    broken = broken_rules(engine, job, resolved)  # asked once: the refusal lists them too
+    warnings = estimate.warnings + tuple(w for w in broken if w not in estimate.warnings)
+    if broken:
+        return replace(estimate, warnings=warnings, export_error=refusal(engine, broken))
     try:
-        artefact = export(engine, job, estimate.layout, recompute_modules)
+        artefact = engine.exporter(job, resolved, **_module_list(engine, recompute_modules))
     except InvalidSpec as refused:
-        return replace(estimate, warnings=estimate.warnings + broken, export_error=refused.message)
-    return replace(estimate, warnings=estimate.warnings + broken, export=artefact)
+        return replace(estimate, warnings=warnings, export_error=refused.message)
+    return replace(estimate, warnings=warnings, export=artefact)
 
 
 # Engines whose exporter writes a stage plan (an explicit pipeline layout), and a selective

@@ -3,7 +3,7 @@ rules every engine's offers imply, and their evaluation on grids and single layo
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -217,20 +217,24 @@ def valid_mask(engine: Engine, job: TrainingJob, grid: LayoutGrid) -> np.ndarray
 def violations(engine: Engine, job: TrainingJob, layout: Layout) -> list[str]:
     """Each rule the layout breaks, as a sentence with its numbers. The layout is resolved
     against the job first (the project's own rules raise InvalidSpec)."""
-    return _broken(engine, job, resolve_layout(layout, job))
+    return broken_rules(engine, job, resolve_layout(layout, job))
 
 
 def ensure_runnable(engine: Engine, job: TrainingJob, layout: Layout) -> Layout:
     """The resolved layout, or InvalidSpec listing every rule of the engine it breaks."""
     resolved = resolve_layout(layout, job)
-    broken = _broken(engine, job, resolved)
+    broken = broken_rules(engine, job, resolved)
     if broken:
-        listed = "; ".join(broken)
-        raise InvalidSpec(f"{engine.label} cannot run this layout: {listed}", "engine")
+        raise InvalidSpec(refusal(engine, broken), "engine")
     return resolved
 
 
-def _broken(engine: Engine, job: TrainingJob, resolved: Layout) -> list[str]:
+def refusal(engine: Engine, broken: Sequence[str]) -> str:
+    """Why the engine cannot run a layout: every rule it breaks."""
+    return f"{engine.label} cannot run this layout: {'; '.join(broken)}"
+
+
+def broken_rules(engine: Engine, job: TrainingJob, resolved: Layout) -> list[str]:
     grid = LayoutGrid.from_layouts([resolved])
     return [
         f"{rule.description}: {rule.detail(job, resolved)}"
