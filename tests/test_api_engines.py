@@ -17,7 +17,7 @@ from fastapi.testclient import TestClient
 from api.schemas import SEARCH_EXAMPLE, EvaluateRequest, SearchRequest
 from models.layout import Layout
 from optimizer.costmodel import CostAssumptions, evaluate
-from optimizer.engines import engine_assumptions, get_engine, violations
+from optimizer.engines import ENGINES, engine_assumptions, get_engine, violations
 
 ENGINE_NAMES = ["megatron", "torchtitan", "deepspeed", "nemo", "generic"]  # the contract's
 
@@ -49,7 +49,10 @@ def test_engine_is_an_enum_in_the_published_schema(
     api: TestClient, schema: str, default: str
 ) -> None:
     field = api.get("/openapi.json").json()["components"]["schemas"][schema]["properties"]
-    assert field["engine"]["enum"] == ENGINE_NAMES
+    # each engine bare (its newest version) and at each version it knows
+    assert [spec.partition("@")[0] for spec in field["engine"]["enum"]] == [
+        name for name in ENGINE_NAMES for _ in (None, *ENGINES[name].versions)
+    ]
     assert field["engine"]["default"] == default
 
 

@@ -27,9 +27,8 @@ from optimizer.calibration import (
     check_repeats,
     measured_run,
 )
-from optimizer.engines import ENGINES
+from optimizer.engines import EngineName
 
-EngineName = Literal[tuple(ENGINES)]  # type: ignore[valid-type]
 # Bounds that keep every measurement's step time finite (a step time of 1e-300 s is a typo).
 StepTime = Annotated[float, Field(ge=1e-6, le=1e9)]
 Throughput = Annotated[float, Field(ge=1e-6, le=1e12)]
@@ -39,7 +38,7 @@ class CalibrationRunRequest(EvaluateRequest):
     """An evaluate request as a measured run gives it: with the engine it ran on. Calibration
     prices under profile `standard` unless the request names another."""
 
-    engine: EngineName = Field(  # type: ignore[valid-type]
+    engine: EngineName = Field(
         "generic", description="The engine the run used (carried with the run and reported)."
     )
     profile: ProfileName = Field("standard", description="Cost-model profile of the fit.")

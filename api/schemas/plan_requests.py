@@ -23,7 +23,7 @@ from optimizer import (
     SearchSpace,
     StopSignal,
 )
-from optimizer.engines import DEFAULT_ENGINE, EngineName, get_engine
+from optimizer.engines import DEFAULT_ENGINE, EngineName, EngineSettingsIn, get_engine
 from optimizer.planning import (
     DEFAULT_FAIRNESS_P,
     Deadline,
@@ -181,11 +181,12 @@ class JobRequestIn(BaseModel):
         "the job's scaling curve, its gradient sync prices them, and its artefact is the job's "
         f"`export`. Default {DEFAULT_ENGINE}, as every route.",
     )
+    engine_settings: EngineSettingsIn = {}
 
     def to_request(self, cluster: ClusterSpec) -> Request:
         """The job's request on `cluster`, its engine resolved once here."""
         job = TrainingJob(model=self.model, cluster=cluster, training=self.training)
-        engine = get_engine(self.engine)
+        engine = get_engine(self.engine, self.engine_settings)
         return Request(job, self.search, None, self.profile, self.assumptions, engine)
 
 

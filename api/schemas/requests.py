@@ -38,7 +38,7 @@ from optimizer import (
     SearchSpace,
     evaluate_on,
 )
-from optimizer.engines import DEFAULT_ENGINE, EngineName, get_engine
+from optimizer.engines import DEFAULT_ENGINE, EngineName, EngineSettingsIn, get_engine
 
 
 def _model_from_ref(value: Any) -> Any:
@@ -145,8 +145,10 @@ class PlanRequest(BaseModel):
         description="The training engine that runs the layout: its rules are checked (warnings "
         "name each one broken), it is priced as the engine runs it, and its artefact is the "
         f"answer's `export`. Default {DEFAULT_ENGINE} on every route; `generic` is the "
-        "engine-agnostic model.",
+        "engine-agnostic model. A version may follow after `@` (`megatron@core_r0.20`; the "
+        "bare name is the newest known): its defaults apply.",
     )
+    engine_settings: EngineSettingsIn = {}
 
     def job(self) -> TrainingJob:
         return TrainingJob(
@@ -159,7 +161,7 @@ class PlanRequest(BaseModel):
             self.job(),
             profile=self.profile,
             assumptions=self.assumptions,
-            engine=get_engine(self.engine),
+            engine=get_engine(self.engine, self.engine_settings),
         )
 
 

@@ -15,7 +15,7 @@ DEFAULT_ENGINE on every route.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Annotated
 
@@ -42,29 +42,73 @@ from .megatron import MEGATRON
 from .nemo import NEMO
 from .pricing import engine_assumptions
 from .rules import broken_rules, ensure_runnable, refusal, rule_masks, valid_mask, violations
+from .settings import settings_named, settings_runtime
 from .stages import plan_layout_string
 from .torchtitan import TORCHTITAN
+from .versions import split_spec, version_named
 
 ENGINES: dict[str, Engine] = {
     engine.name: engine for engine in (MEGATRON, TORCHTITAN, DEEPSPEED, NEMO, GENERIC)
 }
 
 
-def get_engine(name: str) -> Engine:
-    """The engine of that name: asked once per request, where the request is parsed."""
-    return ENGINES[known_engine(name)]
+def get_engine(spec: str, settings: Mapping[str, object] | None = None) -> Engine:
+    """The engine a request names (`megatron`, `megatron@core_r0.14`) at that version, with
+    the version's settings and the request's `settings` over them in force: asked once per
+    request, where the request is parsed."""
+    name, version_name = split_spec(known_engine(spec))
+    engine = ENGINES[name]
+    stated = settings_named(engine.settings, settings or {}, engine.name)
+    if not engine.versions:
+        return replace(engine, settings_in_force=stated)
+    release = version_named(engine.versions, version_name, engine.name)
+    in_force = {**release.defaults, **stated}
+    runtime = settings_runtime(engine.settings, in_force, engine.runtime)
+    return replace(engine, release=release, settings_in_force=in_force, runtime=runtime)
 
 
-def known_engine(name: str) -> str:
-    """`name` if it is an engine (a validator: the error lists the known ones)."""
+def known_engine(spec: str) -> str:
+    """`spec` if it names an engine, and a version of it after `@` (a validator: the error
+    lists the known ones)."""
+    name, version = split_spec(spec)
     if name not in ENGINES:
         raise InvalidSpec(f"unknown engine {name!r}; known: {', '.join(ENGINES)}", "engine")
-    return name
+    if version is not None:
+        version_named(ENGINES[name].versions, version, name)
+    return spec
 
 
-# A request's engine: one of ENGINES, published as an enum.
+def engine_specs() -> list[str]:
+    """Every name a request's `engine` may take: each engine bare and at each version."""
+    return [
+        spec
+        for engine in ENGINES.values()
+        for spec in (engine.name, *(f"{engine.name}@{v.name}" for v in engine.versions))
+    ]
+
+
+# A request's engine: one of engine_specs(), published as an enum.
 EngineName = Annotated[
-    str, AfterValidator(known_engine), Field(json_schema_extra={"enum": list(ENGINES)})
+    str, AfterValidator(known_engine), Field(json_schema_extra={"enum": engine_specs()})
+]
+# A request's `engine_settings`: the engine's own named flags, checked against the engine
+# (and its version) where the request is resolved, by get_engine.
+SettingIn = Annotated[str, Field(max_length=100)]
+EngineSettingsIn = Annotated[
+    dict[
+        Annotated[str, Field(max_length=100)],
+        bool
+        | int
+        | Annotated[str, Field(max_length=100)]
+        | Annotated[list[SettingIn], Field(max_length=64)],
+    ],
+    Field(
+        max_length=64,
+        description="The engine's own named settings as its launch would state them "
+        "(e.g. tp_comm_overlap, overlap_grad_reduce, grad_reduce_in_fp32), each over its "
+        "version's default; unknown names are an error listing the known ones "
+        "(docs/engines.md, 'Versions and settings').",
+    ),
 ]
 # One default on every route, so that re-pricing an answer's layout is an identity: a layout
 # that some engine runs, Megatron-LM's (its Megatron-Core rules are NeMo's). The plate's
@@ -137,15 +181,16 @@ def export_plan(
     return engine.exporter(job, runnable, rank_layers=rank_layers, **modules)
 
 
-def _module_list(engine: Engine, modules: Sequence[str] | None) -> dict[str, tuple[str, ...]]:
-    """The exporter's keyword for a module list, the request's or else the engine's: only
-    Megatron-Core's engines take one (the others price none: torchtitan refuses it,
-    DeepSpeed offers no selective mode)."""
+def _module_list(engine: Engine, modules: Sequence[str] | None) -> dict[str, object]:
+    """The Megatron-Core exporters' keywords: a module list, the request's or else the
+    engine's (the others price none: torchtitan refuses it, DeepSpeed offers no selective
+    mode), and the settings in force."""
     if engine.name not in PLAN_EXPORTERS:
         return {}
     if modules is None:
         modules = engine.runtime.selective_recompute_modules
-    return {} if modules is None else {"recompute_modules": tuple(modules)}
+    named: dict[str, object] = {"settings": engine.settings_in_force}
+    return named if modules is None else named | {"recompute_modules": tuple(modules)}
 
 
 __all__ = [
@@ -160,6 +205,8 @@ __all__ = [
     "Engine",
     "EngineRule",
     "EngineName",
+    "EngineSettingsIn",
+    "engine_specs",
     "EngineRuntime",
     "Feature",
     "GradientSync",

@@ -9,8 +9,8 @@ facts that could not be verified say UNVERIFIED in their source instead of guess
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from typing import Literal
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 
@@ -19,6 +19,10 @@ from models.job import TrainingJob
 from models.layout import Dimension, Layout, Recompute, Schedule
 from models.text import one_line
 from optimizer.costmodel import LayoutGrid
+
+if TYPE_CHECKING:
+    from .settings import EngineSetting, SettingValue
+    from .versions import EngineVersion
 
 ZERO_STAGES = (0, 1, 2, 3)
 
@@ -250,9 +254,10 @@ Exporter = Callable[..., Artefact]
 
 @dataclass(frozen=True)
 class Engine:
-    """One training engine at the version read."""
+    """One training engine at the version read; `get_engine` gives it at the version a
+    request names, with that version's settings and the request's own in force."""
 
-    name: str  # the request's `engine` value
+    name: str  # the request's `engine` value, without a version
     label: str  # for people: "Megatron-LM"
     version: str  # what was read: repository and commit, or the release
     offers: Offers
@@ -262,6 +267,18 @@ class Engine:
     # The orders in which the engine lays the parallel groups on ranks, innermost first (a
     # Layout's `placement`): the searches under it choose among these; empty: any order.
     rank_orders: tuple[tuple[Dimension, ...], ...] = ()
+    # the named settings a request may state (optimizer.engines.settings)
+    settings: tuple[EngineSetting, ...] = ()
+    # the versions a request may name, oldest first: the bare name is the last
+    versions: tuple[EngineVersion, ...] = ()
+    # the version and settings in force (set by get_engine; runtime is already theirs)
+    release: EngineVersion | None = None
+    settings_in_force: Mapping[str, SettingValue] = field(default_factory=dict)
 
     def rule(self, name: str) -> EngineRule:
         return next(r for r in self.rules if r.name == name)
+
+    @property
+    def spec(self) -> str:
+        """The engine as a request names it, with its version: `megatron@core_r0.14`."""
+        return self.name if self.release is None else f"{self.name}@{self.release.name}"

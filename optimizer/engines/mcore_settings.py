@@ -6,7 +6,9 @@ start from the same values here so the two exports cannot drift apart.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from models.job import TrainingJob
 from models.layout import Layout, Recompute
@@ -37,6 +39,15 @@ class McoreSettings:
     recompute_num_layers: int | None
     overlap_grad_reduce: bool
     overlap_param_gather: bool
+    # the engine's settings in force (optimizer.engines.settings), where they are not the
+    # engine's own default and so must be written
+    tp_comm_overlap: bool
+    grad_reduce_in_fp32: bool
+    fp8_param_gather: bool
+    overlap_p2p_comm: bool
+    attention_backend: str | None
+    ddp_bucket_size: int | None
+    moe_token_dispatcher_type: str
 
 
 def mcore_settings(
@@ -44,10 +55,13 @@ def mcore_settings(
     layout: Layout,
     rank_layers: tuple[int, ...] | None = None,
     recompute_modules: tuple[str, ...] | None = None,
+    in_force: Mapping[str, object] | None = None,
 ) -> McoreSettings:
     """Settings for a resolved layout the engine's rules accept; `rank_layers`, a stage
     plan's layers per pipeline rank, replaces the split the layout implies;
-    `recompute_modules`, selective recompute's module list where it is not the default."""
+    `recompute_modules`, selective recompute's module list where it is not the default;
+    `in_force`, the engine's named settings (its version's and the request's)."""
+    named = dict(in_force or {})
     fsdp = layout.zero >= 2
     granularity, method, count = _recompute(layout.recompute)
     if recompute_modules is not None:
@@ -61,7 +75,7 @@ def mcore_settings(
         ep=layout.ep,
         # Sequence parallelism is dropped with a warning at tp 1 (arguments.py:1431-1440)
         # and an error in core (model_parallel_config.py:502-504): only asked for at tp > 1.
-        sequence_parallel=layout.tp > 1,
+        sequence_parallel=layout.tp > 1 and bool(named.get("sequence_parallel", True)),
         vpp=layout.vpp if layout.vpp > 1 else None,
         split=mcore_split(job.model.num_layers, layout.pp, layout.vpp)
         if rank_layers is None
@@ -78,10 +92,27 @@ def mcore_settings(
         recompute_method=method,
         recompute_num_layers=count,
         recompute_modules=recompute_modules,
-        overlap_grad_reduce=True,
-        # --overlap-param-gather needs a distributed optimizer (arguments.py:1025-1029).
-        overlap_param_gather=layout.zero >= 1,
+        overlap_grad_reduce=bool(named.get("overlap_grad_reduce", True)),
+        # --overlap-param-gather needs a distributed optimizer and --overlap-grad-reduce
+        # (arguments.py:1025-1029).
+        overlap_param_gather=layout.zero >= 1 and bool(named.get("overlap_grad_reduce", True)),
+        # userbuffers overlap needs sequence parallelism (arguments.py:1441-1442)
+        tp_comm_overlap=layout.tp > 1 and bool(named.get("tp_comm_overlap", False)),
+        grad_reduce_in_fp32=bool(named.get("grad_reduce_in_fp32", True)),
+        # FP8 parameters need the distributed optimizer (arguments.py:1095-1097)
+        fp8_param_gather=job.training.precision in ("fp8", "mxfp8")
+        and layout.zero >= 1
+        and bool(named.get("fp8_param_gather", True)),
+        overlap_p2p_comm=bool(named.get("overlap_p2p_comm", True)),
+        attention_backend=_optional(named.get("attention_backend"), str),
+        ddp_bucket_size=_optional(named.get("ddp_bucket_size"), int),
+        moe_token_dispatcher_type=str(named.get("moe_token_dispatcher_type", "alltoall")),
     )
+
+
+def _optional(value: object, kind: type) -> Any:
+    """A setting a version may leave unset (None: the engine's own default applies)."""
+    return None if value is None else kind(value)
 
 
 def applicable_recompute_modules(

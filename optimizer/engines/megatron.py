@@ -10,6 +10,7 @@ script and its parser exist only in the git repository.
 from __future__ import annotations
 
 import shlex
+from collections.abc import Mapping
 
 from models.job import TrainingJob
 from models.layout import Dimension, Layout
@@ -19,7 +20,9 @@ from . import mcore, mcore_rules
 from .base import Artefact, Engine, Overlap, model_named
 from .mcore import MLM
 from .mcore_settings import McoreSettings, mcore_settings
+from .mcore_versions import MEGATRON_VERSIONS
 from .rules import offer_rules, seq_len_divisible_by_2cp
+from .settings import MCORE_SETTINGS
 
 LABEL = "Megatron-LM"
 ARGS = f"{MLM} megatron/training/arguments.py"
@@ -93,19 +96,21 @@ def export(
     layout: Layout,
     rank_layers: tuple[int, ...] | None = None,
     recompute_modules: tuple[str, ...] | None = None,
+    settings: Mapping[str, object] | None = None,
 ) -> Artefact:
     """`pretrain_gpt.py` arguments, one flag per line, shell-quoted; `rank_layers`: a stage
     plan's layers per rank, written as an explicit pipeline layout; `recompute_modules`: the
-    request's selective module list."""
-    settings = mcore_settings(job, layout, rank_layers, recompute_modules)
+    request's selective module list; `settings`: the engine's settings in force."""
+    s = mcore_settings(job, layout, rank_layers, recompute_modules, settings)
     order_pairs, order_note = _rank_order(layout)
     pairs = (
-        _parallel(settings)
+        _parallel(s)
         + order_pairs
-        + _split(settings, job.model.num_layers)
-        + _batch_and_optimizer(settings)
-        + _recompute(settings)
-        + _precision(job, layout)
+        + _split(s, job.model.num_layers)
+        + _batch_and_optimizer(s)
+        + _recompute(s)
+        + _precision(job, s)
+        + _kernels_and_overlaps(s)
         + _model_shape(job)
     )
     body = " \\\n".join(
@@ -179,7 +184,7 @@ def _parallel(s: McoreSettings) -> Pairs:
     if (
         s.ep > 1
     ):  # the all-to-all the cost model prices (default allgather, transformer_config.py:891)
-        pairs.append(("--moe-token-dispatcher-type", "alltoall"))
+        pairs.append(("--moe-token-dispatcher-type", s.moe_token_dispatcher_type))
     return pairs + ([(FLAGS["sp"], None)] if s.sequence_parallel else [])
 
 
@@ -216,6 +221,19 @@ def _batch_and_optimizer(s: McoreSettings) -> Pairs:
         pairs.append(("--overlap-grad-reduce", None))
     if s.overlap_param_gather:
         pairs.append(("--overlap-param-gather", None))
+    if s.ddp_bucket_size is not None:
+        pairs.append(("--ddp-bucket-size", str(s.ddp_bucket_size)))
+    return pairs
+
+
+def _kernels_and_overlaps(s: McoreSettings) -> Pairs:
+    """The settings in force that are not Megatron-LM's own defaults (arguments.py:
+    --tp-comm-overlap off, p2p overlap on with interleaving, attention backend auto)."""
+    pairs: Pairs = [("--tp-comm-overlap", None)] if s.tp_comm_overlap else []
+    if not s.overlap_p2p_comm and s.vpp is not None:
+        pairs.append(("--no-overlap-p2p-communication", None))
+    if s.attention_backend is not None:
+        pairs.append(("--attention-backend", s.attention_backend))
     return pairs
 
 
@@ -285,7 +303,7 @@ def _latent_attention(m: TransformerSpec) -> Pairs:
     ]
 
 
-def _precision(job: TrainingJob, layout: Layout) -> Pairs:
+def _precision(job: TrainingJob, s: McoreSettings) -> Pairs:
     """bf16 (model_parallel_config.py:180), and Transformer Engine's recipe of the request's
     precision, the casts the cost model prices: fp8 per-tensor current scaling, hybrid e4m3
     forward and e5m2 for gradients (transformer_config.py:587-600; each field is a flag of
@@ -305,7 +323,7 @@ def _precision(job: TrainingJob, layout: Layout) -> Pairs:
         pairs += [("--fp8-format", "e4m3"), ("--fp8-recipe", "mxfp8")]
     elif precision == "nvfp4":
         pairs += [("--fp4-format", "e2m1"), ("--fp4-recipe", "nvfp4")]
-    if precision in ("fp8", "mxfp8") and layout.zero >= 1:
+    if s.fp8_param_gather:
         pairs += [("--fp8-param-gather", None)]
     return pairs
 
@@ -350,6 +368,11 @@ DEFAULT_ORDER = mcore.DEFAULT_RANK_ORDER
 PP_DP_ORDER: tuple[Dimension, ...] = ("tp", "cp", "pp", "dp")
 USE_PP_DP_ORDER = "--use-tp-pp-dp-mapping"  # arguments.py, _add_distributed_args
 
+# Megatron-LM reduces in fp32 whatever is asked under bf16 (arguments.py: bf16 forces
+# accumulate_allreduce_grads_in_fp32), so the choice is not Megatron-LM's to offer.
+MEGATRON_SETTINGS = tuple(s for s in MCORE_SETTINGS if s.name != "grad_reduce_in_fp32")
+
+
 MEGATRON = Engine(
     name="megatron",
     label=LABEL,
@@ -369,4 +392,6 @@ MEGATRON = Engine(
     # megatron/training/initialize.py _initialize_distributed (d98e8a6): order
     # 'tp-cp-ep-dp-pp', or 'tp-cp-ep-pp-dp' with --use-tp-pp-dp-mapping
     rank_orders=(DEFAULT_ORDER, PP_DP_ORDER),
+    settings=MEGATRON_SETTINGS,
+    versions=MEGATRON_VERSIONS,
 )

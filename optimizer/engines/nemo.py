@@ -11,6 +11,8 @@ fields under `trainer.strategy.*` and are not exported here.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from models.job import TrainingJob
 from models.layout import Layout
 from models.transformer import TransformerSpec
@@ -19,7 +21,9 @@ from . import mcore, mcore_rules
 from .base import Artefact, Engine, Overlap, model_named
 from .catalogue import config_for, lacking, model_code_rule
 from .mcore_settings import McoreSettings, mcore_settings
+from .mcore_versions import NEMO_VERSIONS
 from .rules import offer_rules, seq_len_divisible_by_2cp
+from .settings import MCORE_SETTINGS
 
 LABEL = "NeMo (Megatron-Bridge)"
 BRIDGE = "NVIDIA-NeMo/Megatron-Bridge@067f987"
@@ -127,11 +131,13 @@ def export(
     layout: Layout,
     rank_layers: tuple[int, ...] | None = None,
     recompute_modules: tuple[str, ...] | None = None,
+    settings: Mapping[str, object] | None = None,
 ) -> Artefact:
     """One `KEY=VALUE` override per line: every split field written, since recipes set their
-    own (the 405B recipe counts embedding and loss as layers, llama3.py:1227-1228)."""
+    own (the 405B recipe counts embedding and loss as layers, llama3.py:1227-1228);
+    `settings`, the engine's settings in force."""
     recipe = config_for(job.model, RECIPES)
-    s = mcore_settings(job, layout, rank_layers, recompute_modules)
+    s = mcore_settings(job, layout, rank_layers, recompute_modules, settings)
     shape = [] if recipe is not None else _model_shape(job.model)
     overrides = _overrides(s) + _precision(job) + shape
     lines = [f"{key}={_hydra(value)}" for key, value in overrides]
@@ -178,10 +184,18 @@ def _overrides(s: McoreSettings) -> list[Override]:
         (FIELDS["sharding"], s.sharding_strategy),
         ("ddp.overlap_grad_reduce", s.overlap_grad_reduce),
         ("ddp.overlap_param_gather", s.overlap_param_gather),
-        # Pin the fp32 reduce Megatron-LM defaults to under bf16 (Megatron-Core's own
-        # default is False: megatron/core/distributed/distributed_data_parallel_config.py:15).
-        ("ddp.grad_reduce_in_fp32", True),
+        # Written either way: Megatron-Core's own default is False (megatron/core/
+        # distributed/distributed_data_parallel_config.py:15), recipes set their own.
+        ("ddp.grad_reduce_in_fp32", s.grad_reduce_in_fp32),
     ]
+    if s.tp_comm_overlap:  # off: the recipe's own choice stands (comm_overlap.py:434-463)
+        overrides.append(("comm_overlap.tp_comm_overlap", True))
+    if s.ddp_bucket_size is not None:
+        overrides.append(("ddp.bucket_size", s.ddp_bucket_size))
+    if s.attention_backend is not None:
+        overrides.append(("model.attention_backend", s.attention_backend))
+    if s.ep > 1:
+        overrides.append(("model.moe_token_dispatcher_type", s.moe_token_dispatcher_type))
     if s.use_megatron_fsdp:  # required when saving or loading (config.py:1105-1109)
         overrides.append(("checkpoint.ckpt_format", "fsdp_dtensor"))
     return overrides
@@ -308,4 +322,6 @@ NEMO = Engine(
     # the recipes' dist.use_tp_pp_dp_mapping (Megatron-Core's other order) is not written by
     # the export
     rank_orders=(mcore.DEFAULT_RANK_ORDER,),
+    settings=MCORE_SETTINGS,
+    versions=NEMO_VERSIONS,
 )

@@ -2,7 +2,8 @@
 traffic of each ZeRO stage (when gradients cross the data group, in which precision, and
 whether the updated parameters are gathered), read off the engine's `EngineRuntime`.
 
-A request's own assumptions win: a field the request sets is left as it is. The `generic`
+A request's own assumptions win: a field the request sets is left as it is; below them, the
+engine's settings in force (optimizer.engines.settings), below those its runtime. The `generic`
 engine's runtime gives the cost model's defaults, so it prices exactly as before engines.
 """
 
@@ -12,6 +13,7 @@ from models.errors import InvalidSpec
 from optimizer.costmodel import CostAssumptions
 
 from .base import Engine, GradientSync
+from .settings import settings_assumptions
 
 BF16_BYTES = 2
 # The ZeRO stages whose sync the assumptions describe; ZeRO-3 is priced apart (its gathers).
@@ -114,8 +116,11 @@ def runtime_choices(engine: Engine) -> dict[str, object]:
 def engine_assumptions(
     engine: Engine, assumptions: CostAssumptions, precision: str = "bf16"
 ) -> CostAssumptions:
-    """`assumptions` with the engine's data-parallel traffic in every field they leave unset."""
+    """`assumptions` with the engine's way of running in every field they leave unset: its
+    data-parallel traffic and kernels, then what its settings in force set (its version's
+    defaults and the request's `engine_settings`)."""
     traffic = engine_traffic(engine, precision)
+    traffic |= settings_assumptions(engine.settings, engine.settings_in_force)
     stated = set(assumptions.model_fields_set)
     if "dp_overlap_microbatches" in stated:  # a request that says how the step's sync hides
         stated.add("dp_sync_per_chunk")

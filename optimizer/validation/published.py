@@ -31,7 +31,7 @@ from models.stage_plan import StagePlan
 from models.training import TrainingSpec
 from models.transformer import TransformerSpec
 from optimizer.costmodel import CostAssumptions
-from optimizer.engines import ENGINES, get_engine
+from optimizer.engines import get_engine
 from optimizer.engines.stages import layout_string_ranks
 from optimizer.request import Request
 from optimizer.search import SearchSpace
@@ -61,7 +61,8 @@ class PublishedRun:
     assumptions: CostAssumptions
     notes: str
     search: SearchSpace  # the engine's constraints at the time, for the ranking check
-    engine: str = "generic"  # the engine it ran on (optimizer.engines names)
+    engine: str = "generic"  # the engine it ran on, at its version (`megatron@core_r0.20`)
+    engine_settings: Mapping[str, Any] = field(default_factory=dict)  # the flags it printed
     precision: str = "bf16"
     reported_memory_gb: float | None = None  # the source's peak per GPU, in GB of 1e9 bytes
     memory_note: str = ""  # what the memory figure is (allocated, reserved, GiB as printed)
@@ -80,7 +81,7 @@ class PublishedRun:
         """The row as a request priced under `profile`: its job, layout, space and engine, with
         `overrides` laid over its own assumptions."""
         assumptions = self.assumptions.model_copy(update=dict(overrides or {}))
-        engine = get_engine(self.engine)
+        engine = get_engine(self.engine, self.engine_settings)
         return Request(self.job, self.search, self.layout, profile, assumptions, engine)
 
     @property
@@ -152,6 +153,7 @@ ROW_KEYS = frozenset(
         "source",
         "engine",
         "engine_notes",
+        "engine_settings",
         "precision",
         "model",
         "gpu",
@@ -189,8 +191,7 @@ def _run(entry: dict[str, Any], hf_configs: Mapping[str, Any]) -> PublishedRun:
     if metric is None and memory_gb is None:
         raise InvalidSpec(f"{name}: reports neither a figure nor a peak memory", "reported")
     engine = entry["engine"]
-    if engine not in ENGINES:
-        raise InvalidSpec(f"{name}: unknown engine {engine!r}; known: {', '.join(ENGINES)}")
+    get_engine(engine, entry.get("engine_settings", {}))  # an unknown name, version or setting
     precision = entry.get("precision", "bf16")
     if precision not in PRECISIONS:
         raise InvalidSpec(f"{name}: precision {precision!r} is none of {PRECISIONS}")
@@ -219,6 +220,7 @@ def _run(entry: dict[str, Any], hf_configs: Mapping[str, Any]) -> PublishedRun:
         notes=entry.get("notes", ""),
         search=SearchSpace.model_validate(entry.get("search", {})),
         engine=engine,
+        engine_settings=entry.get("engine_settings", {}),
         precision=precision,
         reported_memory_gb=memory_gb,
         memory_note=reported.get("memory_note", ""),
