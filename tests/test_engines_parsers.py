@@ -17,7 +17,7 @@ import typing
 import pytest
 
 from models.layout import Layout, resolve_layout
-from optimizer.engines import export, get_engine
+from optimizer.engines import Engine, export, get_engine
 from optimizer.engines.stages import titan_stage_layers
 from tests.engine_cases import CASES, Case, case_id, command_line, overrides
 
@@ -121,15 +121,17 @@ def megatron_arguments(monkeypatch: pytest.MonkeyPatch) -> typing.Any:
     arguments = pytest.importorskip("megatron.training.arguments")
     # tp > 1 asks the GPU's architecture (arguments.py:1453-1454): pretend Hopper.
     monkeypatch.setattr(arguments, "get_device_arch_version", lambda: 9)
+    monkeypatch.setattr(arguments.torch.cuda, "get_device_capability", lambda *_: (9, 0))
     return arguments
 
 
-@pytest.mark.parametrize("case", cases("megatron"), ids=case_id)
-def test_megatron_validates_the_export(case: Case, monkeypatch: pytest.MonkeyPatch) -> None:
+def parsed_megatron_args(case: Case, engine: Engine, monkeypatch: pytest.MonkeyPatch) -> typing.Any:
+    """The export's flags as Megatron-LM's parse_args and validate_args take them."""
     arguments = megatron_arguments(monkeypatch)
     layout = resolved(case)
-    argv = command_line(export(get_engine("megatron"), case.job, layout).text)
-    extra = "--train-iters 10 --lr 1e-4 --mock-data --tokenizer-type NullTokenizer"
+    argv = command_line(export(engine, case.job, layout).text)
+    # --no-rope-fusion: the fused kernel is Transformer Engine's, absent on a CPU test machine
+    extra = "--train-iters 10 --lr 1e-4 --mock-data --tokenizer-type NullTokenizer --no-rope-fusion"
     vocab = ["--vocab-size", str(case.job.model.vocab_size)]
     monkeypatch.setattr(sys, "argv", ["pretrain_gpt.py", *argv, *extra.split(), *vocab])
     monkeypatch.setenv("WORLD_SIZE", str(case.job.cluster.gpus))
@@ -138,6 +140,14 @@ def test_megatron_validates_the_export(case: Case, monkeypatch: pytest.MonkeyPat
     monkeypatch.setenv("CUDA_DEVICE_MAX_CONNECTIONS", "8" if layout.zero >= 2 else "1")
     args = arguments.parse_args()
     arguments.validate_args(args)
+    return args
+
+
+@pytest.mark.parametrize("case", cases("megatron"), ids=case_id)
+def test_megatron_validates_the_export(case: Case, monkeypatch: pytest.MonkeyPatch) -> None:
+    args = parsed_megatron_args(case, get_engine("megatron"), monkeypatch)
+    arguments = megatron_arguments(monkeypatch)
+    layout = resolved(case)
     assert args.data_parallel_size == layout.dp
     assert (args.virtual_pipeline_model_parallel_size or 1) == layout.vpp
     config = arguments.core_transformer_config_from_args(args)
@@ -151,6 +161,23 @@ def test_megatron_validates_the_export(case: Case, monkeypatch: pytest.MonkeyPat
     assert args.untie_embeddings_and_output_weights == (not model.tied_embeddings)
     assert (config.num_layers, config.hidden_size) == (model.num_layers, model.hidden_size)
     assert config.ffn_hidden_size == model.ffn_hidden_size
+
+
+@pytest.mark.parametrize("case", cases("megatron")[:2], ids=case_id)
+def test_megatron_takes_the_settings_the_export_writes(
+    case: Case, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    settings = {
+        "overlap_grad_reduce": False,
+        "overlap_p2p_comm": False,
+        "ddp_bucket_size": 40_000_000,
+        "attention_backend": "flash",
+    }
+    args = parsed_megatron_args(case, get_engine("megatron", settings), monkeypatch)
+    assert (args.overlap_grad_reduce, args.overlap_param_gather) == (False, False)
+    assert args.ddp_bucket_size == 40_000_000
+    assert args.attention_backend.name == "flash"
+    assert args.overlap_p2p_comm is False or (resolved(case).vpp == 1)
 
 
 # --- Megatron-Bridge: Hydra's override grammar, and the fields Megatron-Core defines --------
