@@ -2,8 +2,9 @@
 
 Prints predicted vs reported utilisation and peak memory per run, each under its engine,
 with the summary, the fp8 and excluded rows' own figures, and breakdowns by model size, GPU
-count, GPU type, engine, precision and source; `--markdown PATH` also writes it all as a document (the
-Makefile's `validate` target writes docs/validation.md). `--calibrate N` calibrates the
+count, GPU type, engine, precision and source, and each source's error with the defaults
+chosen by looking at rows chosen without it; `--markdown PATH` also writes it all as a document
+(the Makefile's `validate` target writes docs/validation.md). `--calibrate N` calibrates the
 cost model on N rows of each engine and reports the error on that engine's other rows.
 """
 
@@ -21,6 +22,7 @@ from api.cli.common import at_least_one
 from api.cli.validation_prose import (
     TemplateMissing,
     calibration_preamble,
+    held_out_preamble,
     markdown_misses,
     markdown_preamble,
 )
@@ -31,23 +33,34 @@ from optimizer.validation import (
     BREAKDOWN_HEADER,
     BREAKDOWNS,
     CALIBRATION_HEADER,
+    CHOSEN_DEFAULTS_HEADER,
     GAP_HEADER,
+    HELD_OUT_BREAKDOWN_HEADER,
+    HELD_OUT_BREAKDOWNS,
+    HELD_OUT_HEADER,
+    HELD_OUT_MEAN_ABS_ERROR_TARGET,
     MAX_ABS_ERROR_TARGET,
     MEAN_ABS_ERROR_TARGET,
     TABLE_HEADER,
     VALIDATION_PROFILE,
     Comparison,
     EngineCalibration,
+    LeaveOneSourceOut,
     ValidationReport,
     breakdown_table,
     calibrate_engines,
     calibration_table,
+    chosen_defaults_table,
     excluded_rows,
     gap_line,
     gpu_sources,
     group_line,
+    held_out_breakdown_table,
+    held_out_headline,
     held_out_summary,
+    held_out_table,
     hf_config_sources,
+    leave_one_source_out,
     precision_line,
     report_table,
     summary_line,
@@ -158,8 +171,38 @@ def targets_text(report: ValidationReport) -> str:
     )
 
 
+def held_out_markdown(result: LeaveOneSourceOut) -> str:
+    """The leave-one-source-out section: its prose, the chosen defaults, each source held
+    out and the breakdowns."""
+    mean = result.held_out.mean_abs_error or 0.0
+    met = mean <= HELD_OUT_MEAN_ABS_ERROR_TARGET
+    preamble = held_out_preamble().format(
+        sources=len(result.sources),
+        rows=len(result.held_out.rows),
+        headline=held_out_headline(result),
+        target=100 * HELD_OUT_MEAN_ABS_ERROR_TARGET,
+        standing="met" if met else "**not yet met**",
+    )
+    lines = [
+        reflow(preamble),
+        "### The defaults chosen by looking at rows",
+        "",
+        *_markdown_table(CHOSEN_DEFAULTS_HEADER, chosen_defaults_table(result)),
+        "",
+        "### Each source held out",
+        "",
+        *_markdown_table(HELD_OUT_HEADER, held_out_table(result)),
+    ]
+    for title, key in HELD_OUT_BREAKDOWNS.items():
+        lines += ["", f"### Held out, by {title}", ""]
+        lines += _markdown_table(HELD_OUT_BREAKDOWN_HEADER, held_out_breakdown_table(result, key))
+    return "\n".join(lines)
+
+
 def markdown(report: ValidationReport, extra_sections: list[str] | None = None) -> str:
-    lines = [markdown_preamble(), f"**{summary_line(report)}.**", "", targets_text(report), ""]
+    held_out = leave_one_source_out(report.profile)
+    lines = [markdown_preamble(), f"**{summary_line(report)}.**", ""]
+    lines += [f"**{held_out_headline(held_out)}.**", "", targets_text(report), ""]
     lines += [f"- {precision_line(report, 'fp8')}", f"- {group_line(report, 'excluded')}"]
     lines += ["", "## Runs", ""]
     lines += _markdown_table(TABLE_HEADER, report_table(report))
@@ -171,6 +214,7 @@ def markdown(report: ValidationReport, extra_sections: list[str] | None = None) 
     for title, key in BREAKDOWNS.items():
         lines += ["", f"### By {title}", ""]
         lines += _markdown_table(BREAKDOWN_HEADER, breakdown_table(report, key))
+    lines += ["", held_out_markdown(held_out)]
     if report.ranked:
         lines += ["", "## Published layouts far behind the optimum", "", f"{gap_line(report)}.", ""]
         lines += _markdown_table(GAP_HEADER, wide_gap_table(report))
@@ -200,12 +244,23 @@ def text_table(header: list[str], rows: list[list[str]]) -> str:
     )
 
 
+def held_out_text(result: LeaveOneSourceOut) -> str:
+    lines = ["leave one source out:", text_table(HELD_OUT_HEADER, held_out_table(result))]
+    for title, key in HELD_OUT_BREAKDOWNS.items():
+        table = held_out_breakdown_table(result, key)
+        lines += ["", f"held out, by {title}:", text_table(HELD_OUT_BREAKDOWN_HEADER, table)]
+    return "\n".join(lines)
+
+
 def text_report(report: ValidationReport) -> str:
+    held_out = leave_one_source_out(report.profile)
     lines = [text_table(TABLE_HEADER, report_table(report)), "", summary_line(report)]
+    lines.append(held_out_headline(held_out))
     lines.append(beyond_target_line(report))
     lines += [precision_line(report, "fp8"), group_line(report, "excluded")]
     for title, key in BREAKDOWNS.items():
         lines += ["", f"by {title}:", text_table(BREAKDOWN_HEADER, breakdown_table(report, key))]
+    lines += ["", held_out_text(held_out)]
     if report.ranked:
         lines += ["", gap_line(report), text_table(GAP_HEADER, wide_gap_table(report))]
     return "\n".join(lines)

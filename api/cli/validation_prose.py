@@ -41,3 +41,7 @@ def markdown_misses() -> str:
 
 def calibration_preamble() -> str:
     return template("calibration")
+
+
+def held_out_preamble() -> str:
+    return template("held-out")

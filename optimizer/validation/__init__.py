@@ -1,6 +1,8 @@
 """Validation: the cost model and the search against published training runs: the rows as
-data (published.py), their comparison and summary figures (report.py), the report as text (tables.py), and the cost model
-calibrated on a few rows of each engine and checked on the rest (calibrated.py).
+data (published.py), their comparison and summary figures (report.py), the report as text
+(tables.py), the cost model calibrated on a few rows of each engine and checked on the rest
+(calibrated.py), and the defaults chosen by looking at rows chosen again without each source
+(held_out.py).
 
 Other rooms import from this module only.
 """
@@ -11,6 +13,21 @@ from optimizer.validation.calibrated import (
     calibrate_engines,
     calibration_table,
     held_out_summary,
+)
+from optimizer.validation.held_out import (
+    CHOSEN_DEFAULTS,
+    CHOSEN_DEFAULTS_HEADER,
+    HELD_OUT_BREAKDOWN_HEADER,
+    HELD_OUT_BREAKDOWNS,
+    HELD_OUT_HEADER,
+    HELD_OUT_MEAN_ABS_ERROR_TARGET,
+    ChosenDefault,
+    LeaveOneSourceOut,
+    chosen_defaults_table,
+    held_out_breakdown_table,
+    held_out_headline,
+    held_out_table,
+    leave_one_source_out,
 )
 from optimizer.validation.published import (
     METRICS,
@@ -49,6 +66,19 @@ from optimizer.validation.tables import (
 )
 
 __all__ = [
+    "CHOSEN_DEFAULTS",
+    "CHOSEN_DEFAULTS_HEADER",
+    "HELD_OUT_BREAKDOWN_HEADER",
+    "HELD_OUT_BREAKDOWNS",
+    "HELD_OUT_HEADER",
+    "HELD_OUT_MEAN_ABS_ERROR_TARGET",
+    "ChosenDefault",
+    "LeaveOneSourceOut",
+    "chosen_defaults_table",
+    "held_out_breakdown_table",
+    "held_out_headline",
+    "held_out_table",
+    "leave_one_source_out",
     "CALIBRATION_HEADER",
     "EngineCalibration",
     "calibrate_engines",

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from optimizer.calibration import Calibration, MeasuredRun, calibrate, measured_run
 from optimizer.validation.published import PublishedRun, published_runs
 from optimizer.validation.report import VALIDATION_PROFILE, Comparison, compare
+from optimizer.validation.tables import points_text
 
 
 def measured(run: PublishedRun, profile: str = VALIDATION_PROFILE) -> MeasuredRun:
@@ -173,10 +174,6 @@ CALIBRATION_HEADER = [
 ]
 
 
-def _points(value: float | None) -> str:
-    return "-" if value is None else f"{100 * value:.2f}"
-
-
 def calibration_table(results: tuple[EngineCalibration, ...]) -> list[list[str]]:
     table = []
     for result in results:
@@ -198,9 +195,9 @@ def calibration_table(results: tuple[EngineCalibration, ...]) -> list[list[str]]
                 "; ".join(run.name for run in result.calibration_rows) or "-",
                 fitted or "nothing",
                 str(len(result.held_out_before)),
-                _points(result.mean_abs_error_before),
-                _points(result.mean_abs_error_after),
-                _points(result.max_abs_error_after),
+                points_text(result.mean_abs_error_before),
+                points_text(result.mean_abs_error_after),
+                points_text(result.max_abs_error_after),
             ]
         )
     return table

@@ -19,7 +19,7 @@ import numpy as np
 
 from models.layout import Layout
 from optimizer.calibration import ran_on
-from optimizer.costmodel import Estimate, evaluate
+from optimizer.costmodel import CostAssumptions, Estimate, evaluate
 from optimizer.costmodel.standard.stage_plans import PlanPrice, price_plan
 from optimizer.engines import engine_assumptions
 from optimizer.search import enumerator, resolve_space
@@ -102,6 +102,12 @@ class Comparison:
         return self.predicted - self.reported
 
     @property
+    def step_time_error(self) -> float:
+        """Relative: predicted step time over the reported, minus one. Both utilisations count
+        the same FLOPs of the same job, so the step times stand in their inverse ratio."""
+        return self.reported / self.predicted - 1
+
+    @property
     def compares_memory(self) -> bool:
         return self.run.reported_memory_gb is not None
 
@@ -154,6 +160,11 @@ class Figures:
     @property
     def max_abs_error(self) -> float | None:
         return max((abs(row.error) for row in self.utilisation), default=None)
+
+    @property
+    def step_time_mean_abs_error(self) -> float | None:
+        """Relative to the reported step times."""
+        return _mean([abs(row.step_time_error) for row in self.utilisation])
 
     @property
     def memory_mean_abs_error(self) -> float | None:
@@ -259,8 +270,7 @@ def compare(
 ) -> Comparison:
     """One row priced under `overrides` laid over its own assumptions (None: as it stands),
     as its engine runs it (optimizer.engines: its gradient sync)."""
-    request = run.request(profile, overrides)
-    assumptions = engine_assumptions(ran_on(request), request.assumptions, run.precision)
+    assumptions = priced_assumptions(run, profile, overrides)
     estimate = evaluate(run.job, run.layout, profile, assumptions)
     plan = None
     if run.stage_plan is not None and profile == PLAN_PROFILE:
@@ -284,6 +294,17 @@ def compare(
         degrees_best_layout=degrees_layout,
         optimum_layout=optimum_layout,
     )
+
+
+def priced_assumptions(
+    run: PublishedRun,
+    profile: str = VALIDATION_PROFILE,
+    overrides: dict[str, Any] | None = None,
+) -> CostAssumptions:
+    """The assumptions a row is priced under: `overrides` over its own, then its engine's
+    way of running in every field those leave unset."""
+    request = run.request(profile, overrides)
+    return engine_assumptions(ran_on(request), request.assumptions, run.precision)
 
 
 def ranked_degrees(

@@ -20,11 +20,11 @@ from optimizer.validation.report import (
 )
 
 
-def _percent(value: float) -> str:
+def percent_text(value: float) -> str:
     return f"{100 * value:.1f}%"
 
 
-def _points(value: float | None) -> str:
+def points_text(value: float | None) -> str:
     return "-" if value is None else f"{100 * value:.2f}"
 
 
@@ -82,8 +82,8 @@ def report_table(report: ValidationReport) -> list[list[str]]:
                 run.precision,
                 layout_text(row),
                 METRIC_LABELS[run.metric] if run.metric else "memory",
-                _percent(row.reported) if utilisation else "-",
-                _percent(row.predicted) if utilisation else "-",
+                percent_text(row.reported) if utilisation else "-",
+                percent_text(row.predicted) if utilisation else "-",
                 f"{100 * row.error:+.1f}" if utilisation else "-",
                 f"{run.reported_memory_gb:.1f} GB" if memory else "-",
                 f"{row.predicted_memory_gb:.1f} GB" if memory else "-",
@@ -106,10 +106,10 @@ def gap_line(report: ValidationReport) -> str:
         return "no row is ranked"
     verdict = "met" if median <= MEDIAN_GAP_TARGET else "**not yet met**"
     return (
-        f"Behind best over the {len(report.gaps)} ranked rows: median {_percent(median)} (target "
-        f"at most {_percent(MEDIAN_GAP_TARGET)}, {verdict}); {len(report.wide_gaps)} rows more "
-        f"than {_percent(WIDE_GAP)} behind, each below with the layout the optimiser prefers "
-        "under the same engine's rules and what it changes"
+        f"Behind best over the {len(report.gaps)} ranked rows: median {percent_text(median)} "
+        f"(target at most {percent_text(MEDIAN_GAP_TARGET)}, {verdict}); "
+        f"{len(report.wide_gaps)} rows more than {percent_text(WIDE_GAP)} behind, each below "
+        "with the layout the optimiser prefers under the same engine's rules and what it changes"
     )
 
 
@@ -124,7 +124,7 @@ def wide_gap_table(report: ValidationReport) -> list[list[str]]:
         table.append(
             [
                 row.run.name,
-                _percent(row.behind_best or 0.0),
+                percent_text(row.behind_best or 0.0),
                 layout_words(ours),
                 layout_words(best),
                 layout_changes(ours, best),
@@ -197,7 +197,8 @@ def figures_line(label: str, figures: Figures) -> str:
     if figures.utilisation:
         parts.append(
             f"{len(figures.utilisation)} with a utilisation: mean absolute error "
-            f"{_points(figures.mean_abs_error)} points, max {_points(figures.max_abs_error)}"
+            f"{points_text(figures.mean_abs_error)} points, max "
+            f"{points_text(figures.max_abs_error)}"
         )
     if figures.memory:
         parts.append(
@@ -226,6 +227,31 @@ def gpu_count_bucket(run: PublishedRun) -> str:
     return "over 4,096"
 
 
+# The architecture of each GPU family (a preset's name up to its first hyphen, which the data
+# file's own clusters keep: `h100-96gb-grand-teton`), as the vendors name them.
+GPU_GENERATIONS = {
+    "a100": "Ampere",
+    "h100": "Hopper",
+    "h200": "Hopper",
+    "b200": "Blackwell",
+    "gb200": "Blackwell",
+    "b300": "Blackwell",
+    "gb300": "Blackwell",
+    "mi300x": "AMD CDNA",
+    "mi325x": "AMD CDNA",
+    "mi350x": "AMD CDNA",
+    "mi355x": "AMD CDNA",
+}
+
+
+def gpu_generation(run: PublishedRun) -> str:
+    return GPU_GENERATIONS.get(run.job.cluster.gpu.name.split("-")[0], "other")
+
+
+def dense_or_moe(run: PublishedRun) -> str:
+    return "MoE" if run.job.model.is_moe else "dense"
+
+
 BREAKDOWNS: dict[str, Callable[[PublishedRun], str]] = {
     "model size (total parameters)": size_bucket,
     "GPU count": gpu_count_bucket,
@@ -251,11 +277,8 @@ def breakdown_table(
     report: ValidationReport, key: Callable[[PublishedRun], str]
 ) -> list[list[str]]:
     """One line per group of rows: the headline figures over that group's priced rows."""
-    groups: dict[str, list[Comparison]] = {}
-    for row in report.rows:
-        groups.setdefault(key(row.run), []).append(row)
     table = []
-    for name, rows in groups.items():
+    for name, rows in grouped(report.rows, key).items():
         priced = Figures(tuple(r for r in rows if r.run.group == "priced"))
         memory = priced.memory_mean_abs_error
         others = sum(r.run.group != "priced" for r in rows)
@@ -264,14 +287,24 @@ def breakdown_table(
                 name,
                 str(len(priced.rows)),
                 str(len(priced.utilisation)),
-                _points(priced.mean_abs_error),
-                _points(priced.max_abs_error),
+                points_text(priced.mean_abs_error),
+                points_text(priced.max_abs_error),
                 str(len(priced.memory)),
                 "-" if memory is None else f"{100 * memory:.1f}%",
                 str(others),
             ]
         )
     return table
+
+
+def grouped(
+    rows: Iterable[Comparison], key: Callable[[PublishedRun], str]
+) -> dict[str, list[Comparison]]:
+    """The rows by `key` of their run, groups in the order their first row comes."""
+    groups: dict[str, list[Comparison]] = {}
+    for row in rows:
+        groups.setdefault(key(row.run), []).append(row)
+    return groups
 
 
 def excluded_rows(report: ValidationReport) -> Iterable[tuple[str, str]]:
