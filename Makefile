@@ -40,7 +40,7 @@ bench: install
 	$(BIN)/python -m bench.simulate --write
 
 validate: install
-	$(BIN)/layoutopt validate --calibrate 3 --markdown docs/validation.md
+	$(BIN)/layoutopt validate --calibrate 3 --markdown docs/validation.md --residuals models/presets/residuals.json
 
 # The README's picture of the workshop page, retaken by its browser test.
 screenshot: install

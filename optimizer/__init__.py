@@ -8,7 +8,8 @@
 - `explain/`: why the optimum is what it is (relaxations, choices, slack, conflicts);
 - `request.py`: the one request every front door takes, parsed once at the edge;
 - `searches.py`: the front doors, `evaluate_on`, `optimize`, `pareto` and `stage_plans`;
-- `validation/`: the cost model against published training runs.
+- `uncertainty/`: how sure an estimate is: the interval its regime's published misses give;
+- `validation/`: the cost model against published training runs (and those misses).
 
 Engines, calibration, studies and the multi-job planner join as rooms of their own here.
 What the API may use is re-exported below.
@@ -19,6 +20,7 @@ from optimizer.costmodel import (
     PROFILES,
     CostAssumptions,
     Estimate,
+    Interval,
     ProfileName,
     evaluate,
 )
@@ -49,6 +51,7 @@ __all__ = [
     "Conflict",
     "CostAssumptions",
     "Estimate",
+    "Interval",
     "OptimizeResult",
     "ParetoResult",
     "ProfileName",

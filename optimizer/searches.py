@@ -36,6 +36,7 @@ from optimizer.search import (
     narrow_to_rules,
     resolve_space,
 )
+from optimizer.uncertainty import RESIDUALS_PROFILE, with_interval
 
 
 def prepare_search(request: Request) -> tuple[SearchProblem, CostAssumptions]:
@@ -58,12 +59,17 @@ def evaluate_on(request: Request) -> Estimate:
     estimate = evaluate(request.job, layout, request.profile, request.priced)
     beyond = tuple(calibration_warnings(request.job, request.priced, request.engine_name))
     estimate = replace(estimate, warnings=estimate.warnings + beyond) if beyond else estimate
-    return with_verdict(request, estimate)
+    return finish_estimate(request, estimate)
 
 
-def with_verdict(request: Request, estimate: Estimate) -> Estimate:
-    """The estimate with its engine's verdict (broken rules, artefact or refusal); as it is
-    when no engine was asked. The selective module list is the request's, where it names one."""
+def finish_estimate(request: Request, estimate: Estimate) -> Estimate:
+    """The estimate as every answer carries it: with its engine's verdict (broken rules,
+    artefact or refusal; none when no engine was asked; the selective module list is the
+    request's, where it names one) and, under the profile the published runs were priced
+    with, the interval their residuals give it."""
+    if request.profile == RESIDUALS_PROFILE:
+        precision = request.job.training.precision
+        estimate = with_interval(estimate, request.job, request.engine_name, precision)
     if request.engine is None:
         return estimate
     return judged(request.engine, request.job, estimate, request.recompute_modules)
@@ -95,7 +101,7 @@ def optimize(request: Request, budget: SolveSettings | None = None) -> OptimizeR
         explained = explaining.explain(problem, best, costs, left)
         complete = not explained.warnings  # its only warnings: cut short, or skipped
     if best is not None:
-        best = with_verdict(request, best)
+        best = finish_estimate(request, best)
     bound = mfu_bound(found.bound_ln_mfu)
     if status == "optimal" and best is not None:
         bound = best.mfu  # the proof's bound is the optimum itself
@@ -133,7 +139,7 @@ def pareto(request: Request, budget: SolveSettings | None = None) -> ParetoResul
     start = time.perf_counter()
     layouts, proved = frontier(narrow_to_rules(problem), costs, settings)
     estimates = tuple(
-        with_verdict(request, explaining.priced(problem, layout, costs)) for layout in layouts
+        finish_estimate(request, explaining.priced(problem, layout, costs)) for layout in layouts
     )
     warnings = problem.warnings + refused_points(estimates, request)
     if not proved and estimates:

@@ -14,7 +14,7 @@ from api.schemas import SEARCH_EXAMPLE, EstimateOut, SearchRequest, estimate_out
 from models.layout import Layout
 from optimizer import searches as search
 from optimizer.costmodel.profiles import evaluate
-from optimizer.searches import with_verdict
+from optimizer.searches import finish_estimate
 
 
 def cost_model_price(
@@ -29,7 +29,7 @@ def cost_model_price(
     estimate = evaluate(request.job(), layout, request.profile, request.assumptions)
     if not judged:
         return estimate_out(estimate)
-    return estimate_out(with_verdict(request.to_request(), estimate))
+    return estimate_out(finish_estimate(request.to_request(), estimate))
 
 
 @pytest.fixture

@@ -19,7 +19,7 @@ from api.schemas import PLATE_EXAMPLE
 from models.layout import Layout
 from optimizer import OptimizeResult, Request
 from optimizer.costmodel import evaluate
-from optimizer.searches import with_verdict
+from optimizer.searches import finish_estimate
 from tests.helpers import plate_job
 from tests.helpers import run_cli as run
 
@@ -170,7 +170,7 @@ def test_from_optimize_refused_by_the_engine_is_exit_2(
 ) -> None:
     # a search that does not keep Megatron-LM's rules answers the plate's ZeRO-2 at pp 16
     plate = Layout.model_validate(PLATE_EXAMPLE["layout"])
-    best = with_verdict(Request(plate_job()), evaluate(plate_job(), plate, "workshop"))
+    best = finish_estimate(Request(plate_job()), evaluate(plate_job(), plate, "workshop"))
 
     def answers_the_plate(*_: Any, **__: Any) -> OptimizeResult:
         return OptimizeResult("optimal", best)

@@ -24,7 +24,7 @@ from optimizer import Request
 from optimizer.costmodel import evaluate
 from optimizer.engines import get_engine
 from optimizer.planning import CURVE_CACHE, Pool
-from optimizer.searches import with_verdict
+from optimizer.searches import finish_estimate
 from tests.helpers import run_cli
 
 
@@ -77,7 +77,9 @@ def priced(
     )
     layout = Layout.model_validate(best.layout.model_dump(exclude={"micro_batches"}))
     engine = job["request"].get("engine", "megatron")
-    judged = with_verdict(Request(on, engine=get_engine(engine)), evaluate(on, layout, "workshop"))
+    judged = finish_estimate(
+        Request(on, engine=get_engine(engine)), evaluate(on, layout, "workshop")
+    )
     return estimate_out(replace(judged, export=None))  # the job carries it, once
 
 

@@ -23,7 +23,7 @@ from models.layout import Layout, resolve_layout
 from models.stage_plan import StagePlan
 from optimizer.costmodel import CostAssumptions, stage_plans
 from optimizer.costmodel.profiles import evaluate
-from optimizer.searches import with_verdict
+from optimizer.searches import finish_estimate
 from tests.test_stage_plans import SMALL, _stages_body, small_job
 
 
@@ -47,7 +47,7 @@ def client(server_log: Path) -> Iterator[Client]:
 def test_evaluate_over_http_matches_the_cost_model(client: Client) -> None:
     request = EvaluateRequest.model_validate(PLATE_EXAMPLE)
     expected = estimate_out(
-        with_verdict(
+        finish_estimate(
             request.to_request(),
             evaluate(request.job(), request.layout, request.profile, request.assumptions),
         )
@@ -64,7 +64,7 @@ def priced_by_cost_model(request: SearchRequest, answer: EstimateOut) -> Estimat
     chosen = answer.layout.model_dump(exclude={"micro_batches"})
     layout = Layout.model_validate(chosen)
     estimate = evaluate(request.job(), layout, request.profile, request.assumptions)
-    return estimate_out(with_verdict(request.to_request(), estimate))
+    return estimate_out(finish_estimate(request.to_request(), estimate))
 
 
 def test_optimize_and_pareto_over_http_match_the_cost_model(client: Client) -> None:

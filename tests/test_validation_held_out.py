@@ -12,6 +12,7 @@ import pytest
 from api.cli.validate import markdown, text_report
 from models.presets import gpu_presets
 from optimizer.costmodel import CostAssumptions
+from optimizer.uncertainty.regimes import GPU_GENERATIONS
 from optimizer.validation import (
     CHOSEN_DEFAULTS,
     published_runs,
@@ -27,7 +28,7 @@ from optimizer.validation.held_out import (
     repriced,
 )
 from optimizer.validation.report import priced_assumptions
-from optimizer.validation.tables import GPU_GENERATIONS, gpu_generation
+from optimizer.validation.tables import gpu_generation
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -70,8 +70,15 @@ def add_job_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--engine",
         help=f"training engine whose rules apply and whose input `export` writes: "
-        f"{', '.join(ENGINES)} (default {DEFAULT_ENGINE} on every command; generic is the "
-        "engine-agnostic model)",
+        f"{', '.join(ENGINES)}, optionally at a version (megatron@core_r0.20; default "
+        f"{DEFAULT_ENGINE}, its newest, on every command; generic is the engine-agnostic model)",
+    )
+    parser.add_argument(
+        "--engine-setting",
+        action="append",
+        metavar="NAME=VALUE",
+        help="state one of the engine's own settings (repeatable), e.g. tp_comm_overlap=true; "
+        "the names are the request's `engine_settings` (docs/engines.md)",
     )
     parser.add_argument(
         "--assume",
@@ -142,9 +149,10 @@ def request_data(
             value = getattr(args, flag, None)
             if value is not None:
                 _section(data, section)[flag] = value
-    for item in getattr(args, "assume", None) or []:
-        name, value = _assumption(item)
-        _section(data, "assumptions")[name] = value
+    for flag, section in (("assume", "assumptions"), ("engine_setting", "engine_settings")):
+        for item in getattr(args, flag, None) or []:
+            name, value = _named_value(item, flag)
+            _section(data, section)[name] = value
     return data
 
 
@@ -156,11 +164,12 @@ def _section(data: dict[str, Any], name: str) -> dict[str, Any]:
     return section
 
 
-def _assumption(item: str) -> tuple[str, Any]:
+def _named_value(item: str, flag: str) -> tuple[str, Any]:
     """`NAME=VALUE`, the value read as JSON (false, 0.5, null) or else kept as text."""
     name, sep, text = item.partition("=")
     if not sep or not name.strip():
-        raise BadRequest(f"--assume takes NAME=VALUE, got {item!r}")
+        option = "--" + flag.replace("_", "-")
+        raise BadRequest(f"{option} takes NAME=VALUE, got {item!r}")
     try:
         return name.strip(), json.loads(text)
     except json.JSONDecodeError:

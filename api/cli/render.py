@@ -74,6 +74,18 @@ def engine_line(est: EstimateOut) -> list[str]:
     return []
 
 
+def interval_line(est: EstimateOut) -> list[str]:
+    """Where the measured figures are expected, and on what that rests."""
+    if est.interval is None:
+        return []
+    i = est.interval
+    memory = "" if i.memory_gb is None else f", memory {i.memory_gb[0]:.1f}-{i.memory_gb[1]:.1f} GB"
+    return [
+        f"expected ({i.coverage:.0%} of like runs): MFU {100 * i.mfu[0]:.1f}-{100 * i.mfu[1]:.1f}%, "
+        f"step {i.step_time_s[0]:.3f}-{i.step_time_s[1]:.3f} s{memory}; from {i.basis}"
+    ]
+
+
 def estimate_text(est: EstimateOut) -> str:
     lines = [f"layout   {layout_line(est)}", f"profile  {est.profile}", *engine_line(est), ""]
     lines += memory_chart(est)
@@ -84,6 +96,7 @@ def estimate_text(est: EstimateOut) -> str:
         f"bubble {est.bubble * 100:.2f}%   MFU {est.mfu * 100:.2f}%   step {est.step_time_s:.3f} s   "
         f"{est.tokens_per_s_per_gpu:,.1f} tokens/s per GPU"
     )
+    lines += interval_line(est)
     if est.mfu_fp8_peak is not None:
         lines.append(
             f"fp8      MFU {est.mfu * 100:.2f}% of the bf16 dense peak (as Megatron-LM and "

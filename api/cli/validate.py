@@ -23,12 +23,15 @@ from api.cli.validation_prose import (
     TemplateMissing,
     calibration_preamble,
     held_out_preamble,
+    intervals_preamble,
     markdown_misses,
     markdown_preamble,
 )
 from api.errors import EXIT_BAD_REQUEST, EXIT_INTERNAL, EXIT_OK
 from optimizer import PROFILES
 from optimizer.calibration import CalibrationUnavailable
+from optimizer.uncertainty import COVERAGE, residuals_json
+from optimizer.uncertainty.intervals import MIN_ROWS, MIN_SOURCES
 from optimizer.validation import (
     BREAKDOWN_HEADER,
     BREAKDOWNS,
@@ -67,6 +70,7 @@ from optimizer.validation import (
     validate,
     wide_gap_table,
 )
+from optimizer.validation.residuals import Coverage, held_out_coverage, validation_residuals
 
 # `make validate` writes docs/validation.md with the calibration on this many rows per engine.
 DOCS_CALIBRATE_N = 3
@@ -171,6 +175,27 @@ def targets_text(report: ValidationReport) -> str:
     )
 
 
+def intervals_markdown(coverage: Coverage) -> str:
+    """The intervals section: how they are made and how often they hold out of sample."""
+    memory = coverage.memory_share
+    memory_words = (
+        "no row reports a peak"
+        if memory is None
+        else f"{coverage.memory_covered} of {coverage.memory_rows} rows ({memory:.0%})"
+    )
+    return reflow(
+        intervals_preamble().format(
+            coverage=COVERAGE,
+            min_rows=MIN_ROWS,
+            min_sources=MIN_SOURCES,
+            covered=coverage.utilisation_covered,
+            rows=coverage.utilisation_rows,
+            share=coverage.utilisation_share,
+            memory_words=memory_words,
+        )
+    )
+
+
 def held_out_markdown(result: LeaveOneSourceOut) -> str:
     """The leave-one-source-out section: its prose, the chosen defaults, each source held
     out and the breakdowns."""
@@ -215,6 +240,8 @@ def markdown(report: ValidationReport, extra_sections: list[str] | None = None) 
         lines += ["", f"### By {title}", ""]
         lines += _markdown_table(BREAKDOWN_HEADER, breakdown_table(report, key))
     lines += ["", held_out_markdown(held_out)]
+    coverage = held_out_coverage(validation_residuals(report.profile))
+    lines += ["", intervals_markdown(coverage).rstrip()]
     if report.ranked:
         lines += ["", "## Published layouts far behind the optimum", "", f"{gap_line(report)}.", ""]
         lines += _markdown_table(GAP_HEADER, wide_gap_table(report))
@@ -331,6 +358,9 @@ def run_validate(args: argparse.Namespace) -> int:
             return EXIT_INTERNAL
         print(calibration_text(views))
         extra.append(views)
+    if args.residuals is not None:
+        args.residuals.write_text(residuals_json(validation_residuals(args.profile)))
+        print(f"wrote {args.residuals}")
     if args.markdown is not None:
         try:
             text = markdown(report, [calibration_markdown(v, args.calibrate) for v in extra])
@@ -354,6 +384,12 @@ def register_validate_command(commands: Any) -> None:
         help=f"cost-model profile: {', '.join(PROFILES)} (default {VALIDATION_PROFILE})",
     )
     cmd.add_argument("--markdown", type=Path, help="also write the report as Markdown here")
+    cmd.add_argument(
+        "--residuals",
+        type=Path,
+        help="also write each priced row's miss here, as estimates' intervals read them "
+        "(models/presets/residuals.json)",
+    )
     cmd.add_argument(
         "--calibrate",
         type=at_least_one("--calibrate"),

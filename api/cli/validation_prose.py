@@ -45,3 +45,7 @@ def calibration_preamble() -> str:
 
 def held_out_preamble() -> str:
     return template("held-out")
+
+
+def intervals_preamble() -> str:
+    return template("intervals")

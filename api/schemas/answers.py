@@ -13,6 +13,7 @@ from optimizer import (
     Choice,
     Conflict,
     Estimate,
+    Interval,
     OptimizeResult,
     ParetoResult,
     Relaxation,
@@ -85,6 +86,29 @@ EXPORT_DESCRIPTION = (
 )
 
 
+class IntervalOut(BaseModel):
+    """Where the measured figures are expected, at `coverage`."""
+
+    step_time_s: tuple[float, float]
+    mfu: tuple[float, float]
+    memory_gb: tuple[float, float] | None = Field(
+        None, description="Device memory; null where no run of a like regime reports a peak."
+    )
+    coverage: float = Field(description="The share of like runs the range is built to hold.")
+    basis: str = Field(description="The published runs the range rests on, and their regime.")
+
+
+def interval_out(interval: Interval) -> IntervalOut:
+    memory = interval.memory_gb
+    return IntervalOut(
+        step_time_s=(round(interval.step_time_s[0], 4), round(interval.step_time_s[1], 4)),
+        mfu=(_fraction(interval.mfu[0]), _fraction(interval.mfu[1])),
+        memory_gb=None if memory is None else (round(memory[0], 2), round(memory[1], 2)),
+        coverage=interval.coverage,
+        basis=interval.basis,
+    )
+
+
 class EstimateOut(BaseModel):
     """One priced layout, rounded as the plate prints: GB to 2 decimals, fractions to 4."""
 
@@ -111,6 +135,11 @@ class EstimateOut(BaseModel):
         None,
         description="Why the request's engine cannot run the layout (every rule it breaks); "
         "null when `export` is given or none was asked for.",
+    )
+    interval: IntervalOut | None = Field(
+        None,
+        description="The range the published runs' misses of the same regime give the "
+        "measured figures (docs/validation.md, 'Intervals'); under profile standard only.",
     )
 
 
@@ -177,6 +206,7 @@ def estimate_out(estimate: Estimate) -> EstimateOut:
         mfu_fp8_peak=None if estimate.mfu_fp8_peak is None else _fraction(estimate.mfu_fp8_peak),
         export=None if estimate.export is None else export_out(estimate.export),
         export_error=estimate.export_error,
+        interval=None if estimate.interval is None else interval_out(estimate.interval),
     )
 
 

@@ -7,7 +7,7 @@ Other rooms import from this module only.
 """
 
 from optimizer.costmodel.assumptions import MIN_EFFICIENCY, CostAssumptions
-from optimizer.costmodel.estimate import Estimate, MemoryBytes, MfuStep
+from optimizer.costmodel.estimate import Estimate, Interval, MemoryBytes, MfuStep
 from optimizer.costmodel.grid import (
     BOX_KNOBS,
     DEGREE_COLUMNS,
@@ -49,6 +49,7 @@ __all__ = [
     "SCHEDULE_CODES",
     "CostAssumptions",
     "Estimate",
+    "Interval",
     "domains_spanned",
     "expert_span",
     "attention_efficiency",

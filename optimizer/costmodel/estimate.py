@@ -46,6 +46,18 @@ class MfuStep:
 
 
 @dataclass(frozen=True)
+class Interval:
+    """The range the measured figures are expected in, at `coverage`, from the validation
+    residuals of the estimate's regime (optimizer.uncertainty); `basis` says which."""
+
+    step_time_s: tuple[float, float]
+    mfu: tuple[float, float]
+    memory_gb: tuple[float, float] | None  # None: no row of a like regime reports memory
+    coverage: float
+    basis: str
+
+
+@dataclass(frozen=True)
 class Estimate:
     profile: str
     layout: Layout  # resolved: dp is set
@@ -65,6 +77,8 @@ class Estimate:
     # refuses the layout; neither when no engine was asked.
     export: Artefact | None = None
     export_error: str | None = None
+    # How sure the figures are (set beside the verdict); None where no rows bear on it.
+    interval: Interval | None = None
 
     @property
     def mfu(self) -> float:

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 
 from models.layout import LAYOUT_CHOICES, Layout
+from optimizer.uncertainty import regimes
 from optimizer.validation.published import PublishedRun
 from optimizer.validation.report import (
     MAX_ABS_ERROR_TARGET,
@@ -220,36 +221,15 @@ def size_bucket(run: PublishedRun) -> str:
 
 
 def gpu_count_bucket(run: PublishedRun) -> str:
-    gpus = run.job.cluster.gpus
-    for bound, label in ((64, "8-64"), (512, "65-512"), (4096, "513-4,096")):
-        if gpus <= bound:
-            return label
-    return "over 4,096"
-
-
-# The architecture of each GPU family (a preset's name up to its first hyphen, which the data
-# file's own clusters keep: `h100-96gb-grand-teton`), as the vendors name them.
-GPU_GENERATIONS = {
-    "a100": "Ampere",
-    "h100": "Hopper",
-    "h200": "Hopper",
-    "b200": "Blackwell",
-    "gb200": "Blackwell",
-    "b300": "Blackwell",
-    "gb300": "Blackwell",
-    "mi300x": "AMD CDNA",
-    "mi325x": "AMD CDNA",
-    "mi350x": "AMD CDNA",
-    "mi355x": "AMD CDNA",
-}
+    return regimes.gpu_count_bucket(run.job)
 
 
 def gpu_generation(run: PublishedRun) -> str:
-    return GPU_GENERATIONS.get(run.job.cluster.gpu.name.split("-")[0], "other")
+    return regimes.gpu_generation(run.job)
 
 
 def dense_or_moe(run: PublishedRun) -> str:
-    return "MoE" if run.job.model.is_moe else "dense"
+    return regimes.dense_or_moe(run.job)
 
 
 BREAKDOWNS: dict[str, Callable[[PublishedRun], str]] = {
