@@ -70,9 +70,26 @@ def finish_estimate(request: Request, estimate: Estimate) -> Estimate:
     if request.profile == RESIDUALS_PROFILE:
         precision = request.job.training.precision
         estimate = with_interval(estimate, request.job, request.engine_name, precision)
+        estimate = replace(estimate, warnings=estimate.warnings + memory_margin_warning(estimate))
     if request.engine is None:
         return estimate
     return judged(request.engine, request.job, estimate, request.recompute_modules)
+
+
+def memory_margin_warning(estimate: Estimate) -> tuple[str, ...]:
+    """A layout that fits at the point estimate but not at its memory interval's upper end
+    says so, and by how much."""
+    interval, memory = estimate.interval, estimate.memory
+    if interval is None or interval.memory_gb is None or not estimate.fits:
+        return ()
+    high_gb, capacity_gb = interval.memory_gb[1], memory.capacity / 1e9
+    if high_gb <= capacity_gb:
+        return ()
+    return (
+        f"memory: {memory.total / 1e9:.2f} of {capacity_gb:.2f} GB at the estimate, but like "
+        f"runs measured up to {high_gb:.2f} GB ({interval.basis.partition('memory: ')[2]}): "
+        "set search.memory_limit_gb lower for a margin",
+    )
 
 
 def optimize(request: Request, budget: SolveSettings | None = None) -> OptimizeResult:

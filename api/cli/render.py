@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from api.schemas import EstimateOut, OptimizeOut, ParetoOut, SolverOut
+from api.schemas import EstimateOut, OptimizeOut, ParetoOut, SolverOut, TrialsOut
 
 BAR_WIDTH = 48
 _EIGHTHS = " ▏▎▍▌▋▊▉"
@@ -178,5 +178,24 @@ def pareto_text(answer: ParetoOut) -> str:
             f"{est.memory_gb.total:>10.2f}  {est.mfu * 100:>5.2f}%  {chart:<{BAR_WIDTH // 2}}  "
             f"{layout_line(est)}"
         )
+    lines += [f"warning: {warning}" for warning in answer.warnings]
+    return "\n".join(lines)
+
+
+def trials_text(answer: TrialsOut) -> str:
+    lines = [
+        f"{answer.tied} layouts tied with the optimum ({answer.status}) within its interval; "
+        f"{len(answer.trials)} runs to separate them:"
+    ]
+    for trial in answer.trials:
+        est = trial.estimate
+        lines += [
+            "",
+            f"{trial.name}: {layout_line(est)}",
+            f"  MFU {est.mfu * 100:.2f}%, {trial.steps} steps",
+        ]
+        lines += [f"  {line}" for line in interval_line(est)]
+        lines.append(f"  why: {trial.why}")
+        lines += [f"  {line}" for line in engine_line(est)]
     lines += [f"warning: {warning}" for warning in answer.warnings]
     return "\n".join(lines)

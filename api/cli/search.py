@@ -1,4 +1,4 @@
-"""`layoutopt optimize` and `layoutopt pareto`: the search commands, registered in api/cli/main.py.
+"""`layoutopt optimize`, `pareto` and `trials`: the search commands, registered in api/cli/main.py.
 
 Same request as POST /v1/optimize and /v1/pareto (`--spec FILE.json`), with flags for the
 job and for the `search` object laid over it.
@@ -7,15 +7,26 @@ job and for the `search` object laid over it.
 from __future__ import annotations
 
 import argparse
+import json
+import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from api.cli.common import BadRequest, add_job_flags, emit, request_data
-from api.cli.render import optimize_text, pareto_text
+from api.cli.render import optimize_text, pareto_text, trials_text
 from api.errors import EXIT_INFEASIBLE, EXIT_OK, EXIT_UNKNOWN
-from api.schemas import SearchRequest, optimize_out, pareto_out
+from api.schemas import (
+    SearchRequest,
+    TrialsOut,
+    TrialsRequest,
+    optimize_out,
+    pareto_out,
+    trials_out,
+)
 from optimizer import SolveSettings
 from optimizer.searches import optimize, pareto
+from optimizer.trials import plan_trials
 
 DEFAULT_TIME_LIMIT_S = 10.0
 _SEARCH_FLAGS = (
@@ -149,6 +160,38 @@ def run_pareto(args: argparse.Namespace) -> int:
     return _run_search(args, pareto, pareto_out, pareto_text)
 
 
+def run_trials(args: argparse.Namespace) -> int:
+    data = search_request(args).model_dump(mode="json", exclude_unset=True)
+    request = TrialsRequest.model_validate(data | {"k": args.k})
+    budget = SolveSettings(request.time_limit_s or DEFAULT_TIME_LIMIT_S, args.workers)
+    answer = trials_out(plan_trials(request.to_request(), request.k, budget))
+    if args.out is not None:
+        write_trials(answer, request, args.out)
+    emit(answer, args.json, trials_text)
+    return exit_status(answer.status)
+
+
+# The trial request's fields an evaluate request of one trial's layout has no use for.
+TRIAL_ONLY = frozenset({"k", "search", "time_limit_s", "explain"})
+
+
+def write_trials(answer: TrialsOut, request: TrialsRequest, folder: Path) -> None:
+    """Each trial in a folder of its own: the engine's artefact, and `trial.json`, the
+    evaluate request of its layout (what calibrate joins the trial's log to)."""
+    stated = request.model_dump(mode="json", exclude_unset=True)  # defaults stay defaults
+    body = {key: value for key, value in stated.items() if key not in TRIAL_ONLY}
+    for trial in answer.trials:
+        where = folder / trial.name.replace(" ", "-")
+        where.mkdir(parents=True, exist_ok=True)
+        layout = trial.layout.model_dump(mode="json", exclude={"dp", "micro_batches"})
+        record = {"name": trial.name, "steps": trial.steps, "why": trial.why}
+        record["request"] = body | {"layout": layout}
+        (where / "trial.json").write_text(json.dumps(record, indent=2) + "\n")
+        if trial.export is not None:
+            (where / trial.export.filename).write_text(trial.export.text)
+        print(f"wrote {where}", file=sys.stderr)
+
+
 def register_search_commands(commands: Any) -> None:
     optimize_cmd = commands.add_parser(
         "optimize", help="the layout of highest MFU that fits, proved optimal, and why"
@@ -161,3 +204,14 @@ def register_search_commands(commands: Any) -> None:
     add_job_flags(pareto_cmd)
     add_search_flags(pareto_cmd)
     pareto_cmd.set_defaults(run=run_pareto)
+
+    trials_cmd = commands.add_parser(
+        "trials", help="the few runs whose step times settle the layouts tied with the optimum"
+    )
+    add_job_flags(trials_cmd)
+    add_search_flags(trials_cmd)
+    trials_cmd.add_argument("--k", type=int, default=3, help="at most this many runs (default 3)")
+    trials_cmd.add_argument(
+        "--out", type=Path, help="write each trial's artefact and trial.json in a folder here"
+    )
+    trials_cmd.set_defaults(run=run_trials)

@@ -26,22 +26,26 @@ from api.schemas import (
     SearchRequest,
     StagesOut,
     StagesRequest,
+    TrialsOut,
+    TrialsRequest,
     estimate_out,
     evaluated,
     export_answer,
     optimize_out,
     pareto_out,
     stages_answer,
+    trials_out,
 )
 from models.presets import gpu_presets, model_presets
 from optimizer import SolveSettings, StopSignal
 from optimizer import searches as search
+from optimizer.trials import plan_trials
 
 router = APIRouter()
 
 # Routes whose work queues for the solver pool: Admission reserves their slot before the
 # body is parsed (api/http/middleware.py).
-POOLED_PATHS = frozenset({"/v1/optimize", "/v1/pareto", "/v1/stages"})
+POOLED_PATHS = frozenset({"/v1/optimize", "/v1/pareto", "/v1/stages", "/v1/trials"})
 
 # Documented in OpenAPI so clients (and schemathesis) know the error shape.
 ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
@@ -123,8 +127,15 @@ def planned(request: StagesRequest, time_limit_s: float, stop: StopSignal) -> St
     return stages_answer(domain, search.stage_plans(domain, SolveSettings(time_limit_s, 1, stop)))
 
 
-def proved(answer: OptimizeOut | ParetoOut | StagesOut) -> bool:
+def trial_runs(request: TrialsRequest, time_limit_s: float, stop: StopSignal) -> TrialsOut:
+    budget = SolveSettings(time_limit_s, 1, stop)
+    return trials_out(plan_trials(request.to_request(), request.k, budget))
+
+
+def proved(answer: OptimizeOut | ParetoOut | StagesOut | TrialsOut) -> bool:
     """Only proved answers are cached: a timed-out one may improve when the server is idle."""
+    if isinstance(answer, TrialsOut):
+        return answer.status == "optimal"
     return answer.solver.proved_optimal
 
 
@@ -161,6 +172,17 @@ async def pareto_frontier(request: PlateSearch, solver: SolverDep, http: Request
     work = partial(frontier, request, time_limit_s)
     return await solver.run(
         "pareto", request, work, proved, slot=slot_of(http), receive=http.receive
+    )
+
+
+@router.post("/v1/trials", response_model=TrialsOut, tags=["plan"], responses=ERROR_RESPONSES)
+async def trial_plan(request: TrialsRequest, solver: SolverDep, http: Request) -> TrialsOut:
+    """At most `k` launchable layouts whose measured step times separate the layouts tied
+    with the optimum (within its interval), each with its artefact, steps and what it tells."""
+    time_limit_s = solver.time_limit_for(request.time_limit_s)
+    work = partial(trial_runs, request, time_limit_s)
+    return await solver.run(
+        "trials", request, work, proved, slot=slot_of(http), receive=http.receive
     )
 
 

@@ -62,8 +62,12 @@ from api.schemas.studies import (
     ScalingRequest,
     scaling_out,
 )
+from api.schemas.trials import TrialsOut, TrialsRequest, trials_out
 
 __all__ = [
+    "TrialsOut",
+    "TrialsRequest",
+    "trials_out",
     "STAGES_EXAMPLE",
     "StagePlanOut",
     "StagesOut",

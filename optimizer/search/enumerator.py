@@ -44,10 +44,14 @@ class PricedSpace:
         return self.prices.mfu
 
 
+def grid_axes(problem: SearchProblem) -> list[int]:
+    """The lengths of the product layout_grid spans: degree tuples, each knob, placements."""
+    return [len(problem.degrees), *(len(problem.knobs[k]) for k in KNOBS), len(problem.placements)]
+
+
 def layout_grid(problem: SearchProblem) -> LayoutGrid:
     """The cartesian product of degree tuples, knob values and placements, valid rows only."""
-    axes = [len(problem.degrees)] + [len(problem.knobs[k]) for k in KNOBS]
-    axes.append(len(problem.placements))
+    axes = grid_axes(problem)
     index = np.indices(axes).reshape(len(axes), -1)
     degrees = problem.degrees[index[0]]
     columns = {
