@@ -61,7 +61,7 @@ class PublishedRun:
     assumptions: CostAssumptions
     notes: str
     search: SearchSpace  # the engine's constraints at the time, for the ranking check
-    engine: str = "generic"  # the engine it ran on, at its version (`megatron@core_r0.20`)
+    engine: str = "generic"  # the engine it ran on, at its version (`megatron@core_r0.20.0`)
     engine_settings: Mapping[str, Any] = field(default_factory=dict)  # the flags it printed
     precision: str = "bf16"
     reported_memory_gb: float | None = None  # the source's peak per GPU, in GB of 1e9 bytes
