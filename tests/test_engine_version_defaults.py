@@ -367,4 +367,3 @@ def test_a_rows_version_and_settings_price_what_its_assumptions_did(
     now = priced(spec, settings)
     for name, value in old.items():
         assert getattr(now, name) == value, name
-
