@@ -341,7 +341,7 @@ def test_validate_calibrates_each_engine_and_checks_the_rest() -> None:
             row.run.name for row in r.held_out_after
         }
         assert len(r.held_out_before) == len(r.held_out_after) > 0
-        assert all(row.run.engine == r.engine for row in r.held_out_after)
+        assert all(row.run.engine_name == r.engine for row in r.held_out_after)
     assert spread(list(range(21)), 3) == [0, 10, 20]  # type: ignore[arg-type]
 
 

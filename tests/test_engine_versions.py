@@ -78,7 +78,7 @@ def test_a_requests_own_assumption_wins_over_a_setting() -> None:
     ("spec", "settings", "field", "words"),
     [
         ("megatron@nope", {}, "engine", "known: "),
-        ("nemo", {"tp_overlap": True}, "engine_settings.tp_overlap", "known: tp_comm_overlap"),
+        ("nemo", {"tp_overlap": True}, "engine_settings.tp_overlap", "tp_comm_overlap"),
         # Megatron-LM reduces in fp32 under bf16 whatever is asked: not its to offer
         ("megatron", {"grad_reduce_in_fp32": False}, "engine_settings.grad_reduce_in_fp32", ""),
         ("nemo", {"tp_comm_overlap": 1}, "engine_settings.tp_comm_overlap", "takes a bool"),

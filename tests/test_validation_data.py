@@ -9,8 +9,10 @@ from pathlib import Path
 
 import pytest
 
+from models.errors import InvalidSpec
 from models.presets import gpu_presets
-from optimizer.engines import ENGINES
+from optimizer.costmodel import CostAssumptions
+from optimizer.engines import ENGINES, engine_assumptions, get_engine
 from optimizer.validation import METRICS, compare, published_runs
 from optimizer.validation.published import GIB, _run
 
@@ -96,7 +98,9 @@ def test_the_file_holds_enough_rows_of_each_kind() -> None:
 
 def test_every_row_names_a_known_engine_a_precision_and_its_source() -> None:
     for run in published_runs():
-        assert run.engine in ENGINES, run.name
+        assert run.engine_name in ENGINES, run.name
+        # at its version wherever the engine has versions
+        assert not ENGINES[run.engine_name].versions or "@" in run.engine, run.name
         assert run.precision in ("bf16", "fp16", "fp8"), run.name
         assert len(run.source) > 20 and run.notes, run.name
         assert run.metric in (*METRICS, None), run.name
@@ -132,19 +136,30 @@ def test_gpu_specs_of_rows_carry_their_source() -> None:
         assert gpu.name in gpu_presets() or (gpu.source and len(gpu.source) > 40), run.name
 
 
+def test_no_row_carries_an_assumption_and_a_row_that_does_is_refused() -> None:
+    # a row is priced as a user asks: engine@version and the settings its source prints
+    rows = json.loads(DATA.read_text())["runs"]
+    assert not [row["name"] for row in rows if "assumptions" in row]
+    with pytest.raises(InvalidSpec, match="no cost assumptions") as refused:
+        _run({**rows[0], "assumptions": {"fused_attention": False}}, {})
+    assert refused.value.field == "assumptions"
+
+
 def test_megatron_rows_older_than_overlapped_pipeline_sends_price_them_exposed() -> None:
     # Megatron-LM gained overlap_p2p_comm on 2023-05-31 (f9283c5a8a): SC21's and Korthikanti's
-    # rows ran code without it, so the engine's default (hidden with interleaving) must not
-    # apply to them; the Megatron-Core README rows (r0.8, 2024) keep it
+    # rows ran code without it (megatron@v2.5, megatron@23.04), so the engine's default (hidden
+    # with interleaving) must not apply to them; the Megatron-Core README rows (r0.8, 2024) keep
+    # it
     older = [
         run
         for run in published_runs()
-        if run.engine == "megatron" and run.source.startswith(("Narayanan", "Korthikanti"))
+        if run.engine_name == "megatron" and run.source.startswith(("Narayanan", "Korthikanti"))
     ]
     assert len(older) == 21
-    assert all(run.assumptions.pp_p2p_interleaved_overlap_fraction == 0 for run in older)
-    assert "pp_p2p_interleaved_overlap_fraction" in {
-        name for run in older for name in run.assumptions.model_fields_set
-    }
+    assert {run.engine for run in older} == {"megatron@v2.5", "megatron@23.04"}
+    for run in older:
+        priced = engine_assumptions(get_engine(run.engine, run.engine_settings), CostAssumptions())
+        assert priced.pp_p2p_interleaved_overlap_fraction == 0, run.name
     newer = only("Megatron-Core GPT 177B on 2,304")
-    assert "pp_p2p_interleaved_overlap_fraction" not in newer.assumptions.model_fields_set
+    priced = engine_assumptions(get_engine(newer.engine, newer.engine_settings), CostAssumptions())
+    assert priced.pp_p2p_interleaved_overlap_fraction == 1

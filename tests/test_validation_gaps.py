@@ -28,7 +28,9 @@ def test_the_rows_far_behind_name_layouts_that_price_as_the_ranking_says(report)
         assert ours is not None and best is not None
         assert (ours.tp, ours.pp, ours.cp, ours.dp) == row.run.degrees
         assumptions = engine_assumptions(
-            get_engine(row.run.engine), row.run.assumptions, row.run.precision
+            get_engine(row.run.engine, row.run.engine_settings),
+            row.run.assumptions,
+            row.run.precision,
         )
         priced = {
             name: evaluate(row.run.job, layout, "standard", assumptions).mfu

@@ -145,7 +145,7 @@ class PlanRequest(BaseModel):
         description="The training engine that runs the layout: its rules are checked (warnings "
         "name each one broken), it is priced as the engine runs it, and its artefact is the "
         f"answer's `export`. Default {DEFAULT_ENGINE} on every route; `generic` is the "
-        "engine-agnostic model. A version may follow after `@` (`megatron@core_r0.20`; the "
+        "engine-agnostic model. A version may follow after `@` (`megatron@core_r0.20.0`; the "
         "bare name is the newest known): its defaults apply.",
     )
     engine_settings: EngineSettingsIn = {}

@@ -122,7 +122,7 @@ PARAMETERS: tuple[Parameter, ...] = (
 # bounds a 95% interval: PRIOR_SD_OF_RANGE). Mean squared log error plus prior_weight(n) times
 # each parameter's squared move (in units of its range) is then the posterior's negative log
 # over n runs: one run moves an assumption less than many.
-RUN_LOG_ERROR = 0.08
+RUN_LOG_ERROR = 0.12
 PRIOR_SD_OF_RANGE = 0.25
 
 

@@ -62,6 +62,7 @@ def get_engine(spec: str, settings: Mapping[str, object] | None = None) -> Engin
     if not engine.versions:
         return replace(engine, settings_in_force=stated)
     release = version_named(engine.versions, version_name, engine.name)
+    release.check_stated(stated, engine.name)
     in_force = {**release.defaults, **stated}
     runtime = settings_runtime(engine.settings, in_force, engine.runtime)
     return replace(engine, release=release, settings_in_force=in_force, runtime=runtime)

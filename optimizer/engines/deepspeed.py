@@ -27,6 +27,7 @@ from .base import (
     offered,
     sync,
 )
+from .deepspeed_versions import DEEPSPEED_SETTINGS, DEEPSPEED_VERSIONS
 from .rules import batch_identity, experts_divisible_by_ep, offer_rules
 
 LABEL = "DeepSpeed"
@@ -292,4 +293,6 @@ DEEPSPEED = Engine(
     exporter=export,
     # PipeModelDataParallelTopology's axes pipe, data, model, outermost first (no cp here)
     rank_orders=(("tp", "cp", "dp", "pp"),),
+    settings=DEEPSPEED_SETTINGS,
+    versions=DEEPSPEED_VERSIONS,
 )

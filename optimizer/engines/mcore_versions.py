@@ -1,18 +1,39 @@
-"""The versions of the two Megatron-Core engines a request may name, and each one's defaults
-for the settings both share (optimizer.engines.settings.MCORE_SETTINGS).
+"""The versions of the two Megatron-Core engines a request may name, oldest first, and each
+one's defaults for the settings the engine declares (optimizer.engines.settings).
 
 The newest version of each is the code the engine was read at (megatron.py, nemo.py): its
 defaults are what that engine's export launches, so a bare name prices as the artefact runs.
+An older one's defaults are what its code ran unless told, read at its tag; a setting its code
+has no flag for is in its `lacks`, with the default that code always had.
 """
 
 from __future__ import annotations
 
 from .mcore import MLM
-from .settings import SettingValue
+from .settings import (
+    BRIDGE,
+    MCORE_SETTINGS,
+    MLM_2304,
+    MLM_R08,
+    NEMO1,
+    NEMO1_SETTINGS,
+    SettingValue,
+)
 from .versions import EngineVersion
 
-BRIDGE = "NVIDIA-NeMo/Megatron-Bridge@067f987"
 ARGS = f"{MLM} megatron/training/arguments.py"
+ARGS_R08 = f"{MLM_R08} megatron/training/arguments.py"
+ARGS_2304 = f"{MLM_2304} megatron/arguments.py"
+MLM_V25 = "NVIDIA/Megatron-LM@v2.5"
+BRIDGE_042 = "NVIDIA-NeMo/Megatron-Bridge@v0.4.2"
+MCORE_NAMES = frozenset(s.name for s in MCORE_SETTINGS)
+NEMO1_NAMES = frozenset(s.name for s in NEMO1_SETTINGS)
+
+
+def lacking(*having: str) -> frozenset[str]:
+    """The Megatron-Core settings a release's code has no flag for: all but `having`."""
+    return MCORE_NAMES - frozenset(having)
+
 
 # What both exports write, or leave at Megatron-Core's default, at the code read.
 LAUNCHED_DEFAULTS: dict[str, SettingValue] = {
@@ -32,17 +53,213 @@ LAUNCHED_SOURCES = {
     "moe_token_dispatcher_type": "written by both exports with ep > 1",
 }
 
-MEGATRON_VERSIONS = (
-    EngineVersion(
-        "core_r0.20",
-        "2026-08",
-        f"{MLM} (d98e8a6, Megatron-Core 0.20.0)",
-        LAUNCHED_DEFAULTS,
-        LAUNCHED_SOURCES,
+# Megatron-LM of the SC21 paper (Narayanan et al.): tag v2.5 = e269e20064 (2021-08-10, 'Merge
+# branch sc21'), which holds the paper's commits 152aab304d, b4bc51b1e7 and e270f68af7; v2.0
+# has no interleaved schedule. None of the settings has a flag there: what its code did.
+V2_5 = EngineVersion(
+    "v2.5",
+    "2021-08",
+    f"{MLM_V25} (e269e20064)",
+    {
+        "sequence_parallel": False,
+        "transformer_impl": "local",
+        "overlap_grad_reduce": False,
+        "overlap_p2p_comm": False,
+        "fp8_param_gather": False,
+        "recompute_modules": ("core_attn",),
+    },
+    {
+        "sequence_parallel": f"no --sequence-parallel in {MLM_V25} megatron/arguments.py (it "
+        "arrives with 02bb1f5c86, 2022-03-02): norms' activations whole on every tp rank",
+        "transformer_impl": f"{MLM_V25} megatron/model/transformer.py: Megatron's own layers, "
+        "FusedScaleMaskSoftmax on the stored s x s scores (no flash or fused attention)",
+        "overlap_grad_reduce": f"{MLM_V25} megatron/arguments.py l.578 (--DDP-impl local); "
+        "megatron/training.py l.369 (allreduce_gradients() after the backward): nothing hides "
+        "it (Korthikanti et al. 2022, section 6.3)",
+        "overlap_p2p_comm": "no overlap_p2p_comm before f9283c5a8a (2023-05-31, first in 23.06)",
+        "fp8_param_gather": "no FP8 in v2.5",
+        "recompute_modules": "activation checkpointing of whole layers only; selective recompute "
+        "(the attention core) arrives with Korthikanti et al.'s code (739cb43dae)",
+    },
+    lacks=MCORE_NAMES,
+)
+
+# Korthikanti et al.'s code (sequence parallelism 02bb1f5c86, selective recompute
+# 739cb43dae): the first stored tag that holds it and not yet overlap_p2p_comm (f9283c5a8a).
+# Upstream's v3.0 would fit the paper's dates better; it is not in the mirror read.
+V23_04 = EngineVersion(
+    "23.04",
+    "2023-05",
+    f"{MLM_2304} (2360d732a3)",
+    {
+        "sequence_parallel": False,
+        "transformer_impl": "local",
+        "use_flash_attn": False,
+        "async_tensor_model_parallel_allreduce": True,
+        "overlap_grad_reduce": False,
+        "overlap_p2p_comm": False,
+        "fp8_param_gather": False,
+        "recompute_modules": ("core_attn",),
+    },
+    {
+        "sequence_parallel": f"{ARGS_2304} l.778 (store_true)",
+        "transformer_impl": f"{ARGS_2304} l.415 (default 'local')",
+        "use_flash_attn": f"{ARGS_2304} l.755 (store_true)",
+        "async_tensor_model_parallel_allreduce": f"{ARGS_2304} l.767-772 (on unless "
+        "--no-async-tensor-model-parallel-allreduce)",
+        "overlap_grad_reduce": f"no --overlap-grad-reduce in {ARGS_2304}; --DDP-impl local "
+        "(l.947) reduces after the backward",
+        "overlap_p2p_comm": "f9283c5a8a (overlap_p2p_comm) is not an ancestor of 23.04",
+        "fp8_param_gather": f"no --fp8-param-gather in {ARGS_2304}",
+        "recompute_modules": f"{ARGS_2304} --recompute-granularity selective: the attention "
+        "core only (Korthikanti et al. 2022)",
+    },
+    lacks=lacking(
+        "sequence_parallel",
+        "transformer_impl",
+        "use_flash_attn",
+        "async_tensor_model_parallel_allreduce",
     ),
 )
 
+# The Megatron-Core release the Megatron-LM README's H100 scaling figures name ('Megatron-Core
+# r0.8.0'; added at f2e5db402c, 2024-07-15).
+CORE_R0_8_0 = EngineVersion(
+    "core_r0.8.0",
+    "2024-08",
+    f"{MLM_R08} (= core_r0.8.0, baf94af3c6)",
+    {
+        "sequence_parallel": False,
+        "transformer_impl": "transformer_engine",
+        "use_flash_attn": False,
+        "tp_comm_overlap": False,
+        "overlap_grad_reduce": False,
+        "overlap_p2p_comm": True,
+        "cross_entropy_loss_fusion": False,
+        "moe_token_dispatcher_type": "allgather",
+        "fp8_param_gather": False,
+        "recompute_modules": ("core_attn",),
+    },
+    {
+        "sequence_parallel": f"{ARGS_R08} l.1161 (store_true)",
+        "transformer_impl": f"{ARGS_R08} l.668 (default 'transformer_engine')",
+        "use_flash_attn": f"{ARGS_R08} l.1137 (store_true)",
+        "tp_comm_overlap": f"{ARGS_R08} l.1053-1056 (store_true; --tp-comm-overlap-cfg None: "
+        "Transformer Engine's default userbuffers); l.199-200 (needs --sequence-parallel)",
+        "overlap_grad_reduce": f"{ARGS_R08} l.1413-1414 (default False)",
+        "overlap_p2p_comm": f"{ARGS_R08} l.1405 (--no-overlap-p2p-communication store_false)",
+        "cross_entropy_loss_fusion": f"{ARGS_R08} l.1134 (store_true)",
+        "moe_token_dispatcher_type": f"{MLM_R08} megatron/core/transformer/"
+        "transformer_config.py l.256",
+        "fp8_param_gather": f"no --fp8-param-gather in {ARGS_R08}",
+        "recompute_modules": f"no recompute_modules in {MLM_R08} megatron/core/transformer/"
+        "transformer_config.py: selective recompute is the attention core",
+    },
+    lacks=lacking(
+        "sequence_parallel",
+        "transformer_impl",
+        "use_flash_attn",
+        "async_tensor_model_parallel_allreduce",
+        "tp_comm_overlap",
+        "tp_comm_overlap_cfg",
+        "overlap_grad_reduce",
+        "overlap_p2p_comm",
+        "ddp_bucket_size",
+        "cross_entropy_loss_fusion",
+        "moe_token_dispatcher_type",
+    ),
+)
+
+# The code the engine was read at: Megatron-LM main at d98e8a6 (2026-08-22), which calls
+# itself 0.20.0 (megatron/core/package_info.py) and had no tag yet. Named after the release
+# branch it leads to, as core_r0.8.0 is; the newest tag then, core_v0.19.0 (5be9626709), lies
+# on the core_r0.19.0 branch, not in d98e8a6's history, and its defaults were not read.
+CORE_R0_20_0 = EngineVersion(
+    "core_r0.20.0",
+    "2026-08",
+    f"{MLM} (d98e8a6, Megatron-Core 0.20.0 by its package_info.py, untagged)",
+    LAUNCHED_DEFAULTS,
+    LAUNCHED_SOURCES,
+    lacks=frozenset({"async_tensor_model_parallel_allreduce"}),
+)
+
+MEGATRON_VERSIONS = (V2_5, V23_04, CORE_R0_8_0, CORE_R0_20_0)
+
+# --- NeMo ---------------------------------------------------------------------------------
+
+DGXC = "NVIDIA/dgxc-benchmarking@143b90d"
+# NeMo Framework 24.09's NeMo 1 path (megatron_gpt_pretraining.py with megatron_amp_O2 and
+# Apex's DistributedFusedAdam), as NVIDIA's DGX Cloud benchmarks ran it: NeMo 1's yaml keys,
+# and of Megatron-Core's only those its yaml spells the same.
+NEMO_24_09 = EngineVersion(
+    "24.09",
+    "2024-09",
+    f"nvcr.io/nvidia/nemo:24.09 (NeMo 1 model path), as {DGXC} (v25.01) launches it",
+    {
+        "ub_tp_comm_overlap": False,
+        "fp8_params": False,
+        "optim_dtype": "fp32",
+        "cross_entropy_loss_fusion": False,
+    },
+    {
+        "ub_tp_comm_overlap": "NeMo 1 megatron_gpt_config.yaml (ub_tp_comm_overlap False); "
+        "the recipes' yamls turn it on (UNVERIFIED beyond the rows' sources)",
+        "fp8_params": f"{NEMO1} setup_optimization (cfg.get('fp8_params', False))",
+        "optim_dtype": f"{NEMO1} setup_optimization (get_config_arg('dtype', torch.float32))",
+        "cross_entropy_loss_fusion": "NeMo 1 megatron_gpt_config.yaml leaves it off: the "
+        "unfused loss (UNVERIFIED in the yaml of 24.09)",
+    },
+    lacks=MCORE_NAMES - {"sequence_parallel", "overlap_p2p_comm", "cross_entropy_loss_fusion"},
+)
+
+BRIDGE_LACKS = NEMO1_NAMES | {
+    "async_tensor_model_parallel_allreduce",
+    "use_flash_attn",
+    "transformer_impl",
+}
+COMM_OVERLAP_042 = f"{BRIDGE_042} src/megatron/bridge/training/comm_overlap.py"
+
+# NeMo Framework 26.04.01 = Megatron-Bridge 0.4.2 ({BRIDGE} docs/fern/docs.yml l.18;
+# tag v0.4.2 = c81012934, 2026-05-28): one version for the Megatron-Bridge rows of 25.09 to
+# 26.04.01, each row stating what its recipe sets.
+NEMO_26_04_01 = EngineVersion(
+    "26.04.01",
+    "2026-05",
+    f"{BRIDGE_042} (c81012934) on Megatron-Core",
+    {
+        "grad_reduce_in_fp32": True,
+        "overlap_grad_reduce": True,
+        "ddp_bucket_size": 128 * 1024 * 1024,
+        "fp8_param_gather": False,
+        "cross_entropy_loss_fusion": True,
+        "cross_entropy_fusion_impl": "native",
+        "moe_token_dispatcher_type": "allgather",
+        "recompute_modules": ("core_attn",),
+    },
+    {
+        "grad_reduce_in_fp32": f"{BRIDGE_042} src/megatron/bridge/training/mixed_precision.py "
+        "l.47, 191-202 (bf16_mixed); the performance recipes turn it off",
+        "overlap_grad_reduce": f"{COMM_OVERLAP_042} l.569-579 (_get_optimizer_overlap_cfgs: "
+        "on with dp > 1)",
+        "ddp_bucket_size": f"{COMM_OVERLAP_042} l.577 (128 x 1024 x 1024 parameters with dp > 1, "
+        "fixed)",
+        "fp8_param_gather": f"{BRIDGE_042} src/megatron/bridge/training/mixed_precision.py l.61 "
+        "(the FP8 recipes set it)",
+        "cross_entropy_loss_fusion": f"{BRIDGE_042} src/megatron/bridge/models/gpt_provider.py "
+        "l.196",
+        "cross_entropy_fusion_impl": f"{MLM} megatron/core/model_parallel_config.py l.325 "
+        "(Megatron-Core's default; the performance scripts set te)",
+        "moe_token_dispatcher_type": f"{MLM} megatron/core/transformer/transformer_config.py "
+        "l.891 (Megatron-Core's default; the recipes set theirs)",
+        "recompute_modules": f"{MLM} megatron/core/transformer/transformer_config.py "
+        "l.1940-1941 (Megatron-Core's default)",
+    },
+    lacks=BRIDGE_LACKS,
+)
+
 NEMO_VERSIONS = (
+    NEMO_24_09,
+    NEMO_26_04_01,
     EngineVersion(
         "bridge_0.7",
         "2026-08",
@@ -50,5 +267,6 @@ NEMO_VERSIONS = (
         LAUNCHED_DEFAULTS | {"grad_reduce_in_fp32": True},
         LAUNCHED_SOURCES
         | {"grad_reduce_in_fp32": "written by the export (ddp.grad_reduce_in_fp32=true)"},
+        lacks=BRIDGE_LACKS,
     ),
 )

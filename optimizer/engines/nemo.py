@@ -23,7 +23,7 @@ from .catalogue import config_for, lacking, model_code_rule
 from .mcore_settings import McoreSettings, mcore_settings
 from .mcore_versions import NEMO_VERSIONS
 from .rules import offer_rules, seq_len_divisible_by_2cp
-from .settings import MCORE_SETTINGS
+from .settings import MCORE_SETTINGS, NEMO1_SETTINGS, TE_FUSED_LOSS_BYTES_PER_LOGIT
 
 LABEL = "NeMo (Megatron-Bridge)"
 BRIDGE = "NVIDIA-NeMo/Megatron-Bridge@067f987"
@@ -288,12 +288,7 @@ _OFFERS = mcore.offers(FIELDS, SOURCES)
 # Megatron-Bridge's models fuse the loss (GPTModelProvider cross_entropy_loss_fusion True:
 # Megatron-Bridge@067f987 src/megatron/bridge/models/gpt_provider.py l.205) and its performance
 # scripts pick Transformer Engine's kernel (cross_entropy_fusion_impl "te":
-# scripts/performance/utils/overrides.py l.83-84). That kernel works on the bf16 logits in
-# place (NVIDIA/TransformerEngine@1b2b4a8 transformer_engine/pytorch/triton/cross_entropy.py):
-# an online-softmax pass reads them (2), a second reads them and writes the gradient over them
-# (2 + 2), and backward scales it by the per-token loss gradient (2 + 2; Megatron-Core's loss
-# is per token, so the multiply is not skipped).
-TE_FUSED_LOSS_BYTES_PER_LOGIT = 2 + 4 + 4
+# scripts/performance/utils/overrides.py l.83-84): settings.TE_FUSED_LOSS_BYTES_PER_LOGIT.
 
 NEMO = Engine(
     name="nemo",
@@ -322,6 +317,6 @@ NEMO = Engine(
     # the recipes' dist.use_tp_pp_dp_mapping (Megatron-Core's other order) is not written by
     # the export
     rank_orders=(mcore.DEFAULT_RANK_ORDER,),
-    settings=MCORE_SETTINGS,
+    settings=MCORE_SETTINGS + NEMO1_SETTINGS,
     versions=NEMO_VERSIONS,
 )

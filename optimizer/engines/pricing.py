@@ -3,7 +3,8 @@ traffic of each ZeRO stage (when gradients cross the data group, in which precis
 whether the updated parameters are gathered), read off the engine's `EngineRuntime`.
 
 A request's own assumptions win: a field the request sets is left as it is; below them, the
-engine's settings in force (optimizer.engines.settings), below those its runtime. The `generic`
+engine's settings in force (optimizer.engines.settings), below those what its version's code
+did that no setting names (EngineVersion.assumptions), below those its runtime. The `generic`
 engine's runtime gives the cost model's defaults, so it prices exactly as before engines.
 """
 
@@ -117,9 +118,12 @@ def engine_assumptions(
     engine: Engine, assumptions: CostAssumptions, precision: str = "bf16"
 ) -> CostAssumptions:
     """`assumptions` with the engine's way of running in every field they leave unset: its
-    data-parallel traffic and kernels, then what its settings in force set (its version's
-    defaults and the request's `engine_settings`)."""
+    data-parallel traffic and kernels, then what its version's code did that no setting
+    names, then what its settings in force set (its version's defaults and the request's
+    `engine_settings`)."""
     traffic = engine_traffic(engine, precision)
+    if engine.release is not None:
+        traffic |= engine.release.assumptions
     traffic |= settings_assumptions(engine.settings, engine.settings_in_force)
     stated = set(assumptions.model_fields_set)
     if "dp_overlap_microbatches" in stated:  # a request that says how the step's sync hides

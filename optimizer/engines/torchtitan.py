@@ -30,6 +30,7 @@ from .catalogue import config_for, lacking, model_code_rule
 from .rules import batch_identity, heads_divisible_by_tp, kv_heads_divisible_by_tp, offer_rules
 from .torchtitan_module import custom_module
 from .torchtitan_runtime import CONFIGS, FSDP, RUNTIME, TT
+from .torchtitan_versions import TORCHTITAN_SETTINGS, TORCHTITAN_VERSIONS
 
 LABEL = "torchtitan"
 PIPE = f"{TT}/distributed/pipeline_parallel.py"
@@ -363,4 +364,6 @@ TORCHTITAN = Engine(
     exporter=export,
     # parallel_dims.py builds its mesh pp, dp_replicate, dp_shard, cp, tp, outermost first
     rank_orders=(("tp", "cp", "dp", "pp"),),
+    settings=TORCHTITAN_SETTINGS,
+    versions=TORCHTITAN_VERSIONS,
 )

@@ -1,16 +1,20 @@
 """Engine versions: what a request's `engine: "megatron@core_r0.14"` names, and each
 version's defaults for the engine's settings, each read from that version's code or recipes.
 
-A version's defaults are what the project launches under it: the engine's own default where
-the export leaves a setting alone, the export's value where it writes one (e.g.
---overlap-grad-reduce), so that pricing an answer and running its artefact agree. A bare
-engine name is its newest version.
+The newest version's defaults are what the project launches under it: the engine's own
+default where the export leaves a setting alone, the export's value where it writes one (e.g.
+--overlap-grad-reduce), so that pricing an answer and running its artefact agree; an older
+one's are what its code ran unless told. A setting an older release's code does not have is
+in its `lacks`: its default there is what that code always did, and a request may not state
+it. What a version's code did that no setting names (a blocking ZeRO-3 fetch, a loss kept in
+fp32) is in its `assumptions`, priced at the settings' level. A bare engine name is its newest
+version.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from models.errors import InvalidSpec
 
@@ -26,6 +30,21 @@ class EngineVersion:
     source: str  # the tag, commit or package read
     defaults: Mapping[str, SettingValue]  # per setting: what runs unless a request says
     sources: Mapping[str, str]  # per default: where it was read
+    # settings the release's code has no flag for: refused when stated
+    lacks: frozenset[str] = frozenset()
+    # what its code did that no setting names, as cost assumptions, each with its source
+    assumptions: Mapping[str, object] = field(default_factory=dict)
+    assumption_sources: Mapping[str, str] = field(default_factory=dict)
+
+    def check_stated(self, stated: Mapping[str, object], engine: str) -> None:
+        """InvalidSpec for a stated setting this release's code does not have."""
+        for name in stated:
+            if name in self.lacks:
+                raise InvalidSpec(
+                    f"{engine}@{self.name} has no setting {name!r}: its code predates or "
+                    "dropped it",
+                    f"engine_settings.{name}",
+                )
 
 
 def split_spec(spec: str) -> tuple[str, str | None]:

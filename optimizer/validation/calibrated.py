@@ -92,9 +92,9 @@ def usable(run: PublishedRun) -> bool:
 # source and GPU type, the nearest the published rows come to one user's own runs (one
 # software stack on one cluster).
 GROUPINGS: dict[str, Callable[[PublishedRun], str]] = {
-    "engine": lambda run: run.engine,
-    "gpu": lambda run: f"{run.engine} on {run.job.cluster.gpu.name}",
-    "source": lambda run: f"{run.engine}, {run.source_label}, on {run.job.cluster.gpu.name}",
+    "engine": lambda run: run.engine_name,
+    "gpu": lambda run: f"{run.engine_name} on {run.job.cluster.gpu.name}",
+    "source": lambda run: f"{run.engine_name}, {run.source_label}, on {run.job.cluster.gpu.name}",
 }
 
 
@@ -118,7 +118,7 @@ def calibrate_group(
         compare(
             run,
             profile,
-            {k: v for k, v in fitted.items() if k not in run.assumptions.model_fields_set},
+            fitted,
         )
         for run in held
     )

@@ -4,8 +4,10 @@ source reports, read from `models/presets/published_runs.json`.
 A row reports a utilisation (`mfu` or `hfu`), a throughput (`tokens_per_s_per_gpu`), a step
 time (`step_time_s`) or model FLOP/s per GPU (`model_tflops_per_gpu`), as its source prints
 it; a peak memory beside or instead of it (`peak_memory_gb`, or `peak_memory_gib` when the
-source reads GiB). No per-row calibration: a row may only set an assumption its source states
-(e.g. "no overlap of the gradient all-reduce").
+source reads GiB). No per-row calibration, and no cost assumption on a row: a row names its
+engine at the version it ran (`megatron@v2.5`) and states only the engine settings its source
+prints or its pinned recipe sets (`engine_settings`); what its engine did beyond them is that
+version's (optimizer/engines/*_versions.py), as a user's request would price it.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from models.transformer import TransformerSpec
 from optimizer.costmodel import CostAssumptions
 from optimizer.engines import get_engine
 from optimizer.engines.stages import layout_string_ranks
+from optimizer.engines.versions import split_spec
 from optimizer.request import Request
 from optimizer.search import SearchSpace
 
@@ -58,10 +61,12 @@ class PublishedRun:
     layout: Layout
     metric: str | None  # one of METRICS; None for a row that reports memory only
     reported: float | None  # in the metric's unit, as printed (fractions for mfu and hfu)
+    # what the row is priced under before its engine's: nothing from the data (a row carries
+    # no assumptions); validation lays the engine's over it (report.compare)
     assumptions: CostAssumptions
     notes: str
     search: SearchSpace  # the engine's constraints at the time, for the ranking check
-    engine: str = "generic"  # the engine it ran on, at its version (`megatron@core_r0.20`)
+    engine: str = "generic"  # the engine it ran on, at its version (`megatron@core_r0.20.0`)
     engine_settings: Mapping[str, Any] = field(default_factory=dict)  # the flags it printed
     precision: str = "bf16"
     reported_memory_gb: float | None = None  # the source's peak per GPU, in GB of 1e9 bytes
@@ -73,13 +78,19 @@ class PublishedRun:
     stage_plan: StagePlan | None = None
 
     @property
+    def engine_name(self) -> str:
+        """The engine without its version: `megatron` for `megatron@v2.5` (groups by engine
+        are not split by version)."""
+        return split_spec(self.engine)[0]
+
+    @property
     def degrees(self) -> tuple[int, int, int, int]:
         tp, pp, cp = self.layout.tp, self.layout.pp, self.layout.cp
         return tp, pp, cp, self.job.cluster.gpus // (tp * pp * cp)
 
     def request(self, profile: str, overrides: Mapping[str, Any] | None = None) -> Request:
-        """The row as a request priced under `profile`: its job, layout, space and engine, with
-        `overrides` laid over its own assumptions."""
+        """The row as a request priced under `profile`: its job, layout, space and engine at
+        its version with its settings, and `overrides` as the request's assumptions."""
         assumptions = self.assumptions.model_copy(update=dict(overrides or {}))
         engine = get_engine(self.engine, self.engine_settings)
         return Request(self.job, self.search, self.layout, profile, assumptions, engine)
@@ -164,7 +175,6 @@ ROW_KEYS = frozenset(
         "layout",
         "reported",
         "notes",
-        "assumptions",
         "search",
         "search_notes",
         "excluded_from_mean",
@@ -175,6 +185,12 @@ ROW_KEYS = frozenset(
 
 def _run(entry: dict[str, Any], hf_configs: Mapping[str, Any]) -> PublishedRun:
     name = entry.get("name", "?")
+    if "assumptions" in entry:
+        raise InvalidSpec(
+            f"{name}: a row carries no cost assumptions; name the engine's version and state "
+            "its settings (engine, engine_settings)",
+            "assumptions",
+        )
     unknown_keys = set(entry) - ROW_KEYS
     if unknown_keys:
         raise InvalidSpec(f"{name}: unknown keys {sorted(unknown_keys)}")
@@ -216,7 +232,7 @@ def _run(entry: dict[str, Any], hf_configs: Mapping[str, Any]) -> PublishedRun:
         layout=layout,
         metric=metric,
         reported=None if metric is None else float(reported["value"]),
-        assumptions=CostAssumptions.model_validate(entry.get("assumptions", {})),
+        assumptions=CostAssumptions(),
         notes=entry.get("notes", ""),
         search=SearchSpace.model_validate(entry.get("search", {})),
         engine=engine,

@@ -236,7 +236,7 @@ BREAKDOWNS: dict[str, Callable[[PublishedRun], str]] = {
     "model size (total parameters)": size_bucket,
     "GPU count": gpu_count_bucket,
     "GPU type": lambda run: run.job.cluster.gpu.name,
-    "engine": lambda run: run.engine,
+    "engine": lambda run: run.engine_name,
     "precision": lambda run: run.precision,
     "source": lambda run: run.source_label,
 }
