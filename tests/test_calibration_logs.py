@@ -5,17 +5,26 @@ to a run's request through the CLI and HTTP are at the end."""
 
 from __future__ import annotations
 
+import json
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
+from fastapi.testclient import TestClient
 
 from models.errors import InvalidSpec
+from models.layout import Layout
+from optimizer import Request
+from optimizer.calibration import run_from_log
 from optimizer.calibration.logs import (
     MAX_LOG_LINES,
     WARMUP_STEPS,
     LogReading,
     read_log,
 )
+from optimizer.engines import get_engine
+from tests.helpers import plate_job, run_cli
 
 LOGS = Path(__file__).parent / "data" / "logs"
 
@@ -178,3 +187,144 @@ def test_a_log_over_its_line_limit_is_refused_before_it_is_read() -> None:
     with pytest.raises(InvalidSpec) as refused:
         read_log("\n" * (MAX_LOG_LINES + 1))
     assert f"over {MAX_LOG_LINES:,}" in refused.value.message
+
+
+# --- joined to the run's request: the library, the CLI and HTTP ----------------------------
+
+
+def test_a_sample_rate_is_a_step_time_through_the_requests_global_batch() -> None:
+    # deepspeedai/DeepSpeed issue #3742 read as DeepSpeed's: 7.799 samples/s of a global batch
+    # of 32 is 32 / 7.799 = 4.1031 s a step; the timer's peak memory comes with it
+    job, layout = plate_job(8, "llama3-8b", global_batch=32, seq_len=2048), Layout(zero=1)
+    text = (LOGS / "deepspeed-issue-3742.log").read_text()
+    request = Request(job, layout=layout, engine=get_engine("deepspeed"))
+    run = run_from_log("neox", request, text, "deepspeed")
+    assert run.measure == "samples_per_s" and run.step_time_s == pytest.approx(32 / 7.799)
+    assert run.peak_memory_gb == pytest.approx(67.979, abs=1e-3)
+    assert run.log is not None and run.log.steps_used == (34,)
+
+
+MIXTRAL_REQUEST = {
+    "model": "mixtral-8x7b",
+    "cluster": {"gpus": 16, "gpu": "h100-sxm"},
+    "training": {"global_batch": 128, "seq_len": 4096},
+    "layout": {"tp": 2, "pp": 1, "ep": 8, "zero": 1, "recompute": "full"},
+    "engine": "megatron",
+}
+
+
+def trial_file(tmp_path: Path, request: dict[str, Any], name: str = "trial.json") -> Path:
+    path = tmp_path / name
+    path.write_text(json.dumps({"name": "mixtral trial", "request": request}))
+    return path
+
+
+def test_cli_reads_a_log_beside_its_request(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # the Megatron-LM excerpt's 5.7189 s and 56.886 GB become the run's measurement
+    log = LOGS / "megatron-lm-issue-756.log"
+    argv = ["calibrate", "--log", str(log), "--request", str(trial_file(tmp_path, MIXTRAL_REQUEST))]
+    code, out, err = run_cli([*argv, "--json", "--no-loo"], capsys)
+    assert code == 0, err
+    (run,) = json.loads(out)["fit"]["runs"]
+    assert run["name"] == "mixtral trial" and run["measured"] == "step_time_s"
+    assert run["measured_step_time_s"] == pytest.approx(5.7189)
+    assert run["peak_memory_gb"] == pytest.approx(56.886, abs=1e-3)
+    assert run["log"]["format"] == "megatron" and run["log"]["steps_used"] == [29, 30, 31]
+    # as text: the run's line says how its log was read
+    code, _, err = run_cli([*argv, "--no-loo"], capsys)
+    assert code == 0 and "read from its megatron log: step_time_s 5.7189" in err
+
+
+def test_cli_runs_file_names_logs_beside_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # a runs file's log paths are relative to its folder; a log and a typed-in run side by side
+    (tmp_path / "logs").mkdir()
+    (tmp_path / "logs" / "trial.log").write_text((LOGS / "megatron-lm-issue-756.log").read_text())
+    runs = tmp_path / "runs.jsonl"
+    runs.write_text(
+        json.dumps({"request": MIXTRAL_REQUEST, "log": {"path": "logs/trial.log", "format": "megatron"}})
+        + "\n"
+        + json.dumps({"request": MIXTRAL_REQUEST | {"layout": {"tp": 4, "ep": 4, "zero": 1, "recompute": "full"}}, "measured": {"step_time_s": 6.0}})
+        + "\n"
+    )  # fmt: skip
+    code, out, err = run_cli(["calibrate", str(runs), "--json", "--no-loo"], capsys)
+    assert code == 0, err
+    steps = [r["measured_step_time_s"] for r in json.loads(out)["fit"]["runs"]]
+    assert steps == pytest.approx([5.7189, 6.0])
+
+
+@pytest.mark.parametrize(
+    ("log_text", "message"),
+    [
+        ("loading\nno steps here\n", "bad.log: no step lines in 2 lines: looked for megatron's"),
+        (" iteration 20/ 100 | elapsed time per iteration (ms): 5.7.1 |\n", "bad.log: line 1: elapsed time per iteration (ms) '5.7.1' is not a number"),
+        ("\0\1\2binary", "bad.log is not a text log: it holds NUL bytes"),
+    ],
+)  # fmt: skip
+def test_cli_refuses_a_malformed_log_naming_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], log_text: str, message: str
+) -> None:
+    log = tmp_path / "bad.log"
+    log.write_text(log_text)
+    trial = trial_file(tmp_path, MIXTRAL_REQUEST)
+    code, out, err = run_cli(["calibrate", "--log", str(log), "--request", str(trial)], capsys)
+    assert code == 2 and out == ""
+    assert message in err and "Traceback" not in err
+
+
+def test_cli_refuses_a_log_over_its_size_before_reading_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("api.cli.training_logs.MAX_LOG_BYTES", 100)
+    log = tmp_path / "big.log"
+    log.write_text("x" * 101)
+    trial = trial_file(tmp_path, MIXTRAL_REQUEST)
+    code, _, err = run_cli(["calibrate", "--log", str(log), "--request", str(trial)], capsys)
+    assert code == 2 and "big.log is 101 bytes, over the 100 a log may be" in err
+
+
+def test_cli_pairs_each_log_with_a_request(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    log = str(LOGS / "megatron-lm-issue-756.log")
+    code, _, err = run_cli(["calibrate", "--log", log], capsys)
+    assert code == 2 and "each --log needs its --request, in order: 1 --log, 0 --request" in err
+    code, _, err = run_cli(["calibrate"], capsys)
+    assert code == 2 and "give RUNS (JSONL or CSV), or --log FILE --request TRIAL.json" in err
+
+
+def test_http_reads_a_log_in_the_body(make_api: Callable[..., TestClient]) -> None:
+    # torchtitan's 5863 tokens/s per GPU on 8 GPUs, 8 x 8192 tokens a step: 65536 / (5863 * 8)
+    # = 1.39724 s a step
+    api = make_api(solver_time_limit_s=60)
+    request = {
+        "model": "llama3-8b",
+        "cluster": {"gpus": 8, "gpu": "h100-sxm"},
+        "training": {"global_batch": 8, "seq_len": 8192},
+        "layout": {"zero": 3},
+        "engine": "torchtitan",
+    }
+    text = (LOGS / "torchtitan-pr-1287.log").read_text()
+    body = {"runs": [{"request": request, "log": {"text": text}}], "leave_one_out": False}
+    answer = api.post("/v1/calibrate", json=body)
+    assert answer.status_code == 200, answer.text
+    (run,) = answer.json()["fit"]["runs"]
+    assert run["measured"] == "tokens_per_s_per_gpu" and run["measured_value"] == 5863
+    assert run["measured_step_time_s"] == pytest.approx(65536 / (5863 * 8), rel=1e-6)
+    assert run["log"]["memory_kind"] == "reserved"
+    # a malformed log, a format no reader reads, a run with both a log and a measurement: 422
+    refusals = [
+        ({"text": text.replace("tps: 5,868", "tps: 5,8x8")}, "runs.0.log: line 6: tps '5,8x8'"),
+        ({"text": text, "format": "jax"}, "log format 'jax' is none of megatron"),
+        ({"text": "hello"}, "runs.0.log: no step lines in 1 lines"),
+    ]
+    for log, message in refusals:
+        refused = api.post("/v1/calibrate", json={"runs": [{"request": request, "log": log}]})
+        assert refused.status_code == 422 and message in refused.json()["error"]["message"]
+    both = {"request": request, "log": {"text": text}, "measured": {"step_time_s": 1.0}}
+    refused = api.post("/v1/calibrate", json={"runs": [both]})
+    assert refused.status_code == 422
+    assert "exactly one of measured and log" in refused.json()["error"]["message"]

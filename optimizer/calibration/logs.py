@@ -229,6 +229,14 @@ LOOKED_FOR = {
     "deepspeed": "'CurrSamplesPerSec=S' (or 'SamplesPerSec=S', 'samples/sec: S')",
 }
 
+
+def known_format(name: str) -> str:
+    """`name` if a reader reads it (a validator: the error lists the formats)."""
+    if name not in READERS:
+        raise log_error(f"log format {name!r} is none of {', '.join(FORMATS)}")
+    return name
+
+
 # --- steady state ---------------------------------------------------------------------------
 
 
@@ -301,9 +309,7 @@ def read_log(text: str, format_: str | None = None) -> LogReading:
     both its step time and a sample rate, and the step time needs no batch size)."""
     lines = log_lines(text)
     if format_ is not None:
-        if format_ not in READERS:
-            raise log_error(f"log format {format_!r} is none of {', '.join(FORMATS)}")
-        found = READERS[format_](lines)
+        found = READERS[known_format(format_)](lines)
         if not found.steps:
             raise log_error(f"no {format_} step lines: looked for {LOOKED_FOR[format_]}")
         return steady_median(found, format_)
