@@ -186,7 +186,16 @@ def report_text(answer: CalibrateOut) -> str:
     for p in fit.parameters:
         if p.status == "fitted":
             bound = f", at its {p.at_bound} bound" if p.at_bound else ""
-            lines.append(f"  fitted {p.name} = {p.value:g} (default {p.default}{bound}; {p.what})")
+            lines.append(
+                f"  fitted {p.name} = {p.value:g} (default {p.default}{bound}; the runs alone: "
+                f"{p.runs_value:g}; {p.what})"
+            )
+    if fit.shrinkage is not None and any(p.status == "fitted" for p in fit.parameters):
+        shrink = fit.shrinkage
+        lines.append(
+            f"  each fitted value keeps {shrink.weight:.0%} of its move from its default: n / "
+            f"(n + k) with n = {shrink.configurations} distinct configurations, k = {shrink.k:g}"
+        )
     for p in fit.parameters:
         if p.status == "pinned":
             lines.append(f"  pinned {p.name} at {p.value}: {p.reason}")
@@ -215,13 +224,16 @@ def report_text(answer: CalibrateOut) -> str:
         lines.append(f"  leave-one-out: {fit.leave_one_out_note}")
     else:
         lines.append(
-            f"  leave-one-out: RMS log error {loo.rms_log_error:.4f}, mean absolute MFU error "
-            f"{100 * loo.mean_abs_mfu_error:.2f} points"
+            f"  leave-one-out: RMS log error {loo.rms_log_error:.4f} calibrated, "
+            f"{loo.rms_log_error_uncalibrated:.4f} uncalibrated; mean absolute MFU error "
+            f"{100 * loo.mean_abs_mfu_error:.2f} points calibrated, "
+            f"{100 * loo.mean_abs_mfu_error_uncalibrated:.2f} uncalibrated"
         )
         for left in loo.runs:
             lines.append(
                 f"    {left.name}: {left.predicted_step_time_s:.4g} s predicted by the others "
-                f"(log error {left.log_error:+.4f}, MFU {100 * left.mfu_error:+.2f} points)"
+                f"(log error {left.log_error:+.4f}, uncalibrated {left.log_error_uncalibrated:+.4f}"
+                f"; MFU {100 * left.mfu_error:+.2f} points)"
             )
     lines += [f"  note: {note}" for note in fit.notes]
     return "\n".join(lines)

@@ -26,6 +26,7 @@ from optimizer.calibration import (
     MAX_LOG_BYTES,
     MAX_RUNS,
     MEASURES,
+    SHRINK_RUNS,
     Calibration,
     LogReading,
     MeasuredRun,
@@ -221,6 +222,11 @@ class ParameterOut(BaseModel):
     upper: float
     what: str
     reason: str | None = None  # why pinned
+    runs_value: float | None = Field(
+        None,
+        description="What the runs alone gave, before the shrinkage towards the default "
+        "(fit.shrinkage): `value` keeps `shrinkage.weight` of its move from `default`.",
+    )
     at_bound: Literal["lower", "upper"] | None = Field(
         None,
         description="A fitted value on a bound its default is not on: the runs ask for more "
@@ -285,12 +291,28 @@ class LeftOutOut(BaseModel):
     log_error: float
     mfu_error: float
     fitted: list[str]
+    log_error_uncalibrated: float = Field(
+        description="The run's log error under the defaults, which no run moves."
+    )
 
 
 class LeaveOneOutOut(BaseModel):
+    """Each run predicted by the calibration of the others, beside the uncalibrated model's
+    error on it: where the calibrated error is not the lower, nothing fitted is kept."""
+
     runs: list[LeftOutOut]
     rms_log_error: float
     mean_abs_mfu_error: float
+    rms_log_error_uncalibrated: float
+    mean_abs_mfu_error_uncalibrated: float
+
+
+class ShrinkageOut(BaseModel):
+    configurations: int = Field(description="Distinct configurations among the runs: n.")
+    k: float = Field(description="The runs at which a fit and the default weigh alike.")
+    weight: float = Field(
+        description="n / (n + k): the share of its move from the default a fitted value keeps."
+    )
 
 
 class FitOut(BaseModel):
@@ -301,6 +323,7 @@ class FitOut(BaseModel):
     rms_log_error: float
     leave_one_out: LeaveOneOutOut | None
     leave_one_out_note: str | None = None
+    shrinkage: ShrinkageOut | None = None
     optimizer: dict[str, Any]
     notes: list[str]
     complete: bool = Field(
@@ -322,7 +345,12 @@ class CalibrateOut(BaseModel):
 
 NOTES = [
     "Step times are fitted by least squares of their logarithms (the RMS log error), within "
-    "each assumption's bounds, pulled lightly towards the defaults.",
+    "each assumption's bounds, pulled lightly towards the defaults; each fitted value then "
+    "keeps n / (n + k) of its move from its default (`shrinkage`), n the runs' distinct "
+    "configurations.",
+    "A fitted value is kept only where it predicts a run left out better than the defaults "
+    "do; with leave_one_out, the whole fit is dropped where the runs predicted by the fit of "
+    "the others miss more than the defaults miss them.",
     "Peak memory is compared, not fitted: no fitted assumption changes memory.",
     "The assumptions hold for the profile they were fitted under; use them with it.",
 ]
@@ -340,6 +368,7 @@ def _parameters_out(result: Calibration) -> list[ParameterOut]:
             what=p.what,
             reason=p.pinned,
             at_bound=p.at_bound,  # type: ignore[arg-type]
+            runs_value=_r(p.runs_value),
         )
         for p in result.parameters
     ]
@@ -382,11 +411,24 @@ def _leave_one_out(result: Calibration) -> LeaveOneOutOut | None:
                 log_error=round(r.log_error, FRACTION_DECIMALS),
                 mfu_error=round(r.mfu_error, FRACTION_DECIMALS),
                 fitted=list(r.fitted),
+                log_error_uncalibrated=round(fit.log_error_before, FRACTION_DECIMALS),
             )
-            for r in result.leave_one_out
+            for r, fit in zip(result.leave_one_out, result.runs, strict=True)
         ],
         rms_log_error=round(result.loo_rms_log_error or 0.0, FRACTION_DECIMALS),
         mean_abs_mfu_error=round(result.loo_mean_abs_mfu_error or 0.0, FRACTION_DECIMALS),
+        rms_log_error_uncalibrated=round(result.rms_log_error_before, FRACTION_DECIMALS),
+        mean_abs_mfu_error_uncalibrated=round(result.mean_abs_mfu_error_before, FRACTION_DECIMALS),
+    )
+
+
+def _shrinkage(result: Calibration) -> ShrinkageOut | None:
+    if result.shrinkage is None:
+        return None
+    return ShrinkageOut(
+        configurations=result.shrinkage.configurations,
+        k=round(SHRINK_RUNS, 3),
+        weight=round(result.shrinkage.weight, FRACTION_DECIMALS),
     )
 
 
@@ -401,6 +443,7 @@ def calibrate_out(result: Calibration) -> CalibrateOut:
             rms_log_error=round(result.rms_log_error, FRACTION_DECIMALS),
             leave_one_out=_leave_one_out(result),
             leave_one_out_note=result.leave_one_out_note,
+            shrinkage=_shrinkage(result),
             optimizer=result.optimizer,
             notes=NOTES + result.transfer_notes,
             complete=result.complete,

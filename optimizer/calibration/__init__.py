@@ -26,7 +26,7 @@ from optimizer.calibration.logs import (
     known_format,
     read_log,
 )
-from optimizer.calibration.parameters import PARAMETERS, Parameter
+from optimizer.calibration.parameters import PARAMETERS, SHRINK_RUNS, Parameter
 from optimizer.calibration.procedure import calibrate, select
 from optimizer.calibration.results import Calibration, LeftOut, ParameterFit, RunFit
 from optimizer.calibration.runs import (
@@ -44,6 +44,7 @@ __all__ = [
     "MAX_RUNS",
     "MEASURES",
     "PARAMETERS",
+    "SHRINK_RUNS",
     "Calibration",
     "CalibrationStopped",
     "CalibrationUnavailable",

@@ -185,7 +185,7 @@ def check_repeats(runs: Sequence[MeasuredRun]) -> None:
     beside the earlier run furthest from it."""
     seen: dict[str, list[int]] = {}
     for index, run in enumerate(runs):
-        earlier = seen.setdefault(_configuration(run), [])
+        earlier = seen.setdefault(configuration(run), [])
         spreads = {other: _spread(run, runs[other]) for other in earlier}
         other = max(spreads, key=spreads.__getitem__, default=None)
         if other is not None and spreads[other] > MAX_REPEAT_SPREAD:
@@ -205,6 +205,7 @@ def _spread(run: MeasuredRun, other: MeasuredRun) -> float:
     return max(steps_s) / min(steps_s)
 
 
-def _configuration(run: MeasuredRun) -> str:
+def configuration(run: MeasuredRun) -> str:
+    """What a run ran (job, layout, assumptions, profile, engine): equal for repeats."""
     parts = (run.job, run.layout, run.assumptions)
     return "|".join([*(part.model_dump_json() for part in parts), run.profile, run.engine])
