@@ -168,7 +168,7 @@ def test_colour_codes_are_read_through() -> None:
         ("x\n" + megatron_line(20, "12.3.4"), None, "line 2: elapsed time per iteration (ms) '12.3.4' is not a number"),
         (megatron_line(20, "nan"), None, "line 1: elapsed time per iteration (ms) 'nan' is not a positive"),
         (megatron_line(20, "-5"), None, "is not a positive finite number"),
-        ("elapsed time per iteration (ms): 1000.0 |", None, "line 1: a step time without the step"),
+        ("elapsed time per iteration (ms): 1000.0 |", None, "line 1: elapsed time per iteration (ms) printed without the step"),
         ("step: 20  loss: 1.0  memory: 1.OGiB(1%)  tps: 1,000", None, "line 1: memory (GiB) '1.O'"),
         ("Training epoch 0, iteration 20/99 | train_step_timing in s: fast", None, "line 1: train_step_timing in s 'fast'"),
         ("[timer.py:215:stop] epoch=0/micro_step=20/global_step=20, RunningAvgSamplesPerSec=1, CurrSamplesPerSec=inf, MemAllocated=1GB", None, "line 1: samples per second 'inf'"),

@@ -1,7 +1,8 @@
 """Training logs read into a measurement: the steady-state step time, or the throughput an
 engine prints instead, and the peak memory where the log prints one.
 
-One short reader per engine, each a pure function of the log's lines:
+One reader per engine (`READERS`: the patterns of its step lines and memory figures), read by
+one pure function of the log's lines (`read_lines`):
 
 - Megatron-LM (and Megatron-Bridge, GPT-NeoX and Megatron-DeepSpeed, which print its lines):
   `iteration N/ M | ... | elapsed time per iteration (ms): X |`, the mean over the log
@@ -29,12 +30,11 @@ from __future__ import annotations
 import math
 import re
 import statistics
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from models.errors import InvalidSpec
 
-FORMATS = ("megatron", "nemo", "torchtitan", "deepspeed")
 # A log is refused, before a line is read, past these: a month of per-step lines of any of
 # the four engines is a few hundred MB only in the worst case, and a calibration needs the
 # few dozen steady steps of a trial run, not a whole training's stdout.
@@ -130,104 +130,124 @@ def _step(patterns: Sequence[re.Pattern[str]], text: str, line: int, what: str) 
     for pattern in patterns:
         if (found := _search(pattern, text)) is not None:
             return int(float(found))  # NeMo 1 prints global_step=99.00
-    raise log_error(f"line {line}: a {what} without the step it belongs to")
+    raise log_error(f"line {line}: {what} printed without the step it belongs to")
 
 
 # --- one reader per engine ------------------------------------------------------------------
 
-_MEGATRON_TIME = re.compile(r"elapsed time per iteration \(ms\):\s*([^|\s]*)")
-_MEGATRON_STEP = (re.compile(r"iteration\s+(\d+)\s*/"),)
-_MEGATRON_MEMORY = re.compile(r"iterations\)? memory \(MB\) \|.*?max allocated:\s*([^|\s]*)")
+
+@dataclass(frozen=True)
+class Memory:
+    """A peak-memory figure a log prints, and what it is."""
+
+    pattern: re.Pattern[str]
+    what: str  # its name in an error
+    gb: float  # GB a printed unit
+    kind: str  # "allocated" or "reserved"
 
 
-def megatron(lines: Sequence[str]) -> EngineLines:
-    steps, peaks = [], []
-    for number_, text in enumerate(lines, start=1):
-        if (token := _search(_MEGATRON_TIME, text)) is not None:
-            step = _step(_MEGATRON_STEP, text, number_, "step time")
-            ms = number(token, number_, "elapsed time per iteration (ms)")
-            steps.append(StepLine(number_, step, ms / 1000))
-        if (token := _search(_MEGATRON_MEMORY, text)) is not None:
-            peaks.append(number(token, number_, "max allocated (MB)") * MIB_GB)
-    return EngineLines("step_time_s", tuple(steps), max(peaks, default=None), "allocated")
+@dataclass(frozen=True)
+class Reader:
+    """An engine's step lines: the figure each prints, the step it belongs to (the first of
+    `steps` found), and its peak memory (the first of `memory` the log prints)."""
+
+    measure: str  # step_time_s, tokens_per_s_per_gpu or samples_per_s
+    figure: re.Pattern[str]
+    what: str  # the figure's name in an error
+    steps: tuple[re.Pattern[str], ...]
+    memory: tuple[Memory, ...]
+    looked_for: str  # the step line, for a log without one
+    unit: float = 1.0  # the measure a printed unit (ms: 1e-3 s)
 
 
-_NEMO_TIME = re.compile(r"train_step_timing in s[:=]\s*([^\s|,\]]*)")
-_NEMO_STEP = (re.compile(r"global_step[:=]\s*([0-9.]+)"), re.compile(r"iteration (\d+)/"))
-_NEMO_ALLOCATED = re.compile(r"max_memory_allocated[:=]\s*([^\s|,\]]*)")
-_NEMO_RESERVED = re.compile(r"peak_memory_usage[:=]\s*([^\s|,\]]*)")
-
-
-def nemo(lines: Sequence[str]) -> EngineLines:
+def read_lines(reader: Reader, lines: Sequence[str]) -> EngineLines:
+    """What `reader` finds in the lines: each step line, and the largest peak memory."""
     steps: list[StepLine] = []
-    allocated: list[float] = []
-    reserved: list[float] = []
-    for number_, text in enumerate(lines, start=1):
-        if (token := _search(_NEMO_TIME, text)) is None:
-            continue
-        step = _step(_NEMO_STEP, text, number_, "train_step_timing")
-        steps.append(StepLine(number_, step, number(token, number_, "train_step_timing in s")))
-        for peaks, pattern in ((allocated, _NEMO_ALLOCATED), (reserved, _NEMO_RESERVED)):
-            if (token := _search(pattern, text)) is not None:
-                peaks.append(number(token, number_, "peak memory (bytes)") / 1e9)
-    if allocated:  # what the tensors held, where the log prints both
-        return EngineLines("step_time_s", tuple(steps), max(allocated), "allocated")
-    return EngineLines("step_time_s", tuple(steps), max(reserved, default=None), "reserved")
+    peaks: dict[str, list[float]] = {memory.kind: [] for memory in reader.memory}
+    for at, text in enumerate(lines, start=1):
+        if (token := _search(reader.figure, text)) is not None:
+            step = _step(reader.steps, text, at, reader.what)
+            steps.append(StepLine(at, step, number(token, at, reader.what) * reader.unit))
+        for memory in reader.memory:
+            if (token := _search(memory.pattern, text)) is not None:
+                peaks[memory.kind].append(number(token, at, memory.what) * memory.gb)
+    for memory in reader.memory:
+        if peaks[memory.kind]:
+            return EngineLines(reader.measure, tuple(steps), max(peaks[memory.kind]), memory.kind)
+    return EngineLines(reader.measure, tuple(steps))
 
 
-_TITAN_TPS = re.compile(r"step:\s*\d+\s.*?tps:\s*([^\s]*)")
-_TITAN_STEP = (re.compile(r"step:\s*(\d+)\s"),)
-_TITAN_MEMORY = re.compile(r"memory:\s*([^\s(]*?)GiB")
-
-
-def torchtitan(lines: Sequence[str]) -> EngineLines:
-    steps, peaks = [], []
-    for number_, text in enumerate(lines, start=1):
-        if (token := _search(_TITAN_TPS, text)) is None:
-            continue
-        step = _step(_TITAN_STEP, text, number_, "tps")
-        steps.append(StepLine(number_, step, number(token, number_, "tps")))
-        if (token := _search(_TITAN_MEMORY, text)) is not None:
-            peaks.append(number(token, number_, "memory (GiB)") * GIB_GB)
-    return EngineLines("tokens_per_s_per_gpu", tuple(steps), max(peaks, default=None), "reserved")
-
-
-_DEEPSPEED_RATE = re.compile(
-    r"(?:CurrSamplesPerSec|[\s,]SamplesPerSec)=([^,\s]*)|samples/sec:\s*([^\s|]*)"
-)
-_DEEPSPEED_STEP = (
-    re.compile(r"global_step=(\d+)"),
-    re.compile(r"\b\d+/(\d+), "),  # before 0.8: epoch/step, then the rates
-    re.compile(r"iteration\s+(\d+)\s*/"),
-    re.compile(r"steps:\s*(\d+)"),  # the pipeline engine
-)
-_DEEPSPEED_MEMORY = re.compile(r"MaxMemAllocated=([^,\s]*?)GB")
-
-
-def deepspeed(lines: Sequence[str]) -> EngineLines:
-    steps, peaks = [], []
-    for number_, text in enumerate(lines, start=1):
-        if (token := _search(_DEEPSPEED_RATE, text)) is None:
-            continue
-        step = _step(_DEEPSPEED_STEP, text, number_, "sample rate")
-        steps.append(StepLine(number_, step, number(token, number_, "samples per second")))
-        if (token := _search(_DEEPSPEED_MEMORY, text)) is not None:
-            peaks.append(number(token, number_, "MaxMemAllocated (GiB)") * GIB_GB)
-    return EngineLines("samples_per_s", tuple(steps), max(peaks, default=None), "allocated")
-
-
-READERS: dict[str, Callable[[Sequence[str]], EngineLines]] = {
-    "megatron": megatron,
-    "nemo": nemo,
-    "torchtitan": torchtitan,
-    "deepspeed": deepspeed,
+_ITERATION = re.compile(r"iteration\s+(\d+)\s*/")
+READERS: dict[str, Reader] = {
+    "megatron": Reader(
+        "step_time_s",
+        re.compile(r"elapsed time per iteration \(ms\):\s*([^|\s]*)"),
+        "elapsed time per iteration (ms)",
+        (_ITERATION,),
+        (
+            Memory(
+                re.compile(r"iterations\)? memory \(MB\) \|.*?max allocated:\s*([^|\s]*)"),
+                "max allocated (MB)",
+                MIB_GB,
+                "allocated",
+            ),
+        ),
+        "'iteration N/ M | ... | elapsed time per iteration (ms): X'",
+        unit=1e-3,
+    ),
+    "nemo": Reader(
+        "step_time_s",
+        re.compile(r"train_step_timing in s[:=]\s*([^\s|,\]]*)"),
+        "train_step_timing in s",
+        (re.compile(r"global_step[:=]\s*([0-9.]+)"), re.compile(r"iteration (\d+)/")),
+        (  # what the tensors held, where the log prints both
+            Memory(
+                re.compile(r"max_memory_allocated[:=]\s*([^\s|,\]]*)"),
+                "max_memory_allocated (bytes)",
+                1e-9,
+                "allocated",
+            ),
+            Memory(
+                re.compile(r"peak_memory_usage[:=]\s*([^\s|,\]]*)"),
+                "peak_memory_usage (bytes)",
+                1e-9,
+                "reserved",
+            ),
+        ),  # fmt: skip
+        "'train_step_timing in s: X' beside 'global_step'",
+    ),
+    "torchtitan": Reader(
+        "tokens_per_s_per_gpu",
+        re.compile(r"step:\s*\d+\s.*?tps:\s*([^\s]*)"),
+        "tps",
+        (re.compile(r"step:\s*(\d+)\s"),),
+        (Memory(re.compile(r"memory:\s*([^\s(]*?)GiB"), "memory (GiB)", GIB_GB, "reserved"),),
+        "'step: N ... tps: T'",
+    ),
+    "deepspeed": Reader(
+        "samples_per_s",
+        re.compile(r"(?:CurrSamplesPerSec|[\s,]SamplesPerSec)=([^,\s]*)|samples/sec:\s*([^\s|]*)"),
+        "samples per second",
+        (
+            re.compile(r"global_step=(\d+)"),
+            re.compile(r"\b\d+/(\d+), "),  # before 0.8: epoch/step, then the rates
+            _ITERATION,  # GPT-NeoX, Megatron-DeepSpeed
+            re.compile(r"steps:\s*(\d+)"),  # the pipeline engine
+        ),
+        (
+            Memory(
+                re.compile(r"MaxMemAllocated=([^,\s]*?)GB"),
+                "MaxMemAllocated (GiB)",
+                GIB_GB,
+                "allocated",
+            ),
+        ),
+        "'CurrSamplesPerSec=S' (or 'SamplesPerSec=S', 'samples/sec: S')",
+    ),
 }
-LOOKED_FOR = {
-    "megatron": "'iteration N/ M | ... | elapsed time per iteration (ms): X'",
-    "nemo": "'train_step_timing in s: X' beside 'global_step'",
-    "torchtitan": "'step: N ... tps: T'",
-    "deepspeed": "'CurrSamplesPerSec=S' (or 'SamplesPerSec=S', 'samples/sec: S')",
-}
+
+
+FORMATS = tuple(READERS)  # in the order a log is tried against them
 
 
 def known_format(name: str) -> str:
@@ -309,14 +329,14 @@ def read_log(text: str, format_: str | None = None) -> LogReading:
     both its step time and a sample rate, and the step time needs no batch size)."""
     lines = log_lines(text)
     if format_ is not None:
-        found = READERS[known_format(format_)](lines)
-        if not found.steps:
-            raise log_error(f"no {format_} step lines: looked for {LOOKED_FOR[format_]}")
+        reader = READERS[known_format(format_)]
+        if not (found := read_lines(reader, lines)).steps:
+            raise log_error(f"no {format_} step lines: looked for {reader.looked_for}")
         return steady_median(found, format_)
     for name, reader in READERS.items():
-        if (found := reader(lines)).steps:
+        if (found := read_lines(reader, lines)).steps:
             return steady_median(found, name)
     raise log_error(
         f"no step lines in {len(lines):,} lines: looked for "
-        + "; ".join(f"{name}'s {LOOKED_FOR[name]}" for name in FORMATS)
+        + "; ".join(f"{name}'s {reader.looked_for}" for name, reader in READERS.items())
     )
