@@ -24,11 +24,8 @@ from optimizer.calibration.parameters import (
 from optimizer.calibration.procedure import worse_than_defaults
 from optimizer.costmodel import CostAssumptions, evaluate
 from optimizer.engines import get_engine
-from optimizer.validation import published_runs
-from optimizer.validation.calibrated import GROUPINGS
-from optimizer.validation.report import compare
 from tests.helpers import plate_job
-from tests.test_calibration import SHAPES, synthetic
+from tests.test_calibration import SHAPES, log_errors_by_source, synthetic
 
 # three llama3-8b runs on 64 H100 at tp 1, 2 and 4 (tests/test_calibration.py)
 THREE = SHAPES[:3]
@@ -72,13 +69,7 @@ def test_the_group_error_is_the_spread_of_the_groups_misses() -> None:
     # GROUP_LOG_ERROR: the spread of each group's (engine, source, GPU type) mean log error
     # about the defaults over the published rows, less the share its runs' own spread puts in
     # that mean (RUN_LOG_ERROR^2 / n): the method-of-moments random-effects variance
-    groups: dict[str, list[float]] = {}
-    for run in published_runs():
-        if run.group == "priced" and run.metric is not None:
-            row = compare(run)
-            groups.setdefault(GROUPINGS["source"](run), []).append(
-                math.log(row.predicted / row.reported)
-            )
+    groups = log_errors_by_source()
     between = [(sum(xs) / len(xs)) ** 2 - RUN_LOG_ERROR**2 / len(xs) for xs in groups.values()]
     assert pytest.approx(math.sqrt(sum(between) / len(between)), abs=0.02) == GROUP_LOG_ERROR
 
@@ -110,12 +101,12 @@ def test_a_fit_that_would_hurt_keeps_the_defaults_and_says_so(factors: list[floa
 
 
 def test_a_fit_the_whole_procedure_cannot_carry_to_a_run_left_out_is_dropped() -> None:
-    # four runs 16%, -1%, 6% and 12% off their defaults (tp 8; tp 1; tp 8 cp 8; a 70B at tp 8
-    # pp 2): a kernel efficiency freed with the four runs' choices lowers the leave-one-out
-    # error, but the whole procedure run on each three (its own choices, its own fit) predicts
-    # the fourth worse than the defaults (0.1107 against 0.0992): nothing is kept
-    shapes = [SHAPES[3], SHAPES[0], SHAPES[7], SHAPES[6]]
-    result = calibrate(off_the_defaults([1.163, 0.986, 1.063, 1.119], shapes))
+    # four runs -12.5%, +4%, -2% and -13% off their defaults (an 8B at tp 4, tp 8 and tp 1, a
+    # 70B at tp 8 pp 4): freeing efficiencies with the four runs' choices lowers the
+    # leave-one-out error, but the whole procedure run on each three (its own choices, its own
+    # fit) predicts the fourth worse than the defaults (0.1081 against 0.0989): nothing is kept
+    shapes = [SHAPES[2], SHAPES[3], SHAPES[5], SHAPES[0]]
+    result = calibrate(off_the_defaults([0.875, 1.038, 0.978, 0.87], shapes))
     assert result.fitted == {}
     reason = result.pinned["kernel_efficiency"]
     assert reason.startswith("the calibration as a whole predicts each run from the others")

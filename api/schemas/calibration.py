@@ -388,7 +388,7 @@ def _runs_out(result: Calibration) -> list[RunFitOut]:
             predicted_mfu=round(r.predicted_mfu, FRACTION_DECIMALS),
             log_error_before=round(r.log_error_before, FRACTION_DECIMALS),
             log_error=round(r.log_error, FRACTION_DECIMALS),
-            peak_memory_gb=r.run.peak_memory_gb,
+            peak_memory_gb=_r(r.run.peak_memory_gb, 3),
             predicted_memory_gb=None
             if r.run.peak_memory_gb is None
             else round(r.predicted_memory_gb, 2),

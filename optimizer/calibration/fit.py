@@ -22,8 +22,9 @@ Which assumptions are fitted is decided before the fit, from the runs alone:
 After the fit, an assumption left at one of its bounds is pinned and the others fitted again
 (`fit_inside_bounds`): a bound is where the runs wanted to go further than the assumption can,
 which says the misfit lies elsewhere. What is fitted is then shrunk towards its default by
-n / (n + k) (`fit_shrunk`; parameters.py states k and why), in every fit, those that score
-the leave-one-out error included, so that the error scored is that of the values kept.
+n / (n + k) (`fit_shrunk`; parameters.py states k and why). Step 6 scores the unshrunk fit,
+the stricter test (procedure._prefix_loo_error says why); the leave-one-out error reported,
+and the check of the whole fit against the defaults, score the values kept, shrunk.
 
 Leave-one-out: each run is predicted by the fit of the others (the same rules on n-1 runs),
 the error of a prediction rather than of a fit.
