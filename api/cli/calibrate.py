@@ -164,11 +164,13 @@ def build_request(read: RunLines, leave_one_out: bool) -> CalibrateRequest:
 
 
 def measured_runs(request: CalibrateRequest, read: RunLines) -> list[MeasuredRun]:
-    """The request's runs as the fit takes them; a measurement or log refused names where
-    it came from."""
+    """The request's runs as the fit takes them; a log refused names its file (a measurement
+    refused names its run as the HTTP answer does, `runs.2.measured.step_time_s`)."""
     try:
         return request.measured_runs()
     except InvalidSpec as error:
+        if error.field != "runs.log":
+            raise
         raise BadRequest(named(error.message, read)) from None
 
 
