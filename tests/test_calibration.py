@@ -191,9 +191,8 @@ def test_the_prior_pulls_few_runs_harder_than_many() -> None:
     assert prior_weight(3) == pytest.approx(RUN_LOG_ERROR**2 / (3 * PRIOR_SD_OF_RANGE**2))
 
 
-def test_the_priors_run_error_is_the_spread_validation_measures_within_a_source() -> None:
-    # RUN_LOG_ERROR is the spread of the defaults' log errors about their mean within each
-    # source and GPU type of the published rows, sum of squares over n - groups
+def log_errors_by_source() -> dict[str, list[float]]:
+    """The defaults' log errors of the published priced rows, by engine, source and GPU type."""
     groups: dict[str, list[float]] = {}
     for run in published_runs():
         if run.group == "priced" and run.metric is not None:
@@ -201,6 +200,13 @@ def test_the_priors_run_error_is_the_spread_validation_measures_within_a_source(
             groups.setdefault(GROUPINGS["source"](run), []).append(
                 math.log(row.predicted / row.reported)
             )
+    return groups
+
+
+def test_the_priors_run_error_is_the_spread_validation_measures_within_a_source() -> None:
+    # RUN_LOG_ERROR is the spread of the defaults' log errors about their mean within each
+    # source and GPU type of the published rows, sum of squares over n - groups
+    groups = log_errors_by_source()
     squares = sum(sum((x - sum(xs) / len(xs)) ** 2 for x in xs) for xs in groups.values())
     freedom = sum(len(xs) - 1 for xs in groups.values())
     assert pytest.approx(math.sqrt(squares / freedom), abs=0.02) == RUN_LOG_ERROR

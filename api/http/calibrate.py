@@ -1,4 +1,5 @@
-"""`POST /v1/calibrate`: measured runs in, fitted assumptions out (api/schemas/calibration.py).
+"""`POST /v1/calibrate`: measured runs (or their training logs) in, fitted assumptions out
+(api/schemas/calibration.py).
 
 CPU-bound (a least-squares fit, and one more per run for the leave-one-out error), so it
 queues for the solver pool like the searches: its path is pooled (Admission reserves a slot
@@ -55,8 +56,9 @@ def fit(request: CalibrateRequest, time_limit_s: float, stop: StopSignal) -> Cal
     },
 )
 async def calibrate_runs(request: CalibrateBody, solver: SolverDep, http: Request) -> CalibrateOut:
-    """Fit efficiencies and overlaps to measured runs: the assumptions, residuals and
-    leave-one-out error, with what the runs could not identify pinned and why."""
+    """Fit efficiencies and overlaps to measured runs, typed in or read from their training
+    logs: the assumptions, residuals and leave-one-out error beside the uncalibrated one, with
+    what the runs could not identify, or would not predict better, pinned and why."""
     work = partial(fit, request, solver.time_limit_for(None))
     return await solver.run(
         "calibrate", request, work, complete, slot=slot_of(http), receive=http.receive

@@ -2,8 +2,10 @@
 runs in, fitted assumptions out, with the fit's residuals and leave-one-out error beside them.
 
 Each run is `{"request": <an evaluate request with its layout and engine>, "measured":
-{"step_time_s" | "tokens_per_s_per_gpu" | "mfu" | "hfu": ..., "peak_memory_gb": ...}}`, one
-line of RUNS.jsonl. The answer's `assumptions` is an `assumptions` object any request takes as
+{"step_time_s" | "tokens_per_s_per_gpu" | "samples_per_s" | "mfu" | "hfu": ..., "peak_memory_gb":
+...}}`, one line of RUNS.jsonl; or, instead of `measured`, `"log": {"text": <the run's training
+log>, "format": "megatron" | "nemo" | "torchtitan" | "deepspeed" (detected when absent)}`, read
+into the same figures (optimizer/calibration/logs.py). The answer's `assumptions` is an `assumptions` object any request takes as
 it stands (the file `layoutopt calibrate --out` writes); nothing refers to a calibration file
 by name.
 """
@@ -12,7 +14,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
 from api.schemas.answers import FRACTION_DECIMALS
 from api.schemas.requests import PLATE_EXAMPLE, EvaluateRequest
@@ -20,12 +22,18 @@ from models.errors import InvalidSpec
 from models.strict import REQUEST_CONFIG
 from optimizer import ProfileName
 from optimizer.calibration import (
+    FORMATS,
+    MAX_LOG_BYTES,
     MAX_RUNS,
     MEASURES,
+    SHRINK_RUNS,
     Calibration,
+    LogReading,
     MeasuredRun,
     check_repeats,
+    known_format,
     measured_run,
+    run_from_log,
 )
 from optimizer.engines import EngineName
 
@@ -52,6 +60,11 @@ class MeasuredIn(BaseModel):
 
     step_time_s: StepTime | None = Field(None, description="Seconds per optimiser step.")
     tokens_per_s_per_gpu: Throughput | None = Field(None, description="Tokens per second per GPU.")
+    samples_per_s: Throughput | None = Field(
+        None,
+        description="Samples (sequences) per second of all GPUs together, as DeepSpeed prints "
+        "it: the global batch over it is the step time.",
+    )
     mfu: float | None = Field(
         None, ge=1e-6, le=1, description="Model FLOPs utilisation, by the profile's FLOP count."
     )
@@ -83,31 +96,65 @@ class MeasuredIn(BaseModel):
         return name, float(getattr(self, name))
 
 
+# A log's format: one of FORMATS, published as an enum.
+LogFormat = Annotated[
+    str, AfterValidator(known_format), Field(json_schema_extra={"enum": list(FORMATS)})
+]
+
+
+class LogIn(BaseModel):
+    """A run's training log: read into its steady-state figure and peak memory."""
+
+    model_config = REQUEST_CONFIG
+
+    text: str = Field(
+        max_length=MAX_LOG_BYTES,
+        description="The log's text: the run's standard output, whole or the lines of its steady "
+        "steps (the first steps are dropped as warm-up).",
+    )
+    format: LogFormat | None = Field(
+        None,
+        description=f"The engine that printed it, one of {', '.join(FORMATS)}; detected "
+        "from its lines when absent.",
+    )
+
+
 class CalibrationRunIn(BaseModel):
     model_config = REQUEST_CONFIG
 
     request: CalibrationRunRequest
-    measured: MeasuredIn
+    measured: MeasuredIn | None = Field(None, description="What was measured (or give `log`).")
+    log: LogIn | None = Field(None, description="The run's training log (or give `measured`).")
     name: str | None = Field(None, max_length=200, description="A label for the report.")
 
+    @model_validator(mode="after")
+    def _measured_or_log(self) -> CalibrationRunIn:
+        if (self.measured is None) == (self.log is None):
+            raise ValueError("a run needs exactly one of measured and log")
+        return self
+
     def to_domain(self, index: int) -> MeasuredRun:
-        """The run as the fit takes it; a measurement that cannot have been measured is
-        refused naming the run's position (`runs.2.measured.step_time_s`)."""
+        """The run as the fit takes it; a measurement that cannot have been measured, or a log
+        that holds none, is refused naming the run's position (`runs.2.measured.step_time_s`,
+        `runs.2.log`)."""
         try:
             return self._measured_run(index)
         except InvalidSpec as error:
-            if error.field is None or not error.field.startswith("measured."):
+            if error.field is None or not error.field.startswith(("measured.", "log")):
                 raise
             raise InvalidSpec(
                 f"runs.{index}.{error.field}: {error.message}", f"runs.{error.field}"
             ) from None
 
     def _measured_run(self, index: int) -> MeasuredRun:
-        request = self.request
+        name, request = self.name or f"run {index + 1}", self.request.to_request()
+        if self.log is not None:
+            return run_from_log(name, request, self.log.text, self.log.format)
+        assert self.measured is not None  # _measured_or_log
         measure, value = self.measured.measure
         return measured_run(
-            name=self.name or f"run {index + 1}",
-            request=request.to_request(),
+            name=name,
+            request=request,
             measure=measure,
             value=value,
             peak_memory_gb=self.measured.peak_memory_gb,
@@ -175,10 +222,47 @@ class ParameterOut(BaseModel):
     upper: float
     what: str
     reason: str | None = None  # why pinned
+    runs_value: float | None = Field(
+        None,
+        description="What the runs alone gave, before the shrinkage towards the default "
+        "(fit.shrinkage): `value` keeps `shrinkage.weight` of its move from `default`.",
+    )
     at_bound: Literal["lower", "upper"] | None = Field(
         None,
         description="A fitted value on a bound its default is not on: the runs ask for more "
         "than the bounds allow, a sign the cost model misses something they have.",
+    )
+
+
+class LogReadingOut(BaseModel):
+    """How a run's training log was read (optimizer/calibration/logs.py)."""
+
+    format: str
+    measure: str  # what the log prints: step_time_s, tokens_per_s_per_gpu or samples_per_s
+    value: float  # its median over the steady steps
+    steps_read: int
+    steps_used: list[int]
+    warmup_dropped: int
+    interval: int = Field(description="Steps each line reports the mean of.")
+    peak_memory_gb: float | None
+    memory_kind: Literal["allocated", "reserved"] | None
+    summary: str
+
+
+def log_reading_out(reading: LogReading | None) -> LogReadingOut | None:
+    if reading is None:
+        return None
+    return LogReadingOut(
+        format=reading.format,
+        measure=reading.measure,
+        value=round(reading.value, 6),
+        steps_read=reading.steps_read,
+        steps_used=list(reading.steps_used),
+        warmup_dropped=reading.warmup_dropped,
+        interval=reading.interval,
+        peak_memory_gb=_r(reading.peak_memory_gb, 3),
+        memory_kind=reading.memory_kind,  # type: ignore[arg-type]
+        summary=reading.summary,
     )
 
 
@@ -197,6 +281,7 @@ class RunFitOut(BaseModel):
     peak_memory_gb: float | None = None
     predicted_memory_gb: float | None = None
     memory_error: float | None = None
+    log: LogReadingOut | None = Field(None, description="How the run's training log was read.")
 
 
 class LeftOutOut(BaseModel):
@@ -206,12 +291,28 @@ class LeftOutOut(BaseModel):
     log_error: float
     mfu_error: float
     fitted: list[str]
+    log_error_uncalibrated: float = Field(
+        description="The run's log error under the defaults, which no run moves."
+    )
 
 
 class LeaveOneOutOut(BaseModel):
+    """Each run predicted by the calibration of the others, beside the uncalibrated model's
+    error on it: where the calibrated error is not the lower, nothing fitted is kept."""
+
     runs: list[LeftOutOut]
     rms_log_error: float
     mean_abs_mfu_error: float
+    rms_log_error_uncalibrated: float
+    mean_abs_mfu_error_uncalibrated: float
+
+
+class ShrinkageOut(BaseModel):
+    configurations: int = Field(description="Distinct configurations among the runs: n.")
+    k: float = Field(description="The runs at which a fit and the default weigh alike.")
+    weight: float = Field(
+        description="n / (n + k): the share of its move from the default a fitted value keeps."
+    )
 
 
 class FitOut(BaseModel):
@@ -222,6 +323,7 @@ class FitOut(BaseModel):
     rms_log_error: float
     leave_one_out: LeaveOneOutOut | None
     leave_one_out_note: str | None = None
+    shrinkage: ShrinkageOut | None = None
     optimizer: dict[str, Any]
     notes: list[str]
     complete: bool = Field(
@@ -243,7 +345,12 @@ class CalibrateOut(BaseModel):
 
 NOTES = [
     "Step times are fitted by least squares of their logarithms (the RMS log error), within "
-    "each assumption's bounds, pulled lightly towards the defaults.",
+    "each assumption's bounds, pulled lightly towards the defaults; each fitted value then "
+    "keeps n / (n + k) of its move from its default (`shrinkage`), n the runs' distinct "
+    "configurations.",
+    "A fitted value is kept only where it predicts a run left out better than the defaults "
+    "do; with leave_one_out, the whole fit is dropped where the runs predicted by the fit of "
+    "the others miss more than the defaults miss them.",
     "Peak memory is compared, not fitted: no fitted assumption changes memory.",
     "The assumptions hold for the profile they were fitted under; use them with it.",
 ]
@@ -261,6 +368,7 @@ def _parameters_out(result: Calibration) -> list[ParameterOut]:
             what=p.what,
             reason=p.pinned,
             at_bound=p.at_bound,  # type: ignore[arg-type]
+            runs_value=_r(p.runs_value),
         )
         for p in result.parameters
     ]
@@ -280,11 +388,12 @@ def _runs_out(result: Calibration) -> list[RunFitOut]:
             predicted_mfu=round(r.predicted_mfu, FRACTION_DECIMALS),
             log_error_before=round(r.log_error_before, FRACTION_DECIMALS),
             log_error=round(r.log_error, FRACTION_DECIMALS),
-            peak_memory_gb=r.run.peak_memory_gb,
+            peak_memory_gb=_r(r.run.peak_memory_gb, 3),
             predicted_memory_gb=None
             if r.run.peak_memory_gb is None
             else round(r.predicted_memory_gb, 2),
             memory_error=_r(r.memory_error),
+            log=log_reading_out(r.run.log),
         )
         for r in result.runs
     ]
@@ -302,11 +411,24 @@ def _leave_one_out(result: Calibration) -> LeaveOneOutOut | None:
                 log_error=round(r.log_error, FRACTION_DECIMALS),
                 mfu_error=round(r.mfu_error, FRACTION_DECIMALS),
                 fitted=list(r.fitted),
+                log_error_uncalibrated=round(fit.log_error_before, FRACTION_DECIMALS),
             )
-            for r in result.leave_one_out
+            for r, fit in zip(result.leave_one_out, result.runs, strict=True)
         ],
         rms_log_error=round(result.loo_rms_log_error or 0.0, FRACTION_DECIMALS),
         mean_abs_mfu_error=round(result.loo_mean_abs_mfu_error or 0.0, FRACTION_DECIMALS),
+        rms_log_error_uncalibrated=round(result.rms_log_error_before, FRACTION_DECIMALS),
+        mean_abs_mfu_error_uncalibrated=round(result.mean_abs_mfu_error_before, FRACTION_DECIMALS),
+    )
+
+
+def _shrinkage(result: Calibration) -> ShrinkageOut | None:
+    if result.shrinkage is None:
+        return None
+    return ShrinkageOut(
+        configurations=result.shrinkage.configurations,
+        k=round(SHRINK_RUNS, 3),
+        weight=round(result.shrinkage.weight, FRACTION_DECIMALS),
     )
 
 
@@ -321,6 +443,7 @@ def calibrate_out(result: Calibration) -> CalibrateOut:
             rms_log_error=round(result.rms_log_error, FRACTION_DECIMALS),
             leave_one_out=_leave_one_out(result),
             leave_one_out_note=result.leave_one_out_note,
+            shrinkage=_shrinkage(result),
             optimizer=result.optimizer,
             notes=NOTES + result.transfer_notes,
             complete=result.complete,

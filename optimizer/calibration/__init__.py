@@ -6,6 +6,7 @@ residuals, and each run predicted by the fit of the others (leave-one-out).
     runs = [measured_run("a", request, "step_time_s", 12.9)]
     result = calibrate(runs)
     result.assumptions()      # an `assumptions` object any request takes as it stands
+    run_from_log("b", request, log_text)  # a run measured by its training log (logs.py)
 
 Needs scipy (the `calibration` extra), imported when a fit runs. Other rooms import from this
 module only.
@@ -18,7 +19,14 @@ from optimizer.calibration.fit import (
     FitOutOfTime,
     choose,
 )
-from optimizer.calibration.parameters import PARAMETERS, Parameter
+from optimizer.calibration.logs import (
+    FORMATS,
+    MAX_LOG_BYTES,
+    LogReading,
+    known_format,
+    read_log,
+)
+from optimizer.calibration.parameters import PARAMETERS, SHRINK_RUNS, Parameter
 from optimizer.calibration.procedure import calibrate, select
 from optimizer.calibration.results import Calibration, LeftOut, ParameterFit, RunFit
 from optimizer.calibration.runs import (
@@ -27,17 +35,22 @@ from optimizer.calibration.runs import (
     check_repeats,
     measured_run,
     ran_on,
+    run_from_log,
 )
 
 __all__ = [
+    "FORMATS",
+    "MAX_LOG_BYTES",
     "MAX_RUNS",
     "MEASURES",
     "PARAMETERS",
+    "SHRINK_RUNS",
     "Calibration",
     "CalibrationStopped",
     "CalibrationUnavailable",
     "FitOutOfTime",
     "LeftOut",
+    "LogReading",
     "MeasuredRun",
     "Parameter",
     "ParameterFit",
@@ -45,7 +58,10 @@ __all__ = [
     "calibrate",
     "check_repeats",
     "choose",
+    "known_format",
     "select",
     "measured_run",
     "ran_on",
+    "read_log",
+    "run_from_log",
 ]

@@ -21,7 +21,10 @@ Which assumptions are fitted is decided before the fit, from the runs alone:
 
 After the fit, an assumption left at one of its bounds is pinned and the others fitted again
 (`fit_inside_bounds`): a bound is where the runs wanted to go further than the assumption can,
-which says the misfit lies elsewhere.
+which says the misfit lies elsewhere. What is fitted is then shrunk towards its default by
+n / (n + k) (`fit_shrunk`; parameters.py states k and why). Step 6 scores the unshrunk fit,
+the stricter test (procedure._prefix_loo_error says why); the leave-one-out error reported,
+and the check of the whole fit against the defaults, score the values kept, shrunk.
 
 Leave-one-out: each run is predicted by the fit of the others (the same rules on n-1 runs),
 the error of a prediction rather than of a fit.
@@ -42,8 +45,9 @@ from optimizer.calibration.parameters import (
     default_value,
     most_freed,
     prior_weight,
+    shrink_weight,
 )
-from optimizer.calibration.runs import MeasuredRun
+from optimizer.calibration.runs import MeasuredRun, configuration
 from optimizer.costmodel import CostAssumptions
 
 # An assumption moving a run's step time by less than this (log) over its range is not seen.
@@ -78,13 +82,21 @@ class FitOutOfTime(Exception):
 class FitSettings:
     """What every fit of one calibration shares: each candidate's default (the prior's
     centre and the fit's start), the pull towards it (None: the prior's, `prior_weight` of
-    the runs fitted), the caller's request to stop, and its time running out (each checked
-    before every step-time evaluation)."""
+    the runs fitted, and the shrinkage after the fit; 0: neither), the caller's request to
+    stop, and its time running out (each checked before every step-time evaluation)."""
 
     defaults: dict[str, float | None]
     regularisation: float | None = None
     stop: Callable[[], bool] | None = None
     out_of_time: Callable[[], bool] | None = None
+
+    def kept_share(self, runs: list[MeasuredRun]) -> float:
+        """The share of its move a fitted value keeps (`shrink_weight` of the runs' distinct
+        configurations); all of it where no pull towards the defaults is asked for
+        (`regularisation` 0: the fit's own mechanics)."""
+        if self.regularisation == 0:
+            return 1.0
+        return shrink_weight(len({configuration(run) for run in runs}))
 
 
 def _scipy_optimize() -> Any:
@@ -277,3 +289,25 @@ def _bound_side(parameter: Parameter, value: float) -> str | None:
     if value >= parameter.upper - margin:
         return "upper"
     return None
+
+
+def shrunk(
+    values: dict[str, float], runs: list[MeasuredRun], settings: FitSettings
+) -> dict[str, float]:
+    """Each fitted value moved back towards its default, keeping `settings.kept_share` of
+    the way the runs asked for."""
+    share = settings.kept_share(runs)
+    out = {}
+    for name, value in values.items():
+        default = settings.defaults[name]
+        out[name] = value if default is None else default + share * (value - default)
+    return out
+
+
+def fit_shrunk(
+    runs: list[MeasuredRun], freed: list[Parameter], settings: FitSettings
+) -> tuple[dict[str, float], dict[str, float], dict[str, Any], dict[str, str]]:
+    """fit_inside_bounds, its values shrunk: (the values kept, the values the runs alone
+    gave, the last fit's information, why each was pinned at a bound)."""
+    values, info, pinned = fit_inside_bounds(runs, freed, settings)
+    return shrunk(values, runs, settings), values, info, pinned

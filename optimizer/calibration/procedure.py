@@ -1,6 +1,8 @@
 """The calibration procedure over `fit.py`'s parts: choose what the runs can identify, keep
-only what predicts a run left out better (`select`), fit, and score each run by the fit of
-the others, with the same choices made on those others (leave-one-out)."""
+only what predicts a run left out better (`select`), fit and shrink, and score each run by the
+fit of the others, with the same choices made on those others (leave-one-out). Where that
+score is no better than the defaults' error on the runs, nothing fitted is kept
+(`worse_than_defaults`): a calibration never predicts the runs worse than no calibration."""
 
 from __future__ import annotations
 
@@ -8,6 +10,7 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import replace
+from typing import Any
 
 from optimizer.calibration.fit import (
     MAX_RUNS,
@@ -16,10 +19,19 @@ from optimizer.calibration.fit import (
     FitSettings,
     choose,
     fit_inside_bounds,
+    fit_shrunk,
+    shrunk,
 )
 from optimizer.calibration.parameters import PARAMETERS, Parameter
-from optimizer.calibration.results import Calibration, LeftOut, ParameterFit, RunFit, rms
-from optimizer.calibration.runs import MeasuredRun
+from optimizer.calibration.results import (
+    Calibration,
+    LeftOut,
+    ParameterFit,
+    RunFit,
+    Shrinkage,
+    rms,
+)
+from optimizer.calibration.runs import MeasuredRun, configuration
 
 # Of the time a calibration has, what choosing and selecting the parameters may take: the fit
 # of all the runs gets the rest, the leave-one-out refits what that fit leaves.
@@ -32,12 +44,18 @@ NOT_SCORED = (
     "kept at its default"
 )
 NOT_CONVERGED = "the time limit ran out before its fit converged; kept at its default"
+# A fit must lower a leave-one-out error by more than this share of it to count as lowering it.
+NOISE = 1e-3
 
 
 def _prefix_loo_error(
     runs: list[MeasuredRun], freed: list[Parameter], settings: FitSettings
 ) -> float:
-    """RMS log error of each run predicted by the fit of `freed` to the others."""
+    """RMS log error of each run predicted by the fit of `freed` to the others, unshrunk: the
+    stricter test. A run's squared log error is (nearly) convex in the move from the
+    defaults, so where the whole move predicts better than none, the shrunk one, between the
+    two, does too; the converse fails (a move shrunk enough passes where the runs' own fit
+    does not, and carries what they share, not what the model misses, to other layouts)."""
     errors = []
     for i, run in enumerate(runs):
         others = runs[:i] + runs[i + 1 :]
@@ -60,10 +78,10 @@ def select(
             scores.append(_prefix_loo_error(runs, freed[:k], settings))
     except FitOutOfTime:
         pass
-    # a longer prefix must beat the shorter by more than noise (0.1% of the error)
+    # a longer prefix must beat the shorter by more than noise
     keep = 0
     for k in range(1, len(scores)):
-        if scores[k] < scores[keep] * (1 - 1e-3):
+        if scores[k] < scores[keep] * (1 - NOISE):
             keep = k
     pinned = {
         p.name: (
@@ -108,14 +126,11 @@ def calibrate(
     freed, unhelpful = select(runs, freed, settings)
     pinned |= unhelpful
     settings = replace(settings, out_of_time=_past(deadline))
-    fit_cut = False
-    try:
-        values, info, at_bound = fit_inside_bounds(runs, freed, settings)
-    except FitOutOfTime as cut:  # the best point seen; those pinned at a bound meanwhile too
-        values, fit_cut = cut.values, True
-        at_bound = {p.name: NOT_CONVERGED for p in freed if p.name not in values}
-        info = {"success": False, "message": f"{cut}: the best point seen, not converged"}
-    pinned |= at_bound
+    values, runs_values, info, fit_cut = _fit(runs, freed, settings, pinned)
+    left_out, note = _leave_one_out(runs, candidates, settings, leave_one_out)
+    if (worse := worse_than_defaults(runs, left_out, values)) is not None:
+        pinned |= dict.fromkeys(values, worse)
+        values = {}
     parameters = tuple(
         ParameterFit(
             name=p.name,
@@ -125,6 +140,7 @@ def calibrate(
             what=p.what,
             value=values.get(p.name),
             pinned=pinned.get(p.name),
+            runs_value=runs_values.get(p.name),
         )
         for p in candidates
     )
@@ -138,10 +154,45 @@ def calibrate(
         )
         for run in runs
     )
-    left_out, note = _leave_one_out(runs, candidates, settings, leave_one_out)
     cut_short = fit_cut or any(why in (NOT_SCORED, NOT_EXAMINED) for why in pinned.values())
     complete = not cut_short and not (note or "").startswith("out of time")
-    return Calibration(parameters, fits, left_out, info, note, complete)
+    shrinkage = Shrinkage(len({configuration(r) for r in runs}), settings.kept_share(runs))
+    return Calibration(parameters, fits, left_out, info, note, complete, shrinkage)
+
+
+def _fit(
+    runs: list[MeasuredRun], freed: list[Parameter], settings: FitSettings, pinned: dict[str, str]
+) -> tuple[dict[str, float], dict[str, float], dict[str, Any], bool]:
+    """(the values kept, those the runs alone gave, the fit's information, whether the time
+    cut it short); `pinned` gains those pinned at a bound, or left unconverged."""
+    try:
+        values, runs_values, info, at_bound = fit_shrunk(runs, freed, settings)
+    except FitOutOfTime as cut:  # the best point seen; those pinned at a bound meanwhile too
+        pinned |= {p.name: NOT_CONVERGED for p in freed if p.name not in cut.values}
+        info = {"success": False, "message": f"{cut}: the best point seen, not converged"}
+        return shrunk(cut.values, runs, settings), cut.values, info, True
+    pinned |= at_bound
+    return values, runs_values, info, False
+
+
+def worse_than_defaults(
+    runs: list[MeasuredRun], left_out: tuple[LeftOut, ...] | None, values: dict[str, float]
+) -> str | None:
+    """Why the fit is dropped where each run predicted by the fit of the others (the whole
+    procedure, on them) misses more than the defaults miss it; None where it does better, or
+    nothing was fitted, or nothing was left out."""
+    if left_out is None or not values:
+        return None
+    fitted = rms([left.log_error for left in left_out])
+    defaults = rms([math.log(run.estimate().step_time_s / run.step_time_s) for run in runs])
+    if fitted < defaults * (1 - NOISE):
+        return None
+    return (
+        f"the calibration as a whole predicts each run from the others no better than the "
+        f"defaults do (leave-one-out RMS log error {fitted:.4f} fitted, {defaults:.4f} with "
+        "the defaults): what the runs ask for does not carry to another layout; kept at its "
+        "default"
+    )
 
 
 def _leave_one_out(
@@ -154,7 +205,10 @@ def _leave_one_out(
     if not asked:
         return None, "not asked for"
     if len(runs) == 1:
-        return None, "one run: nothing is left to predict it from"
+        return None, (
+            "one run: nothing is left to predict it from, so nothing checks the fit against "
+            "the defaults but its shrinkage"
+        )
     done = []
     out_of_time = settings.out_of_time or (lambda: False)
     for i in range(len(runs)):
@@ -177,6 +231,6 @@ def _left_out(
     freed, defaults, _ = choose(others, candidates, settings.out_of_time, settings.stop)
     settings = replace(settings, defaults=defaults)
     freed, _ = select(others, freed, settings)  # as the whole fit does
-    values, _, _ = fit_inside_bounds(others, freed, settings)
+    values, _, _, _ = fit_shrunk(others, freed, settings)
     est = runs[index].estimate(values)
     return LeftOut(runs[index], est.step_time_s, est.mfu, tuple(values))

@@ -26,8 +26,9 @@ class ParameterFit:
     lower: float
     upper: float
     what: str
-    value: float | None = None  # fitted; None when pinned
+    value: float | None = None  # fitted, and shrunk towards the default; None when pinned
     pinned: str | None = None  # why, when pinned
+    runs_value: float | None = None  # what the runs alone gave, before the shrinkage
 
     @property
     def fitted(self) -> bool:
@@ -89,6 +90,13 @@ class RunFit(Prediction):
         return math.log(self.predicted_before_s / self.run.step_time_s)
 
     @property
+    def mfu_error_before(self) -> float:
+        """The defaults' MFU miss: an MFU scales as one over the step time."""
+        return (
+            self.predicted_mfu * self.predicted_s / self.predicted_before_s - self.run.measured_mfu
+        )
+
+    @property
     def memory_error(self) -> float | None:
         if self.run.peak_memory_gb is None:
             return None
@@ -103,6 +111,15 @@ class LeftOut(Prediction):
 
 
 @dataclass(frozen=True)
+class Shrinkage:
+    """How far a fitted value moves from its default: `weight` = n / (n + k) of the way the
+    runs ask for, n their distinct configurations (parameters.shrink_weight)."""
+
+    configurations: int
+    weight: float
+
+
+@dataclass(frozen=True)
 class Calibration:
     parameters: tuple[ParameterFit, ...]
     runs: tuple[RunFit, ...]
@@ -110,6 +127,7 @@ class Calibration:
     optimizer: dict[str, Any] = field(default_factory=dict)
     leave_one_out_note: str | None = None  # why there is none
     complete: bool = True  # False: the time limit cut a step short (the reasons say which)
+    shrinkage: Shrinkage | None = None
 
     @property
     def fitted(self) -> dict[str, float]:
@@ -167,6 +185,11 @@ class Calibration:
         if self.leave_one_out is None:
             return None
         return sum(abs(r.mfu_error) for r in self.leave_one_out) / len(self.leave_one_out)
+
+    @property
+    def mean_abs_mfu_error_before(self) -> float:
+        """The defaults' mean MFU miss: uncalibrated, a run left out is predicted as any is."""
+        return sum(abs(r.mfu_error_before) for r in self.runs) / len(self.runs)
 
     def assumptions(self) -> dict[str, Any]:
         """The output file: an `assumptions` object any request can take as it stands. The

@@ -1,7 +1,8 @@
 """A measured run: a job, the layout it ran, and what was measured, as one step time.
 
 Every measurement becomes the step time the fit works on. A step time is taken as measured;
-tokens per second per GPU is the step's tokens over it; an MFU or HFU is turned through the
+tokens per second per GPU is the step's tokens over it, samples (sequences) per second of all
+GPUs together the global batch over it (DeepSpeed's figure); an MFU or HFU is turned through the
 profile's own FLOP count of that very step (model FLOPs, or with recomputation), which does not
 depend on any assumption the fit moves, so `mfu * step time` is fixed for the job and layout.
 
@@ -15,17 +16,18 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from models.errors import InvalidSpec
 from models.job import TrainingJob
 from models.layout import Layout
+from optimizer.calibration.logs import LogReading, read_log
 from optimizer.costmodel import CostAssumptions, Estimate, evaluate
 from optimizer.costmodel.standard.precision import format_peak_flop_s
 from optimizer.engines import Engine, engine_assumptions
 from optimizer.request import Request
 
-MEASURES = ("step_time_s", "tokens_per_s_per_gpu", "mfu", "hfu")
+MEASURES = ("step_time_s", "tokens_per_s_per_gpu", "samples_per_s", "mfu", "hfu")
 # Repeats of one configuration differ by a few percent (a slow node, warm-up left in the
 # mean); runs of one request further apart than this factor are of different setups or in
 # another unit, and a fit through both is a fit through neither.
@@ -45,6 +47,7 @@ class MeasuredRun:
     # kernels, overlaps), as evaluate and optimize price a request naming that engine
     priced: CostAssumptions
     peak_memory_gb: float | None = None
+    log: LogReading | None = None  # the training log the measurement was read from
 
     @property
     def job(self) -> TrainingJob:
@@ -121,6 +124,8 @@ def measured_run(
         step = value
     elif measure == "tokens_per_s_per_gpu":
         step = job.training.tokens_per_step / (value * job.cluster.gpus)
+    elif measure == "samples_per_s":
+        step = job.training.global_batch / value
     elif measure == "mfu":
         step = est.step_time_s * est.mfu / value
     else:
@@ -140,6 +145,14 @@ def measured_run(
         peak_memory_gb=peak_memory_gb,
         priced=priced,
     )
+
+
+def run_from_log(name: str, request: Request, text: str, format_: str | None = None) -> MeasuredRun:
+    """The run a training log measured: its steady-state figure and peak memory
+    (optimizer.calibration.logs) under the request it ran."""
+    reading = read_log(text, format_)
+    run = measured_run(name, request, reading.measure, reading.value, reading.peak_memory_gb)
+    return replace(run, log=reading)
 
 
 def peak_mfu(job: TrainingJob, precision: str | None = None) -> float:
@@ -172,7 +185,7 @@ def check_repeats(runs: Sequence[MeasuredRun]) -> None:
     beside the earlier run furthest from it."""
     seen: dict[str, list[int]] = {}
     for index, run in enumerate(runs):
-        earlier = seen.setdefault(_configuration(run), [])
+        earlier = seen.setdefault(configuration(run), [])
         spreads = {other: _spread(run, runs[other]) for other in earlier}
         other = max(spreads, key=spreads.__getitem__, default=None)
         if other is not None and spreads[other] > MAX_REPEAT_SPREAD:
@@ -192,6 +205,7 @@ def _spread(run: MeasuredRun, other: MeasuredRun) -> float:
     return max(steps_s) / min(steps_s)
 
 
-def _configuration(run: MeasuredRun) -> str:
+def configuration(run: MeasuredRun) -> str:
+    """What a run ran (job, layout, assumptions, profile, engine): equal for repeats."""
     parts = (run.job, run.layout, run.assumptions)
     return "|".join([*(part.model_dump_json() for part in parts), run.profile, run.engine])
