@@ -180,6 +180,7 @@ def write_trials(answer: TrialsOut, request: TrialsRequest, folder: Path) -> Non
     evaluate request of its layout (what calibrate joins the trial's log to)."""
     stated = request.model_dump(mode="json", exclude_unset=True)  # defaults stay defaults
     body = {key: value for key, value in stated.items() if key not in TRIAL_ONLY}
+    body["engine"] = request.engine  # the run's engine, which calibration prices it under
     for trial in answer.trials:
         where = folder / trial.name.replace(" ", "-")
         where.mkdir(parents=True, exist_ok=True)

@@ -35,7 +35,7 @@ from optimizer.calibration import (
     measured_run,
     run_from_log,
 )
-from optimizer.engines import EngineName
+from optimizer.engines import DEFAULT_ENGINE, EngineName
 
 # Bounds that keep every measurement's step time finite (a step time of 1e-300 s is a typo).
 StepTime = Annotated[float, Field(ge=1e-6, le=1e9)]
@@ -47,7 +47,9 @@ class CalibrationRunRequest(EvaluateRequest):
     prices under profile `standard` unless the request names another."""
 
     engine: EngineName = Field(
-        "generic", description="The engine the run used (carried with the run and reported)."
+        DEFAULT_ENGINE,
+        description=f"The engine the run used (carried with the run and reported); default "
+        f"{DEFAULT_ENGINE}, as every route.",
     )
     profile: ProfileName = Field("standard", description="Cost-model profile of the fit.")
 

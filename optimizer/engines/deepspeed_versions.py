@@ -60,8 +60,24 @@ DEEPSPEED_VERSIONS = (
             "zero3_reduce_scatters_per_layer": 12,
             "dp_overlap_microbatches": 0.0,
             "fused_attention": False,
+            # per rank of the group, what this release's list-of-tensors collectives cost the
+            # host: launch and dispatch latencies measured by NVIDIA and PyTorch, counted in
+            # its code (the assumptions' own descriptions say how)
+            "zero3_copy_per_rank_s": 3.8e-6,
+            "zero3_gather_views_per_rank_s": 3e-6,
+            "zero3_scatter_views_per_rank_s": 5e-6,
         },
         assumption_sources={
+            "zero3_copy_per_rank_s": f"{ADAC058}/partition_parameters.py l.603-643, 740-778 "
+            "(lists of per-rank tensors) and PyTorch 1.8's ProcessGroupNCCL (one copy_ a rank, "
+            "pytorch/pytorch@00f5dfd torch/lib/c10d/ProcessGroupNCCL.cpp): a short kernel "
+            "launched back to back, 3.8 us (NVIDIA, 'Getting Started with CUDA Graphs', 2019)",
+            "zero3_gather_views_per_rank_s": f"{ADAC058}/partition_parameters.py l.630-634 (a "
+            "narrow a rank in Python) and ProcessGroupNCCL's C++ index a rank: ~2 us and ~1 us "
+            "an operator (pytorch/pytorch#41383)",
+            "zero3_scatter_views_per_rank_s": f"{ADAC058}/partition_parameters.py l.749-769 (a "
+            "view and a narrow a rank in Python) and ProcessGroupNCCL's C++ index: 2 x 2 + 1 us "
+            "(pytorch/pytorch#41383)",
             "zero3_overlap_fraction": f"{ADAC058}/stage3.py l.357-406, 483-491; "
             "partition_parameters.py l.603-643 (fetch_sub_module waits on the gather, then "
             "torch.cuda.synchronize()): nothing hides the gathers",

@@ -46,6 +46,7 @@ class McoreSettings:
     fp8_param_gather: bool
     overlap_p2p_comm: bool
     attention_backend: str | None
+    cuda_graph_impl: str | None
     ddp_bucket_size: int | None
     moe_token_dispatcher_type: str
 
@@ -105,6 +106,7 @@ def mcore_settings(
         and bool(named.get("fp8_param_gather", True)),
         overlap_p2p_comm=bool(named.get("overlap_p2p_comm", True)),
         attention_backend=_optional(named.get("attention_backend"), str),
+        cuda_graph_impl=_optional(named.get("cuda_graph_impl"), str),
         ddp_bucket_size=_optional(named.get("ddp_bucket_size"), int),
         moe_token_dispatcher_type=str(named.get("moe_token_dispatcher_type", "alltoall")),
     )

@@ -234,6 +234,8 @@ def _kernels_and_overlaps(s: McoreSettings) -> Pairs:
         pairs.append(("--no-overlap-p2p-communication", None))
     if s.attention_backend is not None:
         pairs.append(("--attention-backend", s.attention_backend))
+    if s.cuda_graph_impl is not None:
+        pairs.append(("--cuda-graph-impl", s.cuda_graph_impl))
     return pairs
 
 

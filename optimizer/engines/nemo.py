@@ -194,6 +194,8 @@ def _overrides(s: McoreSettings) -> list[Override]:
         overrides.append(("ddp.bucket_size", s.ddp_bucket_size))
     if s.attention_backend is not None:
         overrides.append(("model.attention_backend", s.attention_backend))
+    if s.cuda_graph_impl is not None:
+        overrides.append(("model.cuda_graph_impl", s.cuda_graph_impl))
     if s.ep > 1:
         overrides.append(("model.moe_token_dispatcher_type", s.moe_token_dispatcher_type))
     if s.use_megatron_fsdp:  # required when saving or loading (config.py:1105-1109)

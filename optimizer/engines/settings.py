@@ -227,6 +227,21 @@ def _dispatch(value: SettingValue, in_force: InForce) -> dict[str, object]:
     return {"moe_dispatch_dedup": value == "flex" and backend in DEDUP_BACKENDS}
 
 
+# Milliseconds an eager MoE layer leaves the GPU waiting on the host per micro-batch (forward
+# and backward): Megatron-Core's alltoall dispatcher syncs on each layer's token counts, after
+# which the GPU runs as fast as Python launches kernels. Megatron-Bridge measured what TE-scoped
+# CUDA graphs of attention, router and dispatch preprocessing remove on H100 (NVIDIA-NeMo/
+# Megatron-Bridge@247a7ab docs/training/cuda-graphs.md): 3.3 ms a GPT-OSS-20B layer and 1.9 ms
+# a Qwen3-30B-A3B layer (docs/cost-model.md, 'Host time of eager MoE layers'); launch-bound
+# time follows a layer's kernels, not its width, so one figure serves: their mean.
+EAGER_MOE_HOST_MS = (3.3 + 1.9) / 2
+CUDA_GRAPH_IMPLS = ("none", "local", "transformer_engine", "full_iteration")
+
+
+def _cuda_graphs(value: SettingValue, _: InForce) -> dict[str, object]:
+    return {"moe_host_ms_per_layer": EAGER_MOE_HOST_MS if value == "none" else 0.0}
+
+
 # --- optimiser state -----------------------------------------------------------------------
 
 
@@ -401,6 +416,15 @@ def mcore_settings() -> tuple[EngineSetting, ...]:
             f"{args} l.3680-3685",
             choices=dtypes,
             prices=_optimizer_state,
+        ),
+        EngineSetting(
+            "cuda_graph_impl",
+            "--cuda-graph-impl",
+            str,
+            f"{MLM} megatron/core/transformer/transformer_config.py l.1075 (default none); "
+            "unset here: MoE layers priced as NVIDIA's tuned recipes capture them",
+            choices=CUDA_GRAPH_IMPLS,
+            prices=_cuda_graphs,
         ),
     )
 
