@@ -9,12 +9,14 @@ from pydantic import BaseModel, Field
 
 from api.schemas.answers import EstimateOut, ExportOut, LayoutOut, estimate_out
 from api.schemas.requests import SearchRequest
+from models.strict import JsonInt
 from optimizer.request import Request
 from optimizer.trials import DEFAULT_TRIALS, MAX_TRIALS, TrialPlan
 
 
 class TrialsRequest(SearchRequest):
-    k: int = Field(
+    # a JSON integer may be written 3.0 (JSON Schema counts it an integer): as every count
+    k: JsonInt = Field(
         DEFAULT_TRIALS,
         ge=1,
         le=MAX_TRIALS,

@@ -69,6 +69,9 @@ class EngineSetting:
             if not isinstance(value, list | tuple) or not all(isinstance(v, str) for v in value):
                 raise InvalidSpec(f"{self.name} takes a list of names", where)
             return tuple(value)
+        # a JSON integer may be written 4e7 (JSON Schema counts it an integer), as every count
+        if self.kind is int and isinstance(value, float) and value.is_integer():
+            value = int(value)
         # a JSON true is an int to Python, and 1 is no bool: each kind exactly
         if type(value) is not self.kind:
             raise InvalidSpec(f"{self.name} takes a {self.kind.__name__}", where)
