@@ -47,16 +47,16 @@ def off_the_defaults(factors: list[float], shapes=THREE) -> list[MeasuredRun]:
 
 
 def test_shrinkage_by_hand() -> None:
-    # k = (RUN_LOG_ERROR / GROUP_LOG_ERROR)^2 = (0.12 / 0.13)^2 = 0.8521; three runs keep
-    # 3 / 3.8521 = 0.7788 of a move, one 1 / 1.8521 = 0.5399
-    assert pytest.approx(0.8521, abs=1e-4) == SHRINK_RUNS
-    assert shrink_weight(3) == pytest.approx(0.7788, abs=1e-4)
-    assert shrink_weight(1) == pytest.approx(0.5399, abs=1e-4)
-    # a kernel efficiency the three runs put at 0.5, its default 0.6: 0.6 - 0.7788 * 0.1
+    # k = (RUN_LOG_ERROR / GROUP_LOG_ERROR)^2 = (0.08 / 0.07)^2 = 1.3061; three runs keep
+    # 3 / 4.3061 = 0.6967 of a move, one 1 / 2.3061 = 0.4336
+    assert pytest.approx(1.3061, abs=1e-4) == SHRINK_RUNS
+    assert shrink_weight(3) == pytest.approx(0.6967, abs=1e-4)
+    assert shrink_weight(1) == pytest.approx(0.4336, abs=1e-4)
+    # a kernel efficiency the three runs put at 0.5, its default 0.6: 0.6 - 0.6967 * 0.1
     runs = off_the_defaults([1.0, 1.0, 1.0])
     settings = FitSettings({"kernel_efficiency": 0.6})
     assert shrunk({"kernel_efficiency": 0.5}, runs, settings)["kernel_efficiency"] == (
-        pytest.approx(0.6 - 0.077880, abs=1e-5)
+        pytest.approx(0.6 - 0.069668, abs=1e-5)
     )
     # repeats of one layout are one configuration: they weigh as one run
     assert settings.kept_share(runs[:1] * 3) == pytest.approx(shrink_weight(1))

@@ -11,10 +11,10 @@ from models.errors import InvalidSpec
 from models.presets import published_data
 from optimizer.costmodel import evaluate
 from optimizer.costmodel.standard.stage_plans import price_plan
-from optimizer.engines import engine_assumptions, get_engine
 from optimizer.engines.stages import layout_string_chunks, layout_string_ranks, plan_layout_string
 from optimizer.validation import compare
 from optimizer.validation.published import _run, published_runs
+from optimizer.validation.report import priced_assumptions
 
 
 def test_layout_strings_unroll_as_megatron_reads_them() -> None:
@@ -46,7 +46,7 @@ def test_a_row_with_its_recipes_layout_is_priced_as_that_plan() -> None:
     )
     assert run.stage_plan is not None and run.stage_plan.layers == (10, 10, 10, 11, 10, 10, 10, 9)
     row = compare(run)
-    a = engine_assumptions(get_engine(run.engine), run.assumptions, run.precision)
+    a = priced_assumptions(run)  # its engine's release and settings over the defaults
     plan = price_plan(run.job, a, row.estimate.layout, run.stage_plan)
     even = evaluate(run.job, run.layout, "standard", a)
     assert row.predicted == plan.mfu != even.mfu

@@ -78,7 +78,7 @@ def priced(
     layout = Layout.model_validate(best.layout.model_dump(exclude={"micro_batches"}))
     engine = job["request"].get("engine", "megatron")
     judged = finish_estimate(
-        Request(on, engine=get_engine(engine)), evaluate(on, layout, "workshop")
+        Request(on, profile="workshop", engine=get_engine(engine)), evaluate(on, layout, "workshop")
     )
     return estimate_out(replace(judged, export=None))  # the job carries it, once
 

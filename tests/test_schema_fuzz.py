@@ -1,5 +1,5 @@
 """schemathesis's generated requests against a real `layoutopt serve` on loopback: positive
-and negative bodies, coverage and fuzzing phases, a fixed seed; no 5xx, every answer in its
+and negative bodies, its examples and fuzzing phases, a fixed seed; no 5xx, every answer in its
 documented schema, every schema-invalid body refused. Split from test_reliability.py."""
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ expected-statuses = ["400", "401", "403", "404", "405", "406", "409", "413", "41
 
 
 def test_generated_requests_meet_the_published_schema(make_server: Any, tmp_path: Path) -> None:
-    # positive and negative modes, coverage and fuzzing phases, a fixed seed: no 5xx, every
+    # positive and negative modes, examples and fuzzing phases, a fixed seed: no 5xx, every
     # answer in its documented schema, every schema-invalid body refused; and a body the
     # schema admits is never refused for its shape (code invalid_request), only for a rule
     # between fields the schema cannot state (invalid_spec, unknown_preset)
@@ -40,18 +40,21 @@ def test_generated_requests_meet_the_published_schema(make_server: Any, tmp_path
             *[sys.executable, "-m", "schemathesis.cli", "--config-file", str(config)],
             *["run", f"{server.url}/openapi.json"],
             *["--seed", str(SCHEMATHESIS_SEED), "--max-examples", "50", "--workers", "1"],
+            # the coverage phase's boundary cases (11,000 of 12,000, most of the suite's
+            # time) are left to the reliability campaign (docs/performance.md)
+            *["--phases", "examples,fuzzing"],
             *["--checks", CHECKS, "--mode", "all", "--no-color"],
             *["--report", "ndjson", "--report-ndjson-path", str(report)],
         ],
         capture_output=True,
         text=True,
-        # ~12,000 cases (11,000 of them the coverage phase's): 270 s on a quiet 2-core
-        # machine; the bound is twice that, so a slow CI host does not fail a correct run
+        # ~520 cases: 53 s on a quiet 2-core machine; the bound is ten times that, so a slow
+        # CI host does not fail a correct run
         timeout=600,
     )
     assert done.returncode == 0, done.stdout[-3000:]
     cases = list(_generated_cases(report))
-    assert len(cases) >= 1000
+    assert len(cases) >= 400
     shape_refusals = [
         case for case in cases if case["mode"] == "positive" and case["code"] == "invalid_request"
     ]

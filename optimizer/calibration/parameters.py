@@ -124,7 +124,7 @@ PARAMETERS: tuple[Parameter, ...] = (
 # bounds a 95% interval: PRIOR_SD_OF_RANGE). Mean squared log error plus prior_weight(n) times
 # each parameter's squared move (in units of its range) is then the posterior's negative log
 # over n runs: one run moves an assumption less than many.
-RUN_LOG_ERROR = 0.12
+RUN_LOG_ERROR = 0.08
 PRIOR_SD_OF_RANGE = 0.25
 
 
@@ -142,9 +142,9 @@ def prior_weight(runs: int) -> float:
 # priced rows grouped by engine, source and GPU type, the groups' mean log errors' mean
 # square less what their runs' own spread puts in it (RUN_LOG_ERROR^2 / n of each);
 # tests/test_calibration.py computes it from the rows, as RUN_LOG_ERROR is. Neither is tuned
-# to what calibration does to held-out rows. k = (0.12 / 0.13)^2 = 0.85: one run moves a value
-# 54% of the way the fit asks, three 78%, eight 90%.
-GROUP_LOG_ERROR = 0.13
+# to what calibration does to held-out rows. k = (0.08 / 0.07)^2 = 1.3: one run moves a value
+# 43% of the way the fit asks, three 70%, eight 86%.
+GROUP_LOG_ERROR = 0.07
 SHRINK_RUNS = (RUN_LOG_ERROR / GROUP_LOG_ERROR) ** 2
 
 
