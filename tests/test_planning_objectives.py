@@ -33,21 +33,26 @@ def job(name: str, **extra: object) -> PlanJob:
     return PlanJob(name, REQUEST, node_counts=COUNTS, **extra)  # type: ignore[arg-type]
 
 
-def test_throughput_gives_the_pool_to_the_faster_job_and_says_why() -> None:
-    # a: 1,000 tokens/s a node, b: 1,500. All four nodes to b: 6,000; a 1 and b 3: 5,500.
-    problem, curves = toy("throughput", job("a"), job("b"), per_node={"a": 1000.0, "b": 1500.0})
+def test_throughput_gives_the_pool_to_the_job_whose_share_weighs_most_and_says_why() -> None:
+    # a: 1,000 tokens/s a node (alone, 4 nodes: 4,000), b: 1,500 (6,000) at weight 2. The
+    # throughput objective is the sum of w * x, x a job's share of its best alone: all four
+    # nodes to b: 2 * 1 = 2; a 1 and b 3: 0.25 + 2 * 0.75 = 1.75; a alone: 1.
+    problem, curves = toy(
+        "throughput", job("a"), job("b", weight=2.0), per_node={"a": 1000.0, "b": 1500.0}
+    )
     result = plan(problem, PlanSettings(time_limit_s=10), curves)  # type: ignore[arg-type]
-    assert result.status == "optimal" and result.objective_value == pytest.approx(6000.0)
+    assert result.status == "optimal" and result.objective_value == pytest.approx(2.0)
+    assert result.terms["weighted_tokens_per_s"] == pytest.approx(2 * 6000.0)
     assert [(j.pool, j.gpus) for j in result.jobs] == [(None, 0), ("h100", 32)]
     (short,) = result.shortfalls
     assert (short.job, short.asked_gpus, short.got_gpus) == ("a", 32, 0)
     capacity, trade_off = short.reasons
     assert capacity.code == "capacity" and "0 of its 4 available nodes free" in capacity.message
     assert "held by b (4)" in capacity.message
-    assert "cost the plan 500 weighted tokens/s" in trade_off.message  # 6,000 - 5,500
+    assert "cost the plan 0.25 in weighted shares of best alone" in trade_off.message  # 2 - 1.75
     (value,) = result.node_values
-    # a fifth node goes to a: 6,000 + 1,000
-    assert value.objective_gain == pytest.approx(1000.0) and value.nodes_for_gain == 1
+    # a fifth node goes to a: 2 + 1,000 / 4,000
+    assert value.objective_gain == pytest.approx(0.25) and value.nodes_for_gain == 1
 
 
 def test_fairness_is_the_weighted_p_sum_of_shares_of_the_best_alone() -> None:
@@ -76,8 +81,11 @@ def test_deadlines_meet_the_most_weight_first() -> None:
 def test_a_restart_costs_its_minutes_over_the_horizon(restart_minutes: float, change: str) -> None:
     # Running on 2 nodes (2,000 tokens/s). On 4 it would train 4,000, less half the hour
     # lost to a 30-minute restart: 2,000, a tie that staying wins; free restarts: resize.
+    # Its best alone is 4,000: the objective is its share, 0.5 or 1.
     a = job("a", running=Running("h100", (0, 1)), restart_minutes=restart_minutes)
     problem, curves = toy("throughput", a, per_node={"a": 1000.0})
     result = plan(problem, PlanSettings(time_limit_s=10), curves)  # type: ignore[arg-type]
     assert result.jobs[0].change == change
-    assert result.objective_value == pytest.approx(2000.0 if restart_minutes else 4000.0)
+    assert result.objective_value == pytest.approx(0.5 if restart_minutes else 1.0)
+    tokens_per_s = result.terms["weighted_tokens_per_s"]
+    assert tokens_per_s == pytest.approx(2000.0 if restart_minutes else 4000.0)

@@ -39,7 +39,8 @@ def plan_text(answer: PlanOut) -> str:
     gap = "-" if answer.gap is None else f"{answer.gap:.2%}"
     s = answer.solver
     lines = [
-        f"status   {answer.status}   objective {answer.objective} {value} (bound {bound}, gap {gap})",
+        f"status   {answer.status}   objective {answer.objective} {value} (bound {bound}, gap {gap}); "
+        f"weighted tokens/s {_figure(answer.objective_terms.get('weighted_tokens_per_s'))}",
         f"solver   {s.wall_s:.2f} s: curves {s.curve_wall_s:.2f} s ({s.optimize_calls} optimize "
         f"calls, {s.curve_cache_hits} cached), solve {s.solve_wall_s:.2f} s, explanations "
         f"{s.explain_wall_s:.2f} s; racks spanned {answer.racks_spanned}",

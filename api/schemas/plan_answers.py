@@ -152,7 +152,8 @@ class PlanOut(BaseModel):
     status: Status = Field(description=STATUS_DESCRIPTION)
     objective: str
     objective_value: float | None = Field(
-        description="throughput: weighted tokens/s; fairness: the sum of w*x^p (minimised); deadlines: met weight."
+        description="throughput: the sum of w*x (each job's weighted share of its best alone); "
+        "fairness: the sum of w*x^p (minimised); deadlines: met weight.",
     )
     bound: float | None = Field(description="The best any plan could reach, as far as proved.")
     gap: float | None = Field(

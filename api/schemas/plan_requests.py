@@ -4,15 +4,27 @@ request every route takes (less its cluster) with what it may be given and where
 
 from __future__ import annotations
 
+import re
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import AwareDatetime, BaseModel, BeforeValidator, Field, Strict, model_validator
+from pydantic import (
+    AfterValidator,
+    AwareDatetime,
+    BaseModel,
+    BeforeValidator,
+    Field,
+    Strict,
+    StringConstraints,
+    WithJsonSchema,
+    model_validator,
+)
 
 from api.schemas.requests import GpuRef, ModelRef
 from models.errors import InvalidSpec
 from models.hardware import ClusterSpec
 from models.job import TrainingJob
+from models.presets import gpu_presets
 from models.strict import REQUEST_CONFIG, JsonInt
 from models.training import TrainingSpec
 from optimizer import (
@@ -27,6 +39,7 @@ from optimizer.engines import DEFAULT_ENGINE, EngineName, EngineSettingsIn, get_
 from optimizer.planning import (
     DEFAULT_FAIRNESS_P,
     Deadline,
+    MeasuredThroughput,
     PlanJob,
     PlanProblem,
     PlanSettings,
@@ -190,11 +203,44 @@ class JobRequestIn(BaseModel):
         return Request(job, self.search, None, self.profile, self.assumptions, engine)
 
 
+GPU_COUNT_PATTERN = r"^[1-9][0-9]{0,7}$"
+
+
+def _gpu_count(key: str) -> str:
+    if not re.fullmatch(GPU_COUNT_PATTERN, key):
+        raise ValueError(f"{key[:20]!r} is not a GPU count: a whole number from 1, as a JSON key")
+    return key
+
+
+GpuCount = Annotated[
+    str,
+    AfterValidator(_gpu_count),
+    WithJsonSchema({"type": "string", "pattern": GPU_COUNT_PATTERN}),
+]
+MeasuredFigure = Annotated[float, Field(gt=0, le=1e18)]
+MeasuredIn = Annotated[
+    dict[
+        Annotated[str, StringConstraints(min_length=1, max_length=100)],
+        Annotated[dict[GpuCount, MeasuredFigure], Field(min_length=1, max_length=64)],
+    ],
+    Field(
+        min_length=1,
+        max_length=MAX_POOLS * 4,
+        description="The job's own measured throughput, per GPU type (a pool's GPU name) and "
+        'GPU count, in the job\'s own unit: `{"a100-80gb": {"8": 1200.0, "16": 2300.0}}`. The '
+        "plan then prices nothing for the job and gives it no layout; counts that are not whole "
+        "nodes of a pool are not offered there. With it the job's `request` is optional and, "
+        "when given, only names what it trains.",
+    ),
+]
+
+
 class JobIn(BaseModel):
     model_config = REQUEST_CONFIG
 
     name: str = Name
-    request: JobRequestIn
+    request: JobRequestIn | None = None
+    throughput: MeasuredIn | None = None
     # a floor, not gt=0: a subnormal weight (5e-324) made the objective's integer scale
     # infinite, and the plan an internal error
     weight: float = Field(
@@ -216,6 +262,12 @@ class JobIn(BaseModel):
         10.0, ge=0, le=100_000, description="Training lost when moved or resized."
     )
     deadline: DeadlineIn | None = None
+
+    @model_validator(mode="after")
+    def _priced_or_measured(self) -> JobIn:
+        if self.request is None and self.throughput is None:
+            raise ValueError("a job gives its `request` (to be priced) or its `throughput`")
+        return self
 
 
 class PlanRequestIn(BaseModel):
@@ -261,7 +313,9 @@ class PlanRequestIn(BaseModel):
         )
 
     def _job(self, i: int, job: JobIn, start: ClusterSpec) -> PlanJob:
-        request = job.request.to_request(start)
+        measured = None if job.throughput is None else self._measured(i, job.throughput)
+        # a measured job is priced from its figures alone: its request is not asked
+        request = None if job.request is None or measured else job.request.to_request(start)
         running = (
             None if job.running is None else Running(job.running.pool, tuple(job.running.nodes))
         )
@@ -278,6 +332,25 @@ class PlanRequestIn(BaseModel):
             running,
             job.restart_minutes,
             self._deadline(i, job.deadline),
+            measured,
+        )
+
+    def _measured(self, i: int, table: dict[str, dict[str, float]]) -> MeasuredThroughput:
+        """The job's own figures, each GPU type a pool's or a preset's (a typo would otherwise
+        leave the job nowhere to run without a word)."""
+        pools = {pool.gpu.name for pool in self.cluster.pools}
+        for gpu in table:
+            if gpu not in pools and gpu not in gpu_presets():
+                raise InvalidSpec(
+                    f"job {self.jobs[i].name!r}: throughput measured on {gpu!r}, neither a "
+                    f"pool's GPU type ({', '.join(sorted(pools))}) nor a GPU preset",
+                    "jobs.throughput",
+                )
+        return MeasuredThroughput.of(
+            {
+                gpu: {int(count): value for count, value in counts.items()}
+                for gpu, counts in table.items()
+            }
         )
 
     def _deadline(self, i: int, deadline: DeadlineIn | None) -> Deadline | None:

@@ -18,7 +18,7 @@ Other rooms import from this module only.
 
 from optimizer.planning.cluster import Pool
 from optimizer.planning.curves import CURVE_CACHE, CurvePoint, Curves, build_curves, given_curves
-from optimizer.planning.jobs import Deadline, PlanJob, Running
+from optimizer.planning.jobs import Deadline, MeasuredThroughput, PlanJob, Running
 from optimizer.planning.placement import Placement
 from optimizer.planning.plans import plan
 from optimizer.planning.problem import (
@@ -47,6 +47,7 @@ __all__ = [
     "JobPlan",
     "NodeValue",
     "Objective",
+    "MeasuredThroughput",
     "Placement",
     "PlanJob",
     "PlanProblem",

@@ -159,7 +159,11 @@ def build_curves(
     points, calls, hits = [], 0, 0
     for j, p, n in _candidates(problem):
         job, pool = problem.jobs[j], problem.pools[p]
-        key = f"{curve_key(job.request)}|{pool.gpu_key()}|{n * pool.gpus_per_node}"
+        gpus = n * pool.gpus_per_node
+        if job.request is None:
+            points.append(_measured_point(job, j, p, n, gpus, pool))
+            continue
+        key = f"{curve_key(job.request)}|{pool.gpu_key()}|{gpus}"
         found = cache.get(key)
         hits += found is not None
         if found is None:
@@ -172,9 +176,17 @@ def build_curves(
                 if found[0] != "unknown":
                     cache.put(key, found)
         status, tokens_per_s, estimate, note = found
-        gpus = n * pool.gpus_per_node
         points.append(CurvePoint(j, p, n, gpus, status, tokens_per_s, estimate, note))
     return Curves(tuple(points), time.perf_counter() - start, calls, hits)
+
+
+def _measured_point(job: PlanJob, j: int, p: int, n: int, gpus: int, pool: Pool) -> CurvePoint:
+    """A point of a job that brought its own throughput: taken as given, no layout."""
+    assert job.measured is not None
+    value = job.measured.counts(pool.gpu.name).get(gpus, 0.0)
+    if value > 0:
+        return CurvePoint(j, p, n, gpus, "optimal", value, None, "measured")
+    return CurvePoint(j, p, n, gpus, "infeasible", 0.0, None, "not measured on this count")
 
 
 def given_curves(

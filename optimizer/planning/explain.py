@@ -18,7 +18,14 @@ from optimizer import cpsat
 from optimizer.cpsat import Budget
 from optimizer.planning.greedy import Assignment
 from optimizer.planning.model import PlanModel
-from optimizer.planning.options import Option, OptionTable, objective_scale
+from optimizer.planning.options import (
+    MET_LEVELS,
+    PRIMARY_LEVELS,
+    THROUGHPUT_LEVELS,
+    Option,
+    OptionTable,
+    objective_scale,
+)
 from optimizer.planning.problem import PlanProblem, PlanSettings
 from optimizer.planning.results import NodeValue, Reason, Shortfall
 from optimizer.planning.solve import add_hint, new_solver, read_assignment, value_of
@@ -30,6 +37,13 @@ BUILD_S_PER_OPTION = 4e-5  # the counts-only model's build, per option (measured
 
 class OutOfTime(Exception):
     pass
+
+
+def noise_units(problem: PlanProblem) -> int:
+    """The least change of the integer objective that is a gain or a cost to report: a
+    millionth of its range. Below it lie rounding and tie-breaks, not gains."""
+    levels = MET_LEVELS * THROUGHPUT_LEVELS if problem.objective == "deadlines" else PRIMARY_LEVELS
+    return max(levels // 1_000_000, 1)
 
 
 def _amount(value: float) -> str:
@@ -239,14 +253,14 @@ def _trade_off(
     if forced is None:
         return Reason("objective", "no plan gives it more: the rules would break")
     cost = (base - forced[0]) / abs(scale)
-    if cost <= 0:
+    if base - forced[0] < noise_units(problem):
         return Reason(
             "objective",
             "an equally good plan gives it more; the tie-break (earlier jobs first, lower "
             "node ids) chose this one",
         )
     units = {
-        "throughput": "weighted tokens/s",
+        "throughput": "in weighted shares of best alone (w * x)",
         "fairness": "of the fairness sum (w * x^p)",
         "deadlines": "met weight",
     }[problem.objective]
@@ -279,7 +293,8 @@ def _node_values(
         try:
             for k, literal in what_if.grow[p].items():
                 more = what_if.best(settings, deadline, [literal])
-                gain = 0.0 if more is None else (more[0] - base[0]) / abs(scale)
+                units = 0 if more is None else more[0] - base[0]
+                gain = units / abs(scale) if units >= noise_units(problem) else 0.0
                 found.append((k, gain, more))
                 if gain > 0:
                     break
@@ -309,7 +324,7 @@ def _gain_words(
 ) -> str:
     k, gain, after = found[-1]
     units = {
-        "throughput": "weighted tokens/s",
+        "throughput": "in weighted shares of best alone (w * x)",
         "fairness": "off the fairness sum",
         "deadlines": "met weight",
     }[problem.objective]

@@ -4,6 +4,7 @@ chooses its cluster, `Request.on`), what it may be given, and where it runs now.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from optimizer.planning.cluster import Pool
@@ -31,11 +32,34 @@ class Deadline:
 
 
 @dataclass(frozen=True)
+class MeasuredThroughput:
+    """A job's own throughput, as a scheduler measured it (Sia and Pollux measure goodput
+    online): per GPU type (the pool's GPU name) and GPU count, in the job's own unit. A job
+    that brings it is priced from it alone: the plan prices nothing for it and gives it no
+    layout."""
+
+    by_gpu: tuple[tuple[str, tuple[tuple[int, float], ...]], ...]
+
+    @classmethod
+    def of(cls, table: Mapping[str, Mapping[int, float]]) -> MeasuredThroughput:
+        return cls(
+            tuple(
+                (gpu, tuple(sorted((int(g), float(v)) for g, v in counts.items())))
+                for gpu, counts in sorted(table.items())
+            )
+        )
+
+    def counts(self, gpu: str) -> dict[int, float]:
+        """Throughput by GPU count on GPUs named `gpu` (empty when it was not measured)."""
+        return next((dict(counts) for name, counts in self.by_gpu if name == gpu), {})
+
+
+@dataclass(frozen=True)
 class PlanJob:
     name: str
     # what it trains and how it is priced; its cluster is where the plan started it from,
-    # each point of its scaling curve moves it (`on_pool`)
-    request: Request
+    # each point of its scaling curve moves it (`on_pool`); None when it brings `measured`
+    request: Request | None
     weight: float = 1.0
     min_gpus: int = 1
     max_gpus: int | None = None
@@ -46,6 +70,15 @@ class PlanJob:
     running: Running | None = None
     restart_minutes: float = 10.0  # training lost when it moves or is resized
     deadline: Deadline | None = None
+    measured: MeasuredThroughput | None = None
+
+    def __post_init__(self) -> None:
+        if self.request is None and self.measured is None:
+            raise ValueError(f"job {self.name!r}: a request or a measured throughput")
+
+    @property
+    def engine_name(self) -> str | None:
+        return None if self.request is None else self.request.engine_name
 
     @property
     def pinned(self) -> bool:
@@ -62,6 +95,8 @@ class PlanJob:
 
     def on_pool(self, pool: Pool, nodes: int) -> Request:
         """Its request on `nodes` nodes of `pool`."""
+        if self.request is None:
+            raise ValueError(f"job {self.name!r} brings its own throughput: nothing to price")
         return self.request.on(pool.cluster(nodes))
 
     def node_range(self, pool: Pool) -> tuple[int, int]:
@@ -77,9 +112,9 @@ class PlanJob:
         return len(self.running.nodes)
 
     def candidate_nodes(self, pool: Pool, running_gpus: int | None) -> tuple[int, ...]:
-        """The node counts of `pool` its scaling curve is priced at: the request's
-        `node_counts`, or powers of two, plus its fewest (and most, when max_gpus is given),
-        plus what it runs on now. A pinned job keeps its nodes; a running job (of
+        """The node counts of `pool` its scaling curve is priced at: the whole-node counts it
+        measured on the pool's GPU type, or the request's `node_counts`, or powers of two plus
+        its fewest (and most, when max_gpus is given); plus what it runs on now. A pinned job keeps its nodes; a running job (of
         `running_gpus`) that may not be resized keeps its GPU count."""
         current = self.running_nodes_in(pool)
         if self.pinned:
@@ -90,7 +125,13 @@ class PlanJob:
         fewest, most = self.node_range(pool)
         if fewest > most:
             return ()
-        if self.node_counts is not None:
+        if self.measured is not None:
+            counts = {
+                gpus // pool.gpus_per_node
+                for gpus in self.measured.counts(pool.gpu.name)
+                if gpus % pool.gpus_per_node == 0 and fewest <= gpus // pool.gpus_per_node <= most
+            }
+        elif self.node_counts is not None:
             counts = {n for n in self.node_counts if fewest <= n <= most}
         else:
             counts = {1 << k for k in range(most.bit_length()) if fewest <= 1 << k <= most}

@@ -6,14 +6,18 @@ pool and a node count), run where it runs now (`stays`: no restart) or started a
 p-norm and the deadline test, nonlinear in throughput, are exact as a table over that list
 (the piecewise encoding over a finite domain): the solver only adds table entries.
 
-The terms, per job of weight w at T tokens/s, over a horizon of H seconds:
-- throughput: w * T * (H - restart_s) / H when it restarts, w * T when it stays;
-- fairness (minimised): w * x^p, x = T_eff / T_alone, T_alone the job's best throughput
-  alone on the cluster, p = -0.5 by default; nothing costs Sia's lambda_n (1.1) times its
+The terms, per job of weight w at T tokens/s, over a horizon of H seconds, T_eff = T * (H -
+restart_s) / H when it restarts, T when it stays, and x = T_eff / T_alone, T_alone the job's
+best throughput alone on the cluster:
+- throughput: w * x, the work each job does as a share of its best alone, so that jobs of
+  different sizes (and jobs that bring their own throughput in their own unit) add up: raw
+  tokens/s summed across a 70B and an 8B model would trade the 70B's H100s for the 8B's
+  cheaper tokens (the plan's answer still reports the weighted tokens/s);
+- fairness (minimised): w * x^p, p = -0.5 by default (throughput is the same sum at p = 1); nothing costs Sia's lambda_n (1.1) times its
   smallest configuration's term (sia-simulator's `__solve_mip_rescaled`: no allocation is a
   penalty, not a constraint);
 - deadlines: met weight first (T * (D - restart_s) >= tokens still to train), then the
-  throughput term as a tie-break below one unit of met weight.
+  throughput term (w * x) as a tie-break below one unit of met weight.
 Each becomes an integer, `value`, maximised: PRIMARY_LEVELS spans the largest possible
 sum, so the table resolves 1e-9 of it (deadlines: 1e-4 of the total weight, then 1e-6 of
 the throughput).
@@ -66,6 +70,7 @@ class Score:
     tokens_per_s: float  # averaged over the horizon: a restart's lost minutes taken off
     weighted: float  # w * that
     share: float  # normalised throughput x, 0 for nothing
+    worth: float  # w * x: the throughput objective's term
     fairness: float  # w * x^p (or the no-allocation penalty)
     meets_deadline: bool | None  # None: no deadline
 
@@ -106,7 +111,7 @@ def score(problem: PlanProblem, job: PlanJob, option: Option, alone: float, leas
     deadline = None if job.deadline is None else False
     if option.point is None:
         penalty = NO_ALLOCATION_PENALTY * (least**p if least > 0 else 1.0)
-        return Score(0.0, 0.0, 0.0, job.weight * penalty, deadline)
+        return Score(0.0, 0.0, 0.0, 0.0, job.weight * penalty, deadline)
     lost_s = job.restart_s if option.restarts else 0.0
     horizon_s = problem.horizon_s
     kept = max(horizon_s - lost_s, 0.0) / horizon_s
@@ -116,7 +121,8 @@ def score(problem: PlanProblem, job: PlanJob, option: Option, alone: float, leas
     if job.deadline is not None:
         training_s = max(job.deadline.seconds - lost_s, 0.0)
         deadline = option.tokens_per_s * training_s >= job.deadline.tokens
-    return Score(tokens_per_s, job.weight * tokens_per_s, share, fairness, deadline)
+    weighted = job.weight * tokens_per_s
+    return Score(tokens_per_s, weighted, share, job.weight * share, fairness, deadline)
 
 
 def option_table(problem: PlanProblem, curves: Curves) -> OptionTable:
@@ -139,17 +145,17 @@ def integer_values(
         worst = sum(max(s.fairness for s in row) for row in scores) or 1.0
         scale = PRIMARY_LEVELS / worst
         return tuple(tuple(-round(s.fairness * scale) for s in row) for row in scores)
-    best = sum(max(s.weighted for s in row) for row in scores)
+    best = sum(max(s.worth for s in row) for row in scores)
     if problem.objective == "throughput":
         scale = PRIMARY_LEVELS / best if best > 0 else 0.0
-        return tuple(tuple(round(s.weighted * scale) for s in row) for row in scores)
+        return tuple(tuple(round(s.worth * scale) for s in row) for row in scores)
     due = sum(job.weight for job in problem.jobs if job.deadline is not None) or 1.0
     per_weight = MET_LEVELS / due
     per_throughput = (THROUGHPUT_LEVELS - 1) / best if best > 0 else 0.0
     return tuple(
         tuple(
             round(problem.jobs[j].weight * per_weight) * bool(s.meets_deadline) * THROUGHPUT_LEVELS
-            + math.floor(s.weighted * per_throughput)
+            + math.floor(s.worth * per_throughput)
             for s in row
         )
         for j, row in enumerate(scores)
@@ -157,13 +163,13 @@ def integer_values(
 
 
 def objective_scale(problem: PlanProblem, table: OptionTable) -> float:
-    """Integer units per objective unit (throughput: weighted tokens/s; fairness: the sum of
+    """Integer units per objective unit (throughput: the sum of w * x; fairness: the sum of
     w * x^p, its sign flipped; deadlines: met weight)."""
     if problem.objective == "fairness":
         worst = sum(max(s.fairness for s in row) for row in table.scores) or 1.0
         return -PRIMARY_LEVELS / worst
     if problem.objective == "throughput":
-        best = sum(max(s.weighted for s in row) for row in table.scores)
+        best = sum(max(s.worth for s in row) for row in table.scores)
         return PRIMARY_LEVELS / best if best > 0 else 1.0
     due = sum(job.weight for job in problem.jobs if job.deadline is not None) or 1.0
     return MET_LEVELS * THROUGHPUT_LEVELS / due

@@ -124,6 +124,8 @@ def traffic_gb_per_step(job: PlanJob, estimate: Estimate) -> dict[str, float]:
     the cost model prices (standard/times.py: `pp_p2p_s`, one activation send forward and
     one gradient send back per chunk and micro-batch, sharded over tp; `ring_pass_bytes`,
     a ring all-reduce of the bf16 gradients, 2(g-1)/g of them, over the data group)."""
+    if job.request is None:
+        raise ValueError(f"job {job.name!r} brings its own throughput: it has no layout")
     lay, model, training = estimate.layout, job.request.job.model, job.request.job.training
     tokens = lay.micro_batch * training.seq_len / lay.cp
     pp_bytes = 0.0

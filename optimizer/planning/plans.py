@@ -152,7 +152,7 @@ def _job_plans(
                 score.share,
                 _change(problem, table, j, o),
                 score.meets_deadline,
-                job.request.engine_name,
+                job.engine_name,
                 # the engine's verdict rides on the estimate, re-priced on its nodes
                 None if pool is None or estimate is None else estimate.export,
             )
@@ -168,6 +168,7 @@ def _objective(
         return None, None, None, {}
     scores = [table.scores[j][o] for j, o in enumerate(solved.assignment.choice)]
     terms = {
+        "weighted_share": sum(s.worth for s in scores),
         "weighted_tokens_per_s": sum(s.weighted for s in scores),
         "fairness_sum": sum(s.fairness for s in scores),
         "met_weight": sum(
@@ -175,7 +176,7 @@ def _objective(
         ),
     }
     value = {
-        "throughput": terms["weighted_tokens_per_s"],
+        "throughput": terms["weighted_share"],
         "fairness": terms["fairness_sum"],
         "deadlines": terms["met_weight"],
     }[problem.objective]
