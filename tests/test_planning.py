@@ -288,3 +288,18 @@ def test_node_naming_stops_when_told() -> None:
     stop.stop()
     with pytest.raises(CutShort):
         name_nodes(problem, table, cells, assignment, stop)  # type: ignore[arg-type]
+
+
+def test_curves_cached_for_one_engine_version_or_setting_are_not_served_for_another() -> None:
+    # the cache key once held the engine's bare name: a job under megatron@v2.5 would have
+    # been served the curve priced under the newest Megatron-Core, or under other settings
+    from optimizer.engines import get_engine
+    from optimizer.planning.curves import curve_key
+
+    def key(engine: str, settings: dict[str, object] | None = None) -> str:
+        return curve_key(replace(REQUEST, engine=get_engine(engine, settings or {})))
+
+    newest, old = key("megatron"), key("megatron@v2.5")
+    eager = key("megatron", {"cuda_graph_impl": "none"})
+    assert len({newest, old, eager, key("nemo")}) == 4
+    assert key("megatron") == newest  # and the same request, the same key

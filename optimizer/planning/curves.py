@@ -113,7 +113,11 @@ def curve_key(request: Request) -> str:
         "profile": request.profile,
         "assumptions": request.assumptions.model_dump(mode="json"),
         "search": request.space.model_dump(mode="json"),
-        "engine": request.engine_name,
+        # the version and the named settings price a layout as much as the engine does
+        "engine": None if request.engine is None else request.engine.spec,
+        "engine_settings": None
+        if request.engine is None
+        else {name: str(value) for name, value in sorted(request.engine.settings_in_force.items())},
     }
     return json.dumps(parts, sort_keys=True, separators=(",", ":"))
 
