@@ -29,6 +29,7 @@ from optimizer.planning.enumerator import exhaustive, fewest_racks_for
 from optimizer.planning.greedy import Assignment, greedy_plan
 from optimizer.planning.options import option_table
 from optimizer.planning.placement import name_nodes
+from optimizer.planning.problem import released_from_failures
 from optimizer.search import CutShort, StopSignal
 from tests.planning_cases import (
     REQUEST,
@@ -58,6 +59,8 @@ def plan_json(result: PlanResult) -> str:
 def test_plan_matches_the_exhaustive_oracle(seed: int, objective: str) -> None:
     problem, curves = random_instance(seed, objective)
     result = plan(problem, PlanSettings(time_limit_s=20, explain=False), curves)
+    # the oracle solves what the planner solves: pinned jobs on failed nodes made movable
+    problem, _ = released_from_failures(problem)
     table = option_table(problem, curves)
     best = exhaustive(problem, table)
     if best is None:
@@ -79,6 +82,7 @@ def test_the_oracle_sweep_covers_infeasible_and_nvlink_cases() -> None:
     kinds = set()
     for seed in SEEDS:
         problem, curves = random_instance(seed)
+        problem, _ = released_from_failures(problem)
         best = exhaustive(problem, option_table(problem, curves))
         kinds.add("infeasible" if best is None else "feasible")
         kinds.add("domains" if any(p.domain_nodes > 1 for p in problem.pools) else "racks")
@@ -303,3 +307,24 @@ def test_curves_cached_for_one_engine_version_or_setting_are_not_served_for_anot
     eager = key("megatron", {"cuda_graph_impl": "none"})
     assert len({newest, old, eager, key("nemo")}) == 4
     assert key("megatron") == newest  # and the same request, the same key
+
+
+def test_a_pinned_job_whose_node_fails_restarts_elsewhere_and_the_answer_says_so() -> None:
+    # pinned (running, not movable) on nodes 0-1; node 1 fails. Kept pinned, every plan would
+    # be infeasible for a fact no rule can change; interface.md: the replan moves that job
+    pool = Pool("h100", REQUEST_GPU, 4, 8, None, 4, frozenset({1}))
+    pinned = PlanJob(
+        "pinned", REQUEST, node_counts=(2,), running=Running("h100", (0, 1)), movable=False
+    )
+    other = PlanJob("other", REQUEST, node_counts=(1,), running=Running("h100", (3,)))
+    problem = PlanProblem((pool,), (pinned, other))
+    table = {("pinned", "h100", 2): 2000.0, ("other", "h100", 1): 1000.0}
+    result = plan(problem, PlanSettings(time_limit_s=10), given_curves(problem, table))
+    assert result.status == "optimal"
+    by_name = {job.name: job for job in result.jobs}
+    assert by_name["pinned"].change == "moves" and 1 not in by_name["pinned"].nodes
+    assert by_name["pinned"].nodes == (0, 2) and by_name["other"].change == "stays"
+    assert any("'pinned' is pinned, but its node(s) 1" in w for w in result.warnings)
+    released, _ = released_from_failures(problem)
+    assert not released.jobs[0].pinned and released.jobs[1] == other
+    check_plan(released, result)

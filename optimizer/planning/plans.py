@@ -24,7 +24,13 @@ from optimizer.planning.options import (
     option_table,
 )
 from optimizer.planning.placement import lay_out, name_nodes
-from optimizer.planning.problem import PlanProblem, PlanSettings, check_problem, check_size
+from optimizer.planning.problem import (
+    PlanProblem,
+    PlanSettings,
+    check_problem,
+    check_size,
+    released_from_failures,
+)
 from optimizer.planning.results import JobPlan, LeftOut, PlanResult, PlanStats
 from optimizer.planning.solve import Solved, solve_plan
 from optimizer.results import Status
@@ -48,6 +54,7 @@ def plan(
     deadline = start + settings.time_limit_s
     check_problem(problem)
     check_size(problem)
+    problem, released = released_from_failures(problem)
     if curves is None:
         curves = build_curves(problem, settings, start + CURVE_SHARE * settings.time_limit_s)
     table = option_table(problem, curves)
@@ -67,7 +74,7 @@ def plan(
         solve_wall_s=solve_wall_s,
         explain_wall_s=time.perf_counter() - explain_start,
     )
-    return replace(result, stats=stats)
+    return replace(result, stats=stats, warnings=released + result.warnings)
 
 
 def _explained(

@@ -3,7 +3,7 @@ the settings of one plan call. Checked once here; everything after may trust it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Literal
 
@@ -78,6 +78,32 @@ class PlanSettings:
     explain: bool = True
     curve_time_limit_s: float = 2.0  # each scaling-curve point's optimize call
     stop: StopSignal = field(default_factory=StopSignal)
+
+
+def released_from_failures(problem: PlanProblem) -> tuple[PlanProblem, tuple[str, ...]]:
+    """The problem with each pinned job (running, not movable) that holds a failed node made
+    movable, and a warning for each: its training stopped with the node, so it restarts
+    wherever the plan puts it (interface.md: the replan moves that job). Kept pinned, it would
+    make every plan infeasible for a fact no rule can change."""
+    jobs, warnings = [], []
+    for job in problem.jobs:
+        down = _failed_nodes(problem, job) if job.pinned else ()
+        if down and job.running is not None:
+            warnings.append(
+                f"job {job.name!r} is pinned, but its node(s) {', '.join(map(str, down))} of "
+                f"pool {job.running.pool!r} are unavailable: it restarts where this plan puts it"
+            )
+            job = replace(job, movable=True)
+        jobs.append(job)
+    return (replace(problem, jobs=tuple(jobs)), tuple(warnings)) if warnings else (problem, ())
+
+
+def _failed_nodes(problem: PlanProblem, job: PlanJob) -> tuple[int, ...]:
+    """The unavailable nodes among those `job` runs on (its pool checked to exist)."""
+    if job.running is None:
+        return ()
+    down = problem.pools[problem.pool_index(job.running.pool)].unavailable
+    return tuple(node for node in job.running.nodes if node in down)
 
 
 def check_problem(problem: PlanProblem) -> None:
