@@ -7,6 +7,8 @@ PORT   ?= 8000
 # Solves in a process per solver thread: the search's numpy and Python hold the GIL, so
 # threads alone use about one core (docs/deploy.md, SOLVE_IN).
 SOLVE_IN ?= processes
+# Scaling curves the plans priced, kept for the next `make run` (docs/deploy.md, CURVE_STORE).
+CURVE_STORE ?= .layoutopt/curves
 STAMP  := $(VENV)/.installed
 
 .PHONY: install run test lint bench validate clean test-engines screenshot
@@ -22,7 +24,7 @@ $(STAMP): pyproject.toml | $(BIN)/python
 install: $(STAMP)
 
 run: install
-	HOST=$(HOST) PORT=$(PORT) SOLVE_IN=$(SOLVE_IN) $(BIN)/layoutopt serve
+	HOST=$(HOST) PORT=$(PORT) SOLVE_IN=$(SOLVE_IN) CURVE_STORE=$(CURVE_STORE) $(BIN)/layoutopt serve
 
 test: install
 	$(BIN)/python -m pytest

@@ -62,7 +62,7 @@ def held_bytes(answer: Any) -> int:
 
 def test_an_answers_counted_size_covers_the_memory_it_holds() -> None:
     small = price(EvaluateRequest.model_validate(PLATE_EXAMPLE))
-    large = planned(PlanRequestIn.model_validate(many_jobs_plan(20)), 10.0, StopSignal())
+    large = planned(PlanRequestIn.model_validate(many_jobs_plan(20)), 10.0, "", StopSignal())
     for answer in (small, large):
         assert held_bytes(answer) <= answer_size_bytes(answer) <= 3 * held_bytes(answer)
 

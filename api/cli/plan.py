@@ -5,6 +5,7 @@ unknown, 2 a bad request."""
 from __future__ import annotations
 
 import argparse
+import os
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +14,7 @@ from api.cli.render import layout_line
 from api.cli.search import exit_status
 from api.schemas import PlanOut, PlanRequestIn, plan_out
 from optimizer.planning import plan
+from optimizer.planning.store import curve_cache
 
 DEFAULT_TIME_LIMIT_S = 10.0
 
@@ -105,7 +107,9 @@ def plan_request(args: argparse.Namespace) -> PlanRequestIn:
 def run_plan(args: argparse.Namespace) -> int:
     request = plan_request(args)
     time_limit_s = request.time_limit_s or DEFAULT_TIME_LIMIT_S
-    answer = plan_out(plan(request.to_problem(), request.settings(time_limit_s, args.workers)))
+    settings = request.settings(time_limit_s, args.workers)
+    cache = curve_cache(args.curve_store)
+    answer = plan_out(plan(request.to_problem(), settings, cache=cache))
     emit(answer, args.json, plan_text)
     return exit_status(answer.status)
 
@@ -123,5 +127,12 @@ def register_plan_command(commands: Any) -> None:
         "--no-explain", action="store_false", dest="explain", default=None, help="the plan alone"
     )
     cmd.add_argument("--workers", type=int, default=1, help="CP-SAT workers (default 1)")
+    cmd.add_argument(
+        "--curve-store",
+        default=os.environ.get("CURVE_STORE", ""),
+        metavar="DIR",
+        help="keep the scaling curves priced in DIR for the next plan (default $CURVE_STORE; "
+        "none: memory only)",
+    )
     cmd.add_argument("--json", action="store_true", help="print the exact JSON answer")
     cmd.set_defaults(run=run_plan)

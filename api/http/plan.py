@@ -12,6 +12,7 @@ from api.http.routes import ERROR_RESPONSES, SolverDep, slot_of
 from api.schemas import PLAN_EXAMPLE, PlanOut, PlanRequestIn, plan_out
 from optimizer import StopSignal
 from optimizer.planning import plan
+from optimizer.planning.store import curve_cache
 
 router = APIRouter()
 
@@ -26,9 +27,13 @@ PlanBody = Annotated[
 ]
 
 
-def planned(request: PlanRequestIn, time_limit_s: float, stop: StopSignal) -> PlanOut:
-    # One CP-SAT worker per plan: the pool already gives each core its own request.
-    return plan_out(plan(request.to_problem(), request.settings(time_limit_s, 1, stop)))
+def planned(
+    request: PlanRequestIn, time_limit_s: float, curve_store: str, stop: StopSignal
+) -> PlanOut:
+    # One CP-SAT worker per plan: the pool already gives each core its own request. The
+    # store is opened by path in the process that plans (a solver process has its own).
+    settings = request.settings(time_limit_s, 1, stop)
+    return plan_out(plan(request.to_problem(), settings, cache=curve_cache(curve_store)))
 
 
 def proved(answer: Any) -> bool:
@@ -40,5 +45,5 @@ def proved(answer: Any) -> bool:
 async def plan_cluster(request: PlanBody, solver: SolverDep, http: Request) -> PlanOut:
     """Each job's pool, GPUs, nodes and layout in one plan, with what was proved of it."""
     time_limit_s = solver.time_limit_for(request.time_limit_s)
-    work = partial(planned, request, time_limit_s)
+    work = partial(planned, request, time_limit_s, http.app.state.settings.curve_store)
     return await solver.run("plan", request, work, proved, slot=slot_of(http), receive=http.receive)

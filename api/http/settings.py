@@ -50,6 +50,12 @@ class Settings(BaseSettings):
         description="Memory the cached answers may hold (each counted from its JSON's length); "
         "the least recently used go first, and an answer larger than this is not kept.",
     )
+    curve_store: str = Field(
+        "",
+        description="A folder where plans keep the scaling curves they price, so that a "
+        "restart (or another solver process) does not price them again; empty: memory only. "
+        "One host's processes may share it; replicas on other hosts may not (docs/deploy.md).",
+    )
     max_body_bytes: int = Field(
         1_000_000, gt=0, le=100_000_000, description="Larger request bodies get 413."
     )

@@ -30,6 +30,8 @@ USABLE = ("optimal", "feasible")
 # Below this much time an optimize call only pays its set-up: the point is left unpriced.
 MIN_POINT_S = 0.02
 CACHE_ENTRIES = 16_384
+# what one point's search found: status, tokens/s, the best estimate, a note
+CurveValue = tuple[str, float, Estimate | None, str]
 
 
 @dataclass(frozen=True)
@@ -80,17 +82,17 @@ class CurveCache:
 
     def __init__(self, max_entries: int = CACHE_ENTRIES) -> None:
         self.max_entries = max_entries
-        self._entries: OrderedDict[str, tuple[str, float, Estimate | None, str]] = OrderedDict()
+        self._entries: OrderedDict[str, CurveValue] = OrderedDict()
         self._lock = threading.Lock()
 
-    def get(self, key: str) -> tuple[str, float, Estimate | None, str] | None:
+    def get(self, key: str) -> CurveValue | None:
         with self._lock:
             found = self._entries.get(key)
             if found is not None:
                 self._entries.move_to_end(key)
             return found
 
-    def put(self, key: str, value: tuple[str, float, Estimate | None, str]) -> None:
+    def put(self, key: str, value: CurveValue) -> None:
         with self._lock:
             self._entries[key] = value
             self._entries.move_to_end(key)
@@ -124,7 +126,7 @@ def curve_key(request: Request) -> str:
 
 def price_point(
     job: PlanJob, pool: Pool, nodes: int, time_limit_s: float, settings: PlanSettings
-) -> tuple[str, float, Estimate | None, str]:
+) -> CurveValue:
     """The best layout of `job` on `nodes` nodes of `pool`: status, tokens/s, estimate, note.
     One CP-SAT worker whatever the plan's: the curve must not depend on it."""
     request = replace(job.on_pool(pool, nodes), explain=False)

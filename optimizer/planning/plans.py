@@ -15,7 +15,7 @@ from dataclasses import replace
 from optimizer.cpsat import CutShort, time_is_up
 from optimizer.planning import conflicts as conflicting
 from optimizer.planning import explain as explaining
-from optimizer.planning.curves import Curves, build_curves
+from optimizer.planning.curves import CURVE_CACHE, CurveCache, Curves, build_curves
 from optimizer.planning.options import (
     MET_LEVELS,
     THROUGHPUT_LEVELS,
@@ -45,10 +45,14 @@ ANSWER_S, ANSWER_S_PER_JOB = 0.01, 0.003
 
 
 def plan(
-    problem: PlanProblem, settings: PlanSettings | None = None, curves: Curves | None = None
+    problem: PlanProblem,
+    settings: PlanSettings | None = None,
+    curves: Curves | None = None,
+    cache: CurveCache = CURVE_CACHE,
 ) -> PlanResult:
     """The best plan within the time limit, what was proved of it, and why.
-    `curves`: scaling curves already known (curves.given_curves); priced if absent."""
+    `curves`: scaling curves already known (curves.given_curves); priced if absent, each
+    point looked up in `cache` first (store.curve_cache: one kept on disk)."""
     settings = settings or PlanSettings()
     start = time.perf_counter()
     deadline = start + settings.time_limit_s
@@ -56,7 +60,7 @@ def plan(
     check_size(problem)
     problem, released = released_from_failures(problem)
     if curves is None:
-        curves = build_curves(problem, settings, start + CURVE_SHARE * settings.time_limit_s)
+        curves = build_curves(problem, settings, start + CURVE_SHARE * settings.time_limit_s, cache)
     table = option_table(problem, curves)
     solve_start = time.perf_counter()
     reserve_s = ANSWER_S + ANSWER_S_PER_JOB * len(problem.jobs)
