@@ -4,6 +4,7 @@ nodes, curves linear in nodes, so every figure below is arithmetic."""
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import pytest
 
@@ -89,3 +90,51 @@ def test_a_restart_costs_its_minutes_over_the_horizon(restart_minutes: float, ch
     assert result.objective_value == pytest.approx(0.5 if restart_minutes else 1.0)
     tokens_per_s = result.terms["weighted_tokens_per_s"]
     assert tokens_per_s == pytest.approx(2000.0 if restart_minutes else 4000.0)
+
+
+@pytest.mark.parametrize(("checkpoint_minutes", "change"), [(None, "resizes"), (60.0, "stays")])
+def test_a_move_without_a_checkpoint_on_demand_loses_half_an_interval(
+    checkpoint_minutes: float | None, change: str
+) -> None:
+    # Running on 2 nodes (2,000 tokens/s, best alone 4,000 on 4). A resize restarts for 10
+    # minutes of the 60-minute horizon: 4,000 * 50/60 = 3,333 beats staying. A job that can
+    # only resume from a checkpoint taken every hour also loses 30 minutes on average:
+    # 4,000 * 20/60 = 1,333, and staying (2,000) wins.
+    a = job(
+        "a",
+        running=Running("h100", (0, 1)),
+        restart_minutes=10.0,
+        checkpoint_minutes=checkpoint_minutes,
+    )
+    problem, curves = toy("throughput", a, per_node={"a": 1000.0})
+    result = plan(problem, PlanSettings(time_limit_s=10), curves)  # type: ignore[arg-type]
+    assert result.jobs[0].change == change
+    assert result.objective_value == pytest.approx(50 / 60 if checkpoint_minutes is None else 0.5)
+    if checkpoint_minutes is not None:
+        (short,) = result.shortfalls
+        assert short.reasons[0].code == "restart_cost"
+        assert "40 minutes of training lost (its restart and half its checkpoint" in (
+            short.reasons[0].message
+        )
+
+
+@pytest.mark.parametrize(("checkpoint_minutes", "met"), [(None, True), (120.0, False)])
+def test_a_failure_takes_back_the_training_since_the_last_checkpoint_from_a_deadline(
+    checkpoint_minutes: float | None, met: bool
+) -> None:
+    # Running on nodes 0-1 (2,000 tokens/s); node 1 fails. On the 3 nodes left it trains
+    # 3,000 tokens/s: 10.8M in the hour its deadline gives, against 8M still to train. With
+    # a checkpoint every 2 hours, the failure took back an hour of its 2,000 tokens/s on
+    # average: 7.2M more to train, 15.2M, and the deadline is lost.
+    pool = replace(POOL, unavailable=frozenset({1}))
+    a = job(
+        "a",
+        running=Running("h100", (0, 1)),
+        restart_minutes=0.0,
+        checkpoint_minutes=checkpoint_minutes,
+        deadline=Deadline(8e6, 1.0),
+    )
+    problem = PlanProblem((pool,), (a,), "deadlines")
+    table = {("a", "h100", n): 1000.0 * n for n in COUNTS}
+    result = plan(problem, PlanSettings(time_limit_s=10), given_curves(problem, table))
+    assert result.jobs[0].gpus == 24 and result.jobs[0].meets_deadline is met

@@ -261,6 +261,14 @@ class JobIn(BaseModel):
     restart_minutes: float = Field(
         10.0, ge=0, le=100_000, description="Training lost when moved or resized."
     )
+    checkpoint_minutes: float | None = Field(
+        None,
+        gt=0,
+        le=100_000,
+        description="Minutes between its checkpoints, for a job that cannot save one before it "
+        "is moved: a move or resize then also loses half an interval of training on average, "
+        "and after a failure a deadline counts that training again. Unset: it saves on demand.",
+    )
     deadline: DeadlineIn | None = None
 
     @model_validator(mode="after")
@@ -331,8 +339,9 @@ class PlanRequestIn(BaseModel):
             job.preemptible,
             running,
             job.restart_minutes,
-            self._deadline(i, job.deadline),
-            measured,
+            deadline=self._deadline(i, job.deadline),
+            measured=measured,
+            checkpoint_minutes=job.checkpoint_minutes,
         )
 
     def _measured(self, i: int, table: dict[str, dict[str, float]]) -> MeasuredThroughput:

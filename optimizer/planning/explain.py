@@ -24,6 +24,7 @@ from optimizer.planning.options import (
     THROUGHPUT_LEVELS,
     Option,
     OptionTable,
+    lost_on_restart_s,
     objective_scale,
 )
 from optimizer.planning.problem import PlanProblem, PlanSettings
@@ -159,12 +160,14 @@ def _reasons(
                 f"its best configuration needs {option.nodes}",
             )
         ]
-    if job.running is not None and job.restart_minutes > 0:
+    lost_minutes = lost_on_restart_s(problem, job) / 60.0
+    if job.running is not None and lost_minutes > 0:
+        since = " (its restart and half its checkpoint interval)" if job.since_checkpoint_s else ""
         return [
             Reason(
                 "restart_cost",
-                f"moving to it would restart the job: {job.restart_minutes:g} minutes of "
-                f"training lost over the {problem.horizon_minutes:g}-minute horizon",
+                f"moving to it would restart the job: {lost_minutes:g} minutes of training "
+                f"lost{since} over the {problem.horizon_minutes:g}-minute horizon",
             )
         ]
     return [Reason("objective", "the objective gains more elsewhere")]

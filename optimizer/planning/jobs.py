@@ -71,6 +71,9 @@ class PlanJob:
     restart_minutes: float = 10.0  # training lost when it moves or is resized
     deadline: Deadline | None = None
     measured: MeasuredThroughput | None = None
+    # minutes between its checkpoints, when it cannot save one on demand before it moves:
+    # a move then also loses the training since the last one, half an interval on average
+    checkpoint_minutes: float | None = None
 
     def __post_init__(self) -> None:
         if self.request is None and self.measured is None:
@@ -92,6 +95,17 @@ class PlanJob:
     @property
     def restart_s(self) -> float:
         return self.restart_minutes * 60.0
+
+    @property
+    def since_checkpoint_s(self) -> float:
+        """Training a move or a failure loses since the last checkpoint, on average."""
+        return 0.0 if self.checkpoint_minutes is None else self.checkpoint_minutes * 30.0
+
+    @property
+    def move_cost_s(self) -> float:
+        """Training a planned move or resize loses: the restart, and what was trained since
+        the last checkpoint when the job cannot save one first."""
+        return self.restart_s + self.since_checkpoint_s
 
     def on_pool(self, pool: Pool, nodes: int) -> Request:
         """Its request on `nodes` nodes of `pool`."""

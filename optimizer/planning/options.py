@@ -7,7 +7,8 @@ p-norm and the deadline test, nonlinear in throughput, are exact as a table over
 (the piecewise encoding over a finite domain): the solver only adds table entries.
 
 The terms, per job of weight w at T tokens/s, over a horizon of H seconds, T_eff = T * (H -
-restart_s) / H when it restarts, T when it stays, and x = T_eff / T_alone, T_alone the job's
+lost_s) / H when it restarts (lost_s: its restart, plus half its checkpoint interval when it
+cannot save one before a planned move), T when it stays, and x = T_eff / T_alone, T_alone the job's
 best throughput alone on the cluster:
 - throughput: w * x, the work each job does as a share of its best alone, so that jobs of
   different sizes (and jobs that bring their own throughput in their own unit) add up: raw
@@ -16,7 +17,8 @@ best throughput alone on the cluster:
 - fairness (minimised): w * x^p, p = -0.5 by default (throughput is the same sum at p = 1); nothing costs Sia's lambda_n (1.1) times its
   smallest configuration's term (sia-simulator's `__solve_mip_rescaled`: no allocation is a
   penalty, not a constraint);
-- deadlines: met weight first (T * (D - restart_s) >= tokens still to train), then the
+- deadlines: met weight first (T * (D - lost_s) >= tokens still to train, plus what a failure
+  took back since the last checkpoint), then the
   throughput term (w * x) as a tie-break below one unit of met weight.
 Each becomes an integer, `value`, maximised: PRIMARY_LEVELS spans the largest possible
 sum, so the table resolves 1e-9 of it (deadlines: 1e-4 of the total weight, then 1e-6 of
@@ -99,20 +101,47 @@ def job_options(problem: PlanProblem, curves: Curves, j: int) -> tuple[Option, .
             down = problem.pools[point.pool].unavailable
             failed = any(node in down for node in job.running.nodes)
             options.append(Option(j, point, stays=True, on_unavailable=failed))
-        if job.running is not None and job.restart_s >= problem.horizon_s:
+        if job.running is not None and lost_on_restart_s(problem, job) >= problem.horizon_s:
             continue  # a restart would take the whole horizon: worth nothing, never chosen
         options.append(Option(j, point, restarts=job.running is not None))
     return tuple(options)
 
 
-def score(problem: PlanProblem, job: PlanJob, option: Option, alone: float, least: float) -> Score:
-    """The option's term in real units. `least`: the job's smallest normalised throughput."""
+def lost_on_restart_s(problem: PlanProblem, job: PlanJob) -> float:
+    """Training a restart costs the job from now on: a planned move or resize, its restart
+    and what it trained since its last checkpoint; after a failure, the restart alone (what
+    the failure lost is lost whatever the plan does, so it weighs on no choice)."""
+    return job.restart_s if problem.failed_nodes(job) else job.move_cost_s
+
+
+def lost_to_failure_tokens(
+    problem: PlanProblem, job: PlanJob, options: tuple[Option, ...]
+) -> float:
+    """Tokens a failure took back from a job that held a failed node: its throughput where it
+    ran times the time since its last checkpoint (half an interval on average). They are
+    trained again, so a deadline needs them too."""
+    if not problem.failed_nodes(job):
+        return 0.0
+    running = next((o.tokens_per_s for o in options if o.stays), 0.0)
+    return running * job.since_checkpoint_s
+
+
+def score(
+    problem: PlanProblem,
+    job: PlanJob,
+    option: Option,
+    alone: float,
+    least: float,
+    retrain_tokens: float = 0.0,
+) -> Score:
+    """The option's term in real units. `least`: the job's smallest normalised throughput;
+    `retrain_tokens`: what a failure took back, added to a deadline's tokens."""
     p = problem.fairness_p
     deadline = None if job.deadline is None else False
     if option.point is None:
         penalty = NO_ALLOCATION_PENALTY * (least**p if least > 0 else 1.0)
         return Score(0.0, 0.0, 0.0, 0.0, job.weight * penalty, deadline)
-    lost_s = job.restart_s if option.restarts else 0.0
+    lost_s = lost_on_restart_s(problem, job) if option.restarts else 0.0
     horizon_s = problem.horizon_s
     kept = max(horizon_s - lost_s, 0.0) / horizon_s
     tokens_per_s = option.tokens_per_s * kept
@@ -120,7 +149,7 @@ def score(problem: PlanProblem, job: PlanJob, option: Option, alone: float, leas
     fairness = job.weight * (share**p if share > 0 else NO_ALLOCATION_PENALTY * least**p)
     if job.deadline is not None:
         training_s = max(job.deadline.seconds - lost_s, 0.0)
-        deadline = option.tokens_per_s * training_s >= job.deadline.tokens
+        deadline = option.tokens_per_s * training_s >= job.deadline.tokens + retrain_tokens
     weighted = job.weight * tokens_per_s
     return Score(tokens_per_s, weighted, share, job.weight * share, fairness, deadline)
 
@@ -132,7 +161,9 @@ def option_table(problem: PlanProblem, curves: Curves) -> OptionTable:
     for j, opts in enumerate(options):
         shares = [o.tokens_per_s / alone[j] for o in opts if o.point is not None]
         least = min(shares, default=0.0)
-        scores.append(tuple(score(problem, problem.jobs[j], o, alone[j], least) for o in opts))
+        job = problem.jobs[j]
+        retrain = lost_to_failure_tokens(problem, job, opts)
+        scores.append(tuple(score(problem, job, o, alone[j], least, retrain) for o in opts))
     values = integer_values(problem, tuple(scores))
     return OptionTable(options, values, tuple(scores), alone)
 

@@ -49,6 +49,13 @@ class PlanProblem:
             return None
         return len(job.running.nodes) * self.pools[where].gpus_per_node
 
+    def failed_nodes(self, job: PlanJob) -> tuple[int, ...]:
+        """The unavailable nodes among those `job` runs on: its training stopped with them."""
+        if job.running is None:
+            return ()
+        down = self.pools[self.pool_index(job.running.pool)].unavailable
+        return tuple(node for node in job.running.nodes if node in down)
+
     @property
     def horizon_s(self) -> float:
         return self.horizon_minutes * 60.0
@@ -87,7 +94,7 @@ def released_from_failures(problem: PlanProblem) -> tuple[PlanProblem, tuple[str
     make every plan infeasible for a fact no rule can change."""
     jobs, warnings = [], []
     for job in problem.jobs:
-        down = _failed_nodes(problem, job) if job.pinned else ()
+        down = problem.failed_nodes(job) if job.pinned else ()
         if down and job.running is not None:
             warnings.append(
                 f"job {job.name!r} is pinned, but its node(s) {', '.join(map(str, down))} of "
@@ -96,14 +103,6 @@ def released_from_failures(problem: PlanProblem) -> tuple[PlanProblem, tuple[str
             job = replace(job, movable=True)
         jobs.append(job)
     return (replace(problem, jobs=tuple(jobs)), tuple(warnings)) if warnings else (problem, ())
-
-
-def _failed_nodes(problem: PlanProblem, job: PlanJob) -> tuple[int, ...]:
-    """The unavailable nodes among those `job` runs on (its pool checked to exist)."""
-    if job.running is None:
-        return ()
-    down = problem.pools[problem.pool_index(job.running.pool)].unavailable
-    return tuple(node for node in job.running.nodes if node in down)
 
 
 def check_problem(problem: PlanProblem) -> None:
