@@ -125,7 +125,7 @@ def test_bad_measured_throughput_is_refused_naming_the_field(
     assert error["field"] == field and words in error["message"], error
 
 
-def test_cli_plans_measured_jobs_and_prints_the_weighted_tokens(
+def test_cli_plans_measured_jobs_and_says_their_units_do_not_add_as_tokens(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     spec = tmp_path / "plan.json"
@@ -133,4 +133,4 @@ def test_cli_plans_measured_jobs_and_prints_the_weighted_tokens(
     status, out, err = run_cli(["plan", str(spec)], capsys)
     assert status == 0, err
     assert "objective throughput 3.375" in out
-    assert f"weighted tokens/s {3 * 131_000 + 300_000:,}" in out
+    assert f"measured jobs' own units) {3 * 131_000 + 300_000:,}" in out

@@ -36,13 +36,21 @@ def _figure(value: float | None) -> str:
     return f"{value:,.0f}" if abs(value) >= 100 else f"{value:.4g}"
 
 
+def _weighted_label(answer: PlanOut) -> str:
+    """Tokens/s add up only when every job was priced: a job that brought its own throughput
+    (no engine) counts in its own unit."""
+    if any(job.engine is None for job in answer.jobs):
+        return "weighted throughput (tokens/s and the measured jobs' own units)"
+    return "weighted tokens/s"
+
+
 def plan_text(answer: PlanOut) -> str:
     value, bound = _figure(answer.objective_value), _figure(answer.bound)
     gap = "-" if answer.gap is None else f"{answer.gap:.2%}"
     s = answer.solver
     lines = [
         f"status   {answer.status}   objective {answer.objective} {value} (bound {bound}, gap {gap}); "
-        f"weighted tokens/s {_figure(answer.objective_terms.get('weighted_tokens_per_s'))}",
+        f"{_weighted_label(answer)} {_figure(answer.objective_terms.get('weighted_tokens_per_s'))}",
         f"solver   {s.wall_s:.2f} s: curves {s.curve_wall_s:.2f} s ({s.optimize_calls} optimize "
         f"calls, {s.curve_cache_hits} cached), solve {s.solve_wall_s:.2f} s, explanations "
         f"{s.explain_wall_s:.2f} s; racks spanned {answer.racks_spanned}",
