@@ -1,0 +1,1 @@
+"""A plan handed to the schedulers people run: Ray placement groups (ray_placement.py)."""
