@@ -41,7 +41,7 @@ from tests.planning_cases import (
     twin_instance,
 )
 
-OBJECTIVES = ("throughput", "fairness", "deadlines")
+OBJECTIVES = ("throughput", "fairness", "deadlines", "tokens")
 # Seeds 4 and 5 are infeasible (a job that must run has no configuration it may take);
 # 13, 43 and 46 have NVLink domains of two nodes with running jobs across them.
 SEEDS = (0, 1, 2, 4, 5, 7, 13, 17, 32, 43, 46, 78)

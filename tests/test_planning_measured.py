@@ -70,6 +70,20 @@ def test_throughput_weighs_each_job_by_its_share_of_its_best_alone(api: TestClie
     assert f"cost the plan {cost:.4g} in weighted shares of best alone" in trade_off
 
 
+def test_the_tokens_objective_sums_weighted_tokens_as_they_are(api: TestClient) -> None:
+    # for a script that wants the raw sum: it swaps the jobs, as the issue saw the old
+    # `throughput` do (3 * 25K + 800K = 875K against 693K)
+    response = api.post("/v1/plan", json=SWAP | {"objective": "tokens"})
+    assert response.status_code == 200, response.text
+    answer = PlanOut.model_validate(response.json())
+    assert answer.status == "optimal"
+    assert [(job.name, job.pool) for job in answer.jobs] == [
+        ("pretrain-70b", "a100"),
+        ("finetune-8b", "h100"),
+    ]
+    assert answer.objective_value == pytest.approx(3 * 25_000 + 800_000, rel=1e-9)
+
+
 def test_a_measured_job_and_a_priced_job_share_one_plan(api: TestClient) -> None:
     priced = {
         "name": "priced-8b",

@@ -128,7 +128,7 @@ def register_plan_command(commands: Any) -> None:
     )
     cmd.add_argument("spec_file", nargs="?", type=Path, metavar="SPEC", help="plan request JSON")
     cmd.add_argument("--spec", type=Path, help="the same, as a flag (- for standard input)")
-    cmd.add_argument("--objective", choices=("throughput", "fairness", "deadlines"))
+    cmd.add_argument("--objective", choices=("throughput", "fairness", "deadlines", "tokens"))
     cmd.add_argument("--time-limit-s", type=float, dest="time_limit_s", help="default 10")
     cmd.add_argument("--gap-limit", type=float, dest="gap_limit", help="stop at this gap")
     cmd.add_argument(

@@ -153,7 +153,8 @@ class PlanOut(BaseModel):
     objective: str
     objective_value: float | None = Field(
         description="throughput: the sum of w*x (each job's weighted share of its best alone); "
-        "fairness: the sum of w*x^p (minimised); deadlines: met weight.",
+        "tokens: weighted tokens/s; fairness: the sum of w*x^p (minimised); deadlines: met "
+        "weight.",
     )
     bound: float | None = Field(description="The best any plan could reach, as far as proved.")
     gap: float | None = Field(

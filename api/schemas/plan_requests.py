@@ -285,7 +285,12 @@ class PlanRequestIn(BaseModel):
 
     cluster: PlanClusterIn
     jobs: list[JobIn] = Field(max_length=MAX_JOBS)
-    objective: Literal["throughput", "fairness", "deadlines"] = "throughput"
+    objective: Literal["throughput", "fairness", "deadlines", "tokens"] = Field(
+        "throughput",
+        description="throughput: the sum of each job's weight times its share of its best "
+        "alone; tokens: weighted tokens/s summed as they are (jobs of different sizes trade "
+        "unevenly); fairness: Sia's p-norm of the shares; deadlines: met weight, then throughput.",
+    )
     fairness_p: float = Field(
         DEFAULT_FAIRNESS_P, ge=-10, lt=0, description="The p-norm's exponent (Sia: -0.5)."
     )

@@ -264,6 +264,7 @@ def _trade_off(
         )
     units = {
         "throughput": "in weighted shares of best alone (w * x)",
+        "tokens": "weighted tokens/s",
         "fairness": "of the fairness sum (w * x^p)",
         "deadlines": "met weight",
     }[problem.objective]
@@ -328,6 +329,7 @@ def _gain_words(
     k, gain, after = found[-1]
     units = {
         "throughput": "in weighted shares of best alone (w * x)",
+        "tokens": "weighted tokens/s",
         "fairness": "off the fairness sum",
         "deadlines": "met weight",
     }[problem.objective]

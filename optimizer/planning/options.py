@@ -14,6 +14,8 @@ best throughput alone on the cluster:
   different sizes (and jobs that bring their own throughput in their own unit) add up: raw
   tokens/s summed across a 70B and an 8B model would trade the 70B's H100s for the 8B's
   cheaper tokens (the plan's answer still reports the weighted tokens/s);
+- tokens: w * T_eff, weighted tokens/s summed across jobs (the sum `throughput` was before
+  it weighed each job by its best alone; for a script that wants that sum);
 - fairness (minimised): w * x^p, p = -0.5 by default (throughput is the same sum at p = 1); nothing costs Sia's lambda_n (1.1) times its
   smallest configuration's term (sia-simulator's `__solve_mip_rescaled`: no allocation is a
   penalty, not a constraint);
@@ -176,6 +178,10 @@ def integer_values(
         worst = sum(max(s.fairness for s in row) for row in scores) or 1.0
         scale = PRIMARY_LEVELS / worst
         return tuple(tuple(-round(s.fairness * scale) for s in row) for row in scores)
+    if problem.objective == "tokens":
+        most = sum(max(s.weighted for s in row) for row in scores)
+        scale = PRIMARY_LEVELS / most if most > 0 else 0.0
+        return tuple(tuple(round(s.weighted * scale) for s in row) for row in scores)
     best = sum(max(s.worth for s in row) for row in scores)
     if problem.objective == "throughput":
         scale = PRIMARY_LEVELS / best if best > 0 else 0.0
@@ -194,11 +200,14 @@ def integer_values(
 
 
 def objective_scale(problem: PlanProblem, table: OptionTable) -> float:
-    """Integer units per objective unit (throughput: the sum of w * x; fairness: the sum of
-    w * x^p, its sign flipped; deadlines: met weight)."""
+    """Integer units per objective unit (throughput: the sum of w * x; tokens: weighted
+    tokens/s; fairness: the sum of w * x^p, its sign flipped; deadlines: met weight)."""
     if problem.objective == "fairness":
         worst = sum(max(s.fairness for s in row) for row in table.scores) or 1.0
         return -PRIMARY_LEVELS / worst
+    if problem.objective == "tokens":
+        most = sum(max(s.weighted for s in row) for row in table.scores)
+        return PRIMARY_LEVELS / most if most > 0 else 1.0
     if problem.objective == "throughput":
         best = sum(max(s.worth for s in row) for row in table.scores)
         return PRIMARY_LEVELS / best if best > 0 else 1.0

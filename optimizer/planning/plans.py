@@ -188,6 +188,7 @@ def _objective(
     }
     value = {
         "throughput": terms["weighted_share"],
+        "tokens": terms["weighted_tokens_per_s"],
         "fairness": terms["fairness_sum"],
         "deadlines": terms["met_weight"],
     }[problem.objective]

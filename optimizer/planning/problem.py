@@ -12,8 +12,8 @@ from optimizer.cpsat import StopSignal
 from optimizer.planning.cluster import Cell, Pool, cells_of, check_pool
 from optimizer.planning.jobs import PlanJob
 
-Objective = Literal["throughput", "fairness", "deadlines"]
-OBJECTIVES: tuple[Objective, ...] = ("throughput", "fairness", "deadlines")
+Objective = Literal["throughput", "fairness", "deadlines", "tokens"]
+OBJECTIVES: tuple[Objective, ...] = ("throughput", "fairness", "deadlines", "tokens")
 # Sia's default exponent (SOSP'23, sia-simulator's `p_fairness`): below 0 the p-mean leans
 # towards the worst-served job.
 DEFAULT_FAIRNESS_P = -0.5
