@@ -89,3 +89,20 @@ def test_a_restarted_server_plans_from_the_store(make_server: Any, tmp_path: Pat
     for answer in (cold, warm):
         answer.pop("solver")
     assert json.dumps(warm, sort_keys=True) == json.dumps(cold, sort_keys=True)
+
+
+def test_a_store_that_cannot_be_a_folder_is_refused_naming_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from pydantic import ValidationError
+
+    from tests.helpers import run_cli
+
+    blocked = tmp_path / "a-file"
+    blocked.write_text("")
+    with pytest.raises(ValidationError, match="curve store .* cannot be a folder of curves"):
+        Settings(curve_store=str(blocked / "curves"))
+    spec = tmp_path / "plan.json"
+    spec.write_text(json.dumps(PLAN))
+    status, _, err = run_cli(["plan", str(spec), "--curve-store", str(blocked / "c")], capsys)
+    assert status == 2 and "cannot be a folder of curves" in err and "Traceback" not in err

@@ -8,6 +8,9 @@ from typing import Literal
 from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from models.errors import InvalidSpec
+from optimizer.planning.store import curve_cache
+
 
 def usable_cores() -> int:
     """Cores this process may run on (the affinity mask, not the host's count)."""
@@ -56,6 +59,19 @@ class Settings(BaseSettings):
         "restart (or another solver process) does not price them again; empty: memory only. "
         "One host's processes may share it; replicas on other hosts may not (docs/deploy.md).",
     )
+
+    @field_validator("curve_store")
+    @classmethod
+    def _curve_store_opens(cls, value: str) -> str:
+        # at start, not at the first plan: a folder that cannot hold curves is refused with
+        # the service, naming CURVE_STORE, rather than failing every plan
+        if value:
+            try:
+                curve_cache(value)
+            except InvalidSpec as error:
+                raise ValueError(error.message) from None
+        return value
+
     max_body_bytes: int = Field(
         1_000_000, gt=0, le=100_000_000, description="Larger request bodies get 413."
     )

@@ -12,6 +12,7 @@ a network file system is not safe (docs/deploy.md).
 from __future__ import annotations
 
 import hashlib
+import sqlite3
 import threading
 from functools import cache
 from pathlib import Path
@@ -19,6 +20,7 @@ from typing import Any
 
 import diskcache
 
+from models.errors import InvalidSpec
 from optimizer.planning.curves import CURVE_CACHE, CurveCache, CurveValue
 
 STORE_BYTES = 256 * 2**20  # a priced point is a few KB: tens of thousands of curves
@@ -80,6 +82,13 @@ def curve_cache(path: str | Path | None) -> CurveCache:
     where = Path(path).expanduser().resolve()
     with _LOCK:
         if where not in _OPENED:
-            where.mkdir(parents=True, exist_ok=True)
-            _OPENED[where] = StoredCurveCache(where)
+            try:
+                where.mkdir(parents=True, exist_ok=True)
+                _OPENED[where] = StoredCurveCache(where)
+            except (OSError, sqlite3.Error) as error:
+                raise InvalidSpec(
+                    f"the curve store {str(path)[:200]!r} cannot be a folder of curves here: "
+                    f"{error.strerror if isinstance(error, OSError) else error}",
+                    "curve_store",
+                ) from None
         return _OPENED[where]
