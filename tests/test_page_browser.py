@@ -397,3 +397,16 @@ def test_page_and_assets_are_served_and_nothing_else(api: TestClient) -> None:
         assert answer.json()["error"]["code"] == "not_found"
     # offline: no script, style or font from another host (the SVG namespace is a name only)
     assert all("http" not in text.replace("http://www.w3.org/2000/svg", "") for text in texts)
+
+
+@pytest.mark.browser
+def test_standard_shows_the_band_the_measured_step_is_expected_in(page: WebDriver) -> None:
+    assert not page.find_element(By.ID, "band").is_displayed()  # the plate's profile: none
+    choose(page, "profile", "standard")
+    wait_for(page, lambda: state(page) == "ready" and text(page, "band") != "")
+    band = text(page, "band")
+    assert band.startswith("80% band: "), band
+    low, high = (float(x) for x in band.split(": ")[1].split(" s,")[0].split("–"))
+    step = float(text(page, "step-time").removesuffix(" s"))
+    assert low <= step <= high, (band, step)
+    assert "published runs" in (page.find_element(By.ID, "band").get_attribute("title") or "")

@@ -18,9 +18,24 @@ export function renderEstimate(estimate) {
   $("step-time").textContent = `${estimate.step_time_s.toFixed(2)} s`;
   $("throughput").textContent = `${Math.round(estimate.tokens_per_s_per_gpu).toLocaleString("en")} tokens/s per GPU`;
   $("dp").textContent = String(layout.dp);
+  renderBand(estimate.interval);
   renderWarnings(estimate.warnings);
   drawMemoryChart(memory, estimate.fits);
   drawMfuChart(estimate.mfu_steps);
+}
+
+// Where the measured figures are expected (profile standard): the validation residuals of
+// runs like this one. The workshop profile reproduces a plate and has none.
+function renderBand(interval) {
+  const band = $("band");
+  band.hidden = !interval;
+  band.textContent = "";
+  band.title = "";
+  if (!interval) return;
+  const [low, high] = interval.step_time_s;
+  const [mfuLow, mfuHigh] = interval.mfu;
+  band.textContent = `${Math.round(interval.coverage * 100)}% band: ${low.toFixed(2)}–${high.toFixed(2)} s, MFU ${pct(mfuLow)}–${pct(mfuHigh)}`;
+  band.title = `from ${interval.basis}`;
 }
 
 function renderWarnings(warnings) {
