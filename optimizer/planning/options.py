@@ -97,13 +97,13 @@ def job_options(problem: PlanProblem, curves: Curves, j: int) -> tuple[Option, .
     job = problem.jobs[j]
     options = [Option(j)]
     where = problem.running_pool(job)
+    failed = bool(problem.failed_nodes(job))  # once: a running job may hold many nodes
+    restart_s = lost_on_restart_s(problem, job)
     for point in sorted(curves.usable(j), key=lambda p: (p.pool, p.nodes)):
         current = job.running is not None and point.pool == where
         if current and job.running is not None and point.nodes == len(job.running.nodes):
-            down = problem.pools[point.pool].unavailable
-            failed = any(node in down for node in job.running.nodes)
             options.append(Option(j, point, stays=True, on_unavailable=failed))
-        if job.running is not None and lost_on_restart_s(problem, job) >= problem.horizon_s:
+        if job.running is not None and restart_s >= problem.horizon_s:
             continue  # a restart would take the whole horizon: worth nothing, never chosen
         options.append(Option(j, point, restarts=job.running is not None))
     return tuple(options)
@@ -134,16 +134,18 @@ def score(
     option: Option,
     alone: float,
     least: float,
+    restart_s: float,
     retrain_tokens: float = 0.0,
 ) -> Score:
     """The option's term in real units. `least`: the job's smallest normalised throughput;
+    `restart_s`: what a restart costs it (lost_on_restart_s, worked out once per job);
     `retrain_tokens`: what a failure took back, added to a deadline's tokens."""
     p = problem.fairness_p
     deadline = None if job.deadline is None else False
     if option.point is None:
         penalty = NO_ALLOCATION_PENALTY * (least**p if least > 0 else 1.0)
         return Score(0.0, 0.0, 0.0, 0.0, job.weight * penalty, deadline)
-    lost_s = lost_on_restart_s(problem, job) if option.restarts else 0.0
+    lost_s = restart_s if option.restarts else 0.0
     horizon_s = problem.horizon_s
     kept = max(horizon_s - lost_s, 0.0) / horizon_s
     tokens_per_s = option.tokens_per_s * kept
@@ -164,8 +166,11 @@ def option_table(problem: PlanProblem, curves: Curves) -> OptionTable:
         shares = [o.tokens_per_s / alone[j] for o in opts if o.point is not None]
         least = min(shares, default=0.0)
         job = problem.jobs[j]
+        restart_s = lost_on_restart_s(problem, job)
         retrain = lost_to_failure_tokens(problem, job, opts)
-        scores.append(tuple(score(problem, job, o, alone[j], least, retrain) for o in opts))
+        scores.append(
+            tuple(score(problem, job, o, alone[j], least, restart_s, retrain) for o in opts)
+        )
     values = integer_values(problem, tuple(scores))
     return OptionTable(options, values, tuple(scores), alone)
 
