@@ -15,7 +15,7 @@ import time
 from typing import Any
 
 from bench.plan_instances import eight_jobs, hundred_jobs
-from bench.report import machine_line, write_section
+from bench.report import machine_line, publish
 from bench.sia import mip_on_values, sia_plan
 from models.errors import InvalidSpec
 from optimizer.costmodel import evaluate
@@ -309,9 +309,7 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=12, help="small instances (x 3 objectives)")
     args = parser.parse_args()
     lines = report(args)
-    print("\n".join(lines))
-    if not args.no_write:
-        write_section(SECTION, lines)
+    publish(SECTION, lines, not args.no_write)
 
 
 if __name__ == "__main__":

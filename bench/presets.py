@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import argparse
 
-from bench.report import h100_job, machine_line, median_s, write_section
+from bench.report import h100_job, machine_line, median_s, publish
 from models.job import TrainingJob
 from optimizer import Request, SolveSettings
 from optimizer.searches import optimize
@@ -59,9 +59,7 @@ def main() -> None:
         "| --- | ---: | --- | ---: | ---: | --- |",
         *rows,
     ]
-    print("\n".join(lines))
-    if not args.no_write:
-        write_section(SECTION, lines)
+    publish(SECTION, lines, not args.no_write)
 
 
 if __name__ == "__main__":

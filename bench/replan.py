@@ -16,7 +16,7 @@ import time
 from dataclasses import replace
 
 from bench.plan_instances import eight_jobs
-from bench.report import machine_line, write_section
+from bench.report import machine_line, publish
 from optimizer.planning import JobPlan, PlanProblem, PlanResult, PlanSettings, Running, plan
 
 SECTION = "## Replanning after a node fails"
@@ -117,9 +117,7 @@ def main() -> None:
     parser.add_argument("--time-limit-s", type=float, default=10.0)
     args = parser.parse_args()
     lines = report(args)
-    print("\n".join(lines))
-    if not args.no_write:
-        write_section(SECTION, lines)
+    publish(SECTION, lines, not args.no_write)
 
 
 if __name__ == "__main__":

@@ -53,6 +53,13 @@ def machine_line() -> str:
     )
 
 
+def publish(section: str, lines: list[str], write: bool) -> None:
+    """Print a benchmark's lines and, when `write`, put them under `section` of the report."""
+    print("\n".join(lines))
+    if write:
+        write_section(section, lines)
+
+
 def write_section(section: str, lines: list[str]) -> None:
     """Replace the body of `section` (a "## ..." heading) with `lines`."""
     text = REPORT.read_text()

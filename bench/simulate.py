@@ -24,7 +24,7 @@ from typing import Any
 
 from api.client import Client
 from api.schemas import PlanOut, PlanRequestIn, plan_out
-from bench.report import machine_line, write_section
+from bench.report import machine_line, publish
 from optimizer.planning import plan
 
 POOLS = [
@@ -270,9 +270,7 @@ def main() -> None:
     rows = [summary("FCFS, fixed size and layout", run_fcfs(fresh(jobs), speeds))]
     rows.append(summary(f"planner ({args.objective})", run_planner(fresh(jobs), planner)))
     lines = _report(args, rows, planner.walls, time.perf_counter() - start)
-    print("\n".join(lines))
-    if args.write:
-        write_section(SECTION, lines)
+    publish(SECTION, lines, args.write)
 
 
 def _report(

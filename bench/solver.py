@@ -20,7 +20,7 @@ from typing import Any
 
 import ortools
 
-from bench.report import h100_job, write_section
+from bench.report import h100_job, publish
 from models.job import TrainingJob
 from optimizer import Request, SolveSettings
 from optimizer.costmodel import evaluate
@@ -182,9 +182,7 @@ def main() -> None:
         f"{ortools.__version__}, one CP-SAT worker. Rerun: `.venv/bin/python -m bench.solver`."
     )
     lines = [header, "", *table(rows), "", NOTES]
-    print("\n".join(lines))
-    if not args.no_write:
-        write_section(SECTION, lines)
+    publish(SECTION, lines, not args.no_write)
 
 
 if __name__ == "__main__":

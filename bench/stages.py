@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import argparse
 
-from bench.report import h100_job, machine_line, median_s, write_section
+from bench.report import h100_job, machine_line, median_s, publish
 from models.layout import Layout, resolve_layout
 from optimizer import Request
 from optimizer.costmodel import CostAssumptions
@@ -100,9 +100,7 @@ def main() -> None:
             for uniform in (True, False)
         ],
     ]
-    print("\n".join(lines))
-    if not args.no_write:
-        write_section(SECTION, lines)
+    publish(SECTION, lines, not args.no_write)
 
 
 if __name__ == "__main__":
