@@ -186,13 +186,19 @@ def build_curves(
     return Curves(tuple(points), time.perf_counter() - start, calls, hits)
 
 
+def _given_point(j: int, p: int, n: int, gpus: int, value: float, missing: str) -> CurvePoint:
+    """A point whose throughput was given, not priced: no layout; `missing` says why a
+    point without a figure has none."""
+    if value > 0:
+        return CurvePoint(j, p, n, gpus, "optimal", value, None, "")
+    return CurvePoint(j, p, n, gpus, "infeasible", 0.0, None, missing)
+
+
 def _measured_point(job: PlanJob, j: int, p: int, n: int, gpus: int, pool: Pool) -> CurvePoint:
     """A point of a job that brought its own throughput: taken as given, no layout."""
     assert job.measured is not None
     value = job.measured.counts(pool.gpu.name).get(gpus, 0.0)
-    if value > 0:
-        return CurvePoint(j, p, n, gpus, "optimal", value, None, "measured")
-    return CurvePoint(j, p, n, gpus, "infeasible", 0.0, None, "not measured on this count")
+    return _given_point(j, p, n, gpus, value, "not measured on this count")
 
 
 def given_curves(
@@ -205,7 +211,6 @@ def given_curves(
     for j, p, n in _candidates(problem):
         job, pool = problem.jobs[j], problem.pools[p]
         value = float(tokens_per_s.get((job.name, pool.name, n), 0.0))
-        status = "optimal" if value > 0 else "infeasible"
-        note = "" if value > 0 else "no throughput given"
-        points.append(CurvePoint(j, p, n, n * pool.gpus_per_node, status, value, None, note))
+        gpus = n * pool.gpus_per_node
+        points.append(_given_point(j, p, n, gpus, value, "no throughput given"))
     return Curves(tuple(points))
