@@ -193,8 +193,29 @@ class ClusterSpec(BaseModel):
 
     @property
     def job_nvlink_domain(self) -> int:
-        """GPUs of this job in one NVLink domain: the domain, or the whole job when smaller."""
-        return min(self.nvlink_domain_size, self.gpus)
+        """GPUs of this job in one NVLink domain: the whole job when it fits one domain, else
+        its segment (domain_segment_gpus)."""
+        domain = self.nvlink_domain_size
+        if self.gpus <= domain:
+            return self.gpus
+        return domain_segment_gpus(self.gpus, domain, self.gpus_per_node)
+
+
+def domain_segment_gpus(gpus: int, domain: int, gpus_per_node: int) -> int:
+    """GPUs a job of `gpus` holds in each NVLink domain when it spans several: the most whole
+    nodes no more than the domain's that divide the job's nodes. A block scheduler lays such
+    a job over the domains in equal segments: Slurm's topology/block takes `--segment`, a
+    node count that must divide the job's, each segment inside one block (one NVL72 rack);
+    NVIDIA's NVL72 guidance gives jobs of 128 GPUs and more segments of 16 of a rack's 18
+    trays, 64 GPUs (NVIDIA technical blog, "Unlock Exascale Performance on NVIDIA GB200 NVL72
+    with Slurm Topology-Aware Job Scheduling"; slurm.schedmd.com/topology.html, "Block
+    Topology"). So 512 GB200 run as 8 racks of 64, not 7 of 72 and one of 8. Nodes of one
+    domain each (H100 and the like), or a job of part-nodes, keep the domain."""
+    nodes, domain_nodes = gpus // gpus_per_node, domain // gpus_per_node
+    if gpus % gpus_per_node or domain_nodes <= 1:
+        return domain
+    segment = next(n for n in range(domain_nodes, 0, -1) if nodes % n == 0)
+    return segment * gpus_per_node
 
 
 def fits_one_domain(span: Any, domain: int) -> Any:

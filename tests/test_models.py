@@ -6,6 +6,7 @@ import pytest
 from pydantic import ValidationError
 
 from models.errors import InvalidSpec, UnknownPreset
+from models.hardware import ClusterSpec, domain_segment_gpus
 from models.hf_config import from_hf_config, looks_like_hf_config
 from models.layout import Layout, resolve_layout
 from models.presets import gpu_preset, gpu_presets, model_preset, model_presets
@@ -175,3 +176,28 @@ def test_invalid_layouts_are_refused_with_their_numbers(
 def test_placement_must_name_each_dimension_once() -> None:
     with pytest.raises(ValidationError, match="placement must order each of"):
         Layout(placement=("tp", "tp", "pp", "dp"))
+
+
+@pytest.mark.parametrize(
+    ("gpus", "domain", "per_node", "segment"),
+    [
+        (512, 72, 4, 64),  # 128 trays: 8 segments of 16 (18 does not divide 128)
+        (256, 72, 4, 64),
+        (2496, 72, 4, 64),  # 624 trays = 39 x 16
+        (576, 72, 4, 72),  # 8 whole racks
+        (136, 72, 4, 68),  # 34 trays = 2 x 17
+        (44, 8, 4, 4),  # 11 trays, a prime count: a tray each
+        (16384, 8, 8, 8),  # one node a domain: the node
+        (12, 8, 8, 8),  # part of a node: the domain as stated
+    ],
+)
+def test_a_job_over_several_domains_holds_equal_segments(
+    gpus: int, domain: int, per_node: int, segment: int
+) -> None:
+    assert domain_segment_gpus(gpus, domain, per_node) == segment
+
+
+def test_a_job_inside_one_domain_is_its_own_domain() -> None:
+    cluster = ClusterSpec(gpus=48, gpu=gpu_preset("gb200"), gpus_per_node=4)
+    assert cluster.job_nvlink_domain == 48
+    assert ClusterSpec(gpus=512, gpu=gpu_preset("gb200"), gpus_per_node=4).job_nvlink_domain == 64

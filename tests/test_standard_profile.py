@@ -330,11 +330,14 @@ def test_tensor_parallelism_across_an_nvl72_domain_is_nvlink() -> None:
     payload = 4 * 2 * 15 / 16 * 8192 * 16384 * 2
     assert nvlink.times_s["tp_comm"] == pytest.approx(payload / 800e9 + 475.2e-6)
     assert tray.times_s["tp_comm"] == pytest.approx(payload / (4 * 37e9) + 729.6e-6)
-    # 72-GPU domains hold 16-GPU groups only up to rank 63: the straddling ones set the pace,
-    # ranks 64-79 with 8 in each rack, so the ring leaves a rack through 8 NICs (gcd(16, 72)
-    # = 8 GPUs at the edge), with one step of 15 between the two racks:
+    # 128 GPUs on 72-GPU racks run as two segments of 64 (domain_segment_gpus): NVLink again
+    assert standard(job(72), layout).times_s["tp_comm"] == nvlink.times_s["tp_comm"]
+    # Two whole racks (144 GPUs) hold 16-GPU groups only up to rank 63: the straddling ones
+    # set the pace, ranks 64-79 with 8 in each rack, so the ring leaves a rack through 8 NICs
+    # (gcd(16, 72) = 8 GPUs at the edge), with one step of 15 between the two racks:
     # 8 * (8.4 + 14 * 3.4 + 14.0) us = 560 us
-    straddling = standard(job(72), layout)
+    racks = gb200_job(144, 72, "llama3-405b", global_batch=64, seq_len=8192)
+    straddling = standard(racks, Layout(tp=16, pp=9, zero=1))
     assert straddling.times_s["tp_comm"] == pytest.approx(payload / (8 * 37e9) + 560e-6)
     # groups 0-15 ... 48-63 sit in the first rack; 64-79 is the first to cross into the next
     assert any("ranks 64-79 straddle two domains" in w for w in straddling.warnings)
