@@ -40,6 +40,8 @@ bench: install
 	$(BIN)/python -m bench.studies
 	$(BIN)/python -m bench.plan
 	$(BIN)/python -m bench.simulate --write
+	$(BIN)/python -m bench.simulate --scenario acme --jobs 120 --write
+	$(BIN)/python -m bench.simulate --scenario acme --jobs 120 --failures-x 10 --write
 
 validate: install
 	$(BIN)/layoutopt validate --calibrate 3 --markdown docs/validation.md --residuals models/presets/residuals.json

@@ -1,112 +1,302 @@
-"""A small scheduler simulator: a seeded trace of job arrivals replayed against a cluster,
-the planner called on every arrival and completion (in this process, or over HTTP on a
-real server with `--url`), beside first-come-first-served with a fixed size and layout per
-job. Reports job completion times and GPU utilisation.
+"""A scheduler simulator: a scenario's job arrivals and node failures (bench/cluster_scenarios.py)
+replayed against a cluster under three policies, each seeing the same events:
 
-    .venv/bin/python -m bench.simulate                  # 30 jobs, seed 1, in-process
+- FCFS: each job, in arrival order, gets its fixed GPU count on the fastest pool with room,
+  at the best layout for that size, and keeps it; the head of the queue blocks the rest;
+- greedy: each waiting job, in arrival order, takes the node count of its choices that
+  trains fastest on the free nodes (backfilling past a job that does not fit), and keeps it;
+- the planner, called on every arrival, completion, failure and repair (in this process, or
+  over HTTP on a real server with `--url`), which sees every running job where it runs
+  (movable, resizable, its restart and checkpoint minutes) and the failed nodes.
+
+    .venv/bin/python -m bench.simulate                       # small: 30 jobs on 512 GPUs
+    .venv/bin/python -m bench.simulate --scenario acme --jobs 80
     .venv/bin/python -m bench.simulate --url http://127.0.0.1:8000 --jobs 20
 
-The planner sees each running job where it runs (movable, resizable, a restart cost), so a
-replan moves a job only when the objective pays for the lost minutes. A job's progress is
-its plan's tokens/s; a moved or resized job trains nothing for its restart minutes. FCFS
-gives each job, in arrival order, its requested GPUs on the first pool with room (the
-faster first), at the best layout for that size, and never changes it.
+A job's progress is its layout's tokens/s; a moved or resized job trains nothing for its
+restart minutes; a failed node stops its job, which loses half a checkpoint interval of
+training (the expected loss), restarts elsewhere, and under FCFS and greedy queues again.
+All policies price sizes with the same scaling curves (`optimizer.planning.build_curves`).
 """
 
 from __future__ import annotations
 
 import argparse
-import random
 import statistics
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from api.client import Client
 from api.schemas import PlanOut, PlanRequestIn, plan_out
+from bench.cluster_scenarios import GPUS_PER_NODE, SCENARIOS, Arrival, Failure, Scenario
 from bench.report import machine_line, publish
-from optimizer.planning import plan
+from optimizer.planning import build_curves, plan
 
-POOLS = [
-    {"name": "h100", "gpu": "h100-sxm", "nodes": 32, "gpus_per_node": 8, "nodes_per_rack": 8},
-    {"name": "a100", "gpu": "a100-80gb", "nodes": 32, "gpus_per_node": 8, "nodes_per_rack": 8},
-]
-# model, global batch, sequence, the GPUs FCFS gives it, the node counts the planner prices
-TEMPLATES = [
-    ("llama3-8b", 256, 8192, 32, [1, 2, 4, 8]),
-    ("mistral-7b", 512, 4096, 64, [2, 4, 8, 16]),
-    ("llama3-70b", 512, 8192, 128, [8, 16, 32]),
-    ("qwen2.5-72b", 256, 8192, 128, [8, 16]),
-]
-RESTART_MINUTES = 5.0
-GPUS_PER_NODE = 8
-SECTION = "## Scheduler simulation"
+SECTIONS = {"small": "## Scheduler simulation", "acme": "## An LLM cluster with failures"}
+Speeds = dict[tuple[int, str, int], float]  # (template, pool, nodes) -> tokens/s
 
 
 @dataclass
 class Job:
     name: str
     template: int
+    kind: str
     arrival_s: float
     tokens: float
+    reference_gpu_h: float  # its work in GPU-hours at its fixed size on the first pool
     left: float = 0.0
     pool: str | None = None
     nodes: list[int] = field(default_factory=list)
     tokens_per_s: float = 0.0
     paused_until_s: float = 0.0
+    started_s: float | None = None
     finish_s: float | None = None
+    failed: bool = False  # a node it held failed; it must restart elsewhere
     restarts: int = 0
     gpu_s: float = 0.0  # GPU-seconds held, paused or not
+    cross_pod_gpu_s: float = 0.0
 
-    def request(self) -> dict[str, Any]:
-        model, batch, seq, fixed, counts = TEMPLATES[self.template]
-        return {"model": model, "training": {"global_batch": batch, "seq_len": seq}}
+    @property
+    def running(self) -> bool:
+        return self.pool is not None and self.finish_s is None
 
 
-def trace(jobs: int, seed: int, fcfs_speed: dict[int, float]) -> list[Job]:
-    """Poisson arrivals (mean gap 20 minutes); each job's work is 1-6 hours at its FCFS
-    size on H100."""
-    rng = random.Random(seed)
-    clock, made = 0.0, []
-    for k in range(jobs):
-        clock += rng.expovariate(1 / 1200)
-        t = rng.randrange(len(TEMPLATES))
-        hours = rng.uniform(1, 6)
-        made.append(Job(f"job{k:02d}", t, clock, hours * 3600 * fcfs_speed[t]))
+@dataclass
+class Cluster:
+    scenario: Scenario
+    down: dict[str, set[int]]
+
+    def free(self, jobs: list[Job]) -> dict[str, list[int]]:
+        held = {(j.pool, n) for j in jobs if j.running for n in j.nodes}
+        return {
+            pool["name"]: [
+                n
+                for n in range(pool["nodes"])
+                if n not in self.down[pool["name"]] and (pool["name"], n) not in held
+            ]
+            for pool in self.scenario.pools
+        }
+
+    def pods(self, nodes: list[int]) -> int:
+        size = self.scenario.nodes_per_pod
+        return 1 if size is None else len({n // size for n in nodes})
+
+
+class Policy(Protocol):
+    name: str
+
+    def schedule(self, jobs: list[Job], cluster: Cluster, now_s: float) -> None: ...
+
+
+def speeds_of(scenario: Scenario) -> Speeds:
+    """Each template's tokens/s at every size it may run at, on every pool, at the best
+    layout for that size, priced as the planner prices its curves."""
+    entries = []
+    for t, template in enumerate(scenario.templates):
+        counts = sorted({*template.node_counts, template.fixed_gpus // GPUS_PER_NODE})
+        entries.append({"name": f"t{t}", "request": template.request(), "node_counts": counts})
+    body = {"cluster": {"pools": list(scenario.pools)}, "jobs": entries}
+    request = PlanRequestIn.model_validate(body)
+    problem = request.to_problem()
+    curves = build_curves(problem, request.settings(60.0), time.perf_counter() + 1800)
+    return {
+        (p.job, problem.pools[p.pool].name, p.nodes): p.tokens_per_s
+        for p in curves.points
+        if p.usable
+    }
+
+
+def jobs_of(scenario: Scenario, arrivals: list[Arrival], speeds: Speeds) -> list[Job]:
+    first = scenario.pools[0]["name"]
+    made = []
+    for a in arrivals:
+        template = scenario.templates[a.template]
+        fixed_nodes = template.fixed_gpus // GPUS_PER_NODE
+        tokens = a.hours_at_fixed * 3600 * speeds[a.template, first, fixed_nodes]
+        gpu_h = a.hours_at_fixed * template.fixed_gpus
+        made.append(Job(a.name, a.template, template.kind, a.at_s, tokens, gpu_h, left=tokens))
     return made
+
+
+def advance(jobs: list[Job], cluster: Cluster, now_s: float, until_s: float) -> None:
+    for job in jobs:
+        if not job.running:
+            continue
+        training_s = max(until_s - max(now_s, job.paused_until_s), 0.0)
+        job.left -= job.tokens_per_s * training_s
+        held_s = len(job.nodes) * GPUS_PER_NODE * (until_s - now_s)
+        job.gpu_s += held_s
+        if cluster.pods(job.nodes) > 1:
+            job.cross_pod_gpu_s += held_s
+
+
+def next_finish(jobs: list[Job], now_s: float) -> tuple[float, Job | None]:
+    best: tuple[float, Job | None] = (float("inf"), None)
+    for job in jobs:
+        if job.running and job.tokens_per_s > 0:
+            at = max(now_s, job.paused_until_s) + max(job.left, 0.0) / job.tokens_per_s
+            best = min(best, (at, job), key=lambda b: b[0])
+    return best
+
+
+def fail(failure: Failure, jobs: list[Job], cluster: Cluster, scenario: Scenario) -> bool:
+    """The node goes down; its job, if any, loses half a checkpoint interval of training."""
+    cluster.down[failure.pool].add(failure.node)
+    for job in jobs:
+        if job.running and job.pool == failure.pool and failure.node in job.nodes:
+            lost_s = (scenario.checkpoint_minutes or 0.0) * 60 / 2
+            job.left = min(job.left + lost_s * job.tokens_per_s, job.tokens)
+            job.failed = True
+            return True
+    return False
+
+
+def replay(
+    scenario: Scenario, jobs: list[Job], failures: list[Failure], policy: Policy
+) -> tuple[list[Job], int]:
+    """Every event in time order, the policy called after each; the failures that hit a job."""
+    cluster = Cluster(scenario, {pool["name"]: set() for pool in scenario.pools})
+    pending = sorted(jobs, key=lambda j: j.arrival_s)
+    to_fail, repairs = sorted(failures, key=lambda f: f.at_s), []
+    present: list[Job] = []
+    now_s, hits = 0.0, 0
+    while pending or present:
+        finish_at, finishing = next_finish(present, now_s)
+        times = {
+            "finish": finish_at,
+            "repair": repairs[0].repaired_s if repairs else float("inf"),
+            "failure": to_fail[0].at_s if to_fail else float("inf"),
+            "arrival": pending[0].arrival_s if pending else float("inf"),
+        }
+        event = min(times, key=lambda k: times[k])
+        if times[event] == float("inf"):
+            break  # nothing runs and nothing arrives: the rest cannot be served
+        advance(present, cluster, now_s, times[event])
+        now_s = times[event]
+        if event == "finish" and finishing is not None:
+            finishing.finish_s, finishing.pool, finishing.nodes = now_s, None, []
+            present.remove(finishing)
+        elif event == "repair":
+            repaired = repairs.pop(0)
+            cluster.down[repaired.pool].discard(repaired.node)
+        elif event == "failure":
+            failure = to_fail.pop(0)
+            hits += fail(failure, present, cluster, scenario)
+            repairs = sorted([*repairs, failure], key=lambda f: f.repaired_s)
+        else:
+            present.append(pending.pop(0))
+        policy.schedule(present, cluster, now_s)
+    return jobs, hits
+
+
+def _release_failed(jobs: list[Job], now_s: float) -> None:
+    """FCFS and greedy stop a job whose node failed; it waits in its arrival place."""
+    for job in jobs:
+        if job.failed:
+            job.pool, job.nodes, job.failed = None, [], False
+            job.restarts += 1
+
+
+def _seat(
+    job: Job, pool: str, nodes: list[int], speed: float, now_s: float, restart_s: float
+) -> None:
+    """The job runs on `nodes`; one that ran before and was stopped restarts first."""
+    if not job.running and job.started_s is not None:
+        job.paused_until_s = now_s + restart_s
+    job.pool, job.nodes, job.tokens_per_s = pool, nodes, speed
+    job.started_s = now_s if job.started_s is None else job.started_s
+
+
+@dataclass
+class Fcfs:
+    scenario: Scenario
+    speeds: Speeds
+    name: str = "FCFS, fixed size and layout"
+
+    def schedule(self, jobs: list[Job], cluster: Cluster, now_s: float) -> None:
+        _release_failed(jobs, now_s)
+        free = cluster.free(jobs)
+        for job in sorted(jobs, key=lambda j: j.arrival_s):
+            if job.running:
+                continue
+            nodes = self.scenario.templates[job.template].fixed_gpus // GPUS_PER_NODE
+            pools = sorted(free, key=lambda p: -self.speeds.get((job.template, p, nodes), 0.0))
+            seated = next((p for p in pools if len(free[p]) >= nodes), None)
+            speed = 0.0 if seated is None else self.speeds.get((job.template, seated, nodes), 0.0)
+            if seated is None or speed <= 0:
+                return  # the head of the queue waits, and so does every job behind it
+            restart_s = self.scenario.restart_minutes * 60
+            _seat(job, seated, free[seated][:nodes], speed, now_s, restart_s)
+            free[seated] = free[seated][nodes:]
+
+
+@dataclass
+class Greedy:
+    scenario: Scenario
+    speeds: Speeds
+    name: str = "greedy, elastic with backfill"
+
+    def schedule(self, jobs: list[Job], cluster: Cluster, now_s: float) -> None:
+        _release_failed(jobs, now_s)
+        free = cluster.free(jobs)
+        for job in sorted(jobs, key=lambda j: j.arrival_s):
+            if job.running:
+                continue
+            counts = self.scenario.templates[job.template].node_counts
+            fits = [
+                (self.speeds.get((job.template, p, n), 0.0), p, n)
+                for p in free
+                for n in counts
+                if len(free[p]) >= n
+            ]
+            if not fits or max(fits)[0] <= 0:
+                continue
+            speed, pool, nodes = max(fits)
+            _seat(job, pool, free[pool][:nodes], speed, now_s, self.scenario.restart_minutes * 60)
+            free[pool] = free[pool][nodes:]
 
 
 class Planner:
     """Calls the planner, in process or over HTTP, on the jobs present."""
 
-    def __init__(self, url: str | None, objective: str, time_limit_s: float) -> None:
+    def __init__(
+        self, scenario: Scenario, url: str | None, objective: str, time_limit_s: float
+    ) -> None:
+        self.scenario = scenario
         self.client = None if url is None else Client(url, read_timeout_s=120)
         self.objective, self.time_limit_s = objective, time_limit_s
+        self.name = f"planner ({objective})"
         self.walls: list[float] = []
 
-    def body(self, jobs: list[Job]) -> dict[str, Any]:
+    def body(self, jobs: list[Job], cluster: Cluster) -> dict[str, Any]:
         entries = []
         for job in jobs:
-            model, batch, seq, fixed, counts = TEMPLATES[job.template]
+            template = self.scenario.templates[job.template]
             entry: dict[str, Any] = {
                 "name": job.name,
-                "request": job.request(),
-                "node_counts": counts,
-                "restart_minutes": RESTART_MINUTES,
+                "request": template.request(),
+                "node_counts": list(template.node_counts),
+                "restart_minutes": self.scenario.restart_minutes,
             }
-            if job.pool is not None:
+            if self.scenario.checkpoint_minutes is not None:
+                entry["checkpoint_minutes"] = self.scenario.checkpoint_minutes
+            if job.running:
                 entry["running"] = {"pool": job.pool, "nodes": job.nodes}
             entries.append(entry)
+        pools = [
+            pool | {"unavailable_nodes": sorted(cluster.down[pool["name"]])}
+            for pool in self.scenario.pools
+        ]
         return {
-            "cluster": {"pools": POOLS},
+            "cluster": {"pools": pools},
             "jobs": entries,
             "objective": self.objective,
             "time_limit_s": self.time_limit_s,
             "explain": False,
         }
 
-    def __call__(self, jobs: list[Job]) -> PlanOut:
-        body = self.body(jobs)
+    def ask(self, body: dict[str, Any]) -> PlanOut:
         start = time.perf_counter()
         if self.client is not None:
             answer = self.client.plan(body)
@@ -116,180 +306,136 @@ class Planner:
         self.walls.append(time.perf_counter() - start)
         return answer
 
-
-def advance(jobs: list[Job], now_s: float, until_s: float) -> None:
-    for job in jobs:
-        if job.pool is None or job.finish_s is not None:
-            continue
-        training_s = max(until_s - max(now_s, job.paused_until_s), 0.0)
-        job.left -= job.tokens_per_s * training_s
-        job.gpu_s += len(job.nodes) * GPUS_PER_NODE * (until_s - now_s)
-
-
-def next_finish(jobs: list[Job], now_s: float) -> tuple[float, Job | None]:
-    best: tuple[float, Job | None] = (float("inf"), None)
-    for job in jobs:
-        if job.pool is not None and job.tokens_per_s > 0 and job.finish_s is None:
-            at = max(now_s, job.paused_until_s) + max(job.left, 0.0) / job.tokens_per_s
-            best = min(best, (at, job), key=lambda b: b[0])
-    return best
-
-
-def apply(answer: PlanOut, jobs: list[Job], now_s: float) -> None:
-    by_name = {j.name: j for j in jobs}
-    for planned in answer.jobs:
-        job = by_name[planned.name]
-        if planned.change in ("moves", "resizes"):
-            job.paused_until_s, job.restarts = now_s + RESTART_MINUTES * 60, job.restarts + 1
-        job.pool, job.nodes, job.tokens_per_s = (
-            planned.pool,
-            list(planned.nodes),
-            planned.tokens_per_s,
-        )
+    def schedule(self, jobs: list[Job], cluster: Cluster, now_s: float) -> None:
+        if not jobs:
+            return
+        answer = self.ask(self.body(jobs, cluster))
+        by_name = {j.name: j for j in jobs}
+        for planned in answer.jobs:
+            job = by_name[planned.name]
+            job.failed = False
+            if planned.pool is None:
+                job.restarts += job.running  # stopped: it checkpoints and waits
+                job.pool, job.nodes = None, []
+                continue
+            moved = planned.change in ("moves", "resizes")
+            job.restarts += moved
+            restart_s = self.scenario.restart_minutes * 60
+            _seat(job, planned.pool, list(planned.nodes), planned.tokens_per_s, now_s, restart_s)
+            if moved:
+                job.paused_until_s = now_s + restart_s
 
 
-def run_planner(trace_jobs: list[Job], planner: Planner) -> list[Job]:
-    pending = sorted(trace_jobs, key=lambda j: j.arrival_s)
-    for job in pending:
-        job.left = job.tokens
-    active: list[Job] = []
-    now_s = 0.0
-    while pending or active:
-        arrival = pending[0].arrival_s if pending else float("inf")
-        finish_at, finishing = next_finish(active, now_s)
-        until = min(arrival, finish_at)
-        if until == float("inf"):
-            break  # nothing runs and nothing arrives: the rest cannot be served
-        advance(active, now_s, until)
-        now_s = until
-        if finishing is not None and finish_at <= arrival:
-            finishing.finish_s, finishing.pool, finishing.nodes = now_s, None, []
-            active.remove(finishing)
-        else:
-            active.append(pending.pop(0))
-        if active:
-            apply(planner(active), active, now_s)
-    return trace_jobs
-
-
-def fcfs_speeds() -> dict[tuple[int, str], float]:
-    """Each template's tokens/s at its FCFS size on each pool, at the best layout for that
-    size (the fixed layout FCFS runs it with), priced as the planner prices its curves."""
-    from optimizer.planning import build_curves
-
-    jobs = []
-    for t, (_, _, _, fixed, _) in enumerate(TEMPLATES):
-        job = Job(f"t{t}", t, 0.0, 0.0)
-        jobs.append(
-            {"name": job.name, "request": job.request(), "node_counts": [fixed // GPUS_PER_NODE]}
-        )
-    request = PlanRequestIn.model_validate({"cluster": {"pools": POOLS}, "jobs": jobs})
-    problem = request.to_problem()
-    curves = build_curves(problem, request.settings(60.0), time.perf_counter() + 600)
-    return {(p.job, problem.pools[p.pool].name): p.tokens_per_s for p in curves.points}
-
-
-def run_fcfs(trace_jobs: list[Job], speeds: dict[tuple[int, str], float]) -> list[Job]:
-    """Strict first-come-first-served: the head of the queue waits until its GPUs are free."""
-    free = {pool["name"]: list(range(pool["nodes"])) for pool in POOLS}
-    queue = sorted(trace_jobs, key=lambda j: j.arrival_s)
-    for job in queue:
-        job.left = job.tokens
-    arrived: list[Job] = []
-    running: list[Job] = []
-    now_s = 0.0
-    while queue or arrived or running:
-        arrival = queue[0].arrival_s if queue else float("inf")
-        finish_at, finishing = next_finish(running, now_s)
-        until = min(arrival, finish_at)
-        if until == float("inf"):
-            break
-        advance(running, now_s, until)
-        now_s = until
-        if finishing is not None and finish_at <= arrival:
-            finishing.finish_s = now_s
-            free[finishing.pool or ""] += finishing.nodes
-            finishing.pool, finishing.nodes = None, []
-            running.remove(finishing)
-        else:
-            arrived.append(queue.pop(0))
-        while arrived and _start(arrived[0], free, speeds):
-            running.append(arrived.pop(0))
-    return trace_jobs
-
-
-def _start(job: Job, free: dict[str, list[int]], speeds: dict[tuple[int, str], float]) -> bool:
-    nodes = TEMPLATES[job.template][3] // GPUS_PER_NODE
-    pools = sorted(free, key=lambda p: -speeds.get((job.template, p), 0.0))
-    for pool in pools:
-        if speeds.get((job.template, pool), 0.0) > 0 and len(free[pool]) >= nodes:
-            job.pool, job.nodes = pool, sorted(free[pool])[:nodes]
-            free[pool] = [n for n in free[pool] if n not in job.nodes]
-            job.tokens_per_s = speeds[job.template, pool]
-            return True
-    return False
-
-
-def summary(name: str, jobs: list[Job]) -> dict[str, Any]:
+def summary(name: str, jobs: list[Job], scenario: Scenario, hits: int) -> dict[str, Any]:
     done = [j for j in jobs if j.finish_s is not None]
     jct_h = sorted((j.finish_s - j.arrival_s) / 3600 for j in done if j.finish_s is not None)
     end_s = max((j.finish_s or 0.0) for j in done) if done else 0.0
-    gpus = sum(pool["nodes"] * GPUS_PER_NODE for pool in POOLS)
-    return {
+    row: dict[str, Any] = {
         "policy": name,
         "finished": f"{len(done)}/{len(jobs)}",
         "mean JCT h": statistics.mean(jct_h) if jct_h else float("nan"),
-        "median JCT h": statistics.median(jct_h) if jct_h else float("nan"),
-        "p95 JCT h": jct_h[int(0.95 * (len(jct_h) - 1))] if jct_h else float("nan"),
+        "p95 JCT h": _p95(jct_h),
         "makespan h": end_s / 3600,
-        "GPU utilisation": sum(j.gpu_s for j in jobs) / (gpus * end_s) if end_s else 0.0,
-        "restarts": sum(j.restarts for j in jobs),
+        "GPU utilisation": sum(j.gpu_s for j in jobs) / (scenario.gpus * end_s) if end_s else 0.0,
+        "goodput": sum(j.reference_gpu_h for j in done) * 3600 / (scenario.gpus * end_s)
+        if end_s
+        else 0.0,
+        "restarts a job": sum(j.restarts for j in jobs) / len(jobs),
     }
+    if any(j.kind == "eval" for j in jobs):
+        waits = sorted(
+            ((j.started_s if j.started_s is not None else end_s) - j.arrival_s) / 3600
+            for j in jobs
+            if j.kind == "eval"
+        )
+        pretrain = [h for j, h in _jct_by_job(done) if j.kind == "pretrain"]
+        row["eval queue p95 h"] = _p95(waits)
+        row["pretrain mean JCT h"] = statistics.mean(pretrain) if pretrain else float("nan")
+        held = sum(j.gpu_s for j in jobs)
+        row["cross-pod GPU-h share"] = sum(j.cross_pod_gpu_s for j in jobs) / held if held else 0.0
+        row["failures hitting a job"] = hits
+    return row
+
+
+def _jct_by_job(done: list[Job]) -> list[tuple[Job, float]]:
+    return [(j, ((j.finish_s or 0.0) - j.arrival_s) / 3600) for j in done]
+
+
+def _p95(values: list[float]) -> float:
+    return values[int(0.95 * (len(values) - 1))] if values else float("nan")
 
 
 def fresh(jobs: list[Job]) -> list[Job]:
-    return [Job(j.name, j.template, j.arrival_s, j.tokens) for j in jobs]
+    return [
+        Job(j.name, j.template, j.kind, j.arrival_s, j.tokens, j.reference_gpu_h, left=j.tokens)
+        for j in jobs
+    ]
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
+    parser.add_argument("--scenario", default="small", choices=sorted(SCENARIOS))
     parser.add_argument("--jobs", type=int, default=30)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--objective", default="fairness", choices=("throughput", "fairness"))
     parser.add_argument("--time-limit-s", type=float, default=5.0, help="each plan's")
+    parser.add_argument(
+        "--failures-x", type=float, default=1.0, help="times the scenario's failure rate"
+    )
     parser.add_argument("--url", help="a running `layoutopt serve` (default: in process)")
     parser.add_argument("--write", action="store_true", help="into docs/performance.md")
     args = parser.parse_args()
+    scenario = SCENARIOS[args.scenario]
     start = time.perf_counter()
-    speeds = fcfs_speeds()
-    base = {t: speeds.get((t, "h100"), 0.0) for t in range(len(TEMPLATES))}
-    jobs = trace(args.jobs, args.seed, base)
-    planner = Planner(args.url, args.objective, args.time_limit_s)
-    rows = [summary("FCFS, fixed size and layout", run_fcfs(fresh(jobs), speeds))]
-    rows.append(summary(f"planner ({args.objective})", run_planner(fresh(jobs), planner)))
-    lines = _report(args, rows, planner.walls, time.perf_counter() - start)
-    publish(SECTION, lines, args.write)
+    speeds = speeds_of(scenario)
+    jobs = jobs_of(scenario, scenario.arrivals(args.jobs, args.seed), speeds)
+    failures = scenario.failures(args.seed, args.failures_x)
+    planner = Planner(scenario, args.url, args.objective, args.time_limit_s)
+    rows = []
+    for policy in (Fcfs(scenario, speeds), Greedy(scenario, speeds), planner):
+        replayed, hits = replay(scenario, fresh(jobs), failures, policy)
+        rows.append(summary(policy.name, replayed, scenario, hits))
+    lines = _report(args, scenario, rows, planner.walls, len(failures), time.perf_counter() - start)
+    publish(section(scenario, args.failures_x), lines, args.write)
+
+
+def section(scenario: Scenario, failures_x: float) -> str:
+    """The report's heading for this scenario at this failure rate."""
+    rate = "" if failures_x == 1 else f", at {failures_x:g}x the failure rate"
+    return SECTIONS[scenario.name] + rate
 
 
 def _report(
-    args: argparse.Namespace, rows: list[dict[str, Any]], walls: list[float], wall_s: float
+    args: argparse.Namespace,
+    scenario: Scenario,
+    rows: list[dict[str, Any]],
+    walls: list[float],
+    failures: int,
+    wall_s: float,
 ) -> list[str]:
-    gpus = sum(p["nodes"] for p in POOLS) * GPUS_PER_NODE
     where = "in process" if args.url is None else f"over HTTP ({args.url})"
     command = (
-        f"`.venv/bin/python -m bench.simulate --jobs {args.jobs} --seed {args.seed} "
-        f"--objective {args.objective}`"
+        f"`.venv/bin/python -m bench.simulate --scenario {scenario.name} --jobs {args.jobs} "
+        f"--seed {args.seed} --objective {args.objective} --failures-x {args.failures_x:g}`"
     )
+    pools = ", ".join(f"{p['name']} {p['nodes'] * p['gpus_per_node']:,}" for p in scenario.pools)
     lines = [
         f"{machine_line()}. Rerun: {command}.",
         "",
-        f"{args.jobs} jobs (seed {args.seed}) arriving on {gpus} GPUs "
-        f"({', '.join(p['name'] for p in POOLS)}, racks of 8 nodes); planner {where}, objective "
-        f"{args.objective}, {args.time_limit_s:g} s limit, restart {RESTART_MINUTES:g} min: "
-        f"{len(walls)} plans, median {statistics.median(walls):.2f} s, max {max(walls):.2f} s; "
-        f"{wall_s:.0f} s in all (scaling curves included).",
+        f"{args.jobs} jobs (seed {args.seed}) arriving on {scenario.gpus:,} GPUs ({pools}; "
+        f"racks of {scenario.pools[0]['nodes_per_rack']} nodes"
+        + (
+            f", pods of {scenario.nodes_per_pod * GPUS_PER_NODE:,} GPUs"
+            if scenario.nodes_per_pod
+            else ""
+        )
+        + f"); {failures} node failures ({args.failures_x:g}x the scenario's rate); planner {where}, objective {args.objective}, "
+        f"{args.time_limit_s:g} s limit, restart {scenario.restart_minutes:g} min: "
+        f"{len(walls)} plans, median {statistics.median(walls):.2f} s, "
+        f"p95 {_p95(sorted(walls)):.2f} s, max {max(walls):.2f} s; {wall_s:.0f} s in all "
+        "(scaling curves included).",
         "",
     ]
     keys = list(rows[0])
