@@ -103,11 +103,14 @@ class Slurm:
     root: Path
     env: dict[str, str]
 
+    told: str = ""  # what the last command printed on its standard error
+
     def run(self, *args: str, timeout: float = 15) -> str:
         done = subprocess.run(
             args, env=self.env, capture_output=True, text=True, timeout=timeout, check=False
         )
         assert done.returncode == 0, f"{' '.join(args)}: {done.stderr}"
+        self.told = done.stderr
         return done.stdout
 
     def sbatch(self, *args: str) -> int:
@@ -278,8 +281,9 @@ def test_a_job_that_opts_in_gets_the_planned_nodes_gres_and_features(
 
     # asked first, so the server has the job's curves when the plugin asks
     first = planned(planner, {"h100": [0], "a100": []})
-    job = slurm.job(slurm.sbatch("--hold", "--gres=gpu:1", "--comment", OPT_IN))
-    expect_planned(slurm, job, first)
+    job_id = slurm.sbatch("--hold", "--gres=gpu:1", "--comment", OPT_IN)
+    assert slurm.told.strip() == f"sbatch: {slurm.job(job_id)['AdminComment']}"
+    expect_planned(slurm, slurm.job(job_id), first)
     assert "h1" not in first["names"]
 
     # a second such job: the first one's planned nodes are held although it has not started
