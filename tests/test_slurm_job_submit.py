@@ -288,6 +288,27 @@ def test_a_job_that_opts_in_gets_the_planned_nodes_gres_and_features(
     expect_planned(slurm, job, second)
 
 
+def test_a_request_the_planner_refuses_leaves_the_job_as_submitted_and_runs_nothing(
+    slurm: Slurm, planner: str
+) -> None:
+    slurm.point_at(planner)
+    # shell in the job's name and comment: the script hands both over in a file, never a shell
+    mark = slurm.root / "pwned"
+    shell = f"'; touch {mark}; $(touch {mark}) `touch {mark}` \\"
+    comment = "layoutopt:" + json.dumps({"request": {"model": f"no-such-model{shell}"}})
+    job_id = slurm.sbatch("--hold", "--gres=gpu:1", "-J", f"odd{shell}"[:60], "--comment", comment)
+    job = slurm.job(job_id)
+    assert (job["ReqNodeList"], job["TresPerNode"]) == ("(null)", "gres:gpu:1")
+    assert "AdminComment" not in job
+    (logged,) = [
+        line
+        for line in slurm.log().splitlines()
+        if "left as submitted: the server answered 422" in line
+    ]
+    assert "unknown model preset" in logged
+    assert not mark.exists()
+
+
 def expect_planned(slurm: Slurm, job: dict[str, str], plan: dict[str, Any]) -> None:
     layout = plan["best"]["layout"]
     gpus_per_node = plan["gpus"] // len(plan["nodes"])

@@ -92,7 +92,16 @@ local function ask_sidecar(job_desc)
 	return fields
 end
 
+-- Every value checked before any is set, so a job is rewritten whole or not at all.
 local function apply(job_desc, fields)
+	if fields.req_nodes == nil or fields.tres_per_node == nil then
+		return false, "the sidecar named no nodes or GPUs"
+	end
+	for key in pairs(NUMBER_FIELDS) do
+		if tonumber(fields[key] or "") == nil then
+			return false, string.format("%s is not a number: %s", key, tostring(fields[key]))
+		end
+	end
 	for key, value in pairs(fields) do
 		if NUMBER_FIELDS[key] then
 			job_desc[key] = tonumber(value)
@@ -102,6 +111,23 @@ local function apply(job_desc, fields)
 	end
 	-- the plan's GPUs per node replace a job-wide --gpus
 	job_desc.tres_per_job = ""
+	return true
+end
+
+local function place(job_desc, name)
+	local fields, why = ask_sidecar(job_desc)
+	if fields == nil then
+		return false, why
+	elseif fields.status ~= "planned" then
+		return false, tostring(fields.reason)
+	end
+	local applied, invalid = apply(job_desc, fields)
+	if not applied then
+		return false, invalid
+	end
+	slurm.log_info("layoutopt: job %s: planned: %s", name, tostring(fields.admin_comment))
+	slurm.log_user("%s", tostring(fields.admin_comment))
+	return true
 end
 
 function slurm_job_submit(job_desc, part_list, submit_uid)
@@ -110,15 +136,13 @@ function slurm_job_submit(job_desc, part_list, submit_uid)
 		return slurm.SUCCESS
 	end
 	local name = tostring(job_desc.name)
-	local fields, why = ask_sidecar(job_desc)
-	if fields == nil then
+	-- any error of ours is logged, never a refused submission
+	local ok, placed, why = pcall(place, job_desc, name)
+	if not ok then
+		placed, why = false, tostring(placed)
+	end
+	if not placed then
 		slurm.log_info("layoutopt: job %s: left as submitted: %s", name, why)
-	elseif fields.status ~= "planned" then
-		slurm.log_info("layoutopt: job %s: left as submitted: %s", name, tostring(fields.reason))
-	else
-		apply(job_desc, fields)
-		slurm.log_info("layoutopt: job %s: planned: %s", name, tostring(fields.admin_comment))
-		slurm.log_user("%s", fields.admin_comment)
 	end
 	return slurm.SUCCESS
 end
