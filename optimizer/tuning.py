@@ -30,7 +30,7 @@ from optimizer.request import Request
 from optimizer.results import OptimizeResult
 from optimizer.search import SolveSettings
 from optimizer.searches import evaluate_on, optimize
-from optimizer.trials import deciding_mechanism
+from optimizer.ties import deciding_mechanism
 
 # The log a trial's run writes, in its trial's folder.
 LOG_NAME = "train.log"
