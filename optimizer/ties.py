@@ -120,7 +120,10 @@ def tied_layouts(
         floored = replace(widest, degrees=widest.degrees[reaching], known_ceilings=None)
         size = math.prod(enumerator.grid_axes(floored)) if len(floored.degrees) else 0
         if size > MAX_TIED_ROWS:
-            stopped = f"a lower floor spans {size:,} layouts, over the {MAX_TIED_ROWS:,} priced"
+            stopped = (
+                f"a floor {100 * step:.1f} points under it spans {size:,} layouts, over the "
+                f"{MAX_TIED_ROWS:,} priced for ties"
+            )
             break
         if time.perf_counter() > deadline:
             stopped = "the time limit ran out"
@@ -173,6 +176,8 @@ def _note(shown: int, reached: float, width: float, stopped: str | None) -> str:
         return f"the {shown} best layouts {tied}{more}"
     if reached >= width:
         return f"all {shown} layouts {tied}"
+    if reached == 0:
+        return f"layouts {tied} are not listed: {stopped}"
     return (
         f"{shown} layouts {tied}, from a search within {100 * reached:.1f} points "
         f"(not further: {stopped})"
