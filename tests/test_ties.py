@@ -6,6 +6,7 @@ that stops short says so."""
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -64,7 +65,8 @@ def test_no_ties_without_an_interval_or_explanations(monkeypatch: pytest.MonkeyP
     # a search that may price only a few layouts stops and says why
     monkeypatch.setattr(ties, "MAX_TIED_ROWS", 1_000)
     short = optimize(request)
-    assert short.tied == () and "spans 1,152 layouts, over the 1,000" in str(short.tied_note)
+    assert short.tied == ()
+    assert re.search(r"spans [\d,]+ layouts, over the 1,000 priced", str(short.tied_note))
 
 
 def test_optimize_prints_and_answers_its_tied_layouts(
