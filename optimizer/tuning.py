@@ -38,6 +38,7 @@ LOG_NAME = "train.log"
 # often the folder is looked at.
 DEFAULT_WAIT_S = 24 * 3600.0
 DEFAULT_POLL_S = 30.0
+MIN_POLL_S = 1.0  # a shorter poll would only spin
 # What a calibration may take: its fit and the leave-one-out refits of a few trial runs take
 # seconds; a bound keeps a pathological fit from holding the loop.
 CALIBRATION_TIME_S = 300.0
@@ -126,7 +127,8 @@ def wait_for_logs(
     sleep: Callable[[float], None] = time.sleep,
 ) -> list[LogState]:
     """The logs' states once every one has arrived, or when `wait_s` has passed (then some
-    have not), looking every `poll_s`; `progress` hears of each change in what is missing."""
+    have not), looking every `poll_s` (MIN_POLL_S at least); `progress` hears of each change
+    in what is missing."""
     deadline = clock() + wait_s
     said = None
     while True:
@@ -138,7 +140,7 @@ def wait_for_logs(
         if news != said:
             progress(waiting_words(states))
             said = news
-        sleep(max(0.0, min(poll_s, deadline - clock())))
+        sleep(max(0.0, min(max(poll_s, MIN_POLL_S), deadline - clock())))
 
 
 def waiting_words(states: Sequence[LogState]) -> str:

@@ -75,12 +75,17 @@ def test_tune_recovers_the_true_models_optimum_from_the_trials_logs(
     assert "waiting for 3 of 3 trial logs" in err
 
     # a log cut short (the run still going) is not read: still waiting, for that one alone
+    # (the same request given again is the folder's)
     for trial in waiting:
         (trial / LOG_NAME).write_text(megatron_log(true_step_time_s(trial), 30))
     (waiting[2] / LOG_NAME).write_text(megatron_log(true_step_time_s(waiting[2]), 24))
-    code, out, err = run_cli(["tune", "--dir", str(folder), "--no-wait"], capsys)
-    assert code == EXIT_WAITING and out.split() == [str(waiting[2])]
-    assert "at step 24 of 30" in err and "plan.json (done before)" in err
+    code, out, err = run_cli(
+        ["tune", str(spec), "--dir", str(folder), "--no-wait", "--json"], capsys
+    )
+    assert code == EXIT_WAITING and "plan.json (done before)" in err
+    assert json.loads(out)["waiting_for"] == [
+        {"trial": "trial 2", "folder": str(waiting[2]), "why": "at step 24 of 30"}
+    ]
 
     (waiting[2] / LOG_NAME).write_text(megatron_log(true_step_time_s(waiting[2]), 30))
     code, out, err = run_cli(["tune", "--dir", str(folder), "--no-wait", "--json"], capsys)
