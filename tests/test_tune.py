@@ -14,9 +14,13 @@ import pytest
 
 from api.errors import EXIT_BAD_REQUEST, EXIT_OK, EXIT_WAITING
 from api.schemas import EvaluateRequest, SearchRequest, estimate_out
+from models.layout import Layout
+from optimizer.costmodel import evaluate
+from optimizer.results import OptimizeResult
 from optimizer.searches import evaluate_on, optimize
-from optimizer.tuning import LOG_NAME, LogState, log_state, wait_for_logs
-from tests.helpers import run_cli
+from optimizer.ties import deciding_mechanism
+from optimizer.tuning import LOG_NAME, LogState, log_state, wait_for_logs, what_changed
+from tests.helpers import plate_job, run_cli
 
 BODY: dict[str, Any] = {
     "model": "llama3-70b",
@@ -138,3 +142,15 @@ def test_waiting_stops_when_the_logs_arrive_or_the_time_runs_out() -> None:
     now[0] = 0.0
     states = wait_for_logs(lambda: arriving_at(1e9), 100, 30, heard.append, lambda: now[0], sleep)
     assert not states[1].arrived and now[0] == 100  # the last look at the deadline
+
+
+def test_what_changed_names_the_knobs_that_moved_or_that_the_optimum_stands() -> None:
+    job = plate_job(512, "llama3-70b", global_batch=512, seq_len=8192)
+    old = evaluate(job, Layout(tp=2, pp=4, cp=4, vpp=5, micro_batch=1, zero=1), "standard")
+    new = evaluate(job, Layout(tp=4, pp=2, cp=2, vpp=8, micro_batch=1, zero=1), "standard")
+    stands = what_changed(old, old, OptimizeResult("optimal", old))
+    assert stands[1].startswith("the optimum stands under the calibration: tp 2, pp 4")
+    moved = what_changed(old, old, OptimizeResult("optimal", new))
+    assert "(tp 2 -> 4, pp 4 -> 2, cp 4 -> 2, dp 16 -> 32, vpp 5 -> 8)" in moved[1]
+    assert f"{100 * (new.mfu - old.mfu):+.2f} points" in moved[1]
+    assert moved[2].startswith(f"the two differ most in {deciding_mechanism(old, new)[0]}")
