@@ -15,6 +15,8 @@ EXIT_INTERNAL = 1
 EXIT_BAD_REQUEST = 2
 EXIT_INFEASIBLE = 3  # proved: no layout satisfies the request
 EXIT_UNKNOWN = 4  # the time ran out before a layout or a proof: retry with more time
+# `layoutopt tune`: trial logs are missing (the trials to run are listed): run them, call again
+EXIT_WAITING = 5
 
 # An error's message and field echo request text (a name, a key, a value): each keeps at most
 # this many of its characters, so a huge bad name is not sent back whole.

@@ -9,6 +9,7 @@
 - `request.py`: the one request every front door takes, parsed once at the edge;
 - `searches.py`: the front doors, `evaluate_on`, `optimize`, `pareto` and `stage_plans`;
 - `uncertainty/`: how sure an estimate is: the interval its regime's published misses give;
+- `ties.py`: the layouts tied with the optimum under that interval, and what they differ in;
 - `validation/`: the cost model against published training runs (and those misses).
 
 Engines, calibration, studies and the multi-job planner join as rooms of their own here.
@@ -39,8 +40,10 @@ from optimizer.results import (
 from optimizer.search import SearchSpace, SolveSettings
 from optimizer.searches import evaluate_on, optimize, pareto, stage_plans
 from optimizer.staging import StageSearch
+from optimizer.ties import TiedLayout
 
 __all__ = [
+    "TiedLayout",
     "Request",
     "StageSearch",
     "stage_plans",

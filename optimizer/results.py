@@ -9,6 +9,7 @@ from typing import Literal
 
 from optimizer.costmodel import Estimate
 from optimizer.search import KNOBS, LN_MFU_SCALE, SearchProblem
+from optimizer.ties import TiedLayout
 
 # What was proved: the best (optimal), a layout short of that proof (feasible: with the
 # solver's bound and gap), that none exists (infeasible: with the conflict), or neither
@@ -125,6 +126,10 @@ class OptimizeResult:
     # Whether explanations were worked out at all: not when the request turned them off
     # (explain false) or no layout came back to explain
     explained: bool = True
+    # The best layouts tied with the optimum under its interval (optimizer.ties), each with
+    # the mechanism it differs in, and how far their search went or why it was not made
+    tied: tuple[TiedLayout, ...] = ()
+    tied_note: str | None = None
 
 
 @dataclass(frozen=True)

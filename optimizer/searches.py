@@ -36,6 +36,7 @@ from optimizer.search import (
     narrow_to_rules,
     resolve_space,
 )
+from optimizer.ties import TiedLayout, tied_layouts
 from optimizer.uncertainty import RESIDUALS_PROFILE, with_interval
 
 
@@ -119,6 +120,10 @@ def optimize(request: Request, budget: SolveSettings | None = None) -> OptimizeR
         complete = not explained.warnings  # its only warnings: cut short, or skipped
     if best is not None:
         best = finish_estimate(request, best)
+    tied: tuple[TiedLayout, ...] = ()
+    tied_note = None
+    if explain and best is not None and status != "unknown":
+        tied, tied_note = ties_of(request, problem, costs, best, start + time_limit_s)
     bound = mfu_bound(found.bound_ln_mfu)
     if status == "optimal" and best is not None:
         bound = best.mfu  # the proof's bound is the optimum itself
@@ -144,7 +149,28 @@ def optimize(request: Request, budget: SolveSettings | None = None) -> OptimizeR
         explanations_complete=complete,
         explanations_skipped=explained.skipped,
         explained=explain and status != "unknown",
+        tied=tied,
+        tied_note=tied_note,
     )
+
+
+def ties_of(
+    request: Request,
+    problem: SearchProblem,
+    costs: CostAssumptions,
+    optimum: Estimate,
+    deadline: float,
+) -> tuple[tuple[TiedLayout, ...], str]:
+    """The layouts tied with the optimum, each with its interval, and how far their search
+    went; none where the profile gives no interval."""
+    if request.profile != RESIDUALS_PROFILE:
+        return (), f"profile {request.profile} gives no interval, so no ties are worked out"
+    ties = tied_layouts(problem, costs, optimum, deadline)
+    job, engine, precision = request.job, request.engine_name, request.job.training.precision
+    return tuple(
+        replace(tie, estimate=with_interval(tie.estimate, job, engine, precision))
+        for tie in ties.layouts
+    ), ties.note
 
 
 def pareto(request: Request, budget: SolveSettings | None = None) -> ParetoResult:

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
-from itertools import pairwise
 
 import numpy as np
 
@@ -26,6 +25,7 @@ from optimizer.costmodel import Estimate
 from optimizer.request import Request
 from optimizer.search import SolveSettings, enumerator
 from optimizer.searches import finish_estimate, optimize, prepare_search
+from optimizer.ties import deciding_mechanism, tie_words, tied_width, unplaced
 
 DEFAULT_TRIALS = 3
 MAX_TRIALS = 8
@@ -54,27 +54,6 @@ class TrialPlan:
     warnings: tuple[str, ...] = ()
 
 
-def charges(estimate: Estimate) -> dict[str, float]:
-    """What each effect of the MFU waterfall costs the layout, in utilisation."""
-    return {after.name: before.mfu - after.mfu for before, after in pairwise(estimate.mfu_steps)}
-
-
-def deciding_mechanism(optimum: Estimate, other: Estimate) -> tuple[str, float, float]:
-    """The effect whose charge differs most between the two layouts, with both charges."""
-    ours, theirs = charges(optimum), charges(other)
-    name = max(ours.keys() & theirs.keys(), key=lambda n: abs(ours[n] - theirs[n]))
-    return name.removeprefix("after "), ours[name], theirs[name]
-
-
-def tied_width(optimum: Estimate) -> float:
-    """How far behind the optimum a layout may price and still be tied with it: its MFU
-    interval's width (both share the regime's misses)."""
-    if optimum.interval is None:
-        return 0.0
-    low, high = optimum.interval.mfu
-    return high - low
-
-
 def ranked_candidates(request: Request) -> list[tuple[Layout, float]]:
     """Every layout of the request's search that fits with its MFU, best first, one per
     layout up to its rank order (its best placement)."""
@@ -93,7 +72,7 @@ def ranked_candidates(request: Request) -> list[tuple[Layout, float]]:
     first: dict[Layout, tuple[Layout, float]] = {}
     for row in rows:
         layout = space.grid.layout(int(row))
-        first.setdefault(layout.model_copy(update={"placement": None}), (layout, space.mfu[row]))
+        first.setdefault(unplaced(layout), (layout, space.mfu[row]))
     return list(first.values())
 
 
@@ -140,13 +119,11 @@ def plan_trials(
 
 
 def _same_layout(a: Layout, b: Layout) -> bool:
-    return a.model_copy(update={"placement": None}) == b.model_copy(update={"placement": None})
+    return unplaced(a) == unplaced(b)
 
 
 def _why(behind: float, width: float, mechanism: str, ours: float, theirs: float) -> str:
     return (
-        f"priced {100 * behind:.1f} points behind the optimum, inside its interval's "
-        f"{100 * width:.1f}-point width: tied. They differ most in {mechanism} "
-        f"({100 * theirs:.1f} points charged here, {100 * ours:.1f} there): its measured step "
+        f"{tie_words(behind, width, mechanism, ours, theirs)}: its measured step "
         f"time tells whether the model charges {mechanism} right"
     )

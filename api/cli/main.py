@@ -3,7 +3,8 @@ or `--spec -` for standard input), with flags that override it.
 
 Exit status: 0 on success (`optimal` or `feasible`), 2 on a bad request, 3 when the search
 proved that no layout satisfies the request (`infeasible`), 4 when the time ran out before a
-layout or that proof (`unknown`: retry with more time), 1 on an internal fault.
+layout or that proof (`unknown`: retry with more time), 5 when `tune` waits for trial logs
+(the trials to run are listed), 1 on an internal fault.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from api.cli.render import estimate_text
 from api.cli.search import register_search_commands
 from api.cli.stages import register_stages_command
 from api.cli.study import register_study_commands
+from api.cli.tune import register_tune_command
 from api.cli.validate import register_validate_command
 from api.errors import (
     EXIT_BAD_REQUEST,
@@ -79,7 +81,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="layoutopt",
         description="Pick the parallelism layout for training a transformer.",
         epilog="exit status: 0 success, 1 internal fault, 2 bad request, 3 infeasible "
-        "(proved), 4 unknown (time ran out first)",
+        "(proved), 4 unknown (time ran out first), 5 tune waiting for trial logs",
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -108,6 +110,7 @@ _EXTRA_COMMANDS: tuple[Callable[[Any], None], ...] = (
     register_calibrate_command,
     register_plan_command,
     register_stages_command,
+    register_tune_command,
 )
 
 

@@ -154,6 +154,7 @@ def optimize_text(answer: OptimizeOut) -> str:
         lines.append("")
         lines.append("what each choice buys (the best of the same request without it)")
         lines += [f"  - {choice.description}" for choice in answer.choices]
+    lines += tied_block(answer)
     lines.append("")
     lines.append("slack of the chosen layout")
     for s in answer.slack:
@@ -161,6 +162,23 @@ def optimize_text(answer: OptimizeOut) -> str:
     shown = set(answer.best.warnings)
     lines += [f"warning: {w}" for w in answer.warnings if w not in shown]
     return "\n".join(lines)
+
+
+def tied_block(answer: OptimizeOut) -> list[str]:
+    """The layouts tied with the optimum, each with what their difference rests on."""
+    if not answer.explained or answer.tied_note is None:
+        return []
+    lines = ["", f"tied with the optimum: {answer.tied_note}"]
+    for tie in answer.tied:
+        lay = tie.layout
+        lines.append(
+            f"  - tp {lay.tp}, pp {lay.pp}, cp {lay.cp}, dp {lay.dp}, vpp {lay.vpp}, "
+            f"micro-batch {lay.micro_batch}, ZeRO-{lay.zero}, recompute {lay.recompute}"
+            f"{'' if lay.schedule == '1f1b' else f', schedule {lay.schedule}'}"
+            f"{f', ep {lay.ep}' if lay.ep > 1 else ''} at {100 * tie.mfu:.2f}% "
+            f"(step {tie.step_time_s:.3f} s): differs most in {tie.mechanism}"
+        )
+    return lines
 
 
 def pareto_text(answer: ParetoOut) -> str:

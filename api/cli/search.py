@@ -118,7 +118,8 @@ def add_search_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--workers", type=int, default=1, help="CP-SAT workers (default 1)")
 
 
-def search_request(args: argparse.Namespace) -> SearchRequest:
+def search_data(args: argparse.Namespace) -> dict[str, Any]:
+    """The search request's body: the spec file with the job and search flags laid over it."""
     data = request_data(args, {"search": _SEARCH_FLAGS})
     if args.time_limit_s is not None:
         data["time_limit_s"] = args.time_limit_s
@@ -126,7 +127,11 @@ def search_request(args: argparse.Namespace) -> SearchRequest:
         data["explain"] = args.explain
     if args.workers < 1:
         raise BadRequest(f"--workers must be at least 1, got {args.workers}")
-    return SearchRequest.model_validate(data)
+    return data
+
+
+def search_request(args: argparse.Namespace) -> SearchRequest:
+    return SearchRequest.model_validate(search_data(args))
 
 
 def _run_search(

@@ -63,8 +63,13 @@ from api.schemas.studies import (
     scaling_out,
 )
 from api.schemas.trials import TrialsOut, TrialsRequest, trials_out
+from api.schemas.tune import TuneOut, TuneWaitingOut, tune_out, waiting_out
 
 __all__ = [
+    "TuneOut",
+    "TuneWaitingOut",
+    "tune_out",
+    "waiting_out",
     "TrialsOut",
     "TrialsRequest",
     "trials_out",

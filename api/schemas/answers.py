@@ -19,6 +19,7 @@ from optimizer import (
     Relaxation,
     Slack,
     Status,
+    TiedLayout,
 )
 
 MEMORY_DECIMALS = 2  # GB, as the plate prints
@@ -301,6 +302,34 @@ STATUS_DESCRIPTION = (
 )
 
 
+class TiedOut(BaseModel):
+    """A layout tied with the optimum: its MFU within the width of the optimum's interval."""
+
+    layout: LayoutOut
+    mfu: float
+    step_time_s: float
+    memory_gb: float = Field(description="Its total memory per device, GB.")
+    interval: IntervalOut | None
+    mechanism: str = Field(
+        description="The effect of the MFU waterfall whose charge differs most from the "
+        "optimum's: what their difference rests on, and what a measured run would settle."
+    )
+    why: str
+
+
+def tied_out(tie: TiedLayout) -> TiedOut:
+    estimate = tie.estimate
+    return TiedOut(
+        layout=layout_out(estimate.layout, estimate.micro_batches),
+        mfu=_fraction(estimate.mfu),
+        step_time_s=round(estimate.step_time_s, 4),
+        memory_gb=_gb(estimate.memory.total),
+        interval=None if estimate.interval is None else interval_out(estimate.interval),
+        mechanism=tie.mechanism,
+        why=tie.why,
+    )
+
+
 class OptimizeOut(BaseModel):
     status: Status = Field(description=STATUS_DESCRIPTION)
     best: EstimateOut | None
@@ -333,6 +362,18 @@ class OptimizeOut(BaseModel):
         "explain: false (or no layout came back to explain), so `binding`, `relaxations`, "
         "`choices` and `conflict` are empty because they were not asked for, not because "
         "nothing binds.",
+    )
+    tied: list[TiedOut] = Field(
+        default_factory=list,
+        description="Under profile standard, with explanations: the best layouts (up to 5, one "
+        "per layout up to its placement) tied with the optimum, their MFU within the width of "
+        "its interval (the intervals overlap), best first, each with the mechanism their "
+        "difference rests on. Empty under workshop, which gives no interval (`tied_note`).",
+    )
+    tied_note: str | None = Field(
+        None,
+        description="How far the search for tied layouts went (only the degree tuples whose "
+        "MFU ceiling reaches a floor under the optimum are priced), or why it was not made.",
     )
 
 
@@ -382,6 +423,8 @@ def optimize_out(result: OptimizeResult) -> OptimizeOut:
         explanations_complete=result.explanations_complete,
         explanations_skipped=list(result.explanations_skipped),
         explained=result.explained,
+        tied=[tied_out(tie) for tie in result.tied],
+        tied_note=result.tied_note,
     )
 
 

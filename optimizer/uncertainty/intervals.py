@@ -87,32 +87,63 @@ def bounds_of(rows: Sequence[Residual], field: str) -> tuple[float, float]:
     return conformal_bounds(values, len({r.source for r in rows}))
 
 
-def interval_of(
-    estimate: Estimate, regime: Regime, residuals: Sequence[Residual]
-) -> Interval | None:
-    """The estimate's interval from `residuals`, None where there are none."""
+@dataclass(frozen=True)
+class Bounds:
+    """What a regime's residuals give any estimate of it: the MFU bounds in points, the step
+    time's and memory's as ratios, and on what they rest."""
+
+    mfu_points: tuple[float, float]
+    step_ratio: tuple[float, float]
+    memory_ratio: tuple[float, float] | None
+    basis: str
+
+
+def bounds_for(regime: Regime, residuals: Sequence[Residual]) -> Bounds | None:
+    """The bounds `residuals` give an estimate of `regime`; None where none bears on time."""
     timed = [r for r in residuals if r.mfu_points is not None and r.step_ratio is not None]
     if not timed:
         return None
     rows_regime, rows = nearest(timed, regime)
-    mfu_lo, mfu_hi = bounds_of(rows, "mfu_points")
-    step_lo, step_hi = bounds_of(rows, "step_ratio")
     basis = f"{len(rows)} published runs ({rows_regime.words()})"
     memory = [r for r in residuals if r.memory_ratio is not None]
-    memory_gb = None
+    memory_ratio = None
     if memory:
         memory_regime, memory_rows = nearest(memory, regime)
-        lo, hi = bounds_of(memory_rows, "memory_ratio")
-        total_gb = estimate.memory.total / 1e9
-        memory_gb = (total_gb * lo, total_gb * hi)
+        memory_ratio = bounds_of(memory_rows, "memory_ratio")
         basis += f"; memory: {len(memory_rows)} with a peak ({memory_regime.words()})"
+    return Bounds(bounds_of(rows, "mfu_points"), bounds_of(rows, "step_ratio"), memory_ratio, basis)
+
+
+def interval_of(
+    estimate: Estimate, regime: Regime, residuals: Sequence[Residual]
+) -> Interval | None:
+    """The estimate's interval from `residuals`, None where there are none."""
+    return applied(estimate, bounds_for(regime, residuals))
+
+
+def applied(estimate: Estimate, bounds: Bounds | None) -> Interval | None:
+    """`bounds` laid around the estimate's figures."""
+    if bounds is None:
+        return None
+    mfu_lo, mfu_hi = bounds.mfu_points
+    step_lo, step_hi = bounds.step_ratio
+    memory_gb = None
+    if bounds.memory_ratio is not None:
+        total_gb = estimate.memory.total / 1e9
+        memory_gb = (total_gb * bounds.memory_ratio[0], total_gb * bounds.memory_ratio[1])
     return Interval(
         step_time_s=(estimate.step_time_s * step_lo, estimate.step_time_s * step_hi),
         mfu=(max(0.0, estimate.mfu + mfu_lo), estimate.mfu + mfu_hi),
         memory_gb=memory_gb,
         coverage=COVERAGE,
-        basis=basis,
+        basis=bounds.basis,
     )
+
+
+@cache
+def published_bounds(regime: Regime) -> Bounds | None:
+    """The shipped residuals' bounds for `regime` (worked out once per regime a process sees)."""
+    return bounds_for(regime, published_residuals())
 
 
 def with_interval(
@@ -120,7 +151,7 @@ def with_interval(
 ) -> Estimate:
     """`estimate` with its interval from the published residuals of its regime."""
     regime = regime_of(job, engine, precision)
-    return replace(estimate, interval=interval_of(estimate, regime, published_residuals()))
+    return replace(estimate, interval=applied(estimate, published_bounds(regime)))
 
 
 # --- the data file --------------------------------------------------------------------------
