@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import statistics
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -208,53 +209,71 @@ def _seat(
     job.started_s = now_s if job.started_s is None else job.started_s
 
 
+Choice = tuple[float, str, int]  # tokens/s, pool, nodes
+
+
+def seat_in_order(
+    jobs: list[Job],
+    cluster: Cluster,
+    now_s: float,
+    choose: Callable[[Job, dict[str, list[int]]], Choice | None],
+    blocking: bool,
+) -> None:
+    """Seat the waiting jobs in arrival order, each where `choose(job, free)` says (None: no
+    room); a blocking queue stops at the first that finds none, else the rest backfill."""
+    _release_failed(jobs, now_s)
+    free = cluster.free(jobs)
+    for job in sorted(jobs, key=lambda j: j.arrival_s):
+        if job.running:
+            continue
+        choice = choose(job, free)
+        if choice is None:
+            if blocking:
+                return
+            continue
+        speed, pool, nodes = choice
+        _seat(job, pool, free[pool][:nodes], speed, now_s, cluster.scenario.restart_minutes * 60)
+        free[pool] = free[pool][nodes:]
+
+
 @dataclass
 class Fcfs:
+    """Its fixed size on the fastest pool with room; the head of the queue blocks the rest."""
+
     scenario: Scenario
     speeds: Speeds
     name: str = "FCFS, fixed size and layout"
 
     def schedule(self, jobs: list[Job], cluster: Cluster, now_s: float) -> None:
-        _release_failed(jobs, now_s)
-        free = cluster.free(jobs)
-        for job in sorted(jobs, key=lambda j: j.arrival_s):
-            if job.running:
-                continue
-            nodes = self.scenario.templates[job.template].fixed_gpus // GPUS_PER_NODE
-            pools = sorted(free, key=lambda p: -self.speeds.get((job.template, p, nodes), 0.0))
-            seated = next((p for p in pools if len(free[p]) >= nodes), None)
-            speed = 0.0 if seated is None else self.speeds.get((job.template, seated, nodes), 0.0)
-            if seated is None or speed <= 0:
-                return  # the head of the queue waits, and so does every job behind it
-            restart_s = self.scenario.restart_minutes * 60
-            _seat(job, seated, free[seated][:nodes], speed, now_s, restart_s)
-            free[seated] = free[seated][nodes:]
+        seat_in_order(jobs, cluster, now_s, self.choose, blocking=True)
+
+    def choose(self, job: Job, free: dict[str, list[int]]) -> Choice | None:
+        nodes = self.scenario.templates[job.template].fixed_gpus // GPUS_PER_NODE
+        fits = [(self.speeds.get((job.template, p, nodes), 0.0), p, nodes) for p in free]
+        return _roomiest([fit for fit in fits if fit[0] > 0], free)
+
+
+def _roomiest(fits: list[Choice], free: dict[str, list[int]]) -> Choice | None:
+    """The fastest of the pools with room for the size, if any."""
+    room = [fit for fit in fits if len(free[fit[1]]) >= fit[2]]
+    return max(room) if room else None
 
 
 @dataclass
 class Greedy:
+    """The size of its choices that trains fastest on the free nodes; others backfill."""
+
     scenario: Scenario
     speeds: Speeds
     name: str = "greedy, elastic with backfill"
 
     def schedule(self, jobs: list[Job], cluster: Cluster, now_s: float) -> None:
-        _release_failed(jobs, now_s)
-        free = cluster.free(jobs)
-        for job in sorted(jobs, key=lambda j: j.arrival_s):
-            if job.running:
-                continue
-            counts = self.scenario.templates[job.template].node_counts
-            fits = [
-                (self.speeds.get((job.template, p, n), 0.0), p, n)
-                for p in free
-                for n in counts
-                if len(free[p]) >= n
-            ]
-            if not fits or max(fits)[0] <= 0:
-                continue
-            speed, pool, nodes = max(fits)
-            _seat(job, pool, free[pool][:nodes], speed, now_s, self.scenario.restart_minutes * 60)
-            free[pool] = free[pool][nodes:]
+        seat_in_order(jobs, cluster, now_s, self.choose, blocking=False)
+
+    def choose(self, job: Job, free: dict[str, list[int]]) -> Choice | None:
+        counts = self.scenario.templates[job.template].node_counts
+        fits = [(self.speeds.get((job.template, p, n), 0.0), p, n) for p in free for n in counts]
+        return _roomiest([fit for fit in fits if fit[0] > 0], free)
 
 
 class Planner:
