@@ -193,8 +193,20 @@ class ClusterSpec(BaseModel):
 
     @property
     def job_nvlink_domain(self) -> int:
-        """GPUs of this job in one NVLink domain: the domain, or the whole job when smaller."""
-        return min(self.nvlink_domain_size, self.gpus)
+        """GPUs of this job in one NVLink domain: the domain, or the whole job when smaller.
+        A job on a preset's domain that its GPUs do not fill evenly (512 GB200 on NVL72
+        racks) runs the largest power of two of them a domain where that divides the job
+        (64 of 72), as NVIDIA's GB200 recipes place it: HybridEP told
+        NUM_OF_HYBRID_EP_RANKS_PER_NVLINK_DOMAIN 64 with NVLINK_DOMAIN_SIZE 72
+        (NVIDIA-NeMo/Megatron-Bridge@067f987 src/megatron/bridge/perf_recipes/deepseek/gb200/
+        deepseek_v3.py, env_vars), so that power-of-two groups do not straddle racks. A
+        stated nvlink_domain is taken as stated."""
+        domain = self.nvlink_domain_size
+        if self.nvlink_domain is None and self.gpus % domain != 0:
+            filled = 1 << (domain.bit_length() - 1)
+            if self.gpus % filled == 0:
+                domain = filled
+        return min(domain, self.gpus)
 
 
 def fits_one_domain(span: Any, domain: int) -> Any:

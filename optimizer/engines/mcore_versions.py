@@ -43,6 +43,7 @@ LAUNCHED_DEFAULTS: dict[str, SettingValue] = {
     "sequence_parallel": True,
     "overlap_p2p_comm": True,
     "moe_token_dispatcher_type": "alltoall",
+    "overlap_moe_expert_parallel_comm": False,
 }
 LAUNCHED_SOURCES = {
     "tp_comm_overlap": f"{ARGS}:1441-1442 (off unless asked); the exports leave it off",
@@ -51,6 +52,8 @@ LAUNCHED_SOURCES = {
     "sequence_parallel": "written by both exports at tp > 1",
     "overlap_p2p_comm": f"{ARGS}:3118-3120 (on with interleaving unless turned off)",
     "moe_token_dispatcher_type": "written by both exports with ep > 1",
+    "overlap_moe_expert_parallel_comm": f"{MLM} megatron/core/transformer/transformer_config.py "
+    "(overlap_moe_expert_parallel_comm False); the exports write it only where stated",
 }
 
 # Megatron-LM of the SC21 paper (Narayanan et al.): tag v2.5 = e269e20064 (2021-08-10, 'Merge
@@ -234,6 +237,7 @@ NEMO_26_04_01 = EngineVersion(
         "cross_entropy_loss_fusion": True,
         "cross_entropy_fusion_impl": "native",
         "moe_token_dispatcher_type": "allgather",
+        "overlap_moe_expert_parallel_comm": False,
         "recompute_modules": ("core_attn",),
     },
     {
@@ -253,6 +257,9 @@ NEMO_26_04_01 = EngineVersion(
         "l.891 (Megatron-Core's default; the recipes set theirs)",
         "recompute_modules": f"{MLM} megatron/core/transformer/transformer_config.py "
         "l.1940-1941 (Megatron-Core's default)",
+        "overlap_moe_expert_parallel_comm": f"{COMM_OVERLAP_042} l.397, 438 (None, then False unless a "
+        "recipe sets it; Megatron-Bridge's DeepSeek-V3 MXFP8 performance recipes do: "
+        f"{BRIDGE} src/megatron/bridge/perf_recipes/deepseek/common.py l.49-77)",
     },
     lacks=BRIDGE_LACKS,
 )

@@ -198,6 +198,8 @@ def _overrides(s: McoreSettings) -> list[Override]:
         overrides.append(("model.cuda_graph_impl", s.cuda_graph_impl))
     if s.ep > 1:
         overrides.append(("model.moe_token_dispatcher_type", s.moe_token_dispatcher_type))
+    if s.overlap_moe_expert_parallel_comm:  # off by default (comm_overlap.py:438 at v0.4.2)
+        overrides.append(("comm_overlap.overlap_moe_expert_parallel_comm", True))
     if s.use_megatron_fsdp:  # required when saving or loading (config.py:1105-1109)
         overrides.append(("checkpoint.ckpt_format", "fsdp_dtensor"))
     return overrides

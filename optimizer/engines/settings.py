@@ -397,6 +397,17 @@ def mcore_settings() -> tuple[EngineSetting, ...]:
             read_by="moe_token_dispatcher_type",
         ),
         EngineSetting(
+            "overlap_moe_expert_parallel_comm",
+            "--overlap-moe-expert-parallel-comm (Bridge: "
+            "comm_overlap.overlap_moe_expert_parallel_comm)",
+            bool,
+            f"{config} l.3002-3041 (needs ep > 1, the alltoall or flex dispatcher, "
+            "interleaving with pp > 1, no full recompute); "
+            f"{MLM} megatron/core/pipeline_parallel/combined_1f1b.py l.55-67; from "
+            "core_v0.14.0 (ae1c88296f, 2025-08-01)",
+            prices=lambda v, _: {"moe_all_to_all_paired_overlap": bool(v)},
+        ),
+        EngineSetting(
             "main_params_dtype",
             "--main-params-dtype (with --use-precision-aware-optimizer)",
             str,
