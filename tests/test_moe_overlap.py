@@ -118,3 +118,32 @@ def test_a_job_fills_power_of_two_groups_of_an_nvl72_rack() -> None:
     straddling = priced(deepseek_job(domain=72), LAYOUT)["moe_all_to_all"]
     assert on_racks == pytest.approx(priced(deepseek_job(domain=64), LAYOUT)["moe_all_to_all"])
     assert on_racks < straddling / 2
+
+
+def test_the_overlaps_extra_warm_up_forward_is_held_in_memory() -> None:
+    job = deepseek_job()
+
+    def activations(**settings: object) -> float:
+        engine = get_engine("megatron", settings)
+        a = engine_assumptions(engine, CostAssumptions(), job.training.precision)
+        return float(evaluate(job, LAYOUT, "standard", a).memory.activations)
+
+    # the first rank warms up with 2*3 + 3*4 + 1 = 19 chunk forwards, 20 with the overlap's
+    # extra one (schedules.py l.966-970): its activations grow by 20/19
+    ratio = activations(overlap_moe_expert_parallel_comm=True) / activations()
+    assert ratio == pytest.approx(20 / 19, rel=1e-9)
+
+
+def test_bridges_performance_script_flag_prices_the_same_overlap() -> None:
+    job = deepseek_job()
+
+    def a2a(engine: str, **settings: object) -> float:
+        a = engine_assumptions(get_engine(engine, settings), CostAssumptions(), "mxfp8")
+        return float(evaluate(job, LAYOUT, "standard", a).times_s["moe_all_to_all"])
+
+    assert a2a("nemo", moe_a2a_overlap=True) == a2a("nemo", overlap_moe_expert_parallel_comm=True)
+    assert a2a("nemo", moe_a2a_overlap=True) < a2a("nemo")
+    with pytest.raises(InvalidSpec, match="moe_a2a_overlap"):
+        get_engine("nemo@24.09", {"moe_a2a_overlap": True})
+    with pytest.raises(InvalidSpec, match="moe_a2a_overlap"):
+        get_engine("megatron", {"moe_a2a_overlap": True})

@@ -110,7 +110,11 @@ def mcore_settings(
         cuda_graph_impl=_optional(named.get("cuda_graph_impl"), str),
         ddp_bucket_size=_optional(named.get("ddp_bucket_size"), int),
         moe_token_dispatcher_type=str(named.get("moe_token_dispatcher_type", "alltoall")),
-        overlap_moe_expert_parallel_comm=bool(named.get("overlap_moe_expert_parallel_comm", False))
+        # Megatron-Bridge's performance scripts spell it moe_a2a_overlap
+        overlap_moe_expert_parallel_comm=bool(
+            named.get("overlap_moe_expert_parallel_comm", False)
+            or named.get("moe_a2a_overlap", False)
+        )
         and _moe_overlap_runs(layout, str(named.get("moe_token_dispatcher_type", "alltoall"))),
     )
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 from .mcore import MLM
 from .settings import (
     BRIDGE,
+    BRIDGE_SETTINGS,
     MCORE_SETTINGS,
     MLM_2304,
     MLM_R08,
@@ -28,6 +29,7 @@ MLM_V25 = "NVIDIA/Megatron-LM@v2.5"
 BRIDGE_042 = "NVIDIA-NeMo/Megatron-Bridge@v0.4.2"
 MCORE_NAMES = frozenset(s.name for s in MCORE_SETTINGS)
 NEMO1_NAMES = frozenset(s.name for s in NEMO1_SETTINGS)
+BRIDGE_NAMES = frozenset(s.name for s in BRIDGE_SETTINGS)
 
 
 def lacking(*having: str) -> frozenset[str]:
@@ -212,7 +214,8 @@ NEMO_24_09 = EngineVersion(
         "cross_entropy_loss_fusion": "NeMo 1 megatron_gpt_config.yaml leaves it off: the "
         "unfused loss (UNVERIFIED in the yaml of 24.09)",
     },
-    lacks=MCORE_NAMES - {"sequence_parallel", "overlap_p2p_comm", "cross_entropy_loss_fusion"},
+    lacks=(MCORE_NAMES | BRIDGE_NAMES)
+    - {"sequence_parallel", "overlap_p2p_comm", "cross_entropy_loss_fusion"},
 )
 
 BRIDGE_LACKS = NEMO1_NAMES | {

@@ -23,7 +23,12 @@ from .catalogue import config_for, lacking, model_code_rule
 from .mcore_settings import McoreSettings, mcore_settings
 from .mcore_versions import NEMO_VERSIONS
 from .rules import offer_rules, seq_len_divisible_by_2cp
-from .settings import MCORE_SETTINGS, NEMO1_SETTINGS, TE_FUSED_LOSS_BYTES_PER_LOGIT
+from .settings import (
+    BRIDGE_SETTINGS,
+    MCORE_SETTINGS,
+    NEMO1_SETTINGS,
+    TE_FUSED_LOSS_BYTES_PER_LOGIT,
+)
 
 LABEL = "NeMo (Megatron-Bridge)"
 BRIDGE = "NVIDIA-NeMo/Megatron-Bridge@067f987"
@@ -321,6 +326,6 @@ NEMO = Engine(
     # the recipes' dist.use_tp_pp_dp_mapping (Megatron-Core's other order) is not written by
     # the export
     rank_orders=(mcore.DEFAULT_RANK_ORDER,),
-    settings=MCORE_SETTINGS + NEMO1_SETTINGS,
+    settings=MCORE_SETTINGS + NEMO1_SETTINGS + BRIDGE_SETTINGS,
     versions=NEMO_VERSIONS,
 )

@@ -534,6 +534,29 @@ NEMO1_SETTINGS = (
 )
 
 
+# --- Megatron-Bridge's performance scripts ------------------------------------------------
+
+PERF_SCRIPTS = f"{BRIDGE} scripts/performance"
+
+
+def _a2a_overlap(value: SettingValue, _: InForce) -> dict[str, object]:
+    # off leaves the recipe's own choice (run_script.py l.73-75 keeps its base value)
+    return {"moe_all_to_all_paired_overlap": True} if value else {}
+
+
+BRIDGE_SETTINGS = (
+    EngineSetting(
+        "moe_a2a_overlap",
+        "--moe_a2a_overlap (Megatron-Bridge's performance scripts)",
+        bool,
+        f"{PERF_SCRIPTS}/argument_parser.py l.843-847; utils/overrides.py l.189-199 (sets "
+        "comm_overlap.overlap_moe_expert_parallel_comm and delay_wgrad_compute): priced as "
+        "overlap_moe_expert_parallel_comm",
+        prices=_a2a_overlap,
+    ),
+)
+
+
 def settings_named(
     known: tuple[EngineSetting, ...], stated: Mapping[str, object], engine: str
 ) -> dict[str, SettingValue]:

@@ -106,8 +106,9 @@ def stage_memory(job: TrainingJob, a: CostAssumptions, k: Degrees, m: Number) ->
     nearly as many in flight) or the last (head and logits)."""
     layers = mem.stage_layers(job.model.num_layers, k.pp, k.vpp)
     terms = rnk.rank_memory_terms(job, a, k)
-    in_first, in_last = mem.in_flight_micro_batches(m, k.pp, k.vpp, k.schedule)
-    in_second = mem.in_flight_on_rank(m, k.pp, k.vpp, k.schedule, 1)
+    extra = np.where(rnk.paired_overlap_on(a, k), 1, 0)
+    in_first, in_last = mem.in_flight_micro_batches(m, k.pp, k.vpp, k.schedule, extra)
+    in_second = mem.in_flight_on_rank(m, k.pp, k.vpp, k.schedule, 1, extra)
     embedding, logits = terms.embedding_params, terms.logits_bytes
     first_logits = np.where(k.pp == 1, logits, 0.0)
     first = rnk.rank_memory(a, k, terms, layers.first, embedding, in_first, first_logits)
@@ -170,11 +171,9 @@ def moe_all_to_all_s(
     overlap: Number,
     compute_s: Number,
 ) -> Number:
-    """A layer's exposed expert all-to-all a micro-batch: `overlap` of it hidden, or, under
-    Megatron-Core's paired overlap (moe_all_to_all_paired_overlap) with 1F1B and no full
-    recompute (which the overlap refuses, transformer_config.py l.3021-3023) and, with a
-    pipeline, interleaving, hidden under
-    `compute_s` in the passes that run paired (times.paired_pass_share)."""
+    """A layer's exposed expert all-to-all a micro-batch: `overlap` of it hidden, or, where
+    Megatron-Core's paired overlap runs (ranks.paired_overlap_on), hidden under `compute_s`
+    in the passes that run paired (times.paired_pass_share)."""
     model = job.model
     token_bytes = model.experts_per_token * model.hidden_size * mem.BF16_BYTES
     bandwidth = all_to_all_bytes_s(
@@ -197,12 +196,7 @@ def moe_all_to_all_s(
     if not a.moe_all_to_all_paired_overlap:
         return priced(overlap)
     m = job.training.global_batch // (k.dp * k.micro_batch)
-    # with a pipeline it needs interleaving (transformer_config.py l.3007-3011)
-    pairs = (
-        (k.schedule == mem.SCHEDULE_1F1B)
-        & (k.recompute != mem.RECOMPUTE_FULL)
-        & ((k.pp == 1) | (k.vpp > 1))
-    )
+    pairs = rnk.paired_overlap_on(a, k)
     share = np.where(pairs, tim.paired_pass_share(m, k.pp, k.vpp), 0.0)
     whole = priced(0.0)
     paired = tim.paired_all_to_all_s(whole, compute_s, share, a.overlap_compute_slowdown)

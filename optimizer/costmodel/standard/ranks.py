@@ -93,6 +93,21 @@ def rank_memory_terms(job: TrainingJob, a: CostAssumptions, k: Degrees) -> RankM
     )
 
 
+def paired_overlap_on(a: CostAssumptions, k: Degrees) -> Number:
+    """Where Megatron-Core's EP all-to-all overlap runs (moe_all_to_all_paired_overlap): with
+    expert parallelism, the 1F1B schedule, no full recompute and, with a pipeline,
+    interleaving; elsewhere it refuses the flag (NVIDIA/Megatron-LM@d98e8a6
+    megatron/core/transformer/transformer_config.py l.3002-3041)."""
+    if not a.moe_all_to_all_paired_overlap:
+        return np.zeros_like(np.asarray(k.ep), dtype=bool)
+    return (
+        (np.asarray(k.ep) > 1)
+        & (k.schedule == mem.SCHEDULE_1F1B)
+        & (k.recompute != mem.RECOMPUTE_FULL)
+        & ((k.pp == 1) | (k.vpp > 1))
+    )
+
+
 def rank_state_bytes(
     a: CostAssumptions, k: Degrees, dense_params: Number, expert_params: Number
 ) -> tuple[Number, Number, Number]:
