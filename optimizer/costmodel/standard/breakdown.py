@@ -106,9 +106,8 @@ def stage_memory(job: TrainingJob, a: CostAssumptions, k: Degrees, m: Number) ->
     nearly as many in flight) or the last (head and logits)."""
     layers = mem.stage_layers(job.model.num_layers, k.pp, k.vpp)
     terms = rnk.rank_memory_terms(job, a, k)
-    extra = np.where(rnk.paired_overlap_on(a, k), 1, 0)
-    in_first, in_last = mem.in_flight_micro_batches(m, k.pp, k.vpp, k.schedule, extra)
-    in_second = mem.in_flight_on_rank(m, k.pp, k.vpp, k.schedule, 1, extra)
+    in_first, in_last = mem.in_flight_micro_batches(m, k.pp, k.vpp, k.schedule)
+    in_second = mem.in_flight_on_rank(m, k.pp, k.vpp, k.schedule, 1)
     embedding, logits = terms.embedding_params, terms.logits_bytes
     first_logits = np.where(k.pp == 1, logits, 0.0)
     first = rnk.rank_memory(a, k, terms, layers.first, embedding, in_first, first_logits)

@@ -145,7 +145,7 @@ def attention_score_bytes_per_token(
 
 
 def in_flight_micro_batches(
-    micro_batches: Number, pp: Number, vpp: Number, schedule: Number, extra_forwards: Number = 0
+    micro_batches: Number, pp: Number, vpp: Number, schedule: Number
 ) -> tuple[Number, Number]:
     """Micro-batches whose activations the first and the last device hold at the peak.
 
@@ -153,12 +153,12 @@ def in_flight_micro_batches(
     2024) and one on the last; interleaved, `in_flight_on_rank`'s chunk count. DualPipe keeps
     p + 1 on every device (DeepSeek-V3 report, Table 2).
     """
-    first = in_flight_on_rank(micro_batches, pp, vpp, schedule, 0, extra_forwards)
-    return first, in_flight_on_rank(micro_batches, pp, vpp, schedule, pp - 1, extra_forwards)
+    first = in_flight_on_rank(micro_batches, pp, vpp, schedule, 0)
+    return first, in_flight_on_rank(micro_batches, pp, vpp, schedule, pp - 1)
 
 
 def interleaved_chunk_forwards(
-    micro_batches: Number, pp: Number, vpp: Number, rank: Number, extra_forwards: Number = 0
+    micro_batches: Number, pp: Number, vpp: Number, rank: Number
 ) -> Number:
     """Chunk forwards pipeline rank `rank` (0 first) holds at its peak under Megatron-Core's
     interleaved schedule: its warm-up, 2(p - r - 1) + (v - 1) g chunk forwards with g the
@@ -166,30 +166,21 @@ def interleaved_chunk_forwards(
     and one more before its first backward; but never more than the step's m v, which it
     then runs forward before any backward (NVIDIA/Megatron-LM@d98e8a6
     megatron/core/pipeline_parallel/schedules.py l.964-977; the group default
-    megatron/core/model_parallel_config.py l.567-568). `extra_forwards` more in the warm-up
-    where the schedule runs them (the EP all-to-all overlap's one, schedules.py l.966-970)."""
-    warmup_and_one = 2 * (pp - rank - 1) + (vpp - 1) * pp + 1 + extra_forwards
+    megatron/core/model_parallel_config.py l.567-568)."""
+    warmup_and_one = 2 * (pp - rank - 1) + (vpp - 1) * pp + 1
     return np.minimum(micro_batches * vpp, warmup_and_one)
 
 
 def in_flight_on_rank(
-    micro_batches: Number,
-    pp: Number,
-    vpp: Number,
-    schedule: Number,
-    rank: Number,
-    extra_forwards: Number = 0,
+    micro_batches: Number, pp: Number, vpp: Number, schedule: Number, rank: Number
 ) -> Number:
     """The same count on pipeline rank `rank` (0 first): 1F1B and ZB-H1 hold min(m, p - r)
     (rank r runs p - r forwards before its first backward, SC21 section 2.2.1). Interleaved,
     `interleaved_chunk_forwards` over v, each chunk a 1/v share of the rank's layers: on rank 0
     with m > p that is Korthikanti's p (1 + (p-1)/(p v)), and with m = p every rank in the
-    first half of the pipeline holds all m. DualPipe p + 1 everywhere. `extra_forwards` chunk
-    forwards more before the first backward: Megatron-Core's EP all-to-all overlap runs one
-    (schedules.py l.966-970; without a pipeline the next micro-batch's forward beside the
-    backward, combined_1f1b.py l.55-67), so one more micro-batch's, or chunk's, activations."""
-    one_f_one_b = np.minimum(micro_batches, pp - rank + extra_forwards)
-    interleaved = interleaved_chunk_forwards(micro_batches, pp, vpp, rank, extra_forwards) / vpp
+    first half of the pipeline holds all m. DualPipe p + 1 everywhere."""
+    one_f_one_b = np.minimum(micro_batches, pp - rank)
+    interleaved = interleaved_chunk_forwards(micro_batches, pp, vpp, rank) / vpp
     held = np.where(vpp > 1, interleaved, one_f_one_b)
     return np.where(schedule == SCHEDULE_DUALPIPE, pp + 1, held)
 

@@ -88,11 +88,9 @@ def rank_logits_bytes(terms: PlanTerms, pp: int, rank: Number) -> Number:
     return np.where(np.asarray(rank) == pp - 1, float(terms.memory.logits_bytes[0]), 0.0)
 
 
-def rank_in_flight(terms: PlanTerms, rank: Number, extra_forwards: Number = 0) -> Number:
+def rank_in_flight(terms: PlanTerms, rank: Number) -> Number:
     k = terms.degrees
-    return mem.in_flight_on_rank(
-        terms.micro_batches, k.pp[0], k.vpp[0], k.schedule[0], rank, extra_forwards
-    )
+    return mem.in_flight_on_rank(terms.micro_batches, k.pp[0], k.vpp[0], k.schedule[0], rank)
 
 
 def rank_time_s(terms: PlanTerms, pp: int, rank: int, layers: Number, mode: int) -> Number:
@@ -116,7 +114,7 @@ def rank_memory(
         mode_terms,
         layers,
         rank_embedding_params(terms, pp, rank),
-        rank_in_flight(terms, rank, np.where(rnk.paired_overlap_on(a, k), 1, 0)),
+        rank_in_flight(terms, rank),
         rank_logits_bytes(terms, pp, rank),
     )
 
