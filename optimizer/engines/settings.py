@@ -123,6 +123,20 @@ USERBUFFERS: dict[str, tuple[str, int]] = {
     "userbuffers_fp8_h100_h8192_tp4_mbs1_seqlen8192": ("ring_exchange", 4),  # l.111-122
     "userbuffers_fp8_h100_h16384_tp8_cp2_mbs1_seqlen8192": ("ring_exchange", 8),  # l.164-175
     "userbuffers_fp8_b200_h16384_tp4_cp2_mbs1_seqlen8192": ("ring_exchange", 4),  # l.190-201
+    # the other presets whose two forward reduce-scatters run one way (Megatron-Bridge@067f987
+    # src/megatron/bridge/training/comm_overlap.py, the line each begins at); GPT-3 175B's
+    # (h12288, tp 4, 2,048 tokens) among them. Those that mix the two ways are not offered.
+    "userbuffers_bf16_h100_h8192_tp4_mbs1_seqlen8192": ("pipeline", 4),  # l.98
+    "userbuffers_bf16_b200_h8192_tp2_mbs1_seqlen8192": ("pipeline", 2),  # l.124
+    "userbuffers_fp8_b200_h8192_tp2_mbs1_seqlen8192": ("ring_exchange", 2),  # l.137
+    "userbuffers_bf16_h100_h16384_tp8_cp2_mbs1_seqlen8192": ("pipeline", 8),  # l.151
+    "userbuffers_bf16_h100_h6144_tp2_mbs2_seqlen2048": ("pipeline", 2),  # l.232
+    "userbuffers_fp8_h100_h6144_tp2_mbs2_seqlen2048": ("pipeline", 2),  # l.245
+    "userbuffers_fp8_h100_h12288_tp4_mbs1_seqlen2048": ("ring_exchange", 4),  # l.272
+    "userbuffers_bf16_b200_h12288_tp4_mbs1_seqlen2048": ("ring_exchange", 4),  # l.285
+    "userbuffers_fp8_b200_h12288_tp4_mbs1_seqlen2048": ("ring_exchange", 4),  # l.298
+    "userbuffers_bf16_b200_h6144_tp2_mbs1_seqlen4096": ("ring_exchange", 2),  # l.312
+    "userbuffers_fp8_b200_h18432_tp8_mbs1_seqlen4096": ("ring_exchange", 8),  # l.339
 }
 
 
