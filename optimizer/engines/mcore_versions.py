@@ -45,7 +45,7 @@ LAUNCHED_DEFAULTS: dict[str, SettingValue] = {
     "sequence_parallel": True,
     "overlap_p2p_comm": True,
     "moe_token_dispatcher_type": "alltoall",
-    "overlap_moe_expert_parallel_comm": False,
+    "overlap_moe_expert_parallel_comm": True,
 }
 LAUNCHED_SOURCES = {
     "tp_comm_overlap": f"{ARGS}:1441-1442 (off unless asked); the exports leave it off",
@@ -54,8 +54,12 @@ LAUNCHED_SOURCES = {
     "sequence_parallel": "written by both exports at tp > 1",
     "overlap_p2p_comm": f"{ARGS}:3118-3120 (on with interleaving unless turned off)",
     "moe_token_dispatcher_type": "written by both exports with ep > 1",
-    "overlap_moe_expert_parallel_comm": f"{MLM} megatron/core/transformer/transformer_config.py "
-    "(overlap_moe_expert_parallel_comm False); the exports write it only where stated",
+    "overlap_moe_expert_parallel_comm": "written by both exports where Megatron-Core takes it "
+    "(ep > 1, the alltoall or flex dispatcher, interleaving with pp > 1, no full recompute: "
+    f"{MLM} megatron/core/transformer/transformer_config.py l.3002-3041), as NVIDIA's tuned "
+    "DeepSeek-V3 and GPT-OSS recipes set it (Megatron-Bridge@067f987 src/megatron/bridge/"
+    "perf_recipes/deepseek/common.py l.49-77, gpt_oss/common.py l.47-49); Megatron-Core's own "
+    "default is False",
 }
 
 # Megatron-LM of the SC21 paper (Narayanan et al.): tag v2.5 = e269e20064 (2021-08-10, 'Merge

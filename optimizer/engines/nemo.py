@@ -205,6 +205,10 @@ def _overrides(s: McoreSettings) -> list[Override]:
         overrides.append(("model.moe_token_dispatcher_type", s.moe_token_dispatcher_type))
     if s.overlap_moe_expert_parallel_comm:  # off by default (comm_overlap.py:438 at v0.4.2)
         overrides.append(("comm_overlap.overlap_moe_expert_parallel_comm", True))
+        # which Megatron-Core refuses beside the shared-expert overlap that some model
+        # providers turn on (DeepSeek-V3's: deepseek_v3_bridge.py:72); Bridge's performance
+        # scripts turn it off with it (scripts/performance/utils/overrides.py:197)
+        overrides.append(("model.moe_shared_expert_overlap", False))
     if s.use_megatron_fsdp:  # required when saving or loading (config.py:1105-1109)
         overrides.append(("checkpoint.ckpt_format", "fsdp_dtensor"))
     return overrides
