@@ -126,6 +126,16 @@ class GpuSpec(BaseModel):
         return self.memory_gb * 1e9
 
     @property
+    def streams_run_apart(self) -> bool:
+        """Whether kernels on separate CUDA streams run side by side under tensor or context
+        parallelism: from Blackwell on (compute capability 10, the sm_100 GEMM table) Megatron
+        no longer needs CUDA_DEVICE_MAX_CONNECTIONS=1 there, which before it (Hopper, Ampere,
+        and AMD parts, which report a capability below 10) queues every stream's kernels in
+        one line (NVIDIA/Megatron-LM@d98e8a6 megatron/training/arguments.py l.1451-1475). A
+        GPU without a GEMM table is taken as before Blackwell."""
+        return self.gemm_table == "sm_100"
+
+    @property
     def usable_memory_bytes(self) -> float:
         return (self.memory_gb if self.usable_memory_gb is None else self.usable_memory_gb) * 1e9
 

@@ -156,3 +156,32 @@ def test_bridges_performance_script_flag_prices_the_same_overlap() -> None:
         get_engine("nemo@24.09", {"moe_a2a_overlap": True})
     with pytest.raises(InvalidSpec, match="moe_a2a_overlap"):
         get_engine("megatron", {"moe_a2a_overlap": True})
+
+
+def test_before_blackwell_tensor_parallelism_keeps_the_all_to_all_unpaired(
+    api: TestClient,
+) -> None:
+    def h100_job() -> TrainingJob:
+        return TrainingJob(
+            model=model_preset("deepseek-v3-shaped"),
+            cluster=ClusterSpec(gpus=512, gpu=gpu_preset("h100-sxm")),
+            training=TrainingSpec(global_batch=4096, seq_len=4096, precision="fp8"),
+        )
+
+    # tp 2 on H100 runs with CUDA_DEVICE_MAX_CONNECTIONS=1: the overlap is priced unpaired
+    on = priced(h100_job(), LAYOUT, overlap_moe_expert_parallel_comm=True)["moe_all_to_all"]
+    off = priced(h100_job(), LAYOUT, overlap_moe_expert_parallel_comm=False)["moe_all_to_all"]
+    assert on == off
+    # without tensor or context parallelism the streams run apart on H100 too
+    tp1 = LAYOUT.model_copy(update={"tp": 1})
+    on = priced(h100_job(), tp1, overlap_moe_expert_parallel_comm=True)["moe_all_to_all"]
+    assert on < priced(h100_job(), tp1, overlap_moe_expert_parallel_comm=False)["moe_all_to_all"]
+    body = {
+        "model": "deepseek-v3-shaped",
+        "cluster": {"gpus": 512, "gpu": "h100-sxm"},
+        "training": {"global_batch": 4096, "seq_len": 4096},
+        "layout": {"tp": 2, "pp": 4, "vpp": 4, "ep": 32, "zero": 1, "recompute": "selective"},
+        "engine": "megatron",
+    }
+    text = api.post("/v1/export", json=body).json()["text"]
+    assert "--overlap-moe-expert-parallel-comm" not in text

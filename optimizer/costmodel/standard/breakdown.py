@@ -195,7 +195,7 @@ def moe_all_to_all_s(
     if not a.moe_all_to_all_paired_overlap:
         return priced(overlap)
     m = job.training.global_batch // (k.dp * k.micro_batch)
-    pairs = rnk.paired_overlap_on(a, k)
+    pairs = rnk.paired_overlap_on(a, k, job.cluster.gpu)
     share = np.where(pairs, tim.paired_pass_share(m, k.pp, k.vpp), 0.0)
     whole = priced(0.0)
     paired = tim.paired_all_to_all_s(whole, compute_s, share, a.overlap_compute_slowdown)
