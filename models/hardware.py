@@ -126,6 +126,16 @@ class GpuSpec(BaseModel):
         return self.memory_gb * 1e9
 
     @property
+    def streams_run_apart(self) -> bool:
+        """Whether kernels on separate CUDA streams run side by side under tensor or context
+        parallelism: from Blackwell on (compute capability 10, the sm_100 GEMM table) Megatron
+        no longer needs CUDA_DEVICE_MAX_CONNECTIONS=1 there, which before it (Hopper, Ampere,
+        and AMD parts, which report a capability below 10) queues every stream's kernels in
+        one line (NVIDIA/Megatron-LM@d98e8a6 megatron/training/arguments.py l.1451-1475). A
+        GPU without a GEMM table is taken as before Blackwell."""
+        return self.gemm_table == "sm_100"
+
+    @property
     def usable_memory_bytes(self) -> float:
         return (self.memory_gb if self.usable_memory_gb is None else self.usable_memory_gb) * 1e9
 
@@ -209,8 +219,11 @@ def domain_segment_gpus(gpus: int, domain: int, gpus_per_node: int) -> int:
     NVIDIA's NVL72 guidance gives jobs of 128 GPUs and more segments of 16 of a rack's 18
     trays, 64 GPUs (NVIDIA technical blog, "Unlock Exascale Performance on NVIDIA GB200 NVL72
     with Slurm Topology-Aware Job Scheduling"; slurm.schedmd.com/topology.html, "Block
-    Topology"). So 512 GB200 run as 8 racks of 64, not 7 of 72 and one of 8. Nodes of one
-    domain each (H100 and the like), or a job of part-nodes, keep the domain."""
+    Topology"). So 512 GB200 run as 8 racks of 64, not 7 of 72 and one of 8, as NVIDIA's
+    GB200 recipes place them (HybridEP is told NUM_OF_HYBRID_EP_RANKS_PER_NVLINK_DOMAIN 64
+    with NVLINK_DOMAIN_SIZE 72: NVIDIA-NeMo/Megatron-Bridge@067f987
+    src/megatron/bridge/perf_recipes/deepseek/gb200/deepseek_v3.py). Nodes of one domain each
+    (H100 and the like), or a job of part-nodes, keep the domain."""
     nodes, domain_nodes = gpus // gpus_per_node, domain // gpus_per_node
     if gpus % gpus_per_node or domain_nodes <= 1:
         return domain

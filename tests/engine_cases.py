@@ -155,7 +155,7 @@ def megatron_parser() -> argparse.ArgumentParser:
         "account-for-loss-in-pipeline-split use-distributed-optimizer use-megatron-fsdp "
         "overlap-grad-reduce overlap-param-gather bf16 group-query-attention swiglu "
         "untie-embeddings-and-output-weights moe-grouped-gemm multi-latent-attention "
-        "use-tp-pp-dp-mapping fp8-param-gather"
+        "use-tp-pp-dp-mapping fp8-param-gather overlap-moe-expert-parallel-comm"
     )
     for name in ints.split():
         parser.add_argument(f"--{name}", type=int)

@@ -49,6 +49,7 @@ class McoreSettings:
     cuda_graph_impl: str | None
     ddp_bucket_size: int | None
     moe_token_dispatcher_type: str
+    overlap_moe_expert_parallel_comm: bool
 
 
 def mcore_settings(
@@ -109,6 +110,28 @@ def mcore_settings(
         cuda_graph_impl=_optional(named.get("cuda_graph_impl"), str),
         ddp_bucket_size=_optional(named.get("ddp_bucket_size"), int),
         moe_token_dispatcher_type=str(named.get("moe_token_dispatcher_type", "alltoall")),
+        # Megatron-Bridge's performance scripts spell it moe_a2a_overlap
+        overlap_moe_expert_parallel_comm=bool(
+            named.get("overlap_moe_expert_parallel_comm", False)
+            or named.get("moe_a2a_overlap", False)
+        )
+        and _moe_overlap_runs(job, layout, str(named.get("moe_token_dispatcher_type", "alltoall"))),
+    )
+
+
+def _moe_overlap_runs(job: TrainingJob, layout: Layout, dispatcher: str) -> bool:
+    """Where Megatron-Core takes --overlap-moe-expert-parallel-comm: expert parallelism, the
+    alltoall or flex dispatcher, interleaving with a pipeline, no full recompute
+    (transformer_config.py:3002-3041), and where it can overlap: before Blackwell, tp or cp
+    above 1 needs CUDA_DEVICE_MAX_CONNECTIONS=1, which serialises it (arguments.py:1451-1475).
+    Elsewhere the exports leave it off, as it is priced (costmodel ranks.paired_overlap_on)."""
+    streams_apart = job.cluster.gpu.streams_run_apart or (layout.tp == 1 and layout.cp == 1)
+    return (
+        layout.ep > 1
+        and dispatcher in ("alltoall", "flex")
+        and (layout.pp == 1 or layout.vpp > 1)
+        and layout.recompute != Recompute.FULL
+        and streams_apart
     )
 
 

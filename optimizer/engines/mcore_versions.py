@@ -12,6 +12,7 @@ from __future__ import annotations
 from .mcore import MLM
 from .settings import (
     BRIDGE,
+    BRIDGE_SETTINGS,
     MCORE_SETTINGS,
     MLM_2304,
     MLM_R08,
@@ -28,6 +29,7 @@ MLM_V25 = "NVIDIA/Megatron-LM@v2.5"
 BRIDGE_042 = "NVIDIA-NeMo/Megatron-Bridge@v0.4.2"
 MCORE_NAMES = frozenset(s.name for s in MCORE_SETTINGS)
 NEMO1_NAMES = frozenset(s.name for s in NEMO1_SETTINGS)
+BRIDGE_NAMES = frozenset(s.name for s in BRIDGE_SETTINGS)
 
 
 def lacking(*having: str) -> frozenset[str]:
@@ -43,6 +45,7 @@ LAUNCHED_DEFAULTS: dict[str, SettingValue] = {
     "sequence_parallel": True,
     "overlap_p2p_comm": True,
     "moe_token_dispatcher_type": "alltoall",
+    "overlap_moe_expert_parallel_comm": True,
 }
 LAUNCHED_SOURCES = {
     "tp_comm_overlap": f"{ARGS}:1441-1442 (off unless asked); the exports leave it off",
@@ -51,6 +54,12 @@ LAUNCHED_SOURCES = {
     "sequence_parallel": "written by both exports at tp > 1",
     "overlap_p2p_comm": f"{ARGS}:3118-3120 (on with interleaving unless turned off)",
     "moe_token_dispatcher_type": "written by both exports with ep > 1",
+    "overlap_moe_expert_parallel_comm": "written by both exports where Megatron-Core takes it "
+    "(ep > 1, the alltoall or flex dispatcher, interleaving with pp > 1, no full recompute: "
+    f"{MLM} megatron/core/transformer/transformer_config.py l.3002-3041), as NVIDIA's tuned "
+    "DeepSeek-V3 and GPT-OSS recipes set it (Megatron-Bridge@067f987 src/megatron/bridge/"
+    "perf_recipes/deepseek/common.py l.49-77, gpt_oss/common.py l.47-49); Megatron-Core's own "
+    "default is False",
 }
 
 # Megatron-LM of the SC21 paper (Narayanan et al.): tag v2.5 = e269e20064 (2021-08-10, 'Merge
@@ -209,7 +218,8 @@ NEMO_24_09 = EngineVersion(
         "cross_entropy_loss_fusion": "NeMo 1 megatron_gpt_config.yaml leaves it off: the "
         "unfused loss (UNVERIFIED in the yaml of 24.09)",
     },
-    lacks=MCORE_NAMES - {"sequence_parallel", "overlap_p2p_comm", "cross_entropy_loss_fusion"},
+    lacks=(MCORE_NAMES | BRIDGE_NAMES)
+    - {"sequence_parallel", "overlap_p2p_comm", "cross_entropy_loss_fusion"},
 )
 
 BRIDGE_LACKS = NEMO1_NAMES | {
@@ -234,6 +244,7 @@ NEMO_26_04_01 = EngineVersion(
         "cross_entropy_loss_fusion": True,
         "cross_entropy_fusion_impl": "native",
         "moe_token_dispatcher_type": "allgather",
+        "overlap_moe_expert_parallel_comm": False,
         "recompute_modules": ("core_attn",),
     },
     {
@@ -253,6 +264,9 @@ NEMO_26_04_01 = EngineVersion(
         "l.891 (Megatron-Core's default; the recipes set theirs)",
         "recompute_modules": f"{MLM} megatron/core/transformer/transformer_config.py "
         "l.1940-1941 (Megatron-Core's default)",
+        "overlap_moe_expert_parallel_comm": f"{COMM_OVERLAP_042} l.397, 438 (None, then False unless a "
+        "recipe sets it; Megatron-Bridge's DeepSeek-V3 MXFP8 performance recipes do: "
+        f"{BRIDGE} src/megatron/bridge/perf_recipes/deepseek/common.py l.49-77)",
     },
     lacks=BRIDGE_LACKS,
 )

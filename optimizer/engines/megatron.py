@@ -185,6 +185,8 @@ def _parallel(s: McoreSettings) -> Pairs:
         s.ep > 1
     ):  # the all-to-all the cost model prices (default allgather, transformer_config.py:891)
         pairs.append(("--moe-token-dispatcher-type", s.moe_token_dispatcher_type))
+    if s.overlap_moe_expert_parallel_comm:
+        pairs.append(("--overlap-moe-expert-parallel-comm", None))
     return pairs + ([(FLAGS["sp"], None)] if s.sequence_parallel else [])
 
 

@@ -23,7 +23,12 @@ from .catalogue import config_for, lacking, model_code_rule
 from .mcore_settings import McoreSettings, mcore_settings
 from .mcore_versions import NEMO_VERSIONS
 from .rules import offer_rules, seq_len_divisible_by_2cp
-from .settings import MCORE_SETTINGS, NEMO1_SETTINGS, TE_FUSED_LOSS_BYTES_PER_LOGIT
+from .settings import (
+    BRIDGE_SETTINGS,
+    MCORE_SETTINGS,
+    NEMO1_SETTINGS,
+    TE_FUSED_LOSS_BYTES_PER_LOGIT,
+)
 
 LABEL = "NeMo (Megatron-Bridge)"
 BRIDGE = "NVIDIA-NeMo/Megatron-Bridge@067f987"
@@ -198,6 +203,12 @@ def _overrides(s: McoreSettings) -> list[Override]:
         overrides.append(("model.cuda_graph_impl", s.cuda_graph_impl))
     if s.ep > 1:
         overrides.append(("model.moe_token_dispatcher_type", s.moe_token_dispatcher_type))
+    if s.overlap_moe_expert_parallel_comm:  # off by default (comm_overlap.py:438 at v0.4.2)
+        overrides.append(("comm_overlap.overlap_moe_expert_parallel_comm", True))
+        # which Megatron-Core refuses beside the shared-expert overlap that some model
+        # providers turn on (DeepSeek-V3's: deepseek_v3_bridge.py:72); Bridge's performance
+        # scripts turn it off with it (scripts/performance/utils/overrides.py:197)
+        overrides.append(("model.moe_shared_expert_overlap", False))
     if s.use_megatron_fsdp:  # required when saving or loading (config.py:1105-1109)
         overrides.append(("checkpoint.ckpt_format", "fsdp_dtensor"))
     return overrides
@@ -319,6 +330,6 @@ NEMO = Engine(
     # the recipes' dist.use_tp_pp_dp_mapping (Megatron-Core's other order) is not written by
     # the export
     rank_orders=(mcore.DEFAULT_RANK_ORDER,),
-    settings=MCORE_SETTINGS + NEMO1_SETTINGS,
+    settings=MCORE_SETTINGS + NEMO1_SETTINGS + BRIDGE_SETTINGS,
     versions=NEMO_VERSIONS,
 )

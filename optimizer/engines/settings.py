@@ -123,6 +123,20 @@ USERBUFFERS: dict[str, tuple[str, int]] = {
     "userbuffers_fp8_h100_h8192_tp4_mbs1_seqlen8192": ("ring_exchange", 4),  # l.111-122
     "userbuffers_fp8_h100_h16384_tp8_cp2_mbs1_seqlen8192": ("ring_exchange", 8),  # l.164-175
     "userbuffers_fp8_b200_h16384_tp4_cp2_mbs1_seqlen8192": ("ring_exchange", 4),  # l.190-201
+    # the other presets whose two forward reduce-scatters run one way (Megatron-Bridge@067f987
+    # src/megatron/bridge/training/comm_overlap.py, the line each begins at); GPT-3 175B's
+    # (h12288, tp 4, 2,048 tokens) among them. Those that mix the two ways are not offered.
+    "userbuffers_bf16_h100_h8192_tp4_mbs1_seqlen8192": ("pipeline", 4),  # l.98
+    "userbuffers_bf16_b200_h8192_tp2_mbs1_seqlen8192": ("pipeline", 2),  # l.124
+    "userbuffers_fp8_b200_h8192_tp2_mbs1_seqlen8192": ("ring_exchange", 2),  # l.137
+    "userbuffers_bf16_h100_h16384_tp8_cp2_mbs1_seqlen8192": ("pipeline", 8),  # l.151
+    "userbuffers_bf16_h100_h6144_tp2_mbs2_seqlen2048": ("pipeline", 2),  # l.232
+    "userbuffers_fp8_h100_h6144_tp2_mbs2_seqlen2048": ("pipeline", 2),  # l.245
+    "userbuffers_fp8_h100_h12288_tp4_mbs1_seqlen2048": ("ring_exchange", 4),  # l.272
+    "userbuffers_bf16_b200_h12288_tp4_mbs1_seqlen2048": ("ring_exchange", 4),  # l.285
+    "userbuffers_fp8_b200_h12288_tp4_mbs1_seqlen2048": ("ring_exchange", 4),  # l.298
+    "userbuffers_bf16_b200_h6144_tp2_mbs1_seqlen4096": ("ring_exchange", 2),  # l.312
+    "userbuffers_fp8_b200_h18432_tp8_mbs1_seqlen4096": ("ring_exchange", 8),  # l.339
 }
 
 
@@ -397,6 +411,17 @@ def mcore_settings() -> tuple[EngineSetting, ...]:
             read_by="moe_token_dispatcher_type",
         ),
         EngineSetting(
+            "overlap_moe_expert_parallel_comm",
+            "--overlap-moe-expert-parallel-comm (Bridge: "
+            "comm_overlap.overlap_moe_expert_parallel_comm)",
+            bool,
+            f"{config} l.3002-3041 (needs ep > 1, the alltoall or flex dispatcher, "
+            "interleaving with pp > 1, no full recompute); "
+            f"{MLM} megatron/core/pipeline_parallel/combined_1f1b.py l.55-67; from "
+            "core_v0.14.0 (ae1c88296f, 2025-08-01)",
+            prices=lambda v, _: {"moe_all_to_all_paired_overlap": bool(v)},
+        ),
+        EngineSetting(
             "main_params_dtype",
             "--main-params-dtype (with --use-precision-aware-optimizer)",
             str,
@@ -519,6 +544,29 @@ NEMO1_SETTINGS = (
         "store_param_remainders)",
         choices=("fp32", "bf16"),
         prices=_optimizer_dtype,
+    ),
+)
+
+
+# --- Megatron-Bridge's performance scripts ------------------------------------------------
+
+PERF_SCRIPTS = f"{BRIDGE} scripts/performance"
+
+
+def _a2a_overlap(value: SettingValue, _: InForce) -> dict[str, object]:
+    # off leaves the recipe's own choice (run_script.py l.73-75 keeps its base value)
+    return {"moe_all_to_all_paired_overlap": True} if value else {}
+
+
+BRIDGE_SETTINGS = (
+    EngineSetting(
+        "moe_a2a_overlap",
+        "--moe_a2a_overlap (Megatron-Bridge's performance scripts)",
+        bool,
+        f"{PERF_SCRIPTS}/argument_parser.py l.843-847; utils/overrides.py l.189-199 (sets "
+        "comm_overlap.overlap_moe_expert_parallel_comm and delay_wgrad_compute): priced as "
+        "overlap_moe_expert_parallel_comm",
+        prices=_a2a_overlap,
     ),
 )
 

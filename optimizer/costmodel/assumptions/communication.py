@@ -397,6 +397,20 @@ class CommunicationAssumptions(BaseModel):
         "Share of the expert all-to-all hidden under compute with 1F1B schedules; DualPipe's "
         "overlap is dualpipe_all_to_all_overlap_fraction.",
     )
+    moe_all_to_all_paired_overlap: bool = Field(
+        False,
+        description=(
+            "Megatron-Core's EP all-to-all overlap (overlap_moe_expert_parallel_comm, from "
+            "core_v0.14.0): in the 1F1B steady state one micro-batch's forward runs layer by "
+            "layer beside another's backward, and 'EP A2A in forward step is hidden by the "
+            "attention/mlp computation in the backward step, and vice versa' "
+            "(NVIDIA/Megatron-LM@d98e8a6 megatron/core/pipeline_parallel/combined_1f1b.py "
+            "l.55-67). Priced as the all-to-all hidden under the layer's compute, bounded by "
+            "it, in the share of chunk passes that run paired; the warm-up's forwards (one "
+            "more than without it, schedules.py l.964-970) and the cool-down's backwards run "
+            "alone. Replaces moe_all_to_all_overlap_fraction under 1F1B where it is set."
+        ),
+    )
     dualpipe_all_to_all_overlap_fraction: float = fraction_field(
         0.9,
         "Share of the expert all-to-all DualPipe hides by pairing forward and backward chunks "

@@ -130,7 +130,6 @@ def layer_times(job: TrainingJob, a: CostAssumptions, k: Degrees) -> dict[str, N
 
     tokens = s * k.micro_batch / k.cp
     slowdown = a.overlap_compute_slowdown
-    moe_token_bytes = model.experts_per_token * model.hidden_size * mem.BF16_BYTES
     gemm = gemm_s(job, a, k, tokens)
     matmul = gemm + elementwise_s(job, a, k, tokens) + gradient_accumulation_s(job, a, k)
     attention = attention_time_s(job, a, k, tokens)
@@ -158,26 +157,49 @@ def layer_times(job: TrainingJob, a: CostAssumptions, k: Degrees) -> dict[str, N
         "tp_comm": tp_s
         * tim.exposed_share(a.tp_overlap_fraction, slowdown * a.tp_overlap_sm_share),
         "cp_comm": tim.exposed_s(cp_s, attention, a.cp_overlap_fraction, slowdown),
-        "moe_all_to_all": tim.moe_all_to_all_s(
+        "moe_all_to_all": moe_all_to_all_s(job, a, k, tokens, a2a_overlap, matmul + attention),
+        "moe_host": tim.moe_host_s(model.moe_layer_share, a.moe_host_ms_per_layer, tokens),
+    }
+
+
+def moe_all_to_all_s(
+    job: TrainingJob,
+    a: CostAssumptions,
+    k: Degrees,
+    tokens: Number,
+    overlap: Number,
+    compute_s: Number,
+) -> Number:
+    """A layer's exposed expert all-to-all a micro-batch: `overlap` of it hidden, or, where
+    Megatron-Core's paired overlap runs (ranks.paired_overlap_on), hidden under `compute_s`
+    in the passes that run paired (times.paired_pass_share)."""
+    model = job.model
+    token_bytes = model.experts_per_token * model.hidden_size * mem.BF16_BYTES
+    bandwidth = all_to_all_bytes_s(
+        job, a, k.ep, k.ep_span, tokens / k.tp * token_bytes, model.experts_per_token
+    )
+
+    def priced(hidden: Number) -> Number:
+        return tim.moe_all_to_all_s(
             k.ep,
             tokens,
             k.tp,
             model.experts_per_token,
             model.hidden_size,
-            all_to_all_bytes_s(
-                job,
-                a,
-                k.ep,
-                k.ep_span,
-                tokens / k.tp * moe_token_bytes,
-                model.experts_per_token,
-            ),
+            bandwidth,
             model.moe_layer_share,
-            a2a_overlap,
-            slowdown,
-        ),
-        "moe_host": tim.moe_host_s(model.moe_layer_share, a.moe_host_ms_per_layer, tokens),
-    }
+            hidden,
+            a.overlap_compute_slowdown,
+        )
+
+    if not a.moe_all_to_all_paired_overlap:
+        return priced(overlap)
+    m = job.training.global_batch // (k.dp * k.micro_batch)
+    pairs = rnk.paired_overlap_on(a, k, job.cluster.gpu)
+    share = np.where(pairs, tim.paired_pass_share(m, k.pp, k.vpp), 0.0)
+    whole = priced(0.0)
+    paired = tim.paired_all_to_all_s(whole, compute_s, share, a.overlap_compute_slowdown)
+    return np.where(pairs, paired, priced(overlap))
 
 
 def busiest_stage_s(layers: mem.StageLayers, pp: Number, layer_s: Number, head_s: Number) -> Number:

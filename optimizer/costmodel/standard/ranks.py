@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from models.hardware import GpuSpec
 from models.job import TrainingJob
 from optimizer.costmodel.assumptions import CostAssumptions
 from optimizer.costmodel.standard import kernels as kern
@@ -90,6 +91,26 @@ def rank_memory_terms(job: TrainingJob, a: CostAssumptions, k: Degrees) -> RankM
         fp8_copy_bytes_per_layer=copies
         * (dense + experts)
         * prec.fp8_weight_copy_bytes_per_param(job, a, k.zero),
+    )
+
+
+def paired_overlap_on(a: CostAssumptions, k: Degrees, gpu: GpuSpec) -> Number:
+    """Where Megatron-Core's EP all-to-all overlap runs (moe_all_to_all_paired_overlap): with
+    expert parallelism, the 1F1B schedule, no full recompute and, with a pipeline,
+    interleaving; elsewhere it refuses the flag (NVIDIA/Megatron-LM@d98e8a6
+    megatron/core/transformer/transformer_config.py l.3002-3041). Before Blackwell, tp or cp
+    above 1 needs CUDA_DEVICE_MAX_CONNECTIONS=1, which queues the all-to-all's stream behind
+    the compute: Megatron-LM warns that the two cannot both have their way (arguments.py
+    l.1451-1475), and it is priced unpaired there."""
+    if not a.moe_all_to_all_paired_overlap:
+        return np.zeros_like(np.asarray(k.ep), dtype=bool)
+    streams_apart = gpu.streams_run_apart | ((k.tp == 1) & (k.cp == 1))
+    return (
+        (np.asarray(k.ep) > 1)
+        & (k.schedule == mem.SCHEDULE_1F1B)
+        & (k.recompute != mem.RECOMPUTE_FULL)
+        & ((k.pp == 1) | (k.vpp > 1))
+        & streams_apart
     )
 
 

@@ -327,6 +327,32 @@ def moe_all_to_all_s(
     return moe_layer_share * per_layer * exposed_share(overlap, slowdown)
 
 
+def paired_pass_share(micro_batches: Number, pp: Number, vpp: Number) -> Number:
+    """Share of the first pipeline rank's chunk forwards (and as many backwards) that
+    Megatron-Core's combined 1F1B runs beside another micro-batch's pass, with the EP
+    all-to-all overlap on: all of its m v but the warm-up's forwards, which run alone, as do
+    the cool-down's backwards. Interleaved, the warm-up is 2(p - 1) + (v - 1) p chunk
+    forwards and one more for the overlap (NVIDIA/Megatron-LM@d98e8a6
+    megatron/core/pipeline_parallel/schedules.py l.964-970; the group size is p by default);
+    without a pipeline, the first micro-batch's forward (combined_1f1b.py l.55-67). The
+    first rank has the longest warm-up: a lower bound on the ranks' pairing."""
+    passes = micro_batches * vpp
+    interleaved = 2 * (pp - 1) + (vpp - 1) * pp + 1
+    alone = np.minimum(np.where(pp > 1, interleaved, 1), passes)
+    return (passes - alone) / np.maximum(passes, 1)
+
+
+def paired_all_to_all_s(
+    all_to_all_s: Number, compute_s: Number, paired_share: Number, slowdown: float
+) -> Number:
+    """A layer's all-to-all seconds a micro-batch when `paired_share` of its passes run beside
+    another micro-batch's: there it hides under the layer's compute (`compute_s`, forward and
+    backward; each direction's all-to-all under the other's attention and MLP), bounded by
+    it and costing `slowdown` of what hides; the rest is paid whole."""
+    hidden = exposed_s(all_to_all_s, compute_s, 1.0, slowdown)
+    return paired_share * hidden + (1 - paired_share) * all_to_all_s
+
+
 def moe_host_s(moe_layer_share: float, host_ms_per_layer: float, tokens: Number) -> Number:
     """Seconds a layer (averaged over dense and MoE layers) waits on the host a micro-batch:
     an eager MoE layer's launches after its dispatcher's sync (moe_host_ms_per_layer), the
