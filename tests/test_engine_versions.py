@@ -141,3 +141,32 @@ def test_the_megatron_export_writes_the_settings_in_force() -> None:
     assert "--overlap-grad-reduce" not in content and "--overlap-param-gather" not in content
     assert "--no-overlap-p2p-communication" in content
     assert "--ddp-bucket-size 40000000" in content
+
+
+def test_an_older_release_refuses_an_export_its_launcher_would_not_parse() -> None:
+    # Llama's RMSNorm, RoPE and grouped queries have no flag in 23.04's arguments.py; the
+    # newest release's export of the same layout is written
+    job, layout = plate_job(512, "llama3-70b"), Layout(tp=8, pp=4, zero=1)
+    assert "--normalization RMSNorm" in export(get_engine("megatron"), job, layout).text
+    with pytest.raises(InvalidSpec) as refused:
+        export(get_engine("megatron@23.04"), job, layout)
+    for flag in ("--normalization", "--position-embedding-type", "--group-query-attention"):
+        assert flag in refused.value.message
+    assert "--tensor-model-parallel-size" not in refused.value.message  # 23.04 has that one
+
+
+def test_core_r0_8_0_writes_interleaving_its_own_way_and_has_no_fp8_recipe() -> None:
+    job = plate_job(512, "llama3-70b")
+    r08 = get_engine("megatron@core_r0.8.0")
+    text = export(r08, job, Layout(tp=8, pp=4, vpp=2, zero=1)).text
+    assert "--num-layers-per-virtual-pipeline-stage 10" in text  # 80 layers / (4 x 2)
+    fp8 = plate_job(512, "llama3-70b", precision="fp8")
+    with pytest.raises(InvalidSpec, match="no --fp8-recipe"):
+        export(r08, fp8, Layout(tp=8, pp=4, zero=1))
+
+
+def test_an_estimate_under_an_older_release_carries_the_refusal(client: TestClient) -> None:
+    body = {"model": "llama3-70b", "cluster": {"gpus": 512}, "engine": "megatron@23.04"}
+    answer = client.post("/v1/evaluate", json=body | {"layout": {"tp": 8, "pp": 4}}).json()
+    assert answer["export"] is None
+    assert "23.04's launcher has no" in answer["export_error"]

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
-from typing import Annotated
+from typing import Annotated, Any
 
 from pydantic import AfterValidator, Field
 
@@ -134,7 +134,7 @@ def export(
     """The engine's artefact for the layout, or InvalidSpec listing every rule it breaks;
     `recompute_modules`, the request's selective module list, where the engine writes one."""
     runnable = ensure_runnable(engine, job, layout)
-    return engine.exporter(job, runnable, **_module_list(engine, recompute_modules))
+    return _artefact(engine, job, runnable, **_module_list(engine, recompute_modules))
 
 
 def judged(
@@ -152,7 +152,7 @@ def judged(
     if broken:
         return replace(estimate, warnings=warnings, export_error=refusal(engine, broken))
     try:
-        artefact = engine.exporter(job, resolved, **_module_list(engine, recompute_modules))
+        artefact = _artefact(engine, job, resolved, **_module_list(engine, recompute_modules))
     except InvalidSpec as refused:
         return replace(estimate, warnings=warnings, export_error=refused.message)
     return replace(estimate, warnings=warnings, export=artefact)
@@ -179,7 +179,16 @@ def export_plan(
         )
     runnable = ensure_runnable(engine, job, layout)
     modules = _module_list(engine, recompute_modules)
-    return engine.exporter(job, runnable, rank_layers=rank_layers, **modules)
+    return _artefact(engine, job, runnable, rank_layers=rank_layers, **modules)
+
+
+def _artefact(engine: Engine, job: TrainingJob, layout: Layout, **keywords: Any) -> Artefact:
+    """The exporter's artefact, or InvalidSpec naming its flags the release the request
+    named would not parse (EngineVersion.check_artefact)."""
+    artefact = engine.exporter(job, layout, **keywords)
+    if engine.release is not None:
+        engine.release.check_artefact(artefact, engine.name)
+    return artefact
 
 
 def _module_list(engine: Engine, modules: Sequence[str] | None) -> dict[str, object]:

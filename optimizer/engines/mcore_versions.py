@@ -10,6 +10,11 @@ has no flag for is in its `lacks`, with the default that code always had.
 from __future__ import annotations
 
 from .mcore import MLM
+from .mcore_absent_flags import (
+    ABSENT_IN_23_04,
+    ABSENT_IN_CORE_R0_8_0,
+    ABSENT_IN_V2_5,
+)
 from .settings import (
     BRIDGE,
     BRIDGE_SETTINGS,
@@ -91,6 +96,7 @@ V2_5 = EngineVersion(
         "(the attention core) arrives with Korthikanti et al.'s code (739cb43dae)",
     },
     lacks=MCORE_NAMES,
+    absent_flags=ABSENT_IN_V2_5,
 )
 
 # Korthikanti et al.'s code (sequence parallelism 02bb1f5c86, selective recompute
@@ -129,6 +135,7 @@ V23_04 = EngineVersion(
         "use_flash_attn",
         "async_tensor_model_parallel_allreduce",
     ),
+    absent_flags=ABSENT_IN_23_04,
 )
 
 # The Megatron-Core release the Megatron-LM README's H100 scaling figures name ('Megatron-Core
@@ -177,6 +184,7 @@ CORE_R0_8_0 = EngineVersion(
         "cross_entropy_loss_fusion",
         "moe_token_dispatcher_type",
     ),
+    absent_flags=ABSENT_IN_CORE_R0_8_0,
 )
 
 # The code the engine was read at: Megatron-LM main at d98e8a6 (2026-08-22), which calls

@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from models.artefact import Artefact
 from models.errors import InvalidSpec
 
 from .settings import SettingValue
@@ -35,6 +36,8 @@ class EngineVersion:
     # what its code did that no setting names, as cost assumptions, each with its source
     assumptions: Mapping[str, object] = field(default_factory=dict)
     assumption_sources: Mapping[str, str] = field(default_factory=dict)
+    # flags the project's export may write that the release's launcher does not parse
+    absent_flags: frozenset[str] = frozenset()
 
     def check_stated(self, stated: Mapping[str, object], engine: str) -> None:
         """InvalidSpec for a stated setting this release's code does not have."""
@@ -45,6 +48,21 @@ class EngineVersion:
                     "dropped it",
                     f"engine_settings.{name}",
                 )
+
+    def check_artefact(self, artefact: Artefact, engine: str) -> None:
+        """InvalidSpec naming the flags of an artefact this release's launcher would not
+        parse: the exporter writes the newest code's, and an older parser stops at them."""
+        if not self.absent_flags or artefact.format != "megatron-args":
+            return
+        lines = artefact.text.split("\n")
+        written = {line.split()[0] for line in lines if line.startswith("--")}
+        absent = sorted(written & self.absent_flags)
+        if absent:
+            raise InvalidSpec(
+                f"{engine}@{self.name}'s launcher has no {', '.join(absent)}: the export is "
+                f"written for the newest code's (engine {engine})",
+                "engine",
+            )
 
 
 def split_spec(spec: str) -> tuple[str, str | None]:
