@@ -170,3 +170,10 @@ def test_an_estimate_under_an_older_release_carries_the_refusal(client: TestClie
     answer = client.post("/v1/evaluate", json=body | {"layout": {"tp": 8, "pp": 4}}).json()
     assert answer["export"] is None
     assert "23.04's launcher has no" in answer["export_error"]
+
+
+def test_nemo_24_09_refuses_the_bridge_export_it_has_no_launcher_for() -> None:
+    job, layout = plate_job(512, "llama3-70b"), Layout(tp=8, pp=4, zero=1)
+    assert "run_recipe.py" in export(get_engine("nemo"), job, layout).text
+    with pytest.raises(InvalidSpec, match="NeMo 1's megatron_gpt_pretraining.py"):
+        export(get_engine("nemo@24.09"), job, layout)

@@ -228,6 +228,10 @@ NEMO_24_09 = EngineVersion(
     },
     lacks=(MCORE_NAMES | BRIDGE_NAMES)
     - {"sequence_parallel", "overlap_p2p_comm", "cross_entropy_loss_fusion"},
+    launcher_differs="its launcher is NeMo 1's megatron_gpt_pretraining.py and yaml, not "
+    "Megatron-Bridge's scripts/training/run_recipe.py, whose overrides the export writes "
+    "(Megatron-Bridge came after it); the figures are 24.09's, the export is "
+    "the newest NeMo's (engine nemo)",
 )
 
 BRIDGE_LACKS = NEMO1_NAMES | {

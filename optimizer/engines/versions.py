@@ -38,6 +38,8 @@ class EngineVersion:
     assumption_sources: Mapping[str, str] = field(default_factory=dict)
     # flags the project's export may write that the release's launcher does not parse
     absent_flags: frozenset[str] = frozenset()
+    # why the release cannot launch the export at all (another launcher), if so
+    launcher_differs: str | None = None
 
     def check_stated(self, stated: Mapping[str, object], engine: str) -> None:
         """InvalidSpec for a stated setting this release's code does not have."""
@@ -50,8 +52,11 @@ class EngineVersion:
                 )
 
     def check_artefact(self, artefact: Artefact, engine: str) -> None:
-        """InvalidSpec naming the flags of an artefact this release's launcher would not
-        parse: the exporter writes the newest code's, and an older parser stops at them."""
+        """InvalidSpec where this release's launcher would not take the artefact: another
+        launcher altogether, or flags its parser lacks (the exporter writes the newest
+        code's, and an older parser stops at them)."""
+        if self.launcher_differs is not None:
+            raise InvalidSpec(f"{engine}@{self.name}: {self.launcher_differs}", "engine")
         if not self.absent_flags or artefact.format != "megatron-args":
             return
         lines = artefact.text.split("\n")
