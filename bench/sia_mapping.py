@@ -145,6 +145,51 @@ def allocation_of(
     return (answer.pool, nodes)
 
 
+def place_counts(
+    answers: Iterable[JobPlan], cluster: SiaCluster, kept: Mapping[str, SiaAllocation]
+) -> dict[str, SiaAllocation]:
+    """Allocations from a plan of pools and counts only (`assign_nodes` false, for rounds too
+    large to name nodes in): a job that stays keeps its previous allocation; the others,
+    largest first, take whole free nodes, then the fullest node that holds the rest (the
+    packing Sia's own `alloc_to_placement` aims at)."""
+    free = {t: [per_node] * nodes for t, (nodes, per_node) in cluster.items()}
+    placed: dict[str, SiaAllocation] = {}
+    moving = []
+    for answer in answers:
+        previous = kept.get(answer.name)
+        if answer.pool is None:
+            placed[answer.name] = (None, ())
+        elif answer.change == "stays" and previous is not None:
+            placed[answer.name] = previous
+            for node in previous[1]:
+                free[answer.pool][node] -= 1
+        else:
+            moving.append(answer)
+    for answer in sorted(moving, key=lambda a: -a.gpus):
+        assert answer.pool is not None
+        room, per_node = free[answer.pool], cluster[answer.pool][1]
+        nodes: list[int] = []
+        left = answer.gpus
+        for node, gpus in enumerate(room):
+            if left >= per_node and gpus == per_node:
+                nodes += [node] * per_node
+                room[node], left = 0, left - per_node
+        while left > 0:
+            fits = [n for n, gpus in enumerate(room) if gpus >= left]
+            node = (
+                min(fits, key=lambda n: room[n])
+                if fits
+                else max(range(len(room)), key=room.__getitem__)
+            )
+            take = min(left, room[node])
+            if take == 0:
+                break  # no GPU left of the type: the plan's capacity rule makes this unreachable
+            nodes += [node] * take
+            room[node], left = room[node] - take, left - take
+        placed[answer.name] = (answer.pool, tuple(sorted(nodes))) if left == 0 else (None, ())
+    return placed
+
+
 def rejected(
     allocations: Mapping[str, SiaAllocation],
     tables: Mapping[str, Mapping[str, Mapping[int, float]]],

@@ -52,11 +52,13 @@ from bench.sia_mapping import (
     allocation_of,
     gpu_slots,
     percentile,
+    place_counts,
     plan_jobs,
     pools_of,
     rejected,
 )
-from optimizer.planning import PlanProblem, PlanSettings, plan
+from models.errors import InvalidSpec
+from optimizer.planning import MAX_CELL_VARIABLES, PlanProblem, PlanSettings, plan
 
 SECTION = "## The planner inside Sia's simulator"
 SIA_COMMIT = "aaf7a0d"
@@ -223,19 +225,33 @@ def plan_round(
     """One round: the plan problem, the plan, each job's allocation in Sia's format."""
     kept = {j.name: previous[j.name] for j in jobs if j.name in previous}
     running = gpu_slots(kept, cluster)
+    pools = pools_of(cluster)
+    # nodes named by the planner while the model's jobs x racks stays within its cap; past it
+    # (2,048 GPUs and hundreds of jobs) pools and counts only, packed here
+    name_nodes = len(jobs) * sum(pool.racks for pool in pools) <= MAX_CELL_VARIABLES
     problem = PlanProblem(
-        pools=pools_of(cluster),
+        pools=pools,
         jobs=plan_jobs(jobs, running),
         objective="fairness",
         fairness_p=-0.5,
+        assign_nodes=name_nodes,
     )
     start = time.perf_counter()
-    result = plan(problem, settings)
+    try:
+        result = plan(problem, settings)
+    except InvalidSpec as error:  # too large a round (PlanTooLarge): Sia's allocations kept
+        rounds.plan_s.append(time.perf_counter() - start)
+        rounds.statuses["refused"] = rounds.statuses.get("refused", 0) + 1
+        rounds.rejected.append(f"round refused: {error.message}")
+        rounds.unsolved += 1
+        return {j.name: kept.get(j.name, (None, ())) for j in jobs}
     rounds.plan_s.append(time.perf_counter() - start)
     rounds.statuses[result.status] = rounds.statuses.get(result.status, 0) + 1
     if not result.jobs:
         rounds.unsolved += 1
         return {j.name: kept.get(j.name, (None, ())) for j in jobs}
+    if not name_nodes:
+        return place_counts(result.jobs, cluster, kept)
     return {a.name: allocation_of(a, cluster, kept.get(a.name)) for a in result.jobs}
 
 
@@ -504,18 +520,45 @@ def report(runs: Path, write: bool) -> None:
     publish(SECTION, lines, write)
 
 
+INTRO = [
+    f"Sia's simulator (siasosp23/artifacts, `sia-simulator/` at commit {SIA_COMMIT}), its "
+    "64-GPU cluster (6 nodes of 4 T4, 3 of 8 RTX 2080Ti, 2 of 8 A100), from a checkout "
+    "outside the project. Rerun: `SIA_PATH=<checkout>/sia-simulator python -m "
+    "bench.sia_simulator run --trace <workload> --policy <policy> --out <dir>` for each "
+    "policy, then `python -m bench.sia_simulator report <dir> --write`, in a Python with the "
+    "simulator's dependencies and this project (bench/sia_simulator.py says which).",
+    "",
+    "- planner-a: our planner each round, on the goodput table Sia's own policy builds, "
+    "Sia's objective (its p = -0.5, weights, lambda_n) and Sia's restart factor as the "
+    "restart cost (bench/sia_mapping.py); sia, gavel, pollux: the simulator's own entry "
+    "points with run_experiment.sh's flags. planner-b is not run: no GPT job in these "
+    "workloads (bench/sia_simulator.py).",
+    "- JCT, makespan, GPU-hours and restarts as Sia's utils/print_run_stats.py counts them; "
+    "plan p50/p95: the policy's optimize() wall time a round (the planner's includes the "
+    "mapping both ways); rejected: allocations Sia's cluster would refuse or re-spread "
+    "(bench/sia_mapping.py `rejected`; counted for the planner only).",
+    "- worst FTF: the largest JCT over the job's JCT alone on its share of the cluster (all "
+    "GPUs over its average contention, each GPU type weighted by its GPUs, as Sia's "
+    "ftf_simulator.py), the isolated run being the simulator's job model on a fixed "
+    "allocation of that share rather than the policy over it: an approximation of Sia's.",
+    "",
+]
+
+
 def report_lines(found: list[dict[str, Any]]) -> list[str]:
     """One table per trace; ratios against Sia's run on the same trace."""
-    lines = []
+    lines = list(INTRO)
     for trace in sorted({trace_name(r["trace"]) for r in found}):
         rows = [r for r in found if trace_name(r["trace"]) == trace]
         sia = next((r for r in rows if r["policy"] == "sia"), None)
+        jobs = rows[0]["jobs"]
         lines += [
-            f"{trace}:",
+            f"`{trace}` ({jobs} jobs):",
             "",
-            "| policy | avg JCT h | p99 JCT h | makespan h | GPU-h a job | restarts a job | "
-            "plan p50 s | plan p95 s | rejected | vs Sia avg / p99 / makespan |",
-            "|---|---|---|---|---|---|---|---|---|---|",
+            "| policy | finished | avg JCT h | p99 JCT h | makespan h | GPU-h a job | "
+            "restarts a job | worst FTF | plan p50 s | plan p95 s | rejected | "
+            "vs Sia: avg / p99 / makespan |",
+            "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
         ]
         for r in sorted(rows, key=lambda r: POLICIES.index(r["policy"])):
             ratio = "-"
@@ -523,14 +566,16 @@ def report_lines(found: list[dict[str, Any]]) -> list[str]:
                 ratio = " / ".join(
                     f"{r[k] / sia[k]:.2f}" for k in ("avg_jct_h", "p99_jct_h", "makespan_h")
                 )
+            ftf = f"{r['worst_ftf']:.2f}" if r.get("worst_ftf") is not None else "-"
             lines.append(
-                f"| {r['policy']} | {r['avg_jct_h']:.2f} | {r['p99_jct_h']:.2f} | "
-                f"{r['makespan_h']:.2f} | {r['gpu_hours_per_job']:.2f} | "
-                f"{r['restarts_per_job']:.2f} | {r['plan_p50_s']:.3f} | {r['plan_p95_s']:.3f} | "
-                f"{'-' if r.get('rejected') is None else r['rejected']} | {ratio} |"
+                f"| {r['policy']} | {r['finished']}/{r['jobs']} | {r['avg_jct_h']:.2f} | "
+                f"{r['p99_jct_h']:.2f} | {r['makespan_h']:.2f} | {r['gpu_hours_per_job']:.2f} | "
+                f"{r['restarts_per_job']:.2f} | {ftf} | {r['plan_p50_s']:.3f} | "
+                f"{r['plan_p95_s']:.3f} | {'-' if r.get('rejected') is None else r['rejected']} | "
+                f"{ratio} |"
             )
         lines.append("")
-    lines.append(found[-1]["machine"])
+    lines.append(max((r["machine"] for r in found), key=str))
     return lines
 
 

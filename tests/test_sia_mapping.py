@@ -14,6 +14,7 @@ from bench.sia_mapping import (
     allocation_of,
     gpu_slots,
     percentile,
+    place_counts,
     plan_jobs,
     pools_of,
     rejected,
@@ -121,6 +122,29 @@ def test_gpu_ids_map_back_to_a_node_index_per_gpu() -> None:
     assert allocation_of(_answer(None, ()), CLUSTER, ("aws", (0,))) == (None, ())
     kept = ("aws", (1, 0, 1))  # Sia's order: any reordering of the same nodes is the same
     assert allocation_of(_answer("aws", (0, 4, 5)), CLUSTER, kept) is kept
+
+
+def _counted(name: str, pool: str | None, gpus: int, change: str) -> JobPlan:
+    return JobPlan(name, pool, pool, gpus, (), None, None, 1.0, 1.0, 1.0, change)
+
+
+def test_counts_only_plans_are_packed_whole_nodes_first_then_the_fullest_node() -> None:
+    kept = {"a": ("aws", (0, 0))}
+    answers = [
+        _counted("a", "aws", 2, "stays"),
+        _counted("c", "aws", 2, "starts"),
+        _counted("b", "aws", 4, "starts"),
+        _counted("d", None, 0, "waits"),
+    ]
+    placed = place_counts(answers, CLUSTER, kept)
+    # a keeps its tuple; b (largest) takes the free node 1 whole; c the two GPUs left on 0
+    assert placed == {
+        "a": kept["a"],
+        "b": ("aws", (1, 1, 1, 1)),
+        "c": ("aws", (0, 0)),
+        "d": (None, ()),
+    }
+    assert placed["a"] is kept["a"]
 
 
 def test_rejected_names_what_sias_cluster_would_refuse() -> None:
