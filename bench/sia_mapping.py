@@ -192,14 +192,15 @@ def place_counts(
 
 def rejected(
     allocations: Mapping[str, SiaAllocation],
-    tables: Mapping[str, Mapping[str, Mapping[int, float]]],
+    tables: Mapping[str, Mapping[str, Mapping[int, float]]] | None,
     cluster: SiaCluster,
     max_nodes: Mapping[str, int],
 ) -> list[str]:
     """What Sia's cluster would refuse or have to fix in a round's allocations, one line
     each: a node given more GPUs than it has, a GPU type not in the cluster, a GPU count
     that is not one of the job's configurations, more nodes than the type's physical
-    limit (Sia's cluster then re-spreads the job: 'FIXING PLACEMENT')."""
+    limit (Sia's cluster then re-spreads the job: 'FIXING PLACEMENT'). `tables` None: the
+    counts are not checked (a run's log keeps no goodput tables)."""
     problems = []
     used: dict[tuple[str, int], int] = {}
     for name, (gpu_type, nodes) in sorted(allocations.items()):
@@ -213,7 +214,7 @@ def rejected(
             problems.append(f"{name}: a node outside {gpu_type}'s 0-{count - 1}")
         for n in nodes:
             used[(gpu_type, n)] = used.get((gpu_type, n), 0) + 1
-        if len(nodes) not in tables.get(name, {}).get(gpu_type, {}):
+        if tables is not None and len(nodes) not in tables.get(name, {}).get(gpu_type, {}):
             problems.append(f"{name}: {len(nodes)} GPUs of {gpu_type} is not a configuration")
         if len(set(nodes)) > max_nodes.get(gpu_type, count):
             problems.append(f"{name}: {len(set(nodes))} nodes of {gpu_type}, above its limit")

@@ -380,12 +380,59 @@ def worst_ftf(log_lines: list[dict], workload: Path, cluster: SiaCluster, max_no
     return worst
 
 
+def ftf_figures(log_lines: list[dict], workload: Path, stdout_path: Path) -> dict[str, float]:
+    """The worst finish-time fairness of a run and the wall time its isolated runs took."""
+    import simulator_config as sim_config  # as the run left it (scaled, if it was)
+
+    cluster = {
+        t: (n, sim_config.cluster_ngpus_per_node[t]) for t, n in sim_config.cluster_nnodes.items()
+    }
+    start = time.perf_counter()
+    with open(stdout_path, "a") as sink, contextlib.redirect_stdout(sink):
+        worst = worst_ftf(log_lines, workload, cluster, sim_config.cluster_max_physical_nnodes)
+    return {"worst_ftf": worst, "ftf_wall_s": time.perf_counter() - start}
+
+
+def add_ftf(args: argparse.Namespace) -> None:
+    """The FTF of a run made with --no-ftf, added to its figures."""
+    path = sia_path()
+    workload = workload_csv(path, args.trace)
+    stem = Path(args.out).resolve() / f"{args.policy}-{trace_name(args.trace)}"
+    if not stem.with_suffix(".json").is_file():
+        fail(f"no run's figures at {stem.with_suffix('.json')}: run it first")
+    import_simulator(path)
+    log_lines = [json.loads(line) for line in stem.with_suffix(".log").read_text().splitlines()]
+    result = json.loads(stem.with_suffix(".json").read_text())
+    result.update(ftf_figures(log_lines, workload, stem.with_suffix(".stdout")))
+    stem.with_suffix(".json").write_text(json.dumps(result, indent=1))
+    print(json.dumps(result, indent=1))
+
+
+def logged_rejections(log_lines: list[dict]) -> int:
+    """Rejected allocations found in a finished run's log (capacity and node limits; the
+    log keeps no goodput tables, so the counts are not checked against them)."""
+    import simulator_config as sim_config
+
+    cluster = {
+        t: (n, sim_config.cluster_ngpus_per_node[t]) for t, n in sim_config.cluster_nnodes.items()
+    }
+    found = 0
+    for entry in log_lines:
+        allocations = {
+            job["name"]: (job["allocation"][0], tuple(job["allocation"][1]))
+            for job in entry["submitted_jobs"]
+            if job["completion_time"] is None and job["allocation"]
+        }
+        found += len(rejected(allocations, None, cluster, sim_config.cluster_max_physical_nnodes))
+    return found
+
+
 def latencies_from_stdout(stdout: str) -> list[float]:
     """Each round's policy time, from the simulator's 'Policy optimization took X ms'."""
     found = []
     for line in stdout.splitlines():
         if line.startswith("Policy optimization took "):
-            found.append(float(line.split()[3].removesuffix("ms")) / 1000.0)
+            found.append(float(line.split()[3].rstrip(",").removesuffix("ms")) / 1000.0)
     return found
 
 
@@ -440,8 +487,14 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     import_simulator(path)
     start = time.perf_counter()
     rounds = None
-    with open(stdout_path, "w", buffering=1) as sink, contextlib.redirect_stdout(sink):
-        if args.policy == "planner-a":
+    reused = args.reuse and log_path.is_file() and stdout_path.is_file()
+    with (
+        open(stdout_path, "a" if reused else "w", buffering=1) as sink,
+        contextlib.redirect_stdout(sink),
+    ):
+        if reused:
+            pass  # a finished run's log and output: its figures only
+        elif args.policy == "planner-a":
             rounds = simulate_planner(
                 workload, log_path, args.time_limit_s, args.max_rounds, args.cluster_scale
             )
@@ -451,21 +504,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     log_lines = [json.loads(line) for line in log_path.read_text().splitlines() if line]
     result: dict[str, Any] = dict(figures(log_lines, INTERVAL_S.get(args.policy, 60)))
     if args.ftf:
-        import simulator_config as sim_config  # as the run left it (scaled, if it was)
-
-        cluster = {
-            t: (n, sim_config.cluster_ngpus_per_node[t])
-            for t, n in sim_config.cluster_nnodes.items()
-        }
-        ftf_start = time.perf_counter()
-        with open(stdout_path, "a") as sink, contextlib.redirect_stdout(sink):
-            result["worst_ftf"] = worst_ftf(
-                log_lines, workload, cluster, sim_config.cluster_max_physical_nnodes
-            )
-        result["ftf_wall_s"] = time.perf_counter() - ftf_start
+        result.update(ftf_figures(log_lines, workload, stdout_path))
     if rounds is None:
         latency = latencies_from_stdout(stdout_path.read_text())
-        result.update(rejected=None)
+        result.update(rejected=logged_rejections(log_lines) if args.policy == "planner-a" else None)
     else:
         latency = rounds.latency_s
         result.update(
@@ -502,12 +544,19 @@ def main(argv: list[str] | None = None) -> None:
     one.add_argument(
         "--no-ftf", dest="ftf", action="store_false", help="skip the isolated runs of the FTF"
     )
+    one.add_argument("--reuse", action="store_true", help="figures of a finished run's log")
+    ftf = commands.add_parser("ftf", help="add the FTF to a run made with --no-ftf")
+    ftf.add_argument("--trace", required=True)
+    ftf.add_argument("--policy", choices=POLICIES, required=True)
+    ftf.add_argument("--out", default="sia-runs")
     rep = commands.add_parser("report", help="the figures of the runs in a folder")
     rep.add_argument("runs", help="the folder `run --out` wrote")
     rep.add_argument("--write", action="store_true", help="into docs/performance.md")
     args = parser.parse_args(argv)
     if args.command == "run":
         run(args)
+    elif args.command == "ftf":
+        add_ftf(args)
     else:
         report(Path(args.runs), args.write)
 
