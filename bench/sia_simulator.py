@@ -624,7 +624,9 @@ def report_lines(found: list[dict[str, Any]]) -> list[str]:
                 f"{ratio} |"
             )
         lines.append("")
-    lines.append(max((r["machine"] for r in found), key=str))
+    lines.append("Each run's figures were taken (a run read back with --reuse: when it was read):")
+    lines.append("")
+    lines += [f"- {r['policy']}, `{trace_name(r['trace'])}`: {r['machine']}" for r in found]
     return lines
 
 
