@@ -5,7 +5,9 @@ run on the same trace on the same machine.
 The simulator is not part of this project (its artifact has no licence): the harness
 imports it at run time from a checkout the user fetched, `SIA_PATH` (its `sia-simulator/`
 folder), and runs in a Python that has its dependencies (numpy 1.26, pandas 1.5, cvxpy,
-cylp, scipy, rich, psutil, autograd, ecos) and this project installed.
+cylp, scipy, rich, psutil, autograd, ecos) and this project installed: this project first,
+then `pip install numpy==1.26.4 pandas==1.5.3` (OR-Tools declares numpy and pandas 2, but
+CP-SAT runs with these; the simulator needs pandas 1.5's `DataFrame.append`).
 
     SIA_PATH=/path/to/artifacts/sia-simulator python -m bench.sia_simulator run \\
         --trace philly/workload-1 --policy planner-a --out /tmp/sia-runs
@@ -27,8 +29,11 @@ Policies:
   application has no throughput ratios (cluster.py skips it) and no T4 profile, so its Sia
   path cannot run a GPT job.
 
-Each run writes `<policy>-<trace>-<workload>.log` (the simulator's log, one JSON line a
-round), `.stdout` and `.json` (the figures) under `--out`; `report` reads the `.json`s.
+Each run writes `<policy>-<trace>.log` (the simulator's log, one JSON line a round; the
+trace `philly/workload-1` as `philly-workload-1`, a CSV's path as its name), `.stdout` and
+`.json` (the figures) under `--out`; `run --reuse` reads a finished run's log back, `ftf`
+adds the finish-time fairness (slow: an isolated run per job and GPU type) to a run made
+with `--no-ftf`, `report` reads the `.json`s.
 """
 
 from __future__ import annotations
