@@ -5,7 +5,8 @@ run on the same trace on the same machine.
 The simulator is not part of this project (its artifact has no licence): the harness
 imports it at run time from a checkout the user fetched, `SIA_PATH` (its `sia-simulator/`
 folder), and runs in a Python that has its dependencies (numpy 1.26, pandas 1.5, cvxpy,
-cylp, scipy, rich, psutil, autograd, ecos) and this project installed: this project first,
+cylp, scipy, rich, psutil, autograd, ecos; pymoo 0.4.2.1 for Pollux) and this project
+installed: this project first,
 then `pip install numpy==1.26.4 pandas==1.5.3` (OR-Tools declares numpy and pandas 2, but
 CP-SAT runs with these; the simulator needs pandas 1.5's `DataFrame.append`).
 
