@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import statistics
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -212,68 +211,51 @@ def _seat(
 Choice = tuple[float, str, int]  # tokens/s, pool, nodes
 
 
-def seat_in_order(
-    jobs: list[Job],
-    cluster: Cluster,
-    now_s: float,
-    choose: Callable[[Job, dict[str, list[int]]], Choice | None],
-    blocking: bool,
-) -> None:
-    """Seat the waiting jobs in arrival order, each where `choose(job, free)` says (None: no
-    room); a blocking queue stops at the first that finds none, else the rest backfill."""
-    _release_failed(jobs, now_s)
-    free = cluster.free(jobs)
-    for job in sorted(jobs, key=lambda j: j.arrival_s):
-        if job.running:
-            continue
-        choice = choose(job, free)
-        if choice is None:
-            if blocking:
+@dataclass
+class Queue:
+    """Waiting jobs seated in arrival order and kept where seated: FCFS gives each its fixed
+    size on the fastest pool with room, the head of the queue blocking the rest; elastic
+    greedy gives each the size of its choices that trains fastest on the free nodes, and a job
+    that finds no room lets the ones behind it backfill."""
+
+    scenario: Scenario
+    speeds: Speeds
+    elastic: bool
+
+    @property
+    def name(self) -> str:
+        return "greedy, elastic with backfill" if self.elastic else "FCFS, fixed size and layout"
+
+    def schedule(self, jobs: list[Job], cluster: Cluster, now_s: float) -> None:
+        _release_failed(jobs, now_s)
+        free = cluster.free(jobs)
+        restart_s = self.scenario.restart_minutes * 60
+        for job in sorted(jobs, key=lambda j: j.arrival_s):
+            if job.running:
+                continue
+            choice = self.choose(job, free)
+            if choice is None and not self.elastic:
                 return
-            continue
-        speed, pool, nodes = choice
-        _seat(job, pool, free[pool][:nodes], speed, now_s, cluster.scenario.restart_minutes * 60)
-        free[pool] = free[pool][nodes:]
-
-
-@dataclass
-class Fcfs:
-    """Its fixed size on the fastest pool with room; the head of the queue blocks the rest."""
-
-    scenario: Scenario
-    speeds: Speeds
-    name: str = "FCFS, fixed size and layout"
-
-    def schedule(self, jobs: list[Job], cluster: Cluster, now_s: float) -> None:
-        seat_in_order(jobs, cluster, now_s, self.choose, blocking=True)
+            if choice is not None:
+                speed, pool, nodes = choice
+                _seat(job, pool, free[pool][:nodes], speed, now_s, restart_s)
+                free[pool] = free[pool][nodes:]
 
     def choose(self, job: Job, free: dict[str, list[int]]) -> Choice | None:
-        nodes = self.scenario.templates[job.template].fixed_gpus // GPUS_PER_NODE
-        fits = [(self.speeds.get((job.template, p, nodes), 0.0), p, nodes) for p in free]
-        return _roomiest([fit for fit in fits if fit[0] > 0], free)
+        """The fastest (tokens/s, pool, nodes) of the job's sizes with room, if any."""
+        template = self.scenario.templates[job.template]
+        sizes = template.node_counts if self.elastic else (template.fixed_gpus // GPUS_PER_NODE,)
+        fits = [(self.speeds.get((job.template, p, n), 0.0), p, n) for p in free for n in sizes]
+        room = [fit for fit in fits if fit[0] > 0 and len(free[fit[1]]) >= fit[2]]
+        return max(room) if room else None
 
 
-def _roomiest(fits: list[Choice], free: dict[str, list[int]]) -> Choice | None:
-    """The fastest of the pools with room for the size, if any."""
-    room = [fit for fit in fits if len(free[fit[1]]) >= fit[2]]
-    return max(room) if room else None
+def fcfs(scenario: Scenario, speeds: Speeds) -> Queue:
+    return Queue(scenario, speeds, elastic=False)
 
 
-@dataclass
-class Greedy:
-    """The size of its choices that trains fastest on the free nodes; others backfill."""
-
-    scenario: Scenario
-    speeds: Speeds
-    name: str = "greedy, elastic with backfill"
-
-    def schedule(self, jobs: list[Job], cluster: Cluster, now_s: float) -> None:
-        seat_in_order(jobs, cluster, now_s, self.choose, blocking=False)
-
-    def choose(self, job: Job, free: dict[str, list[int]]) -> Choice | None:
-        counts = self.scenario.templates[job.template].node_counts
-        fits = [(self.speeds.get((job.template, p, n), 0.0), p, n) for p in free for n in counts]
-        return _roomiest([fit for fit in fits if fit[0] > 0], free)
+def greedy(scenario: Scenario, speeds: Speeds) -> Queue:
+    return Queue(scenario, speeds, elastic=True)
 
 
 class Planner:
@@ -367,17 +349,15 @@ def summary(name: str, jobs: list[Job], scenario: Scenario, hits: int) -> dict[s
             for j in jobs
             if j.kind == "eval"
         )
-        pretrain = [h for j, h in _jct_by_job(done) if j.kind == "pretrain"]
+        pretrain = [
+            ((j.finish_s or 0.0) - j.arrival_s) / 3600 for j in done if j.kind == "pretrain"
+        ]
         row["eval queue p95 h"] = _p95(waits)
         row["pretrain mean JCT h"] = statistics.mean(pretrain) if pretrain else float("nan")
         held = sum(j.gpu_s for j in jobs)
         row["cross-pod GPU-h share"] = sum(j.cross_pod_gpu_s for j in jobs) / held if held else 0.0
         row["failures hitting a job"] = hits
     return row
-
-
-def _jct_by_job(done: list[Job]) -> list[tuple[Job, float]]:
-    return [(j, ((j.finish_s or 0.0) - j.arrival_s) / 3600) for j in done]
 
 
 def _p95(values: list[float]) -> float:
@@ -413,7 +393,7 @@ def main() -> None:
     failures = scenario.failures(args.seed, args.failures_x)
     planner = Planner(scenario, args.url, args.objective, args.time_limit_s)
     rows = []
-    for policy in (Fcfs(scenario, speeds), Greedy(scenario, speeds), planner):
+    for policy in (fcfs(scenario, speeds), greedy(scenario, speeds), planner):
         replayed, hits = replay(scenario, fresh(jobs), failures, policy)
         rows.append(summary(policy.name, replayed, scenario, hits))
     lines = _report(args, scenario, rows, planner.walls, len(failures), time.perf_counter() - start)
