@@ -204,7 +204,11 @@ def rank_memory(
         n_layers * terms.activation_bytes_per_layer * in_flight + terms.working_bytes + logits_bytes
     )
     weights = weights + n_layers * terms.fp8_copy_bytes_per_layer
-    return mem.with_runtime(mem.StageMemory(weights, grads, opt, activations), a, k)
+    runtime = mem.runtime_bytes(
+        k, a.cuda_context_gb, a.nccl_buffers_gb_per_group, a.nccl_all_to_all_gb
+    )
+    held = mem.StageMemory(weights, grads, opt, activations)
+    return mem.with_runtime(held, a.allocator_fragmentation, runtime)
 
 
 def head_s(job: TrainingJob, a: CostAssumptions, k: Degrees) -> Number:
