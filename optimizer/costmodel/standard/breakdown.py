@@ -32,7 +32,7 @@ from optimizer.costmodel.standard.compute import (
 from optimizer.costmodel.standard.data_parallel import data_parallel_s, step_sync_overlap
 from optimizer.costmodel.standard.degrees import Degrees
 from optimizer.costmodel.standard.links import all_to_all_bytes_s, collective_s, link_bytes_s
-from optimizer.costmodel.standard.recompute import recompute_s, replayed_matmul_share
+from optimizer.costmodel.standard.recompute import layer_recompute_s, replayed_matmul_share
 
 Number = Any
 
@@ -152,7 +152,7 @@ def layer_times(job: TrainingJob, a: CostAssumptions, k: Degrees) -> dict[str, N
     return {
         "matmul": matmul,
         "attention": attention,
-        "recompute": recompute_s(job, a, k, tokens, gemm, matmul, attention),
+        "recompute": layer_recompute_s(job, a, k, tokens, gemm, matmul, attention),
         # what hides on SMs (userbuffers' bulk and pipeline overlaps) still slows the GEMM
         "tp_comm": tp_s
         * tim.exposed_share(a.tp_overlap_fraction, slowdown * a.tp_overlap_sm_share),
@@ -294,7 +294,9 @@ def step_flops(job: TrainingJob, a: CostAssumptions, recompute: Number) -> tuple
     )
     model_flops = tokens * tim.model_flops_per_token(layers, head, L, q, keys)
     extra = tokens * tim.recompute_flops_per_token(layers, L, q, keys, recompute)
-    replayed = tokens * 2 * layers * replayed_matmul_share(job, a, recompute)
+    op_level = a.selective_recompute_matmuls != "none"
+    share = replayed_matmul_share(model, recompute, op_level, a.selective_recompute_modules)
+    replayed = tokens * 2 * layers * share
     return model_flops, model_flops + extra + replayed
 
 
