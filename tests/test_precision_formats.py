@@ -134,14 +134,14 @@ def test_stored_bytes_per_value_by_hand() -> None:
 
 
 def test_cast_bytes_per_value_by_hand() -> None:
-    a = CostAssumptions()
+    stated = CostAssumptions().fp8_cast_bytes_per_value
     # fp8: the assumption's read 2 + FP8 copy and transpose 1 + 1
-    assert prec.cast_bytes_per_value(job("fp8", "b200"), a) == 4.0
+    assert prec.cast_bytes_per_value("fp8", stated) == 4.0
     # mxfp8: read 2, write rowwise and columnwise copies with their scales: 2 + 2 x 1.03125
-    assert prec.cast_bytes_per_value(job("mxfp8", "b200"), a) == 4.0625
+    assert prec.cast_bytes_per_value("mxfp8", stated) == 4.0625
     # nvfp4: read 2, write two copies of 0.5625: 2 + 1.125
-    assert prec.cast_bytes_per_value(job("nvfp4", "b200"), a) == 3.125
-    assert prec.cast_bytes_per_value(job("bf16", "b200"), a) == 0.0
+    assert prec.cast_bytes_per_value("nvfp4", stated) == 3.125
+    assert prec.cast_bytes_per_value("bf16", stated) == 0.0
 
 
 def test_format_casts_add_their_hbm_time_by_hand() -> None:
@@ -183,14 +183,18 @@ def test_quantised_weight_copies_by_hand() -> None:
 
 
 def test_saved_inputs_shrink_to_the_formats_copy_by_hand() -> None:
-    a = CostAssumptions()
+    model = job("fp8", "b200").model
     none = 0  # mem.RECOMPUTE_NONE
-    fp8 = float(prec.fp8_saved_input_bytes_per_token(job("fp8", "b200"), a, none))
+
+    def saved_bytes(precision: str) -> float:
+        return float(prec.fp8_saved_input_bytes_per_token(model, precision, none, True, None))
+
+    fp8 = saved_bytes("fp8")
     # in FP8 each saved value drops 2 -> 1 byte, less the attention output's 1-byte copy:
     # fp8 = values - q, so the values a layer saves for its GEMMs are fp8 + q
     values = fp8 + Q
     for precision, copy in [("mxfp8", 1 + 1 / 32), ("nvfp4", 0.5 + 1 / 16)]:
-        saved = float(prec.fp8_saved_input_bytes_per_token(job(precision, "b200"), a, none))
+        saved = saved_bytes(precision)
         assert saved == pytest.approx((2 - copy) * values - copy * Q)
 
 

@@ -50,9 +50,10 @@ def layer_gemm_efficiency(job: TrainingJob, a: CostAssumptions) -> float:
     format's peak by the GPU's measured FP8 matmul ceiling against its bf16 one (precision.py):
     the plate's kernels reach the same share of what a GEMM can reach in either precision."""
     efficiency = kernel_efficiency(job, a)
-    if not prec.is_fp8(job):
+    precision = job.training.precision
+    if not prec.is_fp8(precision):
         return efficiency
-    return min(efficiency * prec.fp8_ceiling_ratio(job), 1.0)
+    return min(efficiency * prec.fp8_ceiling_ratio(job.cluster.gpu, precision), 1.0)
 
 
 def gemm_s(job: TrainingJob, a: CostAssumptions, k: Degrees, tokens: Number) -> Number:
@@ -76,7 +77,7 @@ def gemm_s(job: TrainingJob, a: CostAssumptions, k: Degrees, tokens: Number) -> 
         efficiency = efficiency * reduction_factor(
             job, a, kern.gemm_passes(model, tokens, k.tp, k.ep)
         )
-    peak = prec.layer_gemm_peak_flop_s(job)
+    peak = prec.layer_gemm_peak_flop_s(gpu, job.training.precision)
     return tim.matmul_s(6 * avg_params, tokens, k.tp, peak, efficiency)
 
 
@@ -147,7 +148,9 @@ def reduction_factor(job: TrainingJob, a: CostAssumptions, passes: list[kern.Gem
     """What the layer's reduction depths (kernels.layer_reduction_efficiency) make of the
     kernel efficiency, against the plate's shapes, at which kernel_efficiency is set: 1 for
     Llama 3 405B at tp 8 on 8,192 tokens."""
-    overhead = a.gemm_reduction_overhead_elements * prec.reduction_depth_factor(job)
+    overhead = a.gemm_reduction_overhead_elements * prec.reduction_depth_factor(
+        job.training.precision
+    )
     layer = kern.layer_reduction_efficiency(passes, overhead)
     return layer / plate_reduction_efficiency(overhead)
 
@@ -179,10 +182,10 @@ def elementwise_s(
         total = total + seconds(kern.eager_bytes_per_token(model, *flags, forward_only))
     if model.glu_clamp is not None and not a.fused_glu_clamp:
         total = total + seconds(kern.glu_clamp_bytes_per_token(model, forward_only))
-    if prec.is_fp8(job) and not forward_only:
-        total = total + seconds(
-            kern.fp8_cast_bytes_per_token(model, prec.cast_bytes_per_value(job, a))
-        )
+    precision = job.training.precision
+    if prec.is_fp8(precision) and not forward_only:
+        cast = prec.cast_bytes_per_value(precision, a.fp8_cast_bytes_per_value)
+        total = total + seconds(kern.fp8_cast_bytes_per_token(model, cast))
     return total
 
 

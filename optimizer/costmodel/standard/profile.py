@@ -158,7 +158,7 @@ def price_standard(job: TrainingJob, layout: Layout, assumptions: CostAssumption
         times_s={**{name: float(v) for name, v in b.layer_times_s.items()}, "step": step_time_s},
         warnings=tuple(standard_warnings(job, layout)),
         hardware_flops_utilization=float(b.hfu),
-        mfu_fp8_peak=mfu_against_fp8_peak(job, float(b.mfu)),
+        mfu_fp8_peak=mfu_against_fp8_peak(job.cluster.gpu, job.training.precision, float(b.mfu)),
     )
 
 

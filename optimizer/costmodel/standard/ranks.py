@@ -53,7 +53,14 @@ def rank_memory_terms(job: TrainingJob, a: CostAssumptions, k: Degrees) -> RankM
         model.num_attention_heads, s, k.recompute, a.fused_attention
     )
     # under fp8 the GEMMs' saved inputs are their FP8 casts (precision.py)
-    per_token = per_token - prec.fp8_saved_input_bytes_per_token(job, a, k.recompute)
+    precision = job.training.precision
+
+    def fp8_saved(recompute: Number) -> Number:
+        return prec.fp8_saved_input_bytes_per_token(
+            model, precision, recompute, a.fp8_saved_inputs, modules
+        )
+
+    per_token = per_token - fp8_saved(k.recompute)
 
     def replicated(recompute: Number) -> Number:
         if a.sequence_parallel:
@@ -67,9 +74,11 @@ def rank_memory_terms(job: TrainingJob, a: CostAssumptions, k: Degrees) -> RankM
     dense = mem.dense_params_per_layer_per_device(model, k.tp)
     experts = mem.expert_params_per_layer_per_device(model, k.tp, k.ep)
     copies = np.where(k.schedule == mem.SCHEDULE_DUALPIPE, 2, 1)
+    fp8_copy = prec.weight_copy_bytes_per_param(
+        precision, job.cluster.gpu.fp8_gemm_tn_only, a.fp8_weight_copy_bytes_per_param
+    )
     full_layer = mem.tp_rank_activation_bytes(
-        mem.full_layer_activation_bytes_per_token(model, combine)
-        - prec.fp8_saved_input_bytes_per_token(job, a, mem.RECOMPUTE_NONE),
+        mem.full_layer_activation_bytes_per_token(model, combine) - fp8_saved(mem.RECOMPUTE_NONE),
         replicated(mem.RECOMPUTE_NONE),
         tokens,
         k.tp,
@@ -90,7 +99,7 @@ def rank_memory_terms(job: TrainingJob, a: CostAssumptions, k: Degrees) -> RankM
         # under fp8, each layer weight's FP8 copy beside it, or in its place (precision.py)
         fp8_copy_bytes_per_layer=copies
         * (dense + experts)
-        * prec.fp8_weight_copy_bytes_per_param(job, a, k.zero),
+        * prec.fp8_weight_copy_bytes_per_param(precision, fp8_copy, a.fp8_params, k.zero),
     )
 
 
