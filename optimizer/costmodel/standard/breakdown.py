@@ -239,7 +239,7 @@ def micro_batch_and_step_s(
     zero3_exposed = tim.exposed_s(zero3_mb_s, busy, a.zero3_overlap_fraction, slowdown)
     dp_mb_exposed = tim.exposed_s(dp_mb_s, busy, a.zero3_overlap_fraction, slowdown)
     per_mb = busy + p2p + zero3_exposed + dp_mb_exposed
-    overlap, unhidden = step_sync_overlap(a, pp, vpp)
+    overlap, unhidden = step_sync_overlap(pp, vpp, a.dp_sync_per_chunk, a.dp_overlap_microbatches)
     dp_exposed = tim.exposed_s(dp_step_s, per_mb, overlap, slowdown, unhidden)
     return zero3_exposed, dp_mb_exposed, per_mb, dp_exposed
 

@@ -201,7 +201,9 @@ def step_sync_hiding(a: CostAssumptions, terms: PlanTerms) -> tuple[float, float
     """(the contended slots the per-step sync hides under, the least share of it charged) as
     times.exposed_s applies them: max(c - o' h, f c)."""
     pp = int(np.asarray(terms.degrees.pp).reshape(-1)[0])
-    overlap, unhidden = dpl.step_sync_overlap(a, pp, layout_vpp(terms))
+    overlap, unhidden = dpl.step_sync_overlap(
+        pp, layout_vpp(terms), a.dp_sync_per_chunk, a.dp_overlap_microbatches
+    )
     slowdown = a.overlap_compute_slowdown
     contended = float(tim.contended_overlap(overlap, slowdown))
     return contended, float(tim.exposed_floor(slowdown, unhidden))
@@ -242,7 +244,9 @@ def step_lower_bounds_s(job: TrainingJob, a: CostAssumptions, grid: LayoutGrid) 
     slowdown = a.overlap_compute_slowdown  # the overlaps as exposed_s applies them
     zero3_overlap = tim.contended_overlap(a.zero3_overlap_fraction, slowdown)
     monotone = (zero3_overlap <= 0.5) | (np.minimum(zero3, dp_mb) == 0)
-    dp_overlap, _ = dpl.step_sync_overlap(a, k.pp, k.vpp)
+    dp_overlap, _ = dpl.step_sync_overlap(
+        k.pp, k.vpp, a.dp_sync_per_chunk, a.dp_overlap_microbatches
+    )
     monotone &= tim.contended_overlap(dp_overlap, slowdown) <= slots
     exposed = np.asarray(brk.step_s(slots, per_mb, dp_exposed, optimizer_s))
     return np.where(monotone, exposed, brk.step_s(slots, busy + p2p, 0.0, optimizer_s))
