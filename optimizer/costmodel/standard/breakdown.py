@@ -20,6 +20,7 @@ from models.job import TrainingJob
 from optimizer.costmodel.assumptions import (
     CostAssumptions,
 )
+from optimizer.costmodel.standard import links as lnk
 from optimizer.costmodel.standard import memory as mem
 from optimizer.costmodel.standard import ranks as rnk
 from optimizer.costmodel.standard import times as tim
@@ -31,7 +32,6 @@ from optimizer.costmodel.standard.compute import (
 )
 from optimizer.costmodel.standard.data_parallel import data_parallel_s, step_sync_overlap
 from optimizer.costmodel.standard.degrees import Degrees
-from optimizer.costmodel.standard.links import all_to_all_bytes_s, collective_s, link_bytes_s
 from optimizer.costmodel.standard.recompute import layer_recompute_s, replayed_matmul_share
 
 Number = Any
@@ -125,8 +125,10 @@ def layer_times(job: TrainingJob, a: CostAssumptions, k: Degrees) -> dict[str, N
     """Seconds of one layer on one micro-batch on one device, by component."""
     model, s = job.model, job.training.seq_len
 
+    links = lnk.job_links(job, a)
+
     def link(span: Number, message_bytes: Number, ranks: Number) -> Number:
-        return link_bytes_s(job, a, span, message_bytes, ranks)
+        return lnk.link_bytes_s(links, span, message_bytes, ranks)
 
     tokens = s * k.micro_batch / k.cp
     slowdown = a.overlap_compute_slowdown
@@ -140,10 +142,10 @@ def layer_times(job: TrainingJob, a: CostAssumptions, k: Degrees) -> dict[str, N
     # an all-gather's ring spreads over the group's NICs; ring attention's sends do not
     cp_ranks = k.cp if a.cp_exchange == "all_gather" else 1
     cp_transfer_s = cp_bytes / link(k.cp_span, cp_message, cp_ranks)
-    cp_s = collective_s(job, a, k.cp, k.cp_span, tim.cp_passes(k.recompute), cp_transfer_s)
+    cp_s = lnk.collective_s(links, k.cp, k.cp_span, tim.cp_passes(k.recompute), cp_transfer_s)
     tp_bandwidth = link(k.tp_span, tokens * model.hidden_size * mem.BF16_BYTES, k.tp)
     tp_transfer_s = tim.tp_transfer_s(k.tp, tokens, model.hidden_size, tp_bandwidth, k.recompute)
-    tp_s = collective_s(job, a, k.tp, k.tp_span, tim.tp_collectives(k.recompute), tp_transfer_s)
+    tp_s = lnk.collective_s(links, k.tp, k.tp_span, tim.tp_collectives(k.recompute), tp_transfer_s)
     a2a_overlap = np.where(
         k.schedule == mem.SCHEDULE_DUALPIPE,
         a.dualpipe_all_to_all_overlap_fraction,
@@ -175,8 +177,8 @@ def moe_all_to_all_s(
     in the passes that run paired (times.paired_pass_share)."""
     model = job.model
     token_bytes = model.experts_per_token * model.hidden_size * mem.BF16_BYTES
-    bandwidth = all_to_all_bytes_s(
-        job, a, k.ep, k.ep_span, tokens / k.tp * token_bytes, model.experts_per_token
+    bandwidth = lnk.all_to_all_bytes_s(
+        lnk.job_links(job, a), k.ep, k.ep_span, tokens / k.tp * token_bytes, model.experts_per_token
     )
 
     def priced(hidden: Number) -> Number:

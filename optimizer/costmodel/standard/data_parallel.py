@@ -15,7 +15,7 @@ from optimizer.costmodel.standard import memory as mem
 from optimizer.costmodel.standard import ranks as rnk
 from optimizer.costmodel.standard import times as tim
 from optimizer.costmodel.standard.degrees import Degrees, per_synced_stage
-from optimizer.costmodel.standard.links import collective_s, link_bytes_s
+from optimizer.costmodel.standard.links import Links, collective_s, job_links, link_bytes_s
 
 Number = Any
 
@@ -63,10 +63,11 @@ def rank_data_parallel_s(
     # a once-a-step all-reduce (DDP's, DeepSpeed's ZeRO-1) NCCL may run on its tree; the
     # distributed optimizer's reduce-scatter and all-gather it may not
     all_reduce = per_synced_stage(a.gradient_sync_all_reduce, k)
-    zero3_s = zero3_collectives_s(job, a, k, n_layers, shares, dense + experts)
+    links, span = job_links(job, a), k.data_group_span
+    zero3_s = zero3_collectives_s(job, a, links, k, n_layers, shares, dense + experts)
     return (
-        synced_s(job, a, k, shares, bucket, per_step, tim.GRAD_SYNC_PASSES, all_reduce),
-        synced_s(job, a, k, shares, bucket, per_micro_batch, 1),
+        synced_s(links, span, shares, bucket, per_step, tim.GRAD_SYNC_PASSES, all_reduce),
+        synced_s(links, span, shares, bucket, per_micro_batch, 1),
         np.where(k.zero >= 3, zero3_s, 0.0),
     )
 
@@ -89,23 +90,22 @@ def bucket_params(
 
 
 def moved_s(
-    job: TrainingJob,
-    a: CostAssumptions,
-    k: Degrees,
+    links: Links,
+    span: Number,
     passes: Number,
     message_bytes: Number,
     params: Number,
     ranks: Number,
 ) -> Number:
-    """Seconds `passes` ring passes of a group's `params` take over its own links."""
-    bandwidth = link_bytes_s(job, a, k.data_group_span, message_bytes, ranks)
+    """Seconds `passes` ring passes of a group's `params` take over its own links (the group
+    of `ranks` spread over `span` ranks)."""
+    bandwidth = link_bytes_s(links, span, message_bytes, ranks)
     return np.where(params > 0, tim.ring_pass_bytes(passes, params, ranks) / bandwidth, 0.0)
 
 
 def synced_s(
-    job: TrainingJob,
-    a: CostAssumptions,
-    k: Degrees,
+    links: Links,
+    span: Number,
     shares: Shares,
     bucket: Number,
     volumes: Number,
@@ -113,15 +113,14 @@ def synced_s(
     all_reduce: Number = False,
 ) -> Number:
     """Each group's buckets, `collectives` a bucket (pairs of them all-reduces where
-    `all_reduce`), with their latency."""
+    `all_reduce`), with their latency, over the data-parallel groups' `span`."""
     seconds = sum(
         collective_s(
-            job,
-            a,
+            links,
             ranks,
-            k.data_group_span,
+            span,
             np.ceil(params / np.maximum(bucket, 1.0)) * collectives,
-            moved_s(job, a, k, volumes, bucket * mem.BF16_BYTES, params, ranks),
+            moved_s(links, span, volumes, bucket * mem.BF16_BYTES, params, ranks),
             all_reduce,
         )
         for params, ranks in shares
@@ -132,6 +131,7 @@ def synced_s(
 def zero3_collectives_s(
     job: TrainingJob,
     a: CostAssumptions,
+    links: Links,
     k: Degrees,
     n_layers: Number,
     shares: Shares,
@@ -140,7 +140,7 @@ def zero3_collectives_s(
     """ZeRO-3's seconds a micro-batch: it gathers each layer's parameters before forward and
     backward (and a replayed forward), and scatters its gradients after, a layer's parameters
     split over its gathers' messages; list collectives build and copy a rank at a time."""
-    model, group = job.model, k.dp * k.cp
+    model, group, span = job.model, k.dp * k.cp, k.data_group_span
     gather_message = mem.dense_params_per_layer_per_device(model, k.tp) * mem.BF16_BYTES
     gathers, scatters = zero3_collectives_per_layer(
         model, a.zero3_gather_unit, a.zero3_gathers_per_layer, a.zero3_reduce_scatters_per_layer
@@ -150,16 +150,14 @@ def zero3_collectives_s(
     )
     all_gathers, reduce_scatters = n_layers * gather_rounds * gathers, n_layers * scatters
     gathers_moved_s = sum(
-        moved_s(job, a, k, passes + 1, gather_message / gathers, params, ranks)
+        moved_s(links, span, passes + 1, gather_message / gathers, params, ranks)
         for params, ranks in shares
     )
     per_rank_s = all_gathers * (a.zero3_copy_per_rank_s + a.zero3_gather_views_per_rank_s) + (
         reduce_scatters * (a.zero3_copy_per_rank_s + a.zero3_scatter_views_per_rank_s)
     )
     return (
-        collective_s(
-            job, a, group, k.data_group_span, all_gathers + reduce_scatters, gathers_moved_s
-        )
+        collective_s(links, group, span, all_gathers + reduce_scatters, gathers_moved_s)
         + group * per_rank_s
         + n_layers
         * zero3_buffer_s(

@@ -21,7 +21,7 @@ from optimizer.costmodel.standard import precision as prec
 from optimizer.costmodel.standard import times as tim
 from optimizer.costmodel.standard.compute import head_shape_factor, kernel_efficiency
 from optimizer.costmodel.standard.degrees import Degrees
-from optimizer.costmodel.standard.links import link_bytes_s
+from optimizer.costmodel.standard.links import job_links, link_bytes_s
 from optimizer.costmodel.standard.recompute_modules import module_drop
 
 Number = Any
@@ -251,7 +251,7 @@ def p2p_s(job: TrainingJob, a: CostAssumptions, k: Degrees) -> Number:
         tokens,
         job.model.hidden_size,
         k.tp,
-        link_bytes_s(job, a, k.pp_span),
+        link_bytes_s(job_links(job, a), k.pp_span),
         a.pp_p2p_overlap_fraction,
         a.pp_p2p_interleaved_overlap_fraction,
         a.overlap_compute_slowdown,
