@@ -20,7 +20,7 @@ from models.training import TrainingSpec
 from optimizer.calibration.runs import peak_mfu
 from optimizer.costmodel import CostAssumptions, evaluate
 from optimizer.costmodel.standard import precision as prec
-from optimizer.costmodel.standard.compute import elementwise_s, gemm_s, layer_gemm_efficiency
+from optimizer.costmodel.standard.compute import elementwise_s, gemm_rates, gemm_s
 from optimizer.costmodel.standard.degrees import Degrees
 
 # Llama 3 70B, by hand: h 8192, 64 heads of 128, 8 KV heads, FFN 28672 (SwiGLU).
@@ -42,6 +42,11 @@ def degrees(tp: int = 4) -> Degrees:
         tp=tp, pp=8, cp=1, dp=64 // (tp * 8), vpp=5, micro_batch=1, zero=1, recompute=0,
         schedule=0, ep=1, tp_span=tp, cp_span=tp, pp_span=64, dp_span=tp * 8,
     )  # fmt: skip
+
+
+def priced_gemm_s(job: TrainingJob, a: CostAssumptions, k: Degrees, tokens: int) -> float:
+    """compute.gemm_s at the request's GEMM rates."""
+    return float(gemm_s(job.model, gemm_rates(job, a), k, tokens))
 
 
 LAYOUT = Layout(tp=4, pp=8, vpp=5, zero=1, recompute="selective")
@@ -205,13 +210,13 @@ def test_mxfp8_gemm_time_by_hand() -> None:
     # B200: the plate's 0.6 of bf16 at H100's ceiling 80.3%, carried by B200's FP8 ceiling
     # (76.3%) to the MXFP8 peak, 4,500 TFLOP/s: 0.6 x 0.763 / 0.803 = 0.57011
     efficiency = 0.6 * 0.763 / 0.803
-    assert layer_gemm_efficiency(job("mxfp8", "b200"), CostAssumptions()) == pytest.approx(
+    assert gemm_rates(job("mxfp8", "b200"), CostAssumptions()).efficiency == pytest.approx(
         efficiency
     )
     # 6 x 855,638,016 x 8192 / (4 x 4500e12 x 0.57011) = 4.0983 ms a layer on a tp 4 rank
     hand = 6 * LAYER_PARAMS * 8192 / (4 * 4500e12 * efficiency)
     assert hand == pytest.approx(4.0983e-3, rel=1e-4)
-    assert float(gemm_s(job("mxfp8", "b200"), NO_ELEMENTWISE, degrees(), 8192)) == pytest.approx(
+    assert priced_gemm_s(job("mxfp8", "b200"), NO_ELEMENTWISE, degrees(), 8192) == pytest.approx(
         hand
     )
 
@@ -221,13 +226,13 @@ def test_nvfp4_gemm_time_by_hand() -> None:
     # no NVFP4 ceiling measured, so the bf16 share: 0.6 x 0.729 / 0.803 = 0.54471 of 15,000
     efficiency = 0.6 * 0.729 / 0.803
     nvfp4 = job("nvfp4", "gb300")
-    assert layer_gemm_efficiency(nvfp4, CostAssumptions()) == pytest.approx(efficiency)
+    assert gemm_rates(nvfp4, CostAssumptions()).efficiency == pytest.approx(efficiency)
     # 6 x 855,638,016 x 8192 / (4 x 15,000e12 x 0.54471) = 1.2868 ms a layer
     hand = 6 * LAYER_PARAMS * 8192 / (4 * 15000e12 * efficiency)
     assert hand == pytest.approx(1.2868e-3, rel=1e-4)
-    assert float(gemm_s(nvfp4, NO_ELEMENTWISE, degrees(), 8192)) == pytest.approx(hand)
+    assert priced_gemm_s(nvfp4, NO_ELEMENTWISE, degrees(), 8192) == pytest.approx(hand)
     # six times faster than the same GEMMs in bf16 at 2,500 TFLOP/s
-    bf16 = float(gemm_s(job("bf16", "gb300"), NO_ELEMENTWISE, degrees(), 8192))
+    bf16 = priced_gemm_s(job("bf16", "gb300"), NO_ELEMENTWISE, degrees(), 8192)
     assert bf16 / hand == pytest.approx(15000 / 2500)
 
 

@@ -27,6 +27,7 @@ from optimizer.costmodel.standard import times as tim
 from optimizer.costmodel.standard.compute import (
     attention_time_s,
     elementwise_s,
+    gemm_rates,
     gemm_s,
     gradient_accumulation_s,
 )
@@ -132,8 +133,15 @@ def layer_times(job: TrainingJob, a: CostAssumptions, k: Degrees) -> dict[str, N
 
     tokens = s * k.micro_batch / k.cp
     slowdown = a.overlap_compute_slowdown
-    gemm = gemm_s(job, a, k, tokens)
-    matmul = gemm + elementwise_s(job, a, k, tokens) + gradient_accumulation_s(job, a, k)
+    gemm = gemm_s(model, gemm_rates(job, a), k, tokens)
+    accumulation_s = gradient_accumulation_s(
+        model,
+        k,
+        a.gradient_accumulation_bytes_per_param,
+        a.pipelined_gradient_accumulation_bytes_per_param,
+        job.cluster.gpu.memory_bandwidth_bytes_s,
+    )
+    matmul = gemm + elementwise_s(job, a, k, tokens) + accumulation_s
     attention = attention_time_s(job, a, k, tokens)
     cp_bytes = tim.cp_exchange_bytes(
         k.cp, s * k.micro_batch, model.kv_width, model.num_kv_heads, k.tp, k.recompute

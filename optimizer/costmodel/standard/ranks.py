@@ -19,7 +19,11 @@ from optimizer.costmodel.standard import kernels as kern
 from optimizer.costmodel.standard import memory as mem
 from optimizer.costmodel.standard import precision as prec
 from optimizer.costmodel.standard import times as tim
-from optimizer.costmodel.standard.compute import head_shape_factor, kernel_efficiency
+from optimizer.costmodel.standard.compute import (
+    gemm_shape_table,
+    head_shape_factor,
+    kernel_efficiency,
+)
 from optimizer.costmodel.standard.degrees import Degrees
 from optimizer.costmodel.standard.links import job_links, link_bytes_s
 from optimizer.costmodel.standard.recompute_modules import module_drop
@@ -225,7 +229,8 @@ def head_s(job: TrainingJob, a: CostAssumptions, k: Degrees) -> Number:
     model, gpu = job.model, job.cluster.gpu
     tokens = job.training.seq_len * k.micro_batch / k.cp
     head_flops = 6 * model.vocab_size * model.hidden_size
-    efficiency = kernel_efficiency(job, a) * head_shape_factor(job, a, k, tokens)
+    table = gemm_shape_table(gpu, a.gemm_shape_throughput)
+    efficiency = kernel_efficiency(job, a) * head_shape_factor(model, table, k, tokens)
     matmul_s = tim.matmul_s(head_flops, tokens, k.tp, gpu.peak_flop_s, efficiency)
     return matmul_s + loss_s(job, a, k, tokens)
 
