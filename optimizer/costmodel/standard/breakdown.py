@@ -111,13 +111,17 @@ def stage_memory(job: TrainingJob, a: CostAssumptions, k: Degrees, m: Number) ->
     in_second = mem.in_flight_on_rank(m, k.pp, k.vpp, k.schedule, 1)
     embedding, logits = terms.embedding_params, terms.logits_bytes
     first_logits = np.where(k.pp == 1, logits, 0.0)
-    first = rnk.rank_memory(a, k, terms, layers.first, embedding, in_first, first_logits)
-    last = rnk.rank_memory(a, k, terms, layers.last, embedding, in_last, logits)
+    state, beside = rnk.param_state(a), rnk.rank_runtime(a, k)
+    first = beside(
+        rnk.rank_memory(state, k, terms, layers.first, embedding, in_first, first_logits)
+    )
+    last = beside(rnk.rank_memory(state, k, terms, layers.last, embedding, in_last, logits))
     # with pp <= 2 there is no middle rank: the first stands in for it
     second_layers = np.where(k.pp > 2, layers.middle, layers.first)
     second_in = np.where(k.pp > 2, in_second, in_first)
-    second = rnk.rank_memory(
-        a, k, terms, second_layers, np.where(k.pp > 2, 0.0, embedding), second_in, first_logits
+    second_embedding = np.where(k.pp > 2, 0.0, embedding)
+    second = beside(
+        rnk.rank_memory(state, k, terms, second_layers, second_embedding, second_in, first_logits)
     )
     return mem.worst_stage(mem.worst_stage(first, second), last)
 
@@ -205,7 +209,7 @@ def moe_all_to_all_s(
     if not a.moe_all_to_all_paired_overlap:
         return priced(overlap)
     m = job.training.global_batch // (k.dp * k.micro_batch)
-    pairs = rnk.paired_overlap_on(a, k, job.cluster.gpu)
+    pairs = rnk.paired_overlap_on(k, job.cluster.gpu.streams_run_apart)
     share = np.where(pairs, tim.paired_pass_share(m, k.pp, k.vpp), 0.0)
     whole = priced(0.0)
     paired = tim.paired_all_to_all_s(whole, compute_s, share, a.overlap_compute_slowdown)

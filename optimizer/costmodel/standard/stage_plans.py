@@ -108,8 +108,8 @@ def rank_memory(
     mode_terms = rnk.RankMemoryTerms(
         **{f: np.asarray(getattr(by_mode, f))[mode] for f in by_mode.__dataclass_fields__}
     )
-    return rnk.rank_memory(
-        a,
+    held = rnk.rank_memory(
+        rnk.param_state(a),
         k,
         mode_terms,
         layers,
@@ -117,6 +117,7 @@ def rank_memory(
         rank_in_flight(terms, rank),
         rank_logits_bytes(terms, pp, rank),
     )
+    return rnk.rank_runtime(a, k)(held)
 
 
 def rank_data_parallel_s(
@@ -136,7 +137,14 @@ def rank_optimizer_step_s(
     """The rank's optimiser step over its own parameters; recompute does not change it."""
     k = mode_degrees(terms, 0)
     embedding = rank_embedding_params(terms, int(k.pp), rank)
-    return rnk.rank_optimizer_step_s(job, a, k, layers, embedding)
+    return rnk.rank_optimizer_step_s(
+        job.model,
+        rnk.param_state(a),
+        k,
+        layers,
+        embedding,
+        job.cluster.gpu.memory_bandwidth_bytes_s,
+    )
 
 
 @dataclass(frozen=True)
@@ -240,7 +248,10 @@ def step_lower_bounds_s(job: TrainingJob, a: CostAssumptions, grid: LayoutGrid) 
         a, k.pp, k.vpp, busy, p2p, zero3, dp_mb, dp_step
     )
     # the busiest rank holds at least most_layers layers' parameters, so steps at least this
-    optimizer_s = rnk.rank_optimizer_step_s(job, a, k, most_layers, 0.0)
+    hbm_bytes_s = job.cluster.gpu.memory_bandwidth_bytes_s
+    optimizer_s = rnk.rank_optimizer_step_s(
+        job.model, rnk.param_state(a), k, most_layers, 0.0, hbm_bytes_s
+    )
     slowdown = a.overlap_compute_slowdown  # the overlaps as exposed_s applies them
     zero3_overlap = tim.contended_overlap(a.zero3_overlap_fraction, slowdown)
     monotone = (zero3_overlap <= 0.5) | (np.minimum(zero3, dp_mb) == 0)
