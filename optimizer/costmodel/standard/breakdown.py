@@ -17,9 +17,7 @@ from typing import Any
 import numpy as np
 
 from models.job import TrainingJob
-from optimizer.costmodel.assumptions import (
-    CostAssumptions,
-)
+from optimizer.costmodel.assumptions import CostAssumptions
 from optimizer.costmodel.standard import links as lnk
 from optimizer.costmodel.standard import memory as mem
 from optimizer.costmodel.standard import ranks as rnk
@@ -31,9 +29,9 @@ from optimizer.costmodel.standard.compute import (
     gemm_s,
     gradient_accumulation_s,
 )
-from optimizer.costmodel.standard.data_parallel import data_parallel_s, step_sync_overlap
+from optimizer.costmodel.standard.data_parallel import data_parallel_s, sync_overlap
 from optimizer.costmodel.standard.degrees import Degrees
-from optimizer.costmodel.standard.recompute import layer_recompute_s, replayed_matmul_share
+from optimizer.costmodel.standard.recompute import engine_replayed_share, layer_recompute_s
 
 Number = Any
 
@@ -237,23 +235,24 @@ LAYER_PARTS = (
 
 
 def micro_batch_and_step_s(
-    a: CostAssumptions,
-    pp: Number,
-    vpp: Number,
     busy: Number,
     p2p: Number,
     zero3_mb_s: Number,
     dp_mb_s: Number,
     dp_step_s: Number,
+    micro_batch_overlap: float,
+    step_overlap: tuple[Number, Number],
+    slowdown: float,
 ) -> tuple[Number, Number, Number, Number]:
     """(exposed ZeRO-3, exposed per-micro-batch sync, a micro-batch slot, exposed per-step
     sync) seconds: the data-parallel traffic hides under the busiest stage's compute, the
-    per-step share under the slots data_parallel.step_sync_overlap gives it."""
-    slowdown = a.overlap_compute_slowdown
-    zero3_exposed = tim.exposed_s(zero3_mb_s, busy, a.zero3_overlap_fraction, slowdown)
-    dp_mb_exposed = tim.exposed_s(dp_mb_s, busy, a.zero3_overlap_fraction, slowdown)
+    per-micro-batch share by `micro_batch_overlap` (zero3_overlap_fraction), the per-step
+    share under the slots data_parallel.step_sync_overlap gives it (`step_overlap`), the
+    compute beside them slowed by `slowdown` (overlap_compute_slowdown)."""
+    zero3_exposed = tim.exposed_s(zero3_mb_s, busy, micro_batch_overlap, slowdown)
+    dp_mb_exposed = tim.exposed_s(dp_mb_s, busy, micro_batch_overlap, slowdown)
     per_mb = busy + p2p + zero3_exposed + dp_mb_exposed
-    overlap, unhidden = step_sync_overlap(pp, vpp, a.dp_sync_per_chunk, a.dp_overlap_microbatches)
+    overlap, unhidden = step_overlap
     dp_exposed = tim.exposed_s(dp_step_s, per_mb, overlap, slowdown, unhidden)
     return zero3_exposed, dp_mb_exposed, per_mb, dp_exposed
 
@@ -291,8 +290,11 @@ def step_waterfall(
     )
 
 
-def step_flops(job: TrainingJob, a: CostAssumptions, recompute: Number) -> tuple[Number, Number]:
-    """(model, hardware) FLOPs of a whole step of the job."""
+def step_flops(
+    job: TrainingJob, recompute: Number, replayed_share: Number = 0.0
+) -> tuple[Number, Number]:
+    """(model, hardware) FLOPs of a whole step of the job at the `recompute` codes, selective
+    recompute running `replayed_share` of the forward matmuls again (replayed_matmul_share)."""
     model, L = job.model, job.model.num_layers
     tokens = job.training.tokens_per_step
     head = model.vocab_size * model.hidden_size
@@ -308,9 +310,7 @@ def step_flops(job: TrainingJob, a: CostAssumptions, recompute: Number) -> tuple
     )
     model_flops = tokens * tim.model_flops_per_token(layers, head, L, q, keys)
     extra = tokens * tim.recompute_flops_per_token(layers, L, q, keys, recompute)
-    op_level = a.selective_recompute_matmuls != "none"
-    share = replayed_matmul_share(model, recompute, op_level, a.selective_recompute_modules)
-    replayed = tokens * 2 * layers * share
+    replayed = tokens * 2 * layers * replayed_share
     return model_flops, model_flops + extra + replayed
 
 
@@ -385,11 +385,14 @@ def breakdown(job: TrainingJob, a: CostAssumptions, k: Degrees) -> Breakdown:
     per_layer = times["matmul"] + times["attention"]
     balanced = m * (model.num_layers * per_layer + times["head"]) / k.pp
     busy = stage(*LAYER_PARTS)
+    hiding = (a.zero3_overlap_fraction, sync_overlap(a, k.pp, k.vpp), a.overlap_compute_slowdown)
     zero3_exposed, dp_mb_exposed, per_mb, dp_exposed = micro_batch_and_step_s(
-        a, k.pp, k.vpp, busy, p2p, zero3_mb_s, dp_mb_s, dp_step_s
+        busy, p2p, zero3_mb_s, dp_mb_s, dp_step_s, *hiding
     )
     slots = pipe.slots
-    model_flops, hardware_flops = step_flops(job, a, k.recompute)
+    model_flops, hardware_flops = step_flops(
+        job, k.recompute, engine_replayed_share(job, a, k.recompute)
+    )
     times.update(
         pp_p2p_per_micro_batch=p2p,
         zero3_per_micro_batch=zero3_exposed,

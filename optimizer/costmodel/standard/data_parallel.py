@@ -298,3 +298,8 @@ def gradient_volumes(
         per_step, per_micro_batch = per_step + deferred, per_micro_batch - deferred
     zero3 = np.asarray(k.zero) >= 3
     return np.where(zero3, 0.0, per_step), np.where(zero3, 0.0, per_micro_batch)
+
+
+def sync_overlap(a: CostAssumptions, pp: Number, vpp: Number) -> tuple[Number, Number]:
+    """step_sync_overlap as the request's engine hides the step's sync."""
+    return step_sync_overlap(pp, vpp, a.dp_sync_per_chunk, a.dp_overlap_microbatches)

@@ -199,6 +199,6 @@ def mfu_ceiling_standard_box(
     """Per combination of the box, an MFU no ZeRO stage of it exceeds: the model FLOPs over
     the step's floor (breakdown.step_floor_s), broadcastable to box.shape. The box's zero
     axis is not read."""
-    model_flops, _ = step_flops(job, assumptions, 0)
+    model_flops, _ = step_flops(job, 0)
     floor = step_floor_s(job, assumptions, box_degrees(box))
     return np.asarray(model_flops / (job.cluster.gpus * job.cluster.gpu.peak_flop_s * floor))

@@ -97,10 +97,8 @@ def layer_recompute_s(
     """Seconds a layer's recomputation adds on one micro-batch, as the engine recomputes: a
     stated share or a module list, or op-level checkpointing. Where the request's recompute
     policy is read; the formulas above take its numbers."""
-    op_level = a.selective_recompute_matmuls != "none"
-    share = replayed_matmul_share(job.model, k.recompute, op_level, a.selective_recompute_modules)
-    replayed = share * gemm / 3  # the replayed matmuls' forward
-    if not op_level:
+    replayed = engine_replayed_share(job, a, k.recompute) * gemm / 3  # their forward
+    if a.selective_recompute_matmuls == "none":
         overhead = a.selective_recompute_time_overhead
         return stated_share_recompute_s(
             k.recompute, matmul, attention, a.fused_attention, overhead, replayed
@@ -109,3 +107,9 @@ def layer_recompute_s(
     return op_level_recompute_s(
         k.recompute, matmul, attention, a.fused_attention, replayed, elementwise
     )
+
+
+def engine_replayed_share(job: TrainingJob, a: CostAssumptions, recompute: Number) -> Number:
+    """replayed_matmul_share under the engine's recompute policy, as the request states it."""
+    op_level = a.selective_recompute_matmuls != "none"
+    return replayed_matmul_share(job.model, recompute, op_level, a.selective_recompute_modules)
