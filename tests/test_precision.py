@@ -17,7 +17,12 @@ from models.presets import gpu_preset, model_preset
 from models.training import TrainingSpec
 from optimizer.costmodel import CostAssumptions, evaluate
 from optimizer.costmodel.standard import kernels as kern
-from optimizer.costmodel.standard.compute import elementwise_s, gemm_rates, gemm_s
+from optimizer.costmodel.standard.compute import (
+    elementwise_kernels,
+    elementwise_s,
+    gemm_rates,
+    gemm_s,
+)
 from optimizer.costmodel.standard.degrees import Degrees
 from optimizer.engines import engine_assumptions, get_engine
 from tests.helpers import run_cli
@@ -46,6 +51,11 @@ def degrees(tp: int = 4, zero: int = 1) -> Degrees:
 def priced_gemm_s(job: TrainingJob, a: CostAssumptions, k: Degrees, tokens: int) -> float:
     """compute.gemm_s at the request's GEMM rates."""
     return float(gemm_s(job.model, gemm_rates(job, a), k, tokens))
+
+
+def priced_elementwise_s(job: TrainingJob, a: CostAssumptions, k: Degrees, tokens: int) -> float:
+    """compute.elementwise_s with the request's elementwise kernels."""
+    return float(elementwise_s(job.model, elementwise_kernels(job, a), k, tokens))
 
 
 LAYOUT = Layout(tp=4, pp=8, vpp=5, zero=1, recompute="selective")
@@ -77,7 +87,7 @@ def test_fp8_gemm_time_by_hand() -> None:
     hand = 6 * LAYER_PARAMS * 8192 / (4 * 1979e12 * (0.6 * 0.709 / 0.803))
     assert hand == pytest.approx(10.0287e-3, rel=1e-4)
     assert priced_gemm_s(job(), a, degrees(), 8192) == pytest.approx(hand)
-    assert elementwise_s(job(), a, degrees(), 8192) == 0.0
+    assert priced_elementwise_s(job(), a, degrees(), 8192) == 0.0
     # in bf16 the same GEMMs take 6 x 855,638,016 x 8192 / (4 x 989e12 x 0.6) = 17.7 ms
     bf16 = 6 * LAYER_PARAMS * 8192 / (4 * 989e12 * 0.6)
     assert priced_gemm_s(job("bf16"), a, degrees(), 8192) == pytest.approx(bf16)
@@ -100,11 +110,12 @@ def test_fp8_casts_add_their_hbm_time_by_hand() -> None:
     assert casts == pytest.approx(0.33554e-3, rel=1e-4)
     on, off = CostAssumptions(), CostAssumptions(elementwise_traffic=False)
     fp8_extra = float(
-        elementwise_s(job(), on, degrees(), 8192) - elementwise_s(job(), off, degrees(), 8192)
+        priced_elementwise_s(job(), on, degrees(), 8192)
+        - priced_elementwise_s(job(), off, degrees(), 8192)
     )
     bf16_extra = float(
-        elementwise_s(job("bf16"), on, degrees(), 8192)
-        - elementwise_s(job("bf16"), off, degrees(), 8192)
+        priced_elementwise_s(job("bf16"), on, degrees(), 8192)
+        - priced_elementwise_s(job("bf16"), off, degrees(), 8192)
     )
     assert fp8_extra - bf16_extra == pytest.approx(casts)
 

@@ -20,7 +20,12 @@ from models.training import TrainingSpec
 from optimizer.calibration.runs import peak_mfu
 from optimizer.costmodel import CostAssumptions, evaluate
 from optimizer.costmodel.standard import precision as prec
-from optimizer.costmodel.standard.compute import elementwise_s, gemm_rates, gemm_s
+from optimizer.costmodel.standard.compute import (
+    elementwise_kernels,
+    elementwise_s,
+    gemm_rates,
+    gemm_s,
+)
 from optimizer.costmodel.standard.degrees import Degrees
 
 # Llama 3 70B, by hand: h 8192, 64 heads of 128, 8 KV heads, FFN 28672 (SwiGLU).
@@ -47,6 +52,11 @@ def degrees(tp: int = 4) -> Degrees:
 def priced_gemm_s(job: TrainingJob, a: CostAssumptions, k: Degrees, tokens: int) -> float:
     """compute.gemm_s at the request's GEMM rates."""
     return float(gemm_s(job.model, gemm_rates(job, a), k, tokens))
+
+
+def priced_elementwise_s(job: TrainingJob, a: CostAssumptions, k: Degrees, tokens: int) -> float:
+    """compute.elementwise_s with the request's elementwise kernels."""
+    return float(elementwise_s(job.model, elementwise_kernels(job, a), k, tokens))
 
 
 LAYOUT = Layout(tp=4, pp=8, vpp=5, zero=1, recompute="selective")
@@ -157,7 +167,10 @@ def test_format_casts_add_their_hbm_time_by_hand() -> None:
 
     def extra(precision: str) -> float:
         j = job(precision, "b200")
-        return float(elementwise_s(j, on, degrees(), 8192) - elementwise_s(j, off, degrees(), 8192))
+        return float(
+            priced_elementwise_s(j, on, degrees(), 8192)
+            - priced_elementwise_s(j, off, degrees(), 8192)
+        )
 
     bf16 = extra("bf16")
     for precision, c in [("mxfp8", 4.0625), ("nvfp4", 3.125)]:

@@ -24,6 +24,7 @@ from optimizer.costmodel.standard import ranks as rnk
 from optimizer.costmodel.standard import times as tim
 from optimizer.costmodel.standard.compute import (
     attention_time_s,
+    elementwise_kernels,
     elementwise_s,
     gemm_rates,
     gemm_s,
@@ -143,7 +144,8 @@ def layer_times(job: TrainingJob, a: CostAssumptions, k: Degrees) -> dict[str, N
         a.pipelined_gradient_accumulation_bytes_per_param,
         job.cluster.gpu.memory_bandwidth_bytes_s,
     )
-    matmul = gemm + elementwise_s(job, a, k, tokens) + accumulation_s
+    elementwise = elementwise_s(model, elementwise_kernels(job, a), k, tokens)
+    matmul = gemm + elementwise + accumulation_s
     attention = attention_time_s(job, a, k, tokens)
     cp_bytes = tim.cp_exchange_bytes(
         k.cp, s * k.micro_batch, model.kv_width, model.num_kv_heads, k.tp, k.recompute

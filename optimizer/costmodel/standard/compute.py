@@ -189,31 +189,58 @@ def plate_reduction_efficiency(overhead_elements: float) -> float:
     return float(kern.layer_reduction_efficiency(plate_passes(), overhead_elements))
 
 
+@dataclass(frozen=True)
+class ElementwiseKernels:
+    """What a layer's memory-bound kernels read besides the model and the layout
+    (elementwise_kernels)."""
+
+    hbm_bytes_s: float | None  # None: not priced (no HBM bandwidth, or elementwise_traffic off)
+    sequence_parallel: bool  # the norms' and pointwise kernels' tokens split over tp
+    eager: tuple[bool, bool, bool]  # eager_norms, eager_pointwise, gqa_kv_copies
+    fused_glu_clamp: bool
+    cast_bytes_per_value: float | None  # a GEMM operand's quantisation; None in bf16
+
+
+def elementwise_kernels(job: TrainingJob, a: CostAssumptions) -> ElementwiseKernels:
+    """The request's elementwise kernels: its GPU's bandwidth, its engine's kernels."""
+    precision, bandwidth = job.training.precision, job.cluster.gpu.memory_bandwidth_bytes_s
+    cast = prec.cast_bytes_per_value(precision, a.fp8_cast_bytes_per_value)
+    return ElementwiseKernels(
+        hbm_bytes_s=bandwidth if a.elementwise_traffic else None,
+        sequence_parallel=a.sequence_parallel,
+        eager=(a.eager_norms, a.eager_pointwise, a.gqa_kv_copies),
+        fused_glu_clamp=a.fused_glu_clamp,
+        cast_bytes_per_value=cast if prec.is_fp8(precision) else None,
+    )
+
+
 def elementwise_s(
-    job: TrainingJob, a: CostAssumptions, k: Degrees, tokens: Number, forward_only: bool = False
+    model: TransformerSpec,
+    kernels: ElementwiseKernels,
+    k: Degrees,
+    tokens: Number,
+    forward_only: bool = False,
 ) -> Number:
     """One layer's memory-bound elementwise kernels at HBM bandwidth (kernels.py): the fused
     ones, the eager ones the assumptions name, a clamped GLU's clamps unless fused and, under
     fp8, the casts of the GEMMs' operands; `forward_only`, the forward pass's alone (what
     op-level selective checkpointing replays; the FP8 casts are then left out, UNVERIFIED
     whether torchao's casts replay)."""
-    model, bandwidth = job.model, job.cluster.gpu.memory_bandwidth_bytes_s
-    if not a.elementwise_traffic or bandwidth is None:
+    bandwidth = kernels.hbm_bytes_s
+    if bandwidth is None:
         return 0.0
-    sequence_parallel = a.sequence_parallel
+    sequence_parallel = kernels.sequence_parallel
 
     def seconds(bytes_per_token: tuple[float, float]) -> Number:
         return kern.hbm_s(bytes_per_token, tokens, k.tp, bandwidth, sequence_parallel)
 
     total = seconds(kern.elementwise_bytes_per_token(model, forward_only))
-    if a.eager_norms or a.eager_pointwise or a.gqa_kv_copies:
-        flags = (a.eager_norms, a.eager_pointwise, a.gqa_kv_copies)
-        total = total + seconds(kern.eager_bytes_per_token(model, *flags, forward_only))
-    if model.glu_clamp is not None and not a.fused_glu_clamp:
+    if any(kernels.eager):
+        total = total + seconds(kern.eager_bytes_per_token(model, *kernels.eager, forward_only))
+    if model.glu_clamp is not None and not kernels.fused_glu_clamp:
         total = total + seconds(kern.glu_clamp_bytes_per_token(model, forward_only))
-    precision = job.training.precision
-    if prec.is_fp8(precision) and not forward_only:
-        cast = prec.cast_bytes_per_value(precision, a.fp8_cast_bytes_per_value)
+    if kernels.cast_bytes_per_value is not None and not forward_only:
+        cast = kernels.cast_bytes_per_value
         total = total + seconds(kern.fp8_cast_bytes_per_token(model, cast))
     return total
 

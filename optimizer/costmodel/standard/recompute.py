@@ -15,7 +15,11 @@ from models.transformer import TransformerSpec
 from optimizer.costmodel.assumptions import CostAssumptions
 from optimizer.costmodel.standard import memory as mem
 from optimizer.costmodel.standard import times as tim
-from optimizer.costmodel.standard.compute import elementwise_s, every_second_matmul_share
+from optimizer.costmodel.standard.compute import (
+    elementwise_kernels,
+    elementwise_s,
+    every_second_matmul_share,
+)
 from optimizer.costmodel.standard.degrees import Degrees
 from optimizer.costmodel.standard.recompute_modules import module_drop
 
@@ -103,7 +107,8 @@ def layer_recompute_s(
         return stated_share_recompute_s(
             k.recompute, matmul, attention, a.fused_attention, overhead, replayed
         )
-    elementwise = elementwise_s(job, a, k, tokens, forward_only=True)
+    kernels = elementwise_kernels(job, a)
+    elementwise = elementwise_s(job.model, kernels, k, tokens, forward_only=True)
     return op_level_recompute_s(
         k.recompute, matmul, attention, a.fused_attention, replayed, elementwise
     )
