@@ -282,32 +282,14 @@ def attention_rate(table: str | None, by_length: bool) -> Callable[[float], floa
 
 
 def attention_time_s(job: TrainingJob, a: CostAssumptions, k: Degrees, tokens: Number) -> Number:
-    """Fused: the causal share of the square (of a windowed layer, its band; of a chunked one,
-    its chunks') at the attention kernels' efficiency, less what short sequences and windows
-    take from it (attention_rate). Unfused: the whole square as batched matmuls, plus the scores
-    streamed through HBM; a window is a mask there, which saves nothing."""
+    """One layer's attention on `tokens` tokens of a rank, fused or not, as the request prices
+    it (fused_attention_s, unfused_attention_s)."""
     model, gpu, s = job.model, job.cluster.gpu, job.training.seq_len
     if a.fused_attention:
-        share = tim.attention_work_share(
-            s,
-            model.sliding_window,
-            model.windowed_layers,
-            model.num_layers,
-            a.causal_attention_work_fraction,
-            model.attention_chunk_size,
-            model.chunked_layers,
-            attention_rate(gpu.gemm_table, a.attention_length_throughput),
-        )
-        return tim.attention_s(
-            model.q_width,
-            s,
-            tokens,
-            k.tp,
-            gpu.peak_flop_s,
-            attention_efficiency(job, a),
-            share,
-            tim.FUSED_ATTENTION_KERNEL_FLOPS_RATIO,
-        )
+        rate = attention_rate(gpu.gemm_table, a.attention_length_throughput)
+        efficiency = attention_efficiency(job, a)
+        causal = a.causal_attention_work_fraction
+        return fused_attention_s(model, s, tokens, k.tp, gpu.peak_flop_s, efficiency, causal, rate)
     bandwidth = gpu.memory_bandwidth_bytes_s
     if bandwidth is None:
         raise InvalidSpec(
@@ -315,16 +297,70 @@ def attention_time_s(job: TrainingJob, a: CostAssumptions, k: Degrees, tokens: N
             "memory_bandwidth_gb_s",
             "cluster.gpu.memory_bandwidth_gb_s",
         )
+    efficiency, per_score = kernel_efficiency(job, a), a.unfused_attention_bytes_per_score
+    return unfused_attention_s(
+        model, s, tokens, k, gpu.peak_flop_s, efficiency, per_score, bandwidth
+    )
+
+
+def fused_attention_s(
+    model: TransformerSpec,
+    seq_len: int,
+    tokens: Number,
+    tp: Number,
+    peak_flop_s: float,
+    efficiency: float,
+    causal_fraction: float,
+    rate: Callable[[float], float] | None,
+) -> Number:
+    """Fused: the causal share (`causal_fraction`) of the square (of a windowed layer, its
+    band; of a chunked one, its chunks') at the attention kernels' `efficiency`, less what
+    short sequences and windows take from it (`rate`, attention_rate)."""
+    share = tim.attention_work_share(
+        seq_len,
+        model.sliding_window,
+        model.windowed_layers,
+        model.num_layers,
+        causal_fraction,
+        model.attention_chunk_size,
+        model.chunked_layers,
+        rate,
+    )
+    return tim.attention_s(
+        model.q_width,
+        seq_len,
+        tokens,
+        tp,
+        peak_flop_s,
+        efficiency,
+        share,
+        tim.FUSED_ATTENTION_KERNEL_FLOPS_RATIO,
+    )
+
+
+def unfused_attention_s(
+    model: TransformerSpec,
+    seq_len: int,
+    tokens: Number,
+    k: Degrees,
+    peak_flop_s: float,
+    matmul_efficiency: float,
+    bytes_per_score: float,
+    hbm_bytes_s: float,
+) -> Number:
+    """Unfused: the whole square as batched matmuls at `matmul_efficiency`, plus the scores
+    streamed through HBM (`bytes_per_score` each, as the recompute codes keep them); a
+    window is a mask there, which saves nothing."""
     gemms = tim.attention_s(
-        model.q_width, s, tokens, k.tp, gpu.peak_flop_s, kernel_efficiency(job, a), 1.0
+        model.q_width, seq_len, tokens, k.tp, peak_flop_s, matmul_efficiency, 1.0
     )
     return gemms + tim.unfused_scores_s(
         model.num_attention_heads,
-        s,
+        seq_len,
         tokens,
         k.tp,
-        a.unfused_attention_bytes_per_score,
-        bandwidth,
+        bytes_per_score,
+        hbm_bytes_s,
         k.recompute,
     )
 
