@@ -179,9 +179,8 @@ def reduction_factor(passes: list[kern.GemmPass], overhead_elements: float) -> N
     """What the layer's reduction depths (kernels.layer_reduction_efficiency, each with a
     fixed `overhead_elements`) make of the kernel efficiency, against the plate's shapes, at
     which kernel_efficiency is set: 1 for Llama 3 405B at tp 8 on 8,192 tokens."""
-    overhead = overhead_elements
-    layer = kern.layer_reduction_efficiency(passes, overhead)
-    return layer / plate_reduction_efficiency(overhead)
+    layer = kern.layer_reduction_efficiency(passes, overhead_elements)
+    return layer / plate_reduction_efficiency(overhead_elements)
 
 
 @functools.lru_cache(maxsize=64)

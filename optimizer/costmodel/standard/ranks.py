@@ -109,10 +109,10 @@ def rank_memory_terms(job: TrainingJob, a: CostAssumptions, k: Degrees) -> RankM
 
 def paired_overlap_on(k: Degrees, streams_run_apart: bool) -> Number:
     """Where Megatron-Core's EP all-to-all overlap runs, once asked
-    (moe_all_to_all_paired_overlap): with
-    expert parallelism, the 1F1B schedule, no full recompute and, with a pipeline,
-    interleaving; elsewhere it refuses the flag (NVIDIA/Megatron-LM@d98e8a6
-    megatron/core/transformer/transformer_config.py l.3002-3041). Before Blackwell, tp or cp
+    (moe_all_to_all_paired_overlap): with expert parallelism, the 1F1B schedule, no full
+    recompute and, with a pipeline, interleaving; elsewhere it refuses the flag
+    (NVIDIA/Megatron-LM@d98e8a6 megatron/core/transformer/transformer_config.py
+    l.3002-3041). Before Blackwell, tp or cp
     above 1 needs CUDA_DEVICE_MAX_CONNECTIONS=1, which queues the all-to-all's stream behind
     the compute: Megatron-LM warns that the two cannot both have their way (arguments.py
     l.1451-1475), and it is priced unpaired there (`streams_run_apart`: the GPU's, from
@@ -140,6 +140,7 @@ class ParamState:
 
 
 def param_state(a: CostAssumptions) -> ParamState:
+    """The request's parameter state costs."""
     return ParamState(
         gradient_bytes=a.gradient_bytes_per_param,
         optimizer_bytes=a.optimizer_bytes_per_param,
