@@ -14,7 +14,12 @@ from models.presets import gpu_preset, model_preset
 from optimizer.costmodel import CostAssumptions, evaluate
 from optimizer.costmodel.standard import gemm_table
 from optimizer.costmodel.standard import kernels as kern
-from optimizer.costmodel.standard.compute import kernel_efficiency, over_distinct, shape_factor
+from optimizer.costmodel.standard.compute import (
+    gemm_shape_table,
+    kernel_efficiency,
+    over_distinct,
+    shape_factor,
+)
 from optimizer.costmodel.standard.kernels import GemmPass
 from tests.helpers import plate_job
 
@@ -94,22 +99,29 @@ def test_routed_experts_run_as_one_grouped_call_per_rank() -> None:
     assert passes[0].share == pytest.approx((4096 + 2 * 1024) * 4096 / (attention + experts) / 3)
 
 
+def job_shape_factor(job: TrainingJob, a: CostAssumptions, passes: list[GemmPass]) -> float:
+    """compute.shape_factor by the table the request prices GEMM shapes from."""
+    return float(shape_factor(passes, gemm_shape_table(job.cluster.gpu, a.gemm_shape_throughput)))
+
+
 def test_the_plate_keeps_the_kernel_efficiency_and_smaller_shapes_lose() -> None:
     a = CostAssumptions()
     plate = plate_job()
-    assert shape_factor(plate, a, kern.gemm_passes(plate.model, 8192, 8, 1)) == pytest.approx(1.0)
+    assert job_shape_factor(plate, a, kern.gemm_passes(plate.model, 8192, 8, 1)) == pytest.approx(
+        1.0
+    )
     small = plate_job(48, "llama3-8b")
-    factor = shape_factor(small, a, kern.gemm_passes(small.model, 2048, 8, 1))
+    factor = job_shape_factor(small, a, kern.gemm_passes(small.model, 2048, 8, 1))
     assert 0.5 < factor < 0.95
     # off, or on a GPU without a table (A100), one efficiency for every shape
     off = CostAssumptions(gemm_shape_throughput=False)
-    assert shape_factor(small, off, kern.gemm_passes(small.model, 2048, 8, 1)) == 1.0
+    assert job_shape_factor(small, off, kern.gemm_passes(small.model, 2048, 8, 1)) == 1.0
     a100 = TrainingJob(
         model=small.model,
         cluster=ClusterSpec(gpus=48, gpu=gpu_preset("a100-80gb"), gpus_per_node=8),
         training=small.training,
     )
-    assert shape_factor(a100, a, kern.gemm_passes(small.model, 2048, 8, 1)) == 1.0
+    assert job_shape_factor(a100, a, kern.gemm_passes(small.model, 2048, 8, 1)) == 1.0
 
 
 def test_the_layer_and_head_matmuls_slow_by_the_factor() -> None:
@@ -117,8 +129,8 @@ def test_the_layer_and_head_matmuls_slow_by_the_factor() -> None:
     on = evaluate(job, layout, "standard")
     off = evaluate(job, layout, "standard", CostAssumptions(gemm_shape_throughput=False))
     a = CostAssumptions()
-    layer = shape_factor(job, a, kern.gemm_passes(job.model, 2048, 8, 1))
-    head = shape_factor(job, a, kern.head_gemm_passes(job.model, 2048, 8))
+    layer = job_shape_factor(job, a, kern.gemm_passes(job.model, 2048, 8, 1))
+    head = job_shape_factor(job, a, kern.head_gemm_passes(job.model, 2048, 8))
     # the layer's GEMM FLOPs on one rank at the one efficiency, by hand
     flops = 6 * job.model.active_layer_params / job.model.num_layers * 2048 / 8
     gemm_off_s = flops / (job.cluster.gpu.peak_flop_s * kernel_efficiency(job, a))

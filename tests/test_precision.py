@@ -17,7 +17,12 @@ from models.presets import gpu_preset, model_preset
 from models.training import TrainingSpec
 from optimizer.costmodel import CostAssumptions, evaluate
 from optimizer.costmodel.standard import kernels as kern
-from optimizer.costmodel.standard.compute import elementwise_s, gemm_s, layer_gemm_efficiency
+from optimizer.costmodel.standard.compute import (
+    elementwise_kernels,
+    elementwise_s,
+    gemm_rates,
+    gemm_s,
+)
 from optimizer.costmodel.standard.degrees import Degrees
 from optimizer.engines import engine_assumptions, get_engine
 from tests.helpers import run_cli
@@ -43,6 +48,16 @@ def degrees(tp: int = 4, zero: int = 1) -> Degrees:
     )  # fmt: skip
 
 
+def priced_gemm_s(job: TrainingJob, a: CostAssumptions, k: Degrees, tokens: int) -> float:
+    """compute.gemm_s at the request's GEMM rates."""
+    return float(gemm_s(job.model, gemm_rates(job, a), k, tokens))
+
+
+def priced_elementwise_s(job: TrainingJob, a: CostAssumptions, k: Degrees, tokens: int) -> float:
+    """compute.elementwise_s with the request's elementwise kernels."""
+    return float(elementwise_s(job.model, elementwise_kernels(job, a), k, tokens))
+
+
 LAYOUT = Layout(tp=4, pp=8, vpp=5, zero=1, recompute="selective")
 
 
@@ -55,14 +70,14 @@ def test_layer_params_by_hand_match_the_model() -> None:
 def test_fp8_kernel_efficiency_is_the_plates_share_of_the_fp8_ceiling() -> None:
     # H100: the plate's 0.6 of bf16 peak at a bf16 ceiling of 80.3%; FP8 ceiling 70.9%
     # (ml-engineering MAMF tables): 0.6 x 0.709 / 0.803 = 0.52976 of the FP8 peak
-    assert layer_gemm_efficiency(job(), CostAssumptions()) == pytest.approx(0.6 * 0.709 / 0.803)
+    assert gemm_rates(job(), CostAssumptions()).efficiency == pytest.approx(0.6 * 0.709 / 0.803)
     # B200: 0.6 x 0.776 / 0.803 of bf16, then x 0.763 / 0.776: 0.6 x 0.763 / 0.803
-    b200 = layer_gemm_efficiency(job(gpu="b200"), CostAssumptions())
+    b200 = gemm_rates(job(gpu="b200"), CostAssumptions()).efficiency
     assert b200 == pytest.approx(0.6 * 0.763 / 0.803)
     # a request's kernel_efficiency is carried the same way: 0.5 x 0.709 / 0.803
-    set_half = layer_gemm_efficiency(job(), CostAssumptions(kernel_efficiency=0.5))
+    set_half = gemm_rates(job(), CostAssumptions(kernel_efficiency=0.5)).efficiency
     assert set_half == pytest.approx(0.5 * 0.709 / 0.803)
-    assert layer_gemm_efficiency(job("bf16"), CostAssumptions()) == pytest.approx(0.6)
+    assert gemm_rates(job("bf16"), CostAssumptions()).efficiency == pytest.approx(0.6)
 
 
 def test_fp8_gemm_time_by_hand() -> None:
@@ -71,11 +86,11 @@ def test_fp8_gemm_time_by_hand() -> None:
     a = CostAssumptions(elementwise_traffic=False, gemm_shape_throughput=False)
     hand = 6 * LAYER_PARAMS * 8192 / (4 * 1979e12 * (0.6 * 0.709 / 0.803))
     assert hand == pytest.approx(10.0287e-3, rel=1e-4)
-    assert float(gemm_s(job(), a, degrees(), 8192)) == pytest.approx(hand)
-    assert elementwise_s(job(), a, degrees(), 8192) == 0.0
+    assert priced_gemm_s(job(), a, degrees(), 8192) == pytest.approx(hand)
+    assert priced_elementwise_s(job(), a, degrees(), 8192) == 0.0
     # in bf16 the same GEMMs take 6 x 855,638,016 x 8192 / (4 x 989e12 x 0.6) = 17.7 ms
     bf16 = 6 * LAYER_PARAMS * 8192 / (4 * 989e12 * 0.6)
-    assert float(gemm_s(job("bf16"), a, degrees(), 8192)) == pytest.approx(bf16)
+    assert priced_gemm_s(job("bf16"), a, degrees(), 8192) == pytest.approx(bf16)
 
 
 def test_fp8_cast_bytes_per_token_by_hand() -> None:
@@ -95,11 +110,12 @@ def test_fp8_casts_add_their_hbm_time_by_hand() -> None:
     assert casts == pytest.approx(0.33554e-3, rel=1e-4)
     on, off = CostAssumptions(), CostAssumptions(elementwise_traffic=False)
     fp8_extra = float(
-        elementwise_s(job(), on, degrees(), 8192) - elementwise_s(job(), off, degrees(), 8192)
+        priced_elementwise_s(job(), on, degrees(), 8192)
+        - priced_elementwise_s(job(), off, degrees(), 8192)
     )
     bf16_extra = float(
-        elementwise_s(job("bf16"), on, degrees(), 8192)
-        - elementwise_s(job("bf16"), off, degrees(), 8192)
+        priced_elementwise_s(job("bf16"), on, degrees(), 8192)
+        - priced_elementwise_s(job("bf16"), off, degrees(), 8192)
     )
     assert fp8_extra - bf16_extra == pytest.approx(casts)
 

@@ -20,7 +20,12 @@ from models.training import TrainingSpec
 from optimizer.calibration.runs import peak_mfu
 from optimizer.costmodel import CostAssumptions, evaluate
 from optimizer.costmodel.standard import precision as prec
-from optimizer.costmodel.standard.compute import elementwise_s, gemm_s, layer_gemm_efficiency
+from optimizer.costmodel.standard.compute import (
+    elementwise_kernels,
+    elementwise_s,
+    gemm_rates,
+    gemm_s,
+)
 from optimizer.costmodel.standard.degrees import Degrees
 
 # Llama 3 70B, by hand: h 8192, 64 heads of 128, 8 KV heads, FFN 28672 (SwiGLU).
@@ -42,6 +47,16 @@ def degrees(tp: int = 4) -> Degrees:
         tp=tp, pp=8, cp=1, dp=64 // (tp * 8), vpp=5, micro_batch=1, zero=1, recompute=0,
         schedule=0, ep=1, tp_span=tp, cp_span=tp, pp_span=64, dp_span=tp * 8,
     )  # fmt: skip
+
+
+def priced_gemm_s(job: TrainingJob, a: CostAssumptions, k: Degrees, tokens: int) -> float:
+    """compute.gemm_s at the request's GEMM rates."""
+    return float(gemm_s(job.model, gemm_rates(job, a), k, tokens))
+
+
+def priced_elementwise_s(job: TrainingJob, a: CostAssumptions, k: Degrees, tokens: int) -> float:
+    """compute.elementwise_s with the request's elementwise kernels."""
+    return float(elementwise_s(job.model, elementwise_kernels(job, a), k, tokens))
 
 
 LAYOUT = Layout(tp=4, pp=8, vpp=5, zero=1, recompute="selective")
@@ -134,14 +149,14 @@ def test_stored_bytes_per_value_by_hand() -> None:
 
 
 def test_cast_bytes_per_value_by_hand() -> None:
-    a = CostAssumptions()
+    stated = CostAssumptions().fp8_cast_bytes_per_value
     # fp8: the assumption's read 2 + FP8 copy and transpose 1 + 1
-    assert prec.cast_bytes_per_value(job("fp8", "b200"), a) == 4.0
+    assert prec.cast_bytes_per_value("fp8", stated) == 4.0
     # mxfp8: read 2, write rowwise and columnwise copies with their scales: 2 + 2 x 1.03125
-    assert prec.cast_bytes_per_value(job("mxfp8", "b200"), a) == 4.0625
+    assert prec.cast_bytes_per_value("mxfp8", stated) == 4.0625
     # nvfp4: read 2, write two copies of 0.5625: 2 + 1.125
-    assert prec.cast_bytes_per_value(job("nvfp4", "b200"), a) == 3.125
-    assert prec.cast_bytes_per_value(job("bf16", "b200"), a) == 0.0
+    assert prec.cast_bytes_per_value("nvfp4", stated) == 3.125
+    assert prec.cast_bytes_per_value("bf16", stated) == 0.0
 
 
 def test_format_casts_add_their_hbm_time_by_hand() -> None:
@@ -152,7 +167,10 @@ def test_format_casts_add_their_hbm_time_by_hand() -> None:
 
     def extra(precision: str) -> float:
         j = job(precision, "b200")
-        return float(elementwise_s(j, on, degrees(), 8192) - elementwise_s(j, off, degrees(), 8192))
+        return float(
+            priced_elementwise_s(j, on, degrees(), 8192)
+            - priced_elementwise_s(j, off, degrees(), 8192)
+        )
 
     bf16 = extra("bf16")
     for precision, c in [("mxfp8", 4.0625), ("nvfp4", 3.125)]:
@@ -183,14 +201,18 @@ def test_quantised_weight_copies_by_hand() -> None:
 
 
 def test_saved_inputs_shrink_to_the_formats_copy_by_hand() -> None:
-    a = CostAssumptions()
+    model = job("fp8", "b200").model
     none = 0  # mem.RECOMPUTE_NONE
-    fp8 = float(prec.fp8_saved_input_bytes_per_token(job("fp8", "b200"), a, none))
+
+    def saved_bytes(precision: str) -> float:
+        return float(prec.fp8_saved_input_bytes_per_token(model, precision, none, True, None))
+
+    fp8 = saved_bytes("fp8")
     # in FP8 each saved value drops 2 -> 1 byte, less the attention output's 1-byte copy:
     # fp8 = values - q, so the values a layer saves for its GEMMs are fp8 + q
     values = fp8 + Q
     for precision, copy in [("mxfp8", 1 + 1 / 32), ("nvfp4", 0.5 + 1 / 16)]:
-        saved = float(prec.fp8_saved_input_bytes_per_token(job(precision, "b200"), a, none))
+        saved = saved_bytes(precision)
         assert saved == pytest.approx((2 - copy) * values - copy * Q)
 
 
@@ -201,13 +223,13 @@ def test_mxfp8_gemm_time_by_hand() -> None:
     # B200: the plate's 0.6 of bf16 at H100's ceiling 80.3%, carried by B200's FP8 ceiling
     # (76.3%) to the MXFP8 peak, 4,500 TFLOP/s: 0.6 x 0.763 / 0.803 = 0.57011
     efficiency = 0.6 * 0.763 / 0.803
-    assert layer_gemm_efficiency(job("mxfp8", "b200"), CostAssumptions()) == pytest.approx(
+    assert gemm_rates(job("mxfp8", "b200"), CostAssumptions()).efficiency == pytest.approx(
         efficiency
     )
     # 6 x 855,638,016 x 8192 / (4 x 4500e12 x 0.57011) = 4.0983 ms a layer on a tp 4 rank
     hand = 6 * LAYER_PARAMS * 8192 / (4 * 4500e12 * efficiency)
     assert hand == pytest.approx(4.0983e-3, rel=1e-4)
-    assert float(gemm_s(job("mxfp8", "b200"), NO_ELEMENTWISE, degrees(), 8192)) == pytest.approx(
+    assert priced_gemm_s(job("mxfp8", "b200"), NO_ELEMENTWISE, degrees(), 8192) == pytest.approx(
         hand
     )
 
@@ -217,13 +239,13 @@ def test_nvfp4_gemm_time_by_hand() -> None:
     # no NVFP4 ceiling measured, so the bf16 share: 0.6 x 0.729 / 0.803 = 0.54471 of 15,000
     efficiency = 0.6 * 0.729 / 0.803
     nvfp4 = job("nvfp4", "gb300")
-    assert layer_gemm_efficiency(nvfp4, CostAssumptions()) == pytest.approx(efficiency)
+    assert gemm_rates(nvfp4, CostAssumptions()).efficiency == pytest.approx(efficiency)
     # 6 x 855,638,016 x 8192 / (4 x 15,000e12 x 0.54471) = 1.2868 ms a layer
     hand = 6 * LAYER_PARAMS * 8192 / (4 * 15000e12 * efficiency)
     assert hand == pytest.approx(1.2868e-3, rel=1e-4)
-    assert float(gemm_s(nvfp4, NO_ELEMENTWISE, degrees(), 8192)) == pytest.approx(hand)
+    assert priced_gemm_s(nvfp4, NO_ELEMENTWISE, degrees(), 8192) == pytest.approx(hand)
     # six times faster than the same GEMMs in bf16 at 2,500 TFLOP/s
-    bf16 = float(gemm_s(job("bf16", "gb300"), NO_ELEMENTWISE, degrees(), 8192))
+    bf16 = priced_gemm_s(job("bf16", "gb300"), NO_ELEMENTWISE, degrees(), 8192)
     assert bf16 / hand == pytest.approx(15000 / 2500)
 
 

@@ -171,11 +171,13 @@ def test_interleaved_sync_hides_chunk_by_chunk() -> None:
     # nothing. Without interleaving, dp_overlap_microbatches (1) slots, nothing unhidden.
     from optimizer.costmodel.standard.data_parallel import step_sync_overlap
 
-    chunked = CostAssumptions(dp_sync_per_chunk=True)
-    overlap, unhidden = step_sync_overlap(chunked, np.array([4, 4]), np.array([4, 1]))
+    overlap, unhidden = step_sync_overlap(np.array([4, 4]), np.array([4, 1]), True, 1.0)
     assert overlap.tolist() == pytest.approx([3.0, 1.0])
     assert unhidden.tolist() == pytest.approx([0.25, 0.0])
-    overlap, unhidden = step_sync_overlap(CostAssumptions(), 4, 4)
+    default = CostAssumptions()
+    overlap, unhidden = step_sync_overlap(
+        4, 4, default.dp_sync_per_chunk, default.dp_overlap_microbatches
+    )
     assert (float(overlap), float(unhidden)) == (1.0, 0.0)
     # a sync of 1 s, slots of 0.1 s, no contention: v = 4 transfers of 0.25 s, queued; the
     # later three hide under 3 x 0.1 = 0.3 s: 1 - 0.3 = 0.7 s exposed, at least the 0.25 s

@@ -14,7 +14,7 @@ from optimizer.costmodel import CostAssumptions, domains_spanned, evaluate
 from optimizer.costmodel.standard import collectives as coll
 from optimizer.costmodel.standard import kernels as kern
 from optimizer.costmodel.standard.compute import kernel_efficiency
-from optimizer.costmodel.standard.links import all_to_all_bytes_s, link_bytes_s
+from optimizer.costmodel.standard.links import all_to_all_bytes_s, job_links, link_bytes_s
 from optimizer.engines import engine_assumptions, get_engine
 from tests.helpers import plate_job
 
@@ -175,14 +175,14 @@ def test_a_group_spread_over_whole_nodes_uses_every_nic() -> None:
     # 400; one rank a node (tp 8) keeps its one NIC's 37 GB/s; switched off, 37 for both
     job = plate_job(16, "llama3-8b", global_batch=16)
     on, off = CostAssumptions(), CostAssumptions(network_rails_per_domain=False)
-    assert link_bytes_s(job, on, 16, ranks=16) == pytest.approx(8 * 37e9)
-    assert link_bytes_s(job, on, 16, ranks=2) == pytest.approx(37e9)
-    assert link_bytes_s(job, off, 16, ranks=16) == pytest.approx(37e9)
+    assert link_bytes_s(job_links(job, on), 16, ranks=16) == pytest.approx(8 * 37e9)
+    assert link_bytes_s(job_links(job, on), 16, ranks=2) == pytest.approx(37e9)
+    assert link_bytes_s(job_links(job, off), 16, ranks=16) == pytest.approx(37e9)
     # inside one node: NVLink whatever the rank count
-    assert link_bytes_s(job, on, 8, ranks=8) == pytest.approx(400e9)
+    assert link_bytes_s(job_links(job, on), 8, ranks=8) == pytest.approx(400e9)
     # an all-to-all over those 16: the 8 local shares go over NVLink meanwhile, so the NIC
     # carries half the bytes: 37 / (8 / 16) = 74 GB/s
-    assert all_to_all_bytes_s(job, on, 16, 16, 1e9) == pytest.approx(74e9)
+    assert all_to_all_bytes_s(job_links(job, on), 16, 16, 1e9) == pytest.approx(74e9)
 
 
 def test_an_all_to_all_inside_nvlink_runs_at_the_measured_all_to_all_bandwidth() -> None:
@@ -190,17 +190,17 @@ def test_an_all_to_all_inside_nvlink_runs_at_the_measured_all_to_all_bandwidth()
     # 400 (NVLink SHARP); B200: HybridEP's 533.4 GB/s over 8 ranks, 7/8 of it leaving the rank
     job = plate_job(16, "llama3-8b", global_batch=16)
     a = CostAssumptions()
-    assert all_to_all_bytes_s(job, a, 8, 8, 1e9) == pytest.approx(370e9)
+    assert all_to_all_bytes_s(job_links(job, a), 8, 8, 1e9) == pytest.approx(370e9)
     b200 = job.model_copy(
         update={"cluster": job.cluster.model_copy(update={"gpu": gpu_preset("b200")})}
     )
-    assert all_to_all_bytes_s(b200, a, 8, 8, 1e9) == pytest.approx(
+    assert all_to_all_bytes_s(job_links(b200, a), 8, 8, 1e9) == pytest.approx(
         (535.94 + 530.86) / 2 * 7 / 8 * 1e9, rel=1e-3
     )
     # a GPU that states none falls back to its all-reduce bandwidth
     custom = gpu_preset("h100-sxm").model_copy(update={"all_to_all_gb_s": None})
     plain = job.model_copy(update={"cluster": job.cluster.model_copy(update={"gpu": custom})})
-    assert all_to_all_bytes_s(plain, a, 8, 8, 1e9) == pytest.approx(400e9)
+    assert all_to_all_bytes_s(job_links(plain, a), 8, 8, 1e9) == pytest.approx(400e9)
 
 
 def test_ring_attention_sends_at_one_nics_pace() -> None:

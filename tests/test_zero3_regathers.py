@@ -36,6 +36,12 @@ DEEPSPEED = engine_assumptions(get_engine("deepspeed"), CostAssumptions())
 FSDP = engine_assumptions(get_engine("torchtitan"), CostAssumptions())
 
 
+def gather_passes(engine: CostAssumptions, k: Degrees, stage_params: float) -> tuple[float, float]:
+    """dpl.zero3_gather_passes with the engine's reuse distance and re-gathering."""
+    reuse, regathers = engine.zero3_reuse_distance_params, engine.zero3_recompute_regathers
+    return dpl.zero3_gather_passes(GPT3, k, stage_params, reuse, regathers)
+
+
 def degrees(recompute: int, tp: int = 1) -> Degrees:
     one = 1
     return Degrees(tp, one, one, one, one, one, 3, recompute, 0, one, tp, one, one, one)
@@ -57,16 +63,16 @@ def test_a_replayed_175b_layer_releases_all_but_its_last_matrix() -> None:
 def test_gather_passes_per_micro_batch() -> None:
     stage = GPT3.total_params  # one rank holds the whole model at tp 1, pp 1
     after_forward = 1 - 1e9 / (2 * stage)  # the stage's last 0.5e9 parameters are kept
-    none = dpl.zero3_gather_passes(GPT3, DEEPSPEED, degrees(mem.RECOMPUTE_NONE), stage)
+    none = gather_passes(DEEPSPEED, degrees(mem.RECOMPUTE_NONE), stage)
     assert none == pytest.approx((1 + after_forward, 1 + after_forward))
-    full = dpl.zero3_gather_passes(GPT3, DEEPSPEED, degrees(mem.RECOMPUTE_FULL), stage)
+    full = gather_passes(DEEPSPEED, degrees(mem.RECOMPUTE_FULL), stage)
     # the forward, the replay (what the forward released), the backward (what the replay did)
     assert full == pytest.approx((1 + after_forward + 8 / 12, 1 + after_forward + 3 / 4))
     # FSDP2: forward and backward whatever the recompute
-    fsdp = dpl.zero3_gather_passes(GPT3, FSDP, degrees(mem.RECOMPUTE_FULL), stage)
+    fsdp = gather_passes(FSDP, degrees(mem.RECOMPUTE_FULL), stage)
     assert fsdp == (2.0, 2.0)
     # a model within the reuse distance is kept from forward to backward: one gather a step
-    small = dpl.zero3_gather_passes(GPT3, DEEPSPEED, degrees(mem.RECOMPUTE_NONE), 0.4e9)
+    small = gather_passes(DEEPSPEED, degrees(mem.RECOMPUTE_NONE), 0.4e9)
     assert small == (1.0, 1.0)
 
 
@@ -104,7 +110,7 @@ def test_the_replay_never_gathers_less(tp: int) -> None:
     # the replay's gather takes the place of the backward's and adds what it then releases:
     # never fewer passes than without it, and as many once every module is within the distance
     stage = GPT3.total_params / tp
-    full = dpl.zero3_gather_passes(GPT3, DEEPSPEED, degrees(mem.RECOMPUTE_FULL, tp), stage)
-    none = dpl.zero3_gather_passes(GPT3, DEEPSPEED, degrees(mem.RECOMPUTE_NONE, tp), stage)
+    full = gather_passes(DEEPSPEED, degrees(mem.RECOMPUTE_FULL, tp), stage)
+    none = gather_passes(DEEPSPEED, degrees(mem.RECOMPUTE_NONE, tp), stage)
     released, _ = dpl.replayed_layer_released(GPT3, tp, 1e9)
     assert full[0] == pytest.approx(none[0] + released) and full[0] >= none[0]

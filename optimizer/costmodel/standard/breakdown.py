@@ -17,22 +17,22 @@ from typing import Any
 import numpy as np
 
 from models.job import TrainingJob
-from optimizer.costmodel.assumptions import (
-    CostAssumptions,
-)
+from optimizer.costmodel.assumptions import CostAssumptions
+from optimizer.costmodel.standard import links as lnk
 from optimizer.costmodel.standard import memory as mem
 from optimizer.costmodel.standard import ranks as rnk
 from optimizer.costmodel.standard import times as tim
 from optimizer.costmodel.standard.compute import (
     attention_time_s,
+    elementwise_kernels,
     elementwise_s,
+    gemm_rates,
     gemm_s,
     gradient_accumulation_s,
 )
-from optimizer.costmodel.standard.data_parallel import data_parallel_s, step_sync_overlap
+from optimizer.costmodel.standard.data_parallel import data_parallel_s, sync_overlap
 from optimizer.costmodel.standard.degrees import Degrees
-from optimizer.costmodel.standard.links import all_to_all_bytes_s, collective_s, link_bytes_s
-from optimizer.costmodel.standard.recompute import recompute_s, replayed_matmul_share
+from optimizer.costmodel.standard.recompute import engine_replayed_share, layer_recompute_s
 
 Number = Any
 
@@ -110,13 +110,17 @@ def stage_memory(job: TrainingJob, a: CostAssumptions, k: Degrees, m: Number) ->
     in_second = mem.in_flight_on_rank(m, k.pp, k.vpp, k.schedule, 1)
     embedding, logits = terms.embedding_params, terms.logits_bytes
     first_logits = np.where(k.pp == 1, logits, 0.0)
-    first = rnk.rank_memory(a, k, terms, layers.first, embedding, in_first, first_logits)
-    last = rnk.rank_memory(a, k, terms, layers.last, embedding, in_last, logits)
+    state, beside = rnk.param_state(a), rnk.rank_runtime(a, k)
+    first = beside(
+        rnk.rank_memory(state, k, terms, layers.first, embedding, in_first, first_logits)
+    )
+    last = beside(rnk.rank_memory(state, k, terms, layers.last, embedding, in_last, logits))
     # with pp <= 2 there is no middle rank: the first stands in for it
     second_layers = np.where(k.pp > 2, layers.middle, layers.first)
     second_in = np.where(k.pp > 2, in_second, in_first)
-    second = rnk.rank_memory(
-        a, k, terms, second_layers, np.where(k.pp > 2, 0.0, embedding), second_in, first_logits
+    second_embedding = np.where(k.pp > 2, 0.0, embedding)
+    second = beside(
+        rnk.rank_memory(state, k, terms, second_layers, second_embedding, second_in, first_logits)
     )
     return mem.worst_stage(mem.worst_stage(first, second), last)
 
@@ -125,13 +129,23 @@ def layer_times(job: TrainingJob, a: CostAssumptions, k: Degrees) -> dict[str, N
     """Seconds of one layer on one micro-batch on one device, by component."""
     model, s = job.model, job.training.seq_len
 
+    links = lnk.job_links(job, a)
+
     def link(span: Number, message_bytes: Number, ranks: Number) -> Number:
-        return link_bytes_s(job, a, span, message_bytes, ranks)
+        return lnk.link_bytes_s(links, span, message_bytes, ranks)
 
     tokens = s * k.micro_batch / k.cp
     slowdown = a.overlap_compute_slowdown
-    gemm = gemm_s(job, a, k, tokens)
-    matmul = gemm + elementwise_s(job, a, k, tokens) + gradient_accumulation_s(job, a, k)
+    gemm = gemm_s(model, gemm_rates(job, a), k, tokens)
+    accumulation_s = gradient_accumulation_s(
+        model,
+        k,
+        a.gradient_accumulation_bytes_per_param,
+        a.pipelined_gradient_accumulation_bytes_per_param,
+        job.cluster.gpu.memory_bandwidth_bytes_s,
+    )
+    elementwise = elementwise_s(model, elementwise_kernels(job, a), k, tokens)
+    matmul = gemm + elementwise + accumulation_s
     attention = attention_time_s(job, a, k, tokens)
     cp_bytes = tim.cp_exchange_bytes(
         k.cp, s * k.micro_batch, model.kv_width, model.num_kv_heads, k.tp, k.recompute
@@ -140,10 +154,10 @@ def layer_times(job: TrainingJob, a: CostAssumptions, k: Degrees) -> dict[str, N
     # an all-gather's ring spreads over the group's NICs; ring attention's sends do not
     cp_ranks = k.cp if a.cp_exchange == "all_gather" else 1
     cp_transfer_s = cp_bytes / link(k.cp_span, cp_message, cp_ranks)
-    cp_s = collective_s(job, a, k.cp, k.cp_span, tim.cp_passes(k.recompute), cp_transfer_s)
+    cp_s = lnk.collective_s(links, k.cp, k.cp_span, tim.cp_passes(k.recompute), cp_transfer_s)
     tp_bandwidth = link(k.tp_span, tokens * model.hidden_size * mem.BF16_BYTES, k.tp)
     tp_transfer_s = tim.tp_transfer_s(k.tp, tokens, model.hidden_size, tp_bandwidth, k.recompute)
-    tp_s = collective_s(job, a, k.tp, k.tp_span, tim.tp_collectives(k.recompute), tp_transfer_s)
+    tp_s = lnk.collective_s(links, k.tp, k.tp_span, tim.tp_collectives(k.recompute), tp_transfer_s)
     a2a_overlap = np.where(
         k.schedule == mem.SCHEDULE_DUALPIPE,
         a.dualpipe_all_to_all_overlap_fraction,
@@ -152,7 +166,7 @@ def layer_times(job: TrainingJob, a: CostAssumptions, k: Degrees) -> dict[str, N
     return {
         "matmul": matmul,
         "attention": attention,
-        "recompute": recompute_s(job, a, k, tokens, gemm, matmul, attention),
+        "recompute": layer_recompute_s(job, a, k, tokens, gemm, matmul, attention),
         # what hides on SMs (userbuffers' bulk and pipeline overlaps) still slows the GEMM
         "tp_comm": tp_s
         * tim.exposed_share(a.tp_overlap_fraction, slowdown * a.tp_overlap_sm_share),
@@ -175,8 +189,8 @@ def moe_all_to_all_s(
     in the passes that run paired (times.paired_pass_share)."""
     model = job.model
     token_bytes = model.experts_per_token * model.hidden_size * mem.BF16_BYTES
-    bandwidth = all_to_all_bytes_s(
-        job, a, k.ep, k.ep_span, tokens / k.tp * token_bytes, model.experts_per_token
+    bandwidth = lnk.all_to_all_bytes_s(
+        lnk.job_links(job, a), k.ep, k.ep_span, tokens / k.tp * token_bytes, model.experts_per_token
     )
 
     def priced(hidden: Number) -> Number:
@@ -195,7 +209,7 @@ def moe_all_to_all_s(
     if not a.moe_all_to_all_paired_overlap:
         return priced(overlap)
     m = job.training.global_batch // (k.dp * k.micro_batch)
-    pairs = rnk.paired_overlap_on(a, k, job.cluster.gpu)
+    pairs = rnk.paired_overlap_on(k, job.cluster.gpu.streams_run_apart)
     share = np.where(pairs, tim.paired_pass_share(m, k.pp, k.vpp), 0.0)
     whole = priced(0.0)
     paired = tim.paired_all_to_all_s(whole, compute_s, share, a.overlap_compute_slowdown)
@@ -223,23 +237,24 @@ LAYER_PARTS = (
 
 
 def micro_batch_and_step_s(
-    a: CostAssumptions,
-    pp: Number,
-    vpp: Number,
     busy: Number,
     p2p: Number,
     zero3_mb_s: Number,
     dp_mb_s: Number,
     dp_step_s: Number,
+    micro_batch_overlap: float,
+    step_overlap: tuple[Number, Number],
+    slowdown: float,
 ) -> tuple[Number, Number, Number, Number]:
     """(exposed ZeRO-3, exposed per-micro-batch sync, a micro-batch slot, exposed per-step
     sync) seconds: the data-parallel traffic hides under the busiest stage's compute, the
-    per-step share under the slots data_parallel.step_sync_overlap gives it."""
-    slowdown = a.overlap_compute_slowdown
-    zero3_exposed = tim.exposed_s(zero3_mb_s, busy, a.zero3_overlap_fraction, slowdown)
-    dp_mb_exposed = tim.exposed_s(dp_mb_s, busy, a.zero3_overlap_fraction, slowdown)
+    per-micro-batch share by `micro_batch_overlap` (zero3_overlap_fraction), the per-step
+    share under the slots data_parallel.step_sync_overlap gives it (`step_overlap`), the
+    compute beside them slowed by `slowdown` (overlap_compute_slowdown)."""
+    zero3_exposed = tim.exposed_s(zero3_mb_s, busy, micro_batch_overlap, slowdown)
+    dp_mb_exposed = tim.exposed_s(dp_mb_s, busy, micro_batch_overlap, slowdown)
     per_mb = busy + p2p + zero3_exposed + dp_mb_exposed
-    overlap, unhidden = step_sync_overlap(a, pp, vpp)
+    overlap, unhidden = step_overlap
     dp_exposed = tim.exposed_s(dp_step_s, per_mb, overlap, slowdown, unhidden)
     return zero3_exposed, dp_mb_exposed, per_mb, dp_exposed
 
@@ -277,8 +292,11 @@ def step_waterfall(
     )
 
 
-def step_flops(job: TrainingJob, a: CostAssumptions, recompute: Number) -> tuple[Number, Number]:
-    """(model, hardware) FLOPs of a whole step of the job."""
+def step_flops(
+    job: TrainingJob, recompute: Number, replayed_share: Number = 0.0
+) -> tuple[Number, Number]:
+    """(model, hardware) FLOPs of a whole step of the job at the `recompute` codes, selective
+    recompute running `replayed_share` of the forward matmuls again (replayed_matmul_share)."""
     model, L = job.model, job.model.num_layers
     tokens = job.training.tokens_per_step
     head = model.vocab_size * model.hidden_size
@@ -294,7 +312,7 @@ def step_flops(job: TrainingJob, a: CostAssumptions, recompute: Number) -> tuple
     )
     model_flops = tokens * tim.model_flops_per_token(layers, head, L, q, keys)
     extra = tokens * tim.recompute_flops_per_token(layers, L, q, keys, recompute)
-    replayed = tokens * 2 * layers * replayed_matmul_share(job, a, recompute)
+    replayed = tokens * 2 * layers * replayed_share
     return model_flops, model_flops + extra + replayed
 
 
@@ -369,11 +387,14 @@ def breakdown(job: TrainingJob, a: CostAssumptions, k: Degrees) -> Breakdown:
     per_layer = times["matmul"] + times["attention"]
     balanced = m * (model.num_layers * per_layer + times["head"]) / k.pp
     busy = stage(*LAYER_PARTS)
+    hiding = (a.zero3_overlap_fraction, sync_overlap(a, k.pp, k.vpp), a.overlap_compute_slowdown)
     zero3_exposed, dp_mb_exposed, per_mb, dp_exposed = micro_batch_and_step_s(
-        a, k.pp, k.vpp, busy, p2p, zero3_mb_s, dp_mb_s, dp_step_s
+        busy, p2p, zero3_mb_s, dp_mb_s, dp_step_s, *hiding
     )
     slots = pipe.slots
-    model_flops, hardware_flops = step_flops(job, a, k.recompute)
+    model_flops, hardware_flops = step_flops(
+        job, k.recompute, engine_replayed_share(job, a, k.recompute)
+    )
     times.update(
         pp_p2p_per_micro_batch=p2p,
         zero3_per_micro_batch=zero3_exposed,

@@ -7,11 +7,13 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from models.errors import InvalidSpec
+from models.hardware import GpuSpec
 from models.job import TrainingJob
 from models.presets import model_preset
 from models.transformer import TransformerSpec
@@ -44,64 +46,94 @@ def kernel_efficiency(job: TrainingJob, a: CostAssumptions) -> float:
     return a.matmul_efficiency_or(PLATE_KERNEL_EFFICIENCY * ceiling / PLATE_GPU_MATMUL_EFFICIENCY)
 
 
-def layer_gemm_efficiency(job: TrainingJob, a: CostAssumptions) -> float:
+def layer_gemm_efficiency(kernel_efficiency: float, gpu: GpuSpec, precision: str) -> float:
     """The kernel efficiency of the transformer layers' GEMMs against the peak they run at.
-    Under fp8 and mxfp8 the kernel efficiency (a share of the bf16 peak) is carried to the
+    Under fp8 and mxfp8 the `kernel_efficiency` (a share of the bf16 peak) is carried to the
     format's peak by the GPU's measured FP8 matmul ceiling against its bf16 one (precision.py):
     the plate's kernels reach the same share of what a GEMM can reach in either precision."""
-    efficiency = kernel_efficiency(job, a)
-    if not prec.is_fp8(job):
-        return efficiency
-    return min(efficiency * prec.fp8_ceiling_ratio(job), 1.0)
+    if not prec.is_fp8(precision):
+        return kernel_efficiency
+    return min(kernel_efficiency * prec.fp8_ceiling_ratio(gpu, precision), 1.0)
 
 
-def gemm_s(job: TrainingJob, a: CostAssumptions, k: Degrees, tokens: Number) -> Number:
+@dataclass(frozen=True)
+class GemmRates:
+    """What a layer's GEMM time reads besides the model and the layout (gemm_rates)."""
+
+    peak_flop_s: float  # the layers' GEMMs' dense peak: the format's under fp8, else bf16's
+    efficiency: float  # layer_gemm_efficiency: their kernel efficiency at the plate's shapes
+    shape_table: str | None  # the measured table they are priced by shape from; None: not
+    wave_sm_count: int | None  # the SMs wave quantisation is priced over; None: not priced
+    tile: tuple[int, int]  # an output tile's rows and columns, for wave quantisation
+    reduction_overhead_elements: float  # a reduction's fixed overhead, in elements; 0: none
+
+
+def gemm_rates(job: TrainingJob, a: CostAssumptions) -> GemmRates:
+    """The request's GEMM rates: its GPU's, in its precision, under its assumptions."""
+    gpu, precision = job.cluster.gpu, job.training.precision
+    waves = a.gemm_wave_quantization and gpu.sm_count is not None
+    overhead = a.gemm_reduction_overhead_elements
+    return GemmRates(
+        peak_flop_s=prec.layer_gemm_peak_flop_s(gpu, precision),
+        efficiency=layer_gemm_efficiency(kernel_efficiency(job, a), gpu, precision),
+        shape_table=gemm_shape_table(gpu, a.gemm_shape_throughput),
+        wave_sm_count=gpu.sm_count if waves else None,
+        tile=(a.gemm_tile_rows, a.gemm_tile_cols),
+        reduction_overhead_elements=(
+            overhead * prec.reduction_depth_factor(precision) if overhead > 0 else 0.0
+        ),
+    )
+
+
+def gemm_s(model: TransformerSpec, rates: GemmRates, k: Degrees, tokens: Number) -> Number:
     """One layer's GEMMs, forward and backward, at their kernel efficiency (in FP8 under
     precision fp8), carried to their shapes (shape_factor) and, where asked, less what wave
     quantisation or short reductions take."""
-    model, gpu = job.model, job.cluster.gpu
     avg_params = model.active_layer_params / model.num_layers
+    table = rates.shape_table
 
     def layer_factor(tokens: Number, tp: Number, ep: Number) -> Number:
-        return shape_factor(job, a, kern.gemm_passes(model, tokens, tp, ep))
+        return shape_factor(kern.gemm_passes(model, tokens, tp, ep), table)
 
-    efficiency: Number = layer_gemm_efficiency(job, a)
-    if by_measured_shape(job, a):
+    efficiency: Number = rates.efficiency
+    if table is not None:
         efficiency = efficiency * over_distinct(layer_factor, tokens, k.tp, k.ep)
-    if gpu.sm_count is not None and a.gemm_wave_quantization:
+    if rates.wave_sm_count is not None:
         passes = kern.gemm_passes(model, tokens, k.tp, k.ep)
-        tiles = (a.gemm_tile_rows, a.gemm_tile_cols)
-        efficiency = efficiency * kern.layer_gemm_efficiency(passes, gpu.sm_count, *tiles)
-    if a.gemm_reduction_overhead_elements > 0:
-        efficiency = efficiency * reduction_factor(
-            job, a, kern.gemm_passes(model, tokens, k.tp, k.ep)
-        )
-    peak = prec.layer_gemm_peak_flop_s(job)
-    return tim.matmul_s(6 * avg_params, tokens, k.tp, peak, efficiency)
+        waves = kern.layer_gemm_efficiency(passes, rates.wave_sm_count, *rates.tile)
+        efficiency = efficiency * waves
+    if rates.reduction_overhead_elements > 0:
+        passes = kern.gemm_passes(model, tokens, k.tp, k.ep)
+        efficiency = efficiency * reduction_factor(passes, rates.reduction_overhead_elements)
+    return tim.matmul_s(6 * avg_params, tokens, k.tp, rates.peak_flop_s, efficiency)
 
 
-def head_shape_factor(job: TrainingJob, a: CostAssumptions, k: Degrees, tokens: Number) -> Number:
-    """shape_factor of the output head's GEMMs (kernels.head_gemm_passes)."""
+def head_shape_factor(
+    model: TransformerSpec, shape_table: str | None, k: Degrees, tokens: Number
+) -> Number:
+    """shape_factor of the output head's GEMMs (kernels.head_gemm_passes); 1 where GEMMs are
+    not priced by shape (no `shape_table`)."""
 
     def factor(tokens: Number, tp: Number) -> Number:
-        return shape_factor(job, a, kern.head_gemm_passes(job.model, tokens, tp))
+        return shape_factor(kern.head_gemm_passes(model, tokens, tp), shape_table)
 
-    return over_distinct(factor, tokens, k.tp) if by_measured_shape(job, a) else 1.0
-
-
-def by_measured_shape(job: TrainingJob, a: CostAssumptions) -> bool:
-    """Whether GEMMs are priced by their shapes: the GPU names a table and the what-if is on."""
-    return job.cluster.gpu.gemm_table is not None and a.gemm_shape_throughput
+    return over_distinct(factor, tokens, k.tp) if shape_table is not None else 1.0
 
 
-def shape_factor(job: TrainingJob, a: CostAssumptions, passes: list[kern.GemmPass]) -> Number:
+def gemm_shape_table(gpu: GpuSpec, by_shape: bool) -> str | None:
+    """The measured table GEMMs are priced by shape from: the GPU's, where it names one and
+    the what-if (gemm_shape_throughput, `by_shape`) is on; else None."""
+    return gpu.gemm_table if by_shape else None
+
+
+def shape_factor(passes: list[kern.GemmPass], table: str | None) -> Number:
     """What the GEMMs' shapes make of the kernel efficiency, which is set at the plate's
-    (Llama 3 405B, tp 8, 8,192 tokens): their measured throughput in the GPU's table
-    (gemm_table.py) against the plate's layer in the same table; 1 where the GPU names no
-    table or gemm_shape_throughput is off. FP8 GEMMs take the bf16 table's factor (the
-    source's FP8 figures exceed H100's FP8 peak: models/presets/gemm_throughput.json)."""
-    table = job.cluster.gpu.gemm_table
-    if table is None or not by_measured_shape(job, a):
+    (Llama 3 405B, tp 8, 8,192 tokens): their measured throughput in `table` (the GPU's,
+    gemm_table.py) against the plate's layer in the same table; 1 without a table (the GPU
+    names none or gemm_shape_throughput is off: gemm_shape_table). FP8 GEMMs take the bf16
+    table's factor (the source's FP8 figures exceed H100's FP8 peak:
+    models/presets/gemm_throughput.json)."""
+    if table is None:
         return 1.0
     return kern.layer_measured_flop_s(passes, table) / plate_measured_flop_s(table)
 
@@ -143,13 +175,12 @@ def plate_measured_flop_s(table: str) -> float:
     return float(kern.layer_measured_flop_s(plate_passes(), table))
 
 
-def reduction_factor(job: TrainingJob, a: CostAssumptions, passes: list[kern.GemmPass]) -> Number:
-    """What the layer's reduction depths (kernels.layer_reduction_efficiency) make of the
-    kernel efficiency, against the plate's shapes, at which kernel_efficiency is set: 1 for
-    Llama 3 405B at tp 8 on 8,192 tokens."""
-    overhead = a.gemm_reduction_overhead_elements * prec.reduction_depth_factor(job)
-    layer = kern.layer_reduction_efficiency(passes, overhead)
-    return layer / plate_reduction_efficiency(overhead)
+def reduction_factor(passes: list[kern.GemmPass], overhead_elements: float) -> Number:
+    """What the layer's reduction depths (kernels.layer_reduction_efficiency, each with a
+    fixed `overhead_elements`) make of the kernel efficiency, against the plate's shapes, at
+    which kernel_efficiency is set: 1 for Llama 3 405B at tp 8 on 8,192 tokens."""
+    layer = kern.layer_reduction_efficiency(passes, overhead_elements)
+    return layer / plate_reduction_efficiency(overhead_elements)
 
 
 @functools.lru_cache(maxsize=64)
@@ -157,47 +188,79 @@ def plate_reduction_efficiency(overhead_elements: float) -> float:
     return float(kern.layer_reduction_efficiency(plate_passes(), overhead_elements))
 
 
+@dataclass(frozen=True)
+class ElementwiseKernels:
+    """What a layer's memory-bound kernels read besides the model and the layout
+    (elementwise_kernels)."""
+
+    hbm_bytes_s: float | None  # None: not priced (no HBM bandwidth, or elementwise_traffic off)
+    sequence_parallel: bool  # the norms' and pointwise kernels' tokens split over tp
+    eager: tuple[bool, bool, bool]  # eager_norms, eager_pointwise, gqa_kv_copies
+    fused_glu_clamp: bool
+    cast_bytes_per_value: float | None  # a GEMM operand's quantisation; None in bf16
+
+
+def elementwise_kernels(job: TrainingJob, a: CostAssumptions) -> ElementwiseKernels:
+    """The request's elementwise kernels: its GPU's bandwidth, its engine's kernels."""
+    precision, bandwidth = job.training.precision, job.cluster.gpu.memory_bandwidth_bytes_s
+    cast = prec.cast_bytes_per_value(precision, a.fp8_cast_bytes_per_value)
+    return ElementwiseKernels(
+        hbm_bytes_s=bandwidth if a.elementwise_traffic else None,
+        sequence_parallel=a.sequence_parallel,
+        eager=(a.eager_norms, a.eager_pointwise, a.gqa_kv_copies),
+        fused_glu_clamp=a.fused_glu_clamp,
+        cast_bytes_per_value=cast if prec.is_fp8(precision) else None,
+    )
+
+
 def elementwise_s(
-    job: TrainingJob, a: CostAssumptions, k: Degrees, tokens: Number, forward_only: bool = False
+    model: TransformerSpec,
+    kernels: ElementwiseKernels,
+    k: Degrees,
+    tokens: Number,
+    forward_only: bool = False,
 ) -> Number:
     """One layer's memory-bound elementwise kernels at HBM bandwidth (kernels.py): the fused
     ones, the eager ones the assumptions name, a clamped GLU's clamps unless fused and, under
     fp8, the casts of the GEMMs' operands; `forward_only`, the forward pass's alone (what
     op-level selective checkpointing replays; the FP8 casts are then left out, UNVERIFIED
     whether torchao's casts replay)."""
-    model, bandwidth = job.model, job.cluster.gpu.memory_bandwidth_bytes_s
-    if not a.elementwise_traffic or bandwidth is None:
+    bandwidth = kernels.hbm_bytes_s
+    if bandwidth is None:
         return 0.0
-    sequence_parallel = a.sequence_parallel
+    sequence_parallel = kernels.sequence_parallel
 
     def seconds(bytes_per_token: tuple[float, float]) -> Number:
         return kern.hbm_s(bytes_per_token, tokens, k.tp, bandwidth, sequence_parallel)
 
     total = seconds(kern.elementwise_bytes_per_token(model, forward_only))
-    if a.eager_norms or a.eager_pointwise or a.gqa_kv_copies:
-        flags = (a.eager_norms, a.eager_pointwise, a.gqa_kv_copies)
-        total = total + seconds(kern.eager_bytes_per_token(model, *flags, forward_only))
-    if model.glu_clamp is not None and not a.fused_glu_clamp:
+    if any(kernels.eager):
+        total = total + seconds(kern.eager_bytes_per_token(model, *kernels.eager, forward_only))
+    if model.glu_clamp is not None and not kernels.fused_glu_clamp:
         total = total + seconds(kern.glu_clamp_bytes_per_token(model, forward_only))
-    if prec.is_fp8(job) and not forward_only:
-        total = total + seconds(
-            kern.fp8_cast_bytes_per_token(model, prec.cast_bytes_per_value(job, a))
-        )
+    if kernels.cast_bytes_per_value is not None and not forward_only:
+        cast = kernels.cast_bytes_per_value
+        total = total + seconds(kern.fp8_cast_bytes_per_token(model, cast))
     return total
 
 
-def gradient_accumulation_s(job: TrainingJob, a: CostAssumptions, k: Degrees) -> Number:
+def gradient_accumulation_s(
+    model: TransformerSpec,
+    k: Degrees,
+    bytes_per_param: float,
+    pipelined_bytes_per_param: list[float],
+    hbm_bytes_s: float | None,
+) -> Number:
     """One layer's gradient accumulation a micro-batch, where the engine runs it outside the
     weight-gradient GEMMs: its parameters on the rank (an MoE layer's local experts
-    included) times gradient_accumulation_bytes_per_param, plus with pp the stage's
-    pipelined_gradient_accumulation_bytes_per_param, at HBM bandwidth."""
-    bandwidth = job.cluster.gpu.memory_bandwidth_bytes_s
-    pipelined = a.pipelined_gradient_accumulation_bytes_per_param
-    if bandwidth is None or not (a.gradient_accumulation_bytes_per_param or any(pipelined)):
+    included) times `bytes_per_param` (gradient_accumulation_bytes_per_param), plus with pp
+    the stage's `pipelined_bytes_per_param` (by ZeRO stage 0-2), at HBM bandwidth."""
+    bandwidth, pipelined = hbm_bytes_s, pipelined_bytes_per_param
+    if bandwidth is None or not (bytes_per_param or any(pipelined)):
         return 0.0
     with_pp = np.where(np.asarray(k.pp) > 1, per_synced_stage(pipelined, k), 0.0)
-    params = mem.params_per_layer_per_device(job.model, k.tp, k.ep)
-    return params * (a.gradient_accumulation_bytes_per_param + with_pp) / bandwidth
+    params = mem.params_per_layer_per_device(model, k.tp, k.ep)
+    return params * (bytes_per_param + with_pp) / bandwidth
 
 
 def attention_efficiency(job: TrainingJob, a: CostAssumptions) -> float:
@@ -208,43 +271,24 @@ def attention_efficiency(job: TrainingJob, a: CostAssumptions) -> float:
     )
 
 
-def attention_rate(job: TrainingJob, a: CostAssumptions) -> Callable[[float], float] | None:
-    """Fused attention's relative throughput by attended keys on this GPU's architecture
-    (attention_table.py), where its preset names one and the request prices it; None: one
-    efficiency for every length."""
-    table = job.cluster.gpu.gemm_table
-    if table is None or not a.attention_length_throughput:
+def attention_rate(table: str | None, by_length: bool) -> Callable[[float], float] | None:
+    """Fused attention's relative throughput by attended keys on the GPU's architecture
+    (attention_table.py, `table`), where its preset names one and the request prices it
+    (attention_length_throughput, `by_length`); None: one efficiency for every length."""
+    if table is None or not by_length:
         return None
     return functools.partial(attn_table.relative_rate, table)
 
 
 def attention_time_s(job: TrainingJob, a: CostAssumptions, k: Degrees, tokens: Number) -> Number:
-    """Fused: the causal share of the square (of a windowed layer, its band; of a chunked one,
-    its chunks') at the attention kernels' efficiency, less what short sequences and windows
-    take from it (attention_rate). Unfused: the whole square as batched matmuls, plus the scores
-    streamed through HBM; a window is a mask there, which saves nothing."""
+    """One layer's attention on `tokens` tokens of a rank, fused or not, as the request prices
+    it (fused_attention_s, unfused_attention_s)."""
     model, gpu, s = job.model, job.cluster.gpu, job.training.seq_len
     if a.fused_attention:
-        share = tim.attention_work_share(
-            s,
-            model.sliding_window,
-            model.windowed_layers,
-            model.num_layers,
-            a.causal_attention_work_fraction,
-            model.attention_chunk_size,
-            model.chunked_layers,
-            attention_rate(job, a),
-        )
-        return tim.attention_s(
-            model.q_width,
-            s,
-            tokens,
-            k.tp,
-            gpu.peak_flop_s,
-            attention_efficiency(job, a),
-            share,
-            tim.FUSED_ATTENTION_KERNEL_FLOPS_RATIO,
-        )
+        rate = attention_rate(gpu.gemm_table, a.attention_length_throughput)
+        efficiency = attention_efficiency(job, a)
+        causal = a.causal_attention_work_fraction
+        return fused_attention_s(model, s, tokens, k.tp, gpu.peak_flop_s, efficiency, causal, rate)
     bandwidth = gpu.memory_bandwidth_bytes_s
     if bandwidth is None:
         raise InvalidSpec(
@@ -252,16 +296,70 @@ def attention_time_s(job: TrainingJob, a: CostAssumptions, k: Degrees, tokens: N
             "memory_bandwidth_gb_s",
             "cluster.gpu.memory_bandwidth_gb_s",
         )
+    efficiency, per_score = kernel_efficiency(job, a), a.unfused_attention_bytes_per_score
+    return unfused_attention_s(
+        model, s, tokens, k, gpu.peak_flop_s, efficiency, per_score, bandwidth
+    )
+
+
+def fused_attention_s(
+    model: TransformerSpec,
+    seq_len: int,
+    tokens: Number,
+    tp: Number,
+    peak_flop_s: float,
+    efficiency: float,
+    causal_fraction: float,
+    rate: Callable[[float], float] | None,
+) -> Number:
+    """Fused: the causal share (`causal_fraction`) of the square (of a windowed layer, its
+    band; of a chunked one, its chunks') at the attention kernels' `efficiency`, less what
+    short sequences and windows take from it (`rate`, attention_rate)."""
+    share = tim.attention_work_share(
+        seq_len,
+        model.sliding_window,
+        model.windowed_layers,
+        model.num_layers,
+        causal_fraction,
+        model.attention_chunk_size,
+        model.chunked_layers,
+        rate,
+    )
+    return tim.attention_s(
+        model.q_width,
+        seq_len,
+        tokens,
+        tp,
+        peak_flop_s,
+        efficiency,
+        share,
+        tim.FUSED_ATTENTION_KERNEL_FLOPS_RATIO,
+    )
+
+
+def unfused_attention_s(
+    model: TransformerSpec,
+    seq_len: int,
+    tokens: Number,
+    k: Degrees,
+    peak_flop_s: float,
+    matmul_efficiency: float,
+    bytes_per_score: float,
+    hbm_bytes_s: float,
+) -> Number:
+    """Unfused: the whole square as batched matmuls at `matmul_efficiency`, plus the scores
+    streamed through HBM (`bytes_per_score` each, as the recompute codes keep them); a
+    window is a mask there, which saves nothing."""
     gemms = tim.attention_s(
-        model.q_width, s, tokens, k.tp, gpu.peak_flop_s, kernel_efficiency(job, a), 1.0
+        model.q_width, seq_len, tokens, k.tp, peak_flop_s, matmul_efficiency, 1.0
     )
     return gemms + tim.unfused_scores_s(
         model.num_attention_heads,
-        s,
+        seq_len,
         tokens,
         k.tp,
-        a.unfused_attention_bytes_per_score,
-        bandwidth,
+        bytes_per_score,
+        hbm_bytes_s,
         k.recompute,
     )
 

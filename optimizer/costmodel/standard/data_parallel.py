@@ -15,7 +15,7 @@ from optimizer.costmodel.standard import memory as mem
 from optimizer.costmodel.standard import ranks as rnk
 from optimizer.costmodel.standard import times as tim
 from optimizer.costmodel.standard.degrees import Degrees, per_synced_stage
-from optimizer.costmodel.standard.links import collective_s, link_bytes_s
+from optimizer.costmodel.standard.links import Links, collective_s, job_links, link_bytes_s
 
 Number = Any
 
@@ -53,15 +53,21 @@ def rank_data_parallel_s(
     shares: Shares = ((dense, group), (experts, group / k.ep))
     if not model.is_moe:  # a dense model's expert share is zero everywhere
         shares = shares[:1]
-    per_step, per_micro_batch = gradient_volumes(a, k)
-    bucket = bucket_params(a, group, dense + experts)
+    per_step, per_micro_batch = gradient_volumes(
+        k,
+        a.gradient_volumes_per_step,
+        a.gradient_volumes_per_micro_batch,
+        a.per_micro_batch_sync_with_pp,
+    )
+    bucket = bucket_params(group, dense + experts, a.dp_bucket_params, a.dp_bucket_grows_with_dp)
     # a once-a-step all-reduce (DDP's, DeepSpeed's ZeRO-1) NCCL may run on its tree; the
     # distributed optimizer's reduce-scatter and all-gather it may not
     all_reduce = per_synced_stage(a.gradient_sync_all_reduce, k)
-    zero3_s = zero3_collectives_s(job, a, k, n_layers, shares, dense + experts)
+    links, span = job_links(job, a), k.data_group_span
+    zero3_s = zero3_collectives_s(job, a, links, k, n_layers, shares, dense + experts)
     return (
-        synced_s(job, a, k, shares, bucket, per_step, tim.GRAD_SYNC_PASSES, all_reduce),
-        synced_s(job, a, k, shares, bucket, per_micro_batch, 1),
+        synced_s(links, span, shares, bucket, per_step, tim.GRAD_SYNC_PASSES, all_reduce),
+        synced_s(links, span, shares, bucket, per_micro_batch, 1),
         np.where(k.zero >= 3, zero3_s, 0.0),
     )
 
@@ -70,34 +76,36 @@ def rank_data_parallel_s(
 Shares = tuple[tuple[Number, Number], ...]
 
 
-def bucket_params(a: CostAssumptions, group: Number, stage_params: Number) -> Number:
-    """Parameters a gradient bucket holds: Megatron-Core's max(40M, 1M x dp)
-    (megatron/core/distributed/distributed_data_parallel.py l.134 @d98e8a6), or a fixed size
-    where the engine's optimiser cuts them so (dp_bucket_grows_with_dp); at most the stage's."""
-    bucket = a.dp_bucket_params
-    if a.dp_bucket_grows_with_dp:
+def bucket_params(
+    group: Number, stage_params: Number, least_params: float, grows_with_dp: bool
+) -> Number:
+    """Parameters a gradient bucket holds: Megatron-Core's max(40M, 1M x dp), `least_params`
+    the 40M (megatron/core/distributed/distributed_data_parallel.py l.134 @d98e8a6), or a
+    fixed `least_params` where the engine's optimiser cuts them so (not `grows_with_dp`); at
+    most the stage's."""
+    bucket = least_params
+    if grows_with_dp:
         bucket = np.maximum(bucket, 1e6 * group)
     return np.minimum(bucket, stage_params)
 
 
 def moved_s(
-    job: TrainingJob,
-    a: CostAssumptions,
-    k: Degrees,
+    links: Links,
+    span: Number,
     passes: Number,
     message_bytes: Number,
     params: Number,
     ranks: Number,
 ) -> Number:
-    """Seconds `passes` ring passes of a group's `params` take over its own links."""
-    bandwidth = link_bytes_s(job, a, k.data_group_span, message_bytes, ranks)
+    """Seconds `passes` ring passes of a group's `params` take over its own links (the group
+    of `ranks` spread over `span` ranks)."""
+    bandwidth = link_bytes_s(links, span, message_bytes, ranks)
     return np.where(params > 0, tim.ring_pass_bytes(passes, params, ranks) / bandwidth, 0.0)
 
 
 def synced_s(
-    job: TrainingJob,
-    a: CostAssumptions,
-    k: Degrees,
+    links: Links,
+    span: Number,
     shares: Shares,
     bucket: Number,
     volumes: Number,
@@ -105,15 +113,14 @@ def synced_s(
     all_reduce: Number = False,
 ) -> Number:
     """Each group's buckets, `collectives` a bucket (pairs of them all-reduces where
-    `all_reduce`), with their latency."""
+    `all_reduce`), with their latency, over the data-parallel groups' `span`."""
     seconds = sum(
         collective_s(
-            job,
-            a,
+            links,
             ranks,
-            k.data_group_span,
+            span,
             np.ceil(params / np.maximum(bucket, 1.0)) * collectives,
-            moved_s(job, a, k, volumes, bucket * mem.BF16_BYTES, params, ranks),
+            moved_s(links, span, volumes, bucket * mem.BF16_BYTES, params, ranks),
             all_reduce,
         )
         for params, ranks in shares
@@ -124,6 +131,7 @@ def synced_s(
 def zero3_collectives_s(
     job: TrainingJob,
     a: CostAssumptions,
+    links: Links,
     k: Degrees,
     n_layers: Number,
     shares: Shares,
@@ -132,57 +140,75 @@ def zero3_collectives_s(
     """ZeRO-3's seconds a micro-batch: it gathers each layer's parameters before forward and
     backward (and a replayed forward), and scatters its gradients after, a layer's parameters
     split over its gathers' messages; list collectives build and copy a rank at a time."""
-    model, group = job.model, k.dp * k.cp
+    model, group, span = job.model, k.dp * k.cp, k.data_group_span
     gather_message = mem.dense_params_per_layer_per_device(model, k.tp) * mem.BF16_BYTES
-    gathers, scatters = zero3_collectives_per_layer(model, a)
-    passes, gather_rounds = zero3_gather_passes(model, a, k, stage_params)
+    gathers, scatters = zero3_collectives_per_layer(
+        model, a.zero3_gather_unit, a.zero3_gathers_per_layer, a.zero3_reduce_scatters_per_layer
+    )
+    passes, gather_rounds = zero3_gather_passes(
+        model, k, stage_params, a.zero3_reuse_distance_params, a.zero3_recompute_regathers
+    )
     all_gathers, reduce_scatters = n_layers * gather_rounds * gathers, n_layers * scatters
     gathers_moved_s = sum(
-        moved_s(job, a, k, passes + 1, gather_message / gathers, params, ranks)
+        moved_s(links, span, passes + 1, gather_message / gathers, params, ranks)
         for params, ranks in shares
     )
     per_rank_s = all_gathers * (a.zero3_copy_per_rank_s + a.zero3_gather_views_per_rank_s) + (
         reduce_scatters * (a.zero3_copy_per_rank_s + a.zero3_scatter_views_per_rank_s)
     )
     return (
-        collective_s(
-            job, a, group, k.data_group_span, all_gathers + reduce_scatters, gathers_moved_s
-        )
+        collective_s(links, group, span, all_gathers + reduce_scatters, gathers_moved_s)
         + group * per_rank_s
-        + n_layers * zero3_buffer_s(job, a, k, passes)
+        + n_layers
+        * zero3_buffer_s(
+            mem.params_per_layer_per_device(model, k.tp, k.ep),
+            passes,
+            a.zero3_gather_buffer_bytes_per_param,
+            a.zero3_scatter_buffer_bytes_per_param,
+            job.cluster.gpu.memory_bandwidth_bytes_s,
+        )
     )
 
 
-def zero3_buffer_s(job: TrainingJob, a: CostAssumptions, k: Degrees, passes: Number) -> Number:
+def zero3_buffer_s(
+    params: Number,
+    passes: Number,
+    gather_bytes_per_param: float,
+    scatter_bytes_per_param: float,
+    hbm_bytes_s: float | None,
+) -> Number:
     """One layer's seconds a micro-batch of the HBM traffic ZeRO-3's collectives add around
-    NCCL's (zero3_gather_buffer_bytes_per_param on each gathered pass of its parameters,
-    zero3_scatter_buffer_bytes_per_param on its gradients), at HBM bandwidth."""
-    bandwidth = job.cluster.gpu.memory_bandwidth_bytes_s
-    if bandwidth is None:
+    NCCL's (`gather_bytes_per_param` on each of the `passes` gathered passes of its `params`
+    on the rank, `scatter_bytes_per_param` on its gradients), at HBM bandwidth (none priced
+    on a GPU without one)."""
+    if hbm_bytes_s is None:
         return 0.0
-    params = mem.params_per_layer_per_device(job.model, k.tp, k.ep)
-    gathered = passes * a.zero3_gather_buffer_bytes_per_param
-    return params * (gathered + a.zero3_scatter_buffer_bytes_per_param) / bandwidth
+    gathered = passes * gather_bytes_per_param
+    return params * (gathered + scatter_bytes_per_param) / hbm_bytes_s
 
 
 def zero3_gather_passes(
-    model: Any, a: CostAssumptions, k: Degrees, stage_params: Number
+    model: Any,
+    k: Degrees,
+    stage_params: Number,
+    reuse_distance_params: float | None,
+    recompute_regathers: bool,
 ) -> tuple[Number, Number]:
     """(passes of the rank's parameters ZeRO-3 all-gathers a micro-batch, rounds of a layer's
     gathers): the forward's, then what the backward finds released; under full recompute,
-    where the engine's replayed forward gathers again (zero3_recompute_regathers), the
+    where the engine's replayed forward gathers again (`recompute_regathers`), the
     replay's, and the backward then gathers what the replay released. With a reuse distance
-    R (zero3_reuse_distance_params) a parameter is released only when more than R others
+    R (`reuse_distance_params`) a parameter is released only when more than R others
     are used before its next use: after the forward, that spares the stage's last R / 2 of
     `stage_params` (tp-local, as DeepSpeed counts numel); after a replayed layer, its later
     modules (docs/cost-model.md, "ZeRO-3 / FSDP")."""
-    reuse = a.zero3_reuse_distance_params
+    reuse = reuse_distance_params
     if reuse is None:
         after_forward: Number = 1.0
     else:
         after_forward = np.clip(1 - reuse / (2 * np.maximum(stage_params, 1.0)), 0.0, 1.0)
     after_replay, replay_rounds = replayed_layer_released(model, k.tp, reuse)
-    replayed = a.zero3_recompute_regathers & (np.asarray(k.recompute) == mem.RECOMPUTE_FULL)
+    replayed = recompute_regathers & (np.asarray(k.recompute) == mem.RECOMPUTE_FULL)
     passes = 1 + after_forward + np.where(replayed, after_replay, 0.0)
     rounds = 1 + after_forward + np.where(replayed, replay_rounds, 0.0)
     return passes, rounds
@@ -214,22 +240,25 @@ def replayed_layer_released(model: Any, tp: Number, reuse: float | None) -> tupl
 NORMS_AND_ATTENTION_MODULES = 6
 
 
-def zero3_collectives_per_layer(model: Any, a: CostAssumptions) -> tuple[int, int]:
-    """(all-gathers a layer and pass, gradient reduce-scatters a layer): one each, or one per
-    parameterised submodule, unless the engine's code gives the counts (the assumptions)."""
-    unit = 1 if a.zero3_gather_unit == "layer" else NORMS_AND_ATTENTION_MODULES + model.mlp_matrices
-    gathers = unit if a.zero3_gathers_per_layer is None else a.zero3_gathers_per_layer
-    scatters = (
-        unit if a.zero3_reduce_scatters_per_layer is None else a.zero3_reduce_scatters_per_layer
-    )
+def zero3_collectives_per_layer(
+    model: Any, gather_unit: str, gathers_per_layer: int | None, scatters_per_layer: int | None
+) -> tuple[int, int]:
+    """(all-gathers a layer and pass, gradient reduce-scatters a layer): one each (a `gather_unit`
+    of a layer), or one per parameterised submodule, unless the engine's code gives the counts
+    (`gathers_per_layer`, `scatters_per_layer`)."""
+    unit = 1 if gather_unit == "layer" else NORMS_AND_ATTENTION_MODULES + model.mlp_matrices
+    gathers = unit if gathers_per_layer is None else gathers_per_layer
+    scatters = unit if scatters_per_layer is None else scatters_per_layer
     return gathers, scatters
 
 
-def step_sync_overlap(a: CostAssumptions, pp: Number, vpp: Number) -> tuple[Number, Number]:
+def step_sync_overlap(
+    pp: Number, vpp: Number, per_chunk: bool, overlap_microbatches: float
+) -> tuple[Number, Number]:
     """(micro-batch slots of the busiest stage the per-step sync hides under, its share sent
     with no compute beside it), for times.exposed_s.
 
-    Chunk by chunk (dp_sync_per_chunk, vpp v > 1), as Megatron-Core runs it
+    Chunk by chunk (`per_chunk`, the engine's dp_sync_per_chunk, vpp v > 1), as Megatron-Core runs it
     (NVIDIA/Megatron-LM@d98e8a6): gradients are marked ready only in the last micro-batch
     (megatron/core/distributed/param_and_grad_buffer.py l.863-880), and the schedule starts a
     chunk's reduce-scatter after its last micro-batch's backward (schedules.py l.1438-1456,
@@ -244,22 +273,33 @@ def step_sync_overlap(a: CostAssumptions, pp: Number, vpp: Number) -> tuple[Numb
     chunk, the gathers under as many forwards, together (v - 1)/v x pp micro-batch slots;
     the last chunk's reduce-scatter and the first's gather, 1/v of the sync, hide under
     nothing (its other chunks get one bucket each, training.py l.2504-2514).
-    Otherwise: dp_overlap_microbatches slots (the last micro-batch's backward and the first
-    forward), nothing unhidden."""
-    chunked = a.dp_sync_per_chunk & (np.asarray(vpp) > 1)
+    Otherwise: `overlap_microbatches` slots (dp_overlap_microbatches: the last micro-batch's
+    backward and the first forward), nothing unhidden."""
+    chunked = per_chunk & (np.asarray(vpp) > 1)
     vpp = np.maximum(vpp, 1)
-    overlap = np.where(chunked, (vpp - 1) / vpp * pp, a.dp_overlap_microbatches)
+    overlap = np.where(chunked, (vpp - 1) / vpp * pp, overlap_microbatches)
     return overlap, np.where(chunked, 1 / vpp, 0.0)
 
 
-def gradient_volumes(a: CostAssumptions, k: Degrees) -> tuple[Number, Number]:
+def gradient_volumes(
+    k: Degrees,
+    per_step_by_stage: list[float],
+    per_micro_batch_by_stage: list[float],
+    per_micro_batch_with_pp: bool,
+) -> tuple[Number, Number]:
     """(per step, per micro-batch) volumes of the stage's bf16 parameters the ZeRO 0-2 sync
-    sends (none at ZeRO-3, priced apart); with pp and an engine that defers it, the
-    per-micro-batch share moves to the step."""
-    per_step = per_synced_stage(a.gradient_volumes_per_step, k)
-    per_micro_batch = per_synced_stage(a.gradient_volumes_per_micro_batch, k)
-    if not a.per_micro_batch_sync_with_pp:
+    sends (none at ZeRO-3, priced apart), each given by ZeRO stage 0-2; with pp and an engine
+    that defers it (not `per_micro_batch_with_pp`), the per-micro-batch share moves to the
+    step."""
+    per_step = per_synced_stage(per_step_by_stage, k)
+    per_micro_batch = per_synced_stage(per_micro_batch_by_stage, k)
+    if not per_micro_batch_with_pp:
         deferred = np.where(np.asarray(k.pp) > 1, per_micro_batch, 0.0)
         per_step, per_micro_batch = per_step + deferred, per_micro_batch - deferred
     zero3 = np.asarray(k.zero) >= 3
     return np.where(zero3, 0.0, per_step), np.where(zero3, 0.0, per_micro_batch)
+
+
+def sync_overlap(a: CostAssumptions, pp: Number, vpp: Number) -> tuple[Number, Number]:
+    """step_sync_overlap as the request's engine hides the step's sync."""
+    return step_sync_overlap(pp, vpp, a.dp_sync_per_chunk, a.dp_overlap_microbatches)

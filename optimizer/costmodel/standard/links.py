@@ -5,6 +5,7 @@ protocol NCCL picks (docs/cost-model.md, "Links" and "Collective latency")."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -18,9 +19,46 @@ from optimizer.costmodel.standard import times as tim
 Number = Any
 
 
+@dataclass(frozen=True)
+class Links:
+    """What the link and collective formulas read of the cluster and the assumptions:
+    bandwidths in bytes/s, the job's NVLink domain in GPUs, NCCL's latencies in seconds."""
+
+    nvlink_domain: int
+    nvlink_bytes_s: float  # a rank's all-reduce bandwidth inside the domain
+    nvlink_all_to_all_bytes_s: float  # its measured all-to-all bandwidth there
+    nic_bytes_s: float  # one NIC's line rate
+    network_efficiency: float  # inter_node_bandwidth_efficiency
+    rails_per_domain: bool  # network_rails_per_domain
+    by_message_size: bool  # collective_message_size
+    # the MoE dispatcher's share of the NIC where it sends a token once per remote domain
+    # (moe_dispatch_dedup); None where it sends every copy
+    dedup_dispatch_efficiency: float | None
+    latency_s: tuple[float, float, float]  # a collective's base, NVLink and network step
+    ll128: bool  # collective_ll128
+
+
+def job_links(job: TrainingJob, a: CostAssumptions) -> Links:
+    """The job's links as the request prices them."""
+    gpu = job.cluster.gpu
+    return Links(
+        nvlink_domain=job.cluster.job_nvlink_domain,
+        nvlink_bytes_s=gpu.intra_node_bytes_s,
+        nvlink_all_to_all_bytes_s=gpu.all_to_all_bytes_s,
+        nic_bytes_s=gpu.inter_node_bytes_s,
+        network_efficiency=a.inter_node_bandwidth_efficiency,
+        rails_per_domain=a.network_rails_per_domain,
+        by_message_size=a.collective_message_size,
+        dedup_dispatch_efficiency=(
+            a.moe_dispatch_network_efficiency if a.moe_dispatch_dedup else None
+        ),
+        latency_s=(a.collective_base_latency_s, a.nvlink_step_latency_s, a.network_step_latency_s),
+        ll128=a.collective_ll128,
+    )
+
+
 def link_bytes_s(
-    job: TrainingJob,
-    a: CostAssumptions,
+    links: Links,
     span: Number,
     message_bytes: Number = None,
     ranks: Number = 1,
@@ -32,14 +70,14 @@ def link_bytes_s(
     the group's ranks in each domain (their NICs carry its ring's channels side by side, up
     to NVLink's own pace); for a collective of `message_bytes`, the share of that bandwidth
     its size reaches (collectives.py)."""
-    gpu, domain = job.cluster.gpu, job.cluster.job_nvlink_domain
+    domain, nvlink = links.nvlink_domain, links.nvlink_bytes_s
     if network_efficiency is None:
-        network_efficiency = a.inter_node_bandwidth_efficiency
-    inter = gpu.inter_node_bytes_s * network_efficiency
-    if a.network_rails_per_domain:
-        inter = np.minimum(inter * rails_per_rank(ranks, span, domain), gpu.intra_node_bytes_s)
-    bandwidth = tim.link_bytes_s(span, domain, gpu.intra_node_bytes_s, inter)
-    if message_bytes is None or not a.collective_message_size:
+        network_efficiency = links.network_efficiency
+    inter = links.nic_bytes_s * network_efficiency
+    if links.rails_per_domain:
+        inter = np.minimum(inter * rails_per_rank(ranks, span, domain), nvlink)
+    bandwidth = tim.link_bytes_s(span, domain, nvlink, inter)
+    if message_bytes is None or not links.by_message_size:
         return bandwidth
     on_network = ~fits_one_domain(span, domain)
     return bandwidth * coll.bus_share(message_bytes, on_network)
@@ -72,8 +110,7 @@ def rails_per_rank(ranks: Number, span: Number, domain: int) -> Number:
 
 
 def all_to_all_bytes_s(
-    job: TrainingJob,
-    a: CostAssumptions,
+    links: Links,
     ranks: Number,
     span: Number,
     message_bytes: Number,
@@ -87,24 +124,23 @@ def all_to_all_bytes_s(
     / ranks of the bytes, up to NVLink's. With `moe_dispatch_dedup`, a token's `copies` cross
     the network once per remote domain, at the dispatcher's measured share of the NIC
     (moe_dispatch_network_efficiency)."""
-    domain = job.cluster.job_nvlink_domain
+    domain = links.nvlink_domain
     inside = fits_one_domain(span, domain)
-    nvlink = job.cluster.gpu.all_to_all_bytes_s
-    if a.collective_message_size:
+    nvlink = links.nvlink_all_to_all_bytes_s
+    if links.by_message_size:
         nvlink = nvlink * coll.bus_share(message_bytes, False)
-    dispatcher = a.moe_dispatch_network_efficiency if a.moe_dispatch_dedup else None
-    one_nic = link_bytes_s(job, a, span, message_bytes, network_efficiency=dispatcher)
+    dispatcher = links.dedup_dispatch_efficiency
+    one_nic = link_bytes_s(links, span, message_bytes, network_efficiency=dispatcher)
     domains = coll.domains_spanned(ranks, span, domain)
     local = ranks / domains
     remote_share = np.maximum(ranks - local, 1.0) / np.maximum(ranks, 1.0)
-    if a.moe_dispatch_dedup:
+    if dispatcher is not None:
         remote_share = remote_share * coll.deduplicated_network_share(copies, domains)
     return np.where(inside, nvlink, np.minimum(one_nic / remote_share, nvlink))
 
 
 def collective_s(
-    job: TrainingJob,
-    a: CostAssumptions,
+    links: Links,
     group: Number,
     span: Number,
     collectives: Number,
@@ -115,8 +151,7 @@ def collective_s(
     `transfer_s` at its link's bandwidth, latency included, with the algorithm and protocol
     NCCL's tuner picks (collectives.collective_s; `all_reduce` where they pair up as
     all-reduces)."""
-    domains = coll.domains_spanned(group, span, job.cluster.job_nvlink_domain)
-    simple = (a.collective_base_latency_s, a.nvlink_step_latency_s, a.network_step_latency_s)
+    domains = coll.domains_spanned(group, span, links.nvlink_domain)
     return coll.collective_s(
-        transfer_s, group, domains, collectives, simple, a.collective_ll128, all_reduce
+        transfer_s, group, domains, collectives, links.latency_s, links.ll128, all_reduce
     )

@@ -15,7 +15,6 @@ from typing import Any
 import numpy as np
 
 from models.transformer import TransformerSpec
-from optimizer.costmodel.assumptions.memory import MemoryAssumptions
 from optimizer.costmodel.standard.degrees import Degrees
 
 Number = Any  # float | int | np.ndarray: the formulas broadcast
@@ -261,20 +260,21 @@ def nccl_groups(k: Degrees) -> Number:
     return sum(np.where(np.asarray(d) > 1, 1, 0) for d in dims)
 
 
-def runtime_bytes(a: MemoryAssumptions, k: Degrees) -> Number:
+def runtime_bytes(
+    k: Degrees, cuda_context_gb: float, nccl_buffers_gb_per_group: float, nccl_all_to_all_gb: float
+) -> Number:
     """Device memory outside PyTorch's allocator (docs/cost-model.md, "Memory outside the
     tensors"): the CUDA context, NCCL's buffers per communicator and, with expert
     parallelism, its all-to-all's point-to-point buffers."""
-    buffers = nccl_groups(k) * a.nccl_buffers_gb_per_group
-    all_to_all = np.where(np.asarray(k.ep) > 1, a.nccl_all_to_all_gb, 0.0)
-    return (a.cuda_context_gb + buffers + all_to_all) * GB
+    buffers = nccl_groups(k) * nccl_buffers_gb_per_group
+    all_to_all = np.where(np.asarray(k.ep) > 1, nccl_all_to_all_gb, 0.0)
+    return (cuda_context_gb + buffers + all_to_all) * GB
 
 
-def with_runtime(held: StageMemory, a: MemoryAssumptions, k: Degrees) -> StageMemory:
-    """The rank's tensors with the allocator's fragmentation and the runtime beside them."""
-    return replace(
-        held, fragmentation=a.allocator_fragmentation * held.tensors, runtime=runtime_bytes(a, k)
-    )
+def with_runtime(held: StageMemory, fragmentation: float, runtime: Number) -> StageMemory:
+    """The rank's tensors with the allocator's `fragmentation` (a share of them) and the
+    `runtime` bytes (runtime_bytes) beside them."""
+    return replace(held, fragmentation=fragmentation * held.tensors, runtime=runtime)
 
 
 def sharded_params(

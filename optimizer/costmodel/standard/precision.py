@@ -35,9 +35,7 @@ import numpy as np
 
 from models.errors import InvalidSpec
 from models.hardware import GpuSpec
-from models.job import TrainingJob
 from models.transformer import TransformerSpec
-from optimizer.costmodel.assumptions import CostAssumptions
 from optimizer.costmodel.standard import memory as mem
 from optimizer.costmodel.standard.recompute_modules import module_drop
 
@@ -68,14 +66,14 @@ FORMATS = {
 }
 
 
-def gemm_format(job: TrainingJob) -> GemmFormat | None:
-    """The format the layers' GEMMs run in; None in bf16."""
-    return FORMATS.get(job.training.precision)
+def gemm_format(precision: str) -> GemmFormat | None:
+    """The format the layers' GEMMs run in under `precision`; None in bf16."""
+    return FORMATS.get(precision)
 
 
-def is_fp8(job: TrainingJob) -> bool:
+def is_fp8(precision: str) -> bool:
     """Whether the layers' GEMMs run quantised (fp8, mxfp8 or nvfp4), not in bf16."""
-    return gemm_format(job) is not None
+    return gemm_format(precision) is not None
 
 
 def stored_bytes_per_value(fmt: GemmFormat) -> float:
@@ -93,10 +91,9 @@ def format_peak_flop_s(gpu: GpuSpec, precision: str) -> float | None:
     return None if tflops is None else tflops * 1e12
 
 
-def fp8_peak_flop_s(job: TrainingJob) -> float:
-    """The GPU's dense peak in the job's format; a GPU without one cannot train in it, and
-    says so (no such tensor cores, as A100 has no FP8 and Hopper no MXFP8 or NVFP4)."""
-    gpu, precision = job.cluster.gpu, job.training.precision
+def fp8_peak_flop_s(gpu: GpuSpec, precision: str) -> float:
+    """The GPU's dense peak in the quantised `precision`; a GPU without one cannot train in
+    it, and says so (no such tensor cores, as A100 has no FP8 and Hopper no MXFP8 or NVFP4)."""
     peak = format_peak_flop_s(gpu, precision)
     if peak is None:
         field = FORMATS[precision].peak_field
@@ -109,35 +106,34 @@ def fp8_peak_flop_s(job: TrainingJob) -> float:
     return peak
 
 
-def layer_gemm_peak_flop_s(job: TrainingJob) -> float:
+def layer_gemm_peak_flop_s(gpu: GpuSpec, precision: str) -> float:
     """The peak the transformer layers' GEMMs run against: the format's, else bf16's."""
-    return fp8_peak_flop_s(job) if is_fp8(job) else job.cluster.gpu.peak_flop_s
+    return fp8_peak_flop_s(gpu, precision) if is_fp8(precision) else gpu.peak_flop_s
 
 
-def fp8_ceiling_ratio(job: TrainingJob) -> float:
+def fp8_ceiling_ratio(gpu: GpuSpec, precision: str) -> float:
     """A quantised GEMM's measured ceiling (share of its format's peak) over a bf16 GEMM's
     (share of the bf16 peak), both from the same shape search: FP8's measured ratio for fp8
     and mxfp8 (none measured MXFP8's: a judgement that the block scales, applied inside the
     MMA, cost no more of the peak); 1 for nvfp4 and where either figure is missing, i.e. the
     GEMMs reach the bf16 share (a judgement)."""
-    gpu = job.cluster.gpu
-    if job.training.precision == NVFP4:
+    if precision == NVFP4:
         return 1.0
     if gpu.fp8_matmul_efficiency is None or gpu.matmul_efficiency is None:
         return 1.0
     return gpu.fp8_matmul_efficiency / gpu.matmul_efficiency
 
 
-def reduction_depth_factor(job: TrainingJob) -> float:
+def reduction_depth_factor(precision: str) -> float:
     """How many more values of the reduction a GEMM tile holds than in bf16: its bytes are
     fixed, so 2 in FP8 and MXFP8, 4 in NVFP4 (half a byte a value); 1 in bf16."""
-    fmt = gemm_format(job)
+    fmt = gemm_format(precision)
     return 1.0 if fmt is None else mem.BF16_BYTES / fmt.value_bytes
 
 
-def cast_bytes_per_value(job: TrainingJob, a: CostAssumptions) -> float:
-    """HBM bytes per value of a GEMM operand's quantisation from bf16: fp8_cast_bytes_per_value
-    under fp8; under mxfp8 and nvfp4, read 2 and write both copies Transformer Engine makes
+def cast_bytes_per_value(precision: str, fp8_cast_bytes_per_value: float) -> float:
+    """HBM bytes per value of a GEMM operand's quantisation from bf16: the stated
+    `fp8_cast_bytes_per_value` under fp8; under mxfp8 and nvfp4, read 2 and write both copies Transformer Engine makes
     from the bf16 input, rowwise and columnwise ('when Transformer Engine needs both the
     tensor and its transpose ... both versions are computed from the high precision input':
     MXFP8BlockScaling, NVFP4BlockScaling), each with its scales: MXFP8 2 + 2 x 1.03125 =
@@ -145,58 +141,68 @@ def cast_bytes_per_value(job: TrainingJob, a: CostAssumptions) -> float:
     rounding run inside NVFP4's quantisation kernel (no bytes of their own); its per-tensor
     scale needs the tensor's amax first, a separate read of 2 UNVERIFIED whether fused, left
     out as fp8's current scaling leaves it. 0 in bf16."""
-    fmt = gemm_format(job)
+    fmt = gemm_format(precision)
     if fmt is None:
         return 0.0
-    if job.training.precision == FP8:
-        return a.fp8_cast_bytes_per_value
+    if precision == FP8:
+        return fp8_cast_bytes_per_value
     return mem.BF16_BYTES + 2 * stored_bytes_per_value(fmt)
 
 
-def weight_copy_bytes_per_param(job: TrainingJob, a: CostAssumptions) -> float:
+def weight_copy_bytes_per_param(
+    precision: str, fp8_gemm_tn_only: bool, stated_fp8_bytes_per_param: float | None
+) -> float:
     """Bytes per layer weight of its quantised copy, kept for the step: FP8 1, or 2 where the
     GPU's FP8 GEMMs take only TN and the transpose is kept too (or the request's
-    fp8_weight_copy_bytes_per_param); MXFP8 2 x 1.03125 = 2.0625 and NVFP4 2 x 0.5625 = 1.125,
+    fp8_weight_copy_bytes_per_param, `stated_fp8_bytes_per_param`); MXFP8 2 x 1.03125 = 2.0625 and NVFP4 2 x 0.5625 = 1.125,
     the rowwise copy fprop reads and the columnwise one dgrad reads, each with its scales
     (NVFP4's 16 x 16 weight blocks share a scale, kept in the 1 x 16 layout: UNVERIFIED)."""
-    fmt = gemm_format(job)
+    fmt = gemm_format(precision)
     if fmt is None:
         return 0.0
-    if job.training.precision == FP8:
-        if a.fp8_weight_copy_bytes_per_param is not None:
-            return a.fp8_weight_copy_bytes_per_param
-        return 2.0 if job.cluster.gpu.fp8_gemm_tn_only else 1.0
+    if precision == FP8:
+        if stated_fp8_bytes_per_param is not None:
+            return stated_fp8_bytes_per_param
+        return 2.0 if fp8_gemm_tn_only else 1.0
     return 2 * stored_bytes_per_value(fmt)
 
 
-def fp8_weight_copy_bytes_per_param(job: TrainingJob, a: CostAssumptions, zero: Number) -> Number:
+def fp8_weight_copy_bytes_per_param(
+    precision: str, copy_bytes_per_param: float, fp8_params: bool, zero: Number
+) -> Number:
     """Bytes per transformer-layer parameter the quantised weights add to the bf16 ones: the
-    copy (weight_copy_bytes_per_param) beside each bf16 weight, or, with `fp8_params` under
+    copy (`copy_bytes_per_param`, weight_copy_bytes_per_param) beside each bf16 weight, or,
+    with `fp8_params` under
     fp8 or mxfp8, in its place from ZeRO-1 on (then the net is the copy less the bf16
     weight's 2 bytes: -1 on Blackwell, 0 on Hopper in FP8): Megatron-LM takes
     --fp8-param-gather only with the distributed optimizer (NVIDIA/Megatron-LM@d98e8a6
     megatron/training/arguments.py l.1095-1097). NVFP4 keeps its bf16 weights:
     Megatron-Bridge refuses FP4 parameters ('fp4_param and fp4_param_gather are not supported
     for now', MixedPrecisionConfig.finalize). Nothing at ZeRO-3 or in bf16."""
-    if not is_fp8(job):
+    if not is_fp8(precision):
         return 0.0
-    copy = weight_copy_bytes_per_param(job, a)
     zero = np.asarray(zero)
-    in_place = a.fp8_params and job.training.precision != NVFP4
-    net = np.where(in_place & (zero >= 1), copy - mem.BF16_BYTES, copy)
+    in_place = fp8_params and precision != NVFP4
+    net = np.where(
+        in_place & (zero >= 1), copy_bytes_per_param - mem.BF16_BYTES, copy_bytes_per_param
+    )
     return np.where(zero >= 3, 0.0, net)
 
 
-def mfu_against_fp8_peak(job: TrainingJob, mfu_bf16_peak: float) -> float | None:
+def mfu_against_fp8_peak(gpu: GpuSpec, precision: str, mfu_bf16_peak: float) -> float | None:
     """The same model FLOPs over the format's dense peak instead of the bf16 one (fp8,
     mxfp8, nvfp4; None in bf16)."""
-    if not is_fp8(job):
+    if not is_fp8(precision):
         return None
-    return mfu_bf16_peak * job.cluster.gpu.peak_flop_s / fp8_peak_flop_s(job)
+    return mfu_bf16_peak * gpu.peak_flop_s / fp8_peak_flop_s(gpu, precision)
 
 
 def fp8_saved_input_bytes_per_token(
-    job: TrainingJob, a: CostAssumptions, recompute: Number
+    model: TransformerSpec,
+    precision: str,
+    recompute: Number,
+    fp8_saved_inputs: bool,
+    modules: Collection[str] | None,
 ) -> Number:
     """Bytes per token and layer that a quantised recipe takes off
     `mem.layer_activation_bytes_per_token`: Transformer Engine saves a GEMM's input for its
@@ -210,11 +216,11 @@ def fp8_saved_input_bytes_per_token(
     drops the norm and activation outputs anyway (only the copy remains); full recompute
     keeps the layer input alone (nothing changes). Under Megatron-Core's module list,
     selective shrinks what the modules leave saved: the norm outputs a GEMM still reads and
-    the activation outputs. Zero unless the job trains quantised with `fp8_saved_inputs`."""
-    fmt = gemm_format(job)
-    if fmt is None or not a.fp8_saved_inputs:
+    the activation outputs (the recomputed `modules`). Zero unless the job trains quantised
+    with `fp8_saved_inputs`."""
+    fmt = gemm_format(precision)
+    if fmt is None or not fp8_saved_inputs:
         return 0.0
-    model, modules = job.model, a.selective_recompute_modules
     copy = stored_bytes_per_value(fmt)
     none = _saved_bytes_per_token(model, (), copy)  # no module recomputed: all stay saved
     selective = (

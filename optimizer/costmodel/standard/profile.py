@@ -158,7 +158,7 @@ def price_standard(job: TrainingJob, layout: Layout, assumptions: CostAssumption
         times_s={**{name: float(v) for name, v in b.layer_times_s.items()}, "step": step_time_s},
         warnings=tuple(standard_warnings(job, layout)),
         hardware_flops_utilization=float(b.hfu),
-        mfu_fp8_peak=mfu_against_fp8_peak(job, float(b.mfu)),
+        mfu_fp8_peak=mfu_against_fp8_peak(job.cluster.gpu, job.training.precision, float(b.mfu)),
     )
 
 
@@ -199,6 +199,6 @@ def mfu_ceiling_standard_box(
     """Per combination of the box, an MFU no ZeRO stage of it exceeds: the model FLOPs over
     the step's floor (breakdown.step_floor_s), broadcastable to box.shape. The box's zero
     axis is not read."""
-    model_flops, _ = step_flops(job, assumptions, 0)
+    model_flops, _ = step_flops(job, 0)
     floor = step_floor_s(job, assumptions, box_degrees(box))
     return np.asarray(model_flops / (job.cluster.gpus * job.cluster.gpu.peak_flop_s * floor))

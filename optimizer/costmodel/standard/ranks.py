@@ -12,16 +12,20 @@ from typing import Any
 
 import numpy as np
 
-from models.hardware import GpuSpec
 from models.job import TrainingJob
+from models.transformer import TransformerSpec
 from optimizer.costmodel.assumptions import CostAssumptions
 from optimizer.costmodel.standard import kernels as kern
 from optimizer.costmodel.standard import memory as mem
 from optimizer.costmodel.standard import precision as prec
 from optimizer.costmodel.standard import times as tim
-from optimizer.costmodel.standard.compute import head_shape_factor, kernel_efficiency
+from optimizer.costmodel.standard.compute import (
+    gemm_shape_table,
+    head_shape_factor,
+    kernel_efficiency,
+)
 from optimizer.costmodel.standard.degrees import Degrees
-from optimizer.costmodel.standard.links import link_bytes_s
+from optimizer.costmodel.standard.links import job_links, link_bytes_s
 from optimizer.costmodel.standard.recompute_modules import module_drop
 
 Number = Any
@@ -53,7 +57,14 @@ def rank_memory_terms(job: TrainingJob, a: CostAssumptions, k: Degrees) -> RankM
         model.num_attention_heads, s, k.recompute, a.fused_attention
     )
     # under fp8 the GEMMs' saved inputs are their FP8 casts (precision.py)
-    per_token = per_token - prec.fp8_saved_input_bytes_per_token(job, a, k.recompute)
+    precision = job.training.precision
+
+    def fp8_saved(recompute: Number) -> Number:
+        return prec.fp8_saved_input_bytes_per_token(
+            model, precision, recompute, a.fp8_saved_inputs, modules
+        )
+
+    per_token = per_token - fp8_saved(k.recompute)
 
     def replicated(recompute: Number) -> Number:
         if a.sequence_parallel:
@@ -67,9 +78,11 @@ def rank_memory_terms(job: TrainingJob, a: CostAssumptions, k: Degrees) -> RankM
     dense = mem.dense_params_per_layer_per_device(model, k.tp)
     experts = mem.expert_params_per_layer_per_device(model, k.tp, k.ep)
     copies = np.where(k.schedule == mem.SCHEDULE_DUALPIPE, 2, 1)
+    fp8_copy = prec.weight_copy_bytes_per_param(
+        precision, job.cluster.gpu.fp8_gemm_tn_only, a.fp8_weight_copy_bytes_per_param
+    )
     full_layer = mem.tp_rank_activation_bytes(
-        mem.full_layer_activation_bytes_per_token(model, combine)
-        - prec.fp8_saved_input_bytes_per_token(job, a, mem.RECOMPUTE_NONE),
+        mem.full_layer_activation_bytes_per_token(model, combine) - fp8_saved(mem.RECOMPUTE_NONE),
         replicated(mem.RECOMPUTE_NONE),
         tokens,
         k.tp,
@@ -90,21 +103,21 @@ def rank_memory_terms(job: TrainingJob, a: CostAssumptions, k: Degrees) -> RankM
         # under fp8, each layer weight's FP8 copy beside it, or in its place (precision.py)
         fp8_copy_bytes_per_layer=copies
         * (dense + experts)
-        * prec.fp8_weight_copy_bytes_per_param(job, a, k.zero),
+        * prec.fp8_weight_copy_bytes_per_param(precision, fp8_copy, a.fp8_params, k.zero),
     )
 
 
-def paired_overlap_on(a: CostAssumptions, k: Degrees, gpu: GpuSpec) -> Number:
-    """Where Megatron-Core's EP all-to-all overlap runs (moe_all_to_all_paired_overlap): with
-    expert parallelism, the 1F1B schedule, no full recompute and, with a pipeline,
-    interleaving; elsewhere it refuses the flag (NVIDIA/Megatron-LM@d98e8a6
-    megatron/core/transformer/transformer_config.py l.3002-3041). Before Blackwell, tp or cp
+def paired_overlap_on(k: Degrees, streams_run_apart: bool) -> Number:
+    """Where Megatron-Core's EP all-to-all overlap runs, once asked
+    (moe_all_to_all_paired_overlap): with expert parallelism, the 1F1B schedule, no full
+    recompute and, with a pipeline, interleaving; elsewhere it refuses the flag
+    (NVIDIA/Megatron-LM@d98e8a6 megatron/core/transformer/transformer_config.py
+    l.3002-3041). Before Blackwell, tp or cp
     above 1 needs CUDA_DEVICE_MAX_CONNECTIONS=1, which queues the all-to-all's stream behind
     the compute: Megatron-LM warns that the two cannot both have their way (arguments.py
-    l.1451-1475), and it is priced unpaired there."""
-    if not a.moe_all_to_all_paired_overlap:
-        return np.zeros_like(np.asarray(k.ep), dtype=bool)
-    streams_apart = gpu.streams_run_apart | ((k.tp == 1) & (k.cp == 1))
+    l.1451-1475), and it is priced unpaired there (`streams_run_apart`: the GPU's, from
+    Blackwell on)."""
+    streams_apart = streams_run_apart | ((k.tp == 1) & (k.cp == 1))
     return (
         (np.asarray(k.ep) > 1)
         & (k.schedule == mem.SCHEDULE_1F1B)
@@ -114,8 +127,31 @@ def paired_overlap_on(a: CostAssumptions, k: Degrees, gpu: GpuSpec) -> Number:
     )
 
 
+@dataclass(frozen=True)
+class ParamState:
+    """What a parameter's training state takes on a rank and its optimiser step moves, in
+    bytes a parameter (param_state)."""
+
+    gradient_bytes: float  # gradient_bytes_per_param
+    optimizer_bytes: float  # optimizer_bytes_per_param
+    fp32_shards: bool  # zero3_fp32_shards: a ZeRO-3 shard in fp32, the optimiser's master
+    step_bytes: float  # optimizer_step_bytes_per_param
+    gradient_buffer_zeroed: bool  # whether the engine zeroes the gradient buffer each step
+
+
+def param_state(a: CostAssumptions) -> ParamState:
+    """The request's parameter state costs."""
+    return ParamState(
+        gradient_bytes=a.gradient_bytes_per_param,
+        optimizer_bytes=a.optimizer_bytes_per_param,
+        fp32_shards=a.zero3_fp32_shards,
+        step_bytes=a.optimizer_step_bytes_per_param,
+        gradient_buffer_zeroed=a.gradient_buffer_zeroed,
+    )
+
+
 def rank_state_bytes(
-    a: CostAssumptions, k: Degrees, dense_params: Number, expert_params: Number
+    state: ParamState, k: Degrees, dense_params: Number, expert_params: Number
 ) -> tuple[Number, Number, Number]:
     """Weights, gradients and optimiser state of a rank holding these parameters."""
     group = k.dp * k.cp
@@ -127,32 +163,37 @@ def rank_state_bytes(
         group,
         group / k.ep,
         copies,
-        a.gradient_bytes_per_param,
-        a.optimizer_bytes_per_param,
-        a.zero3_fp32_shards,
+        state.gradient_bytes,
+        state.optimizer_bytes,
+        state.fp32_shards,
     )
 
 
 def rank_optimizer_step_s(
-    job: TrainingJob, a: CostAssumptions, k: Degrees, n_layers: Number, embedding: Number
+    model: TransformerSpec,
+    state: ParamState,
+    k: Degrees,
+    n_layers: Number,
+    embedding: Number,
+    hbm_bytes_s: float | None,
 ) -> Number:
     """Seconds the optimiser step of a rank of `n_layers` layers and `embedding` parameters
-    (its share of the embedding and head) takes at HBM bandwidth:
+    (its share of the embedding and head) takes at HBM bandwidth (none priced without one):
     `optimizer_step_bytes_per_param` over its optimiser shard (with a bf16 gradient's cast
     to fp32), and the zeroing of its gradient buffer where the engine zeroes it. Memory-bound
     and outside the pipeline: nothing hides it (docs/cost-model.md, "The optimiser step")."""
-    bandwidth = job.cluster.gpu.memory_bandwidth_bytes_s
+    bandwidth = hbm_bytes_s
     if bandwidth is None:
         return 0.0
-    dense_params = n_layers * mem.dense_params_per_layer_per_device(job.model, k.tp) + embedding
-    expert_params = n_layers * mem.expert_params_per_layer_per_device(job.model, k.tp, k.ep)
+    dense_params = n_layers * mem.dense_params_per_layer_per_device(model, k.tp) + embedding
+    expert_params = n_layers * mem.expert_params_per_layer_per_device(model, k.tp, k.ep)
     group = k.dp * k.cp
     shard = mem.sharded_params(dense_params, expert_params, k.zero, 1, group, group / k.ep)
-    gradient = a.gradient_bytes_per_param
+    gradient = state.gradient_bytes
     cast = gradient + mem.FP32_BYTES if gradient < mem.FP32_BYTES else 0.0
-    _, gradients, _ = rank_state_bytes(a, k, dense_params, expert_params)
-    zeroed = gradients if a.gradient_buffer_zeroed else 0.0
-    return (shard * (a.optimizer_step_bytes_per_param + cast) + zeroed) / bandwidth
+    _, gradients, _ = rank_state_bytes(state, k, dense_params, expert_params)
+    zeroed = gradients if state.gradient_buffer_zeroed else 0.0
+    return (shard * (state.step_bytes + cast) + zeroed) / bandwidth
 
 
 def over_pipeline_ranks(
@@ -175,17 +216,17 @@ def optimizer_step_s(
     job: TrainingJob, a: CostAssumptions, k: Degrees, layers: mem.StageLayers
 ) -> Number:
     """The slowest rank's optimiser step (rank_optimizer_step_s)."""
-    ends, middle = over_pipeline_ranks(
-        job,
-        k,
-        layers,
-        lambda n_layers, embedding: rank_optimizer_step_s(job, a, k, n_layers, embedding),
-    )
+    model, state, hbm = job.model, param_state(a), job.cluster.gpu.memory_bandwidth_bytes_s
+
+    def rank_s(n_layers: Number, embedding: Number) -> Number:
+        return rank_optimizer_step_s(model, state, k, n_layers, embedding, hbm)
+
+    ends, middle = over_pipeline_ranks(job, k, layers, rank_s)
     return np.maximum(ends, middle)
 
 
 def rank_memory(
-    a: CostAssumptions,
+    state: ParamState,
     k: Degrees,
     terms: RankMemoryTerms,
     n_layers: Number,
@@ -193,9 +234,10 @@ def rank_memory(
     in_flight: Number,
     logits_bytes: Number,
 ) -> mem.StageMemory:
-    """A rank of `n_layers` layers with `in_flight` micro-batches' activations held."""
+    """The tensors of a rank of `n_layers` layers with `in_flight` micro-batches' activations
+    held (memory.with_runtime adds what lies beside them)."""
     weights, grads, opt = rank_state_bytes(
-        a,
+        state,
         k,
         n_layers * terms.dense_params_per_layer + embedding_params,
         n_layers * terms.expert_params_per_layer,
@@ -204,7 +246,15 @@ def rank_memory(
         n_layers * terms.activation_bytes_per_layer * in_flight + terms.working_bytes + logits_bytes
     )
     weights = weights + n_layers * terms.fp8_copy_bytes_per_layer
-    return mem.with_runtime(mem.StageMemory(weights, grads, opt, activations), a, k)
+    return mem.StageMemory(weights, grads, opt, activations)
+
+
+def rank_runtime(a: CostAssumptions, k: Degrees) -> Callable[[mem.StageMemory], mem.StageMemory]:
+    """A rank's tensors with the request's fragmentation and runtime memory beside them."""
+    runtime = mem.runtime_bytes(
+        k, a.cuda_context_gb, a.nccl_buffers_gb_per_group, a.nccl_all_to_all_gb
+    )
+    return lambda held: mem.with_runtime(held, a.allocator_fragmentation, runtime)
 
 
 def head_s(job: TrainingJob, a: CostAssumptions, k: Degrees) -> Number:
@@ -212,21 +262,32 @@ def head_s(job: TrainingJob, a: CostAssumptions, k: Degrees) -> Number:
     model, gpu = job.model, job.cluster.gpu
     tokens = job.training.seq_len * k.micro_batch / k.cp
     head_flops = 6 * model.vocab_size * model.hidden_size
-    efficiency = kernel_efficiency(job, a) * head_shape_factor(job, a, k, tokens)
+    table = gemm_shape_table(gpu, a.gemm_shape_throughput)
+    efficiency = kernel_efficiency(job, a) * head_shape_factor(model, table, k, tokens)
     matmul_s = tim.matmul_s(head_flops, tokens, k.tp, gpu.peak_flop_s, efficiency)
-    return matmul_s + loss_s(job, a, k, tokens)
+    loss = 0.0
+    if a.elementwise_traffic:
+        bandwidth, per_logit = gpu.memory_bandwidth_bytes_s, a.loss_bytes_per_logit
+        loss = loss_s(model.vocab_size, tokens, k.tp, per_logit, a.sequence_parallel, bandwidth)
+    return matmul_s + loss
 
 
-def loss_s(job: TrainingJob, a: CostAssumptions, k: Degrees, tokens: Number) -> Number:
-    """The loss over the rank's vocabulary shard, forward and backward, at HBM bandwidth:
-    every token's V/tp logits pass through the engine's cross-entropy kernels, which move
-    `loss_bytes_per_logit` bytes each (the sequence is whole at the loss: the output
-    layer gathers it before its matmul)."""
-    bandwidth = job.cluster.gpu.memory_bandwidth_bytes_s
-    if not a.elementwise_traffic or bandwidth is None:
+def loss_s(
+    vocab_size: int,
+    tokens: Number,
+    tp: Number,
+    bytes_per_logit: float,
+    sequence_parallel: bool,
+    hbm_bytes_s: float | None,
+) -> Number:
+    """The loss over the rank's vocabulary shard, forward and backward, at HBM bandwidth (none
+    priced without one): every token's V/tp logits pass through the engine's cross-entropy
+    kernels, which move `bytes_per_logit` bytes each (loss_bytes_per_logit; the sequence is
+    whole at the loss: the output layer gathers it before its matmul)."""
+    if hbm_bytes_s is None:
         return 0.0
-    vocabulary_bytes = job.model.vocab_size * a.loss_bytes_per_logit  # split over tp
-    return kern.hbm_s((0.0, vocabulary_bytes), tokens, k.tp, bandwidth, a.sequence_parallel)
+    vocabulary_bytes = vocab_size * bytes_per_logit  # split over tp
+    return kern.hbm_s((0.0, vocabulary_bytes), tokens, tp, hbm_bytes_s, sequence_parallel)
 
 
 def p2p_s(job: TrainingJob, a: CostAssumptions, k: Degrees) -> Number:
@@ -238,7 +299,7 @@ def p2p_s(job: TrainingJob, a: CostAssumptions, k: Degrees) -> Number:
         tokens,
         job.model.hidden_size,
         k.tp,
-        link_bytes_s(job, a, k.pp_span),
+        link_bytes_s(job_links(job, a), k.pp_span),
         a.pp_p2p_overlap_fraction,
         a.pp_p2p_interleaved_overlap_fraction,
         a.overlap_compute_slowdown,

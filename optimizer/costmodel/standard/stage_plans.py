@@ -29,6 +29,7 @@ from optimizer.costmodel.standard import ranks as rnk
 from optimizer.costmodel.standard import times as tim
 from optimizer.costmodel.standard.degrees import Degrees
 from optimizer.costmodel.standard.profile import grid_degrees
+from optimizer.costmodel.standard.recompute import engine_replayed_share
 
 Number = Any
 MODES = len(RECOMPUTE_CODES)
@@ -57,7 +58,8 @@ def plan_terms(job: TrainingJob, a: CostAssumptions, layout: Layout) -> PlanTerm
     times = brk.layer_times(job, a, k)
     m = job.training.global_batch // (layout.data_parallel_size * layout.micro_batch)
     warmup = tim.warmup_micro_batches(k.pp, k.vpp, k.schedule, a.zero_bubble_weight_grad_fraction)
-    model_flops, hardware_flops = brk.step_flops(job, a, k.recompute)
+    replayed = engine_replayed_share(job, a, k.recompute)
+    model_flops, hardware_flops = brk.step_flops(job, k.recompute, replayed)
     return PlanTerms(
         degrees=k,
         micro_batches=m,
@@ -108,8 +110,8 @@ def rank_memory(
     mode_terms = rnk.RankMemoryTerms(
         **{f: np.asarray(getattr(by_mode, f))[mode] for f in by_mode.__dataclass_fields__}
     )
-    return rnk.rank_memory(
-        a,
+    held = rnk.rank_memory(
+        rnk.param_state(a),
         k,
         mode_terms,
         layers,
@@ -117,6 +119,7 @@ def rank_memory(
         rank_in_flight(terms, rank),
         rank_logits_bytes(terms, pp, rank),
     )
+    return rnk.rank_runtime(a, k)(held)
 
 
 def rank_data_parallel_s(
@@ -136,7 +139,14 @@ def rank_optimizer_step_s(
     """The rank's optimiser step over its own parameters; recompute does not change it."""
     k = mode_degrees(terms, 0)
     embedding = rank_embedding_params(terms, int(k.pp), rank)
-    return rnk.rank_optimizer_step_s(job, a, k, layers, embedding)
+    return rnk.rank_optimizer_step_s(
+        job.model,
+        rnk.param_state(a),
+        k,
+        layers,
+        embedding,
+        job.cluster.gpu.memory_bandwidth_bytes_s,
+    )
 
 
 @dataclass(frozen=True)
@@ -176,8 +186,10 @@ def price_plan_terms(
     traffic = [rank_data_parallel_s(job, a, terms, r, n, mode) for r, n, mode in ranks]
     dp_step, dp_mb, zero3 = (max(float(t[i]) for t in traffic) for i in range(3))
     busy = max(times)
+    step_overlap = dpl.sync_overlap(a, pp, layout_vpp(terms))
+    hiding = (a.zero3_overlap_fraction, step_overlap, a.overlap_compute_slowdown)
     _, _, per_mb, dp_exposed = brk.micro_batch_and_step_s(
-        a, pp, layout_vpp(terms), busy, terms.p2p_s, zero3, dp_mb, dp_step
+        busy, terms.p2p_s, zero3, dp_mb, dp_step, *hiding
     )
     optimizer_s = max(float(rank_optimizer_step_s(job, a, terms, r, n)) for r, n, _ in ranks)
     step_s = float(brk.step_s(terms.slots, per_mb, dp_exposed, optimizer_s))
@@ -201,7 +213,7 @@ def step_sync_hiding(a: CostAssumptions, terms: PlanTerms) -> tuple[float, float
     """(the contended slots the per-step sync hides under, the least share of it charged) as
     times.exposed_s applies them: max(c - o' h, f c)."""
     pp = int(np.asarray(terms.degrees.pp).reshape(-1)[0])
-    overlap, unhidden = dpl.step_sync_overlap(a, pp, layout_vpp(terms))
+    overlap, unhidden = dpl.sync_overlap(a, pp, layout_vpp(terms))
     slowdown = a.overlap_compute_slowdown
     contended = float(tim.contended_overlap(overlap, slowdown))
     return contended, float(tim.exposed_floor(slowdown, unhidden))
@@ -234,15 +246,18 @@ def step_lower_bounds_s(job: TrainingJob, a: CostAssumptions, grid: LayoutGrid) 
     p2p = rnk.p2p_s(job, a, k)
     most_layers = np.ceil(L / k.pp)
     dp_step, dp_mb, zero3 = dpl.rank_data_parallel_s(job, a, k, most_layers, 0.0)
-    _, _, per_mb, dp_exposed = brk.micro_batch_and_step_s(
-        a, k.pp, k.vpp, busy, p2p, zero3, dp_mb, dp_step
-    )
-    # the busiest rank holds at least most_layers layers' parameters, so steps at least this
-    optimizer_s = rnk.rank_optimizer_step_s(job, a, k, most_layers, 0.0)
     slowdown = a.overlap_compute_slowdown  # the overlaps as exposed_s applies them
+    step_overlap = dpl.sync_overlap(a, k.pp, k.vpp)
+    hiding = (a.zero3_overlap_fraction, step_overlap, slowdown)
+    _, _, per_mb, dp_exposed = brk.micro_batch_and_step_s(busy, p2p, zero3, dp_mb, dp_step, *hiding)
+    # the busiest rank holds at least most_layers layers' parameters, so steps at least this
+    hbm_bytes_s = job.cluster.gpu.memory_bandwidth_bytes_s
+    optimizer_s = rnk.rank_optimizer_step_s(
+        job.model, rnk.param_state(a), k, most_layers, 0.0, hbm_bytes_s
+    )
     zero3_overlap = tim.contended_overlap(a.zero3_overlap_fraction, slowdown)
     monotone = (zero3_overlap <= 0.5) | (np.minimum(zero3, dp_mb) == 0)
-    dp_overlap, _ = dpl.step_sync_overlap(a, k.pp, k.vpp)
+    dp_overlap, _ = step_overlap
     monotone &= tim.contended_overlap(dp_overlap, slowdown) <= slots
     exposed = np.asarray(brk.step_s(slots, per_mb, dp_exposed, optimizer_s))
     return np.where(monotone, exposed, brk.step_s(slots, busy + p2p, 0.0, optimizer_s))
