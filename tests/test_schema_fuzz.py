@@ -39,7 +39,7 @@ def test_generated_requests_meet_the_published_schema(make_server: Any, tmp_path
         [
             *[sys.executable, "-m", "schemathesis.cli", "--config-file", str(config)],
             *["run", f"{server.url}/openapi.json"],
-            *["--seed", str(SCHEMATHESIS_SEED), "--max-examples", "50", "--workers", "1"],
+            *["--seed", str(SCHEMATHESIS_SEED), "--max-examples", "25", "--workers", "1"],
             # the coverage phase's boundary cases (11,000 of 12,000, most of the suite's
             # time) are left to the reliability campaign (docs/performance.md)
             *["--phases", "examples,fuzzing"],
@@ -48,13 +48,13 @@ def test_generated_requests_meet_the_published_schema(make_server: Any, tmp_path
         ],
         capture_output=True,
         text=True,
-        # ~520 cases: 53 s on a quiet 2-core machine; the bound is ten times that, so a slow
+        # ~270 cases: ~28 s on a quiet 2-core machine; the bound is ten times that, so a slow
         # CI host does not fail a correct run
         timeout=600,
     )
     assert done.returncode == 0, done.stdout[-3000:]
     cases = list(_generated_cases(report))
-    assert len(cases) >= 400
+    assert len(cases) >= 200
     shape_refusals = [
         case for case in cases if case["mode"] == "positive" and case["code"] == "invalid_request"
     ]

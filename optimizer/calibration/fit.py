@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -83,12 +83,16 @@ class FitSettings:
     """What every fit of one calibration shares: each candidate's default (the prior's
     centre and the fit's start), the pull towards it (None: the prior's, `prior_weight` of
     the runs fitted, and the shrinkage after the fit; 0: neither), the caller's request to
-    stop, and its time running out (each checked before every step-time evaluation)."""
+    stop, and its time running out (each checked before every step-time evaluation).
+    `start`, where given, is where a fit starts instead of the defaults: a refit of nearly
+    the same runs starts at their fit, a few steps from its own optimum, and reaches the
+    same optimum (the pull is still towards the defaults)."""
 
     defaults: dict[str, float | None]
     regularisation: float | None = None
     stop: Callable[[], bool] | None = None
     out_of_time: Callable[[], bool] | None = None
+    start: dict[str, float] | None = None
 
     def kept_share(self, runs: list[MeasuredRun]) -> float:
         """The share of its move a fitted value keeps (`shrink_weight` of the runs' distinct
@@ -210,10 +214,8 @@ def fit_values(
     measured = np.array([math.log(r.step_time_s) for r in runs])
     span = np.array([p.upper - p.lower for p in freed])
     lower = np.array([p.lower for p in freed])
-    start = np.array(
-        [(float(defaults[p.name] or p.lower) - p.lower) / (p.upper - p.lower) for p in freed]
-    )
-    start = np.clip(start, 0.0, 1.0)
+    centre = _scaled(freed, {p.name: float(defaults[p.name] or p.lower) for p in freed})
+    start = centre if settings.start is None else _scaled(freed, start_values(settings, freed))
     evaluations = 0
     least: tuple[float, np.ndarray] = (math.inf, start)  # the least cost seen, and where
 
@@ -229,7 +231,7 @@ def fit_values(
             raise FitOutOfTime(values_at(least[1]), evaluations)
         evaluations += 1
         errors = (_log_steps(runs, values_at(z)) - measured) / math.sqrt(len(runs))
-        pull = math.sqrt(regularisation) * (np.clip(z, 0, 1) - start)
+        pull = math.sqrt(regularisation) * (np.clip(z, 0, 1) - centre)
         found = np.concatenate([errors, pull])
         if (cost := float(found @ found)) < least[0]:
             least = (cost, np.array(z))
@@ -256,6 +258,17 @@ def fit_values(
     }
 
 
+def _scaled(freed: list[Parameter], values: dict[str, float]) -> np.ndarray:
+    """The values as shares of each parameter's range, the fit's coordinates."""
+    return np.clip([(values[p.name] - p.lower) / (p.upper - p.lower) for p in freed], 0.0, 1.0)
+
+
+def start_values(settings: FitSettings, freed: list[Parameter]) -> dict[str, float]:
+    """Each freed parameter's start: `settings.start`'s value, or its default."""
+    start = settings.start or {}
+    return {p.name: start.get(p.name, float(settings.defaults[p.name] or p.lower)) for p in freed}
+
+
 # A fitted value this close to a bound (share of its range) is taken as at the bound.
 AT_BOUND = 1e-3
 
@@ -280,6 +293,7 @@ def fit_inside_bounds(
                 "than it can give, so what they miss lies elsewhere; kept at its default"
             )
         freed = [p for p in freed if p.name not in at_bound]
+        settings = replace(settings, start=values)  # the others start where they were
 
 
 def _bound_side(parameter: Parameter, value: float) -> str | None:

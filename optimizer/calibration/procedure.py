@@ -49,19 +49,24 @@ NOISE = 1e-3
 
 
 def _prefix_loo_error(
-    runs: list[MeasuredRun], freed: list[Parameter], settings: FitSettings
-) -> float:
-    """RMS log error of each run predicted by the fit of `freed` to the others, unshrunk: the
-    stricter test. A run's squared log error is (nearly) convex in the move from the
+    runs: list[MeasuredRun],
+    freed: list[Parameter],
+    settings: FitSettings,
+    starts: list[dict[str, float]],
+) -> tuple[float, list[dict[str, float]]]:
+    """(RMS log error of each run predicted by the fit of `freed` to the others, unshrunk;
+    those fits). A run's squared log error is (nearly) convex in the move from the
     defaults, so where the whole move predicts better than none, the shrunk one, between the
     two, does too; the converse fails (a move shrunk enough passes where the runs' own fit
-    does not, and carries what they share, not what the model misses, to other layouts)."""
-    errors = []
+    does not, and carries what they share, not what the model misses, to other layouts).
+    The fit without run i starts at `starts[i]`, the shorter prefix's fit of the same runs."""
+    errors, fits = [], []
     for i, run in enumerate(runs):
         others = runs[:i] + runs[i + 1 :]
-        values, _, _ = fit_inside_bounds(others, freed, settings)
+        values, _, _ = fit_inside_bounds(others, freed, replace(settings, start=starts[i]))
         errors.append(math.log(run.estimate(values).step_time_s / run.step_time_s))
-    return rms(errors)
+        fits.append(values)
+    return rms(errors), fits
 
 
 def select(
@@ -73,9 +78,11 @@ def select(
     if len(runs) < 2 or not freed:
         return freed, {}
     scores: list[float] = []
+    fits: list[dict[str, float]] = [{} for _ in runs]
     try:
         for k in range(len(freed) + 1):  # the empty prefix fits nothing: always scored
-            scores.append(_prefix_loo_error(runs, freed[:k], settings))
+            score, fits = _prefix_loo_error(runs, freed[:k], settings, fits)
+            scores.append(score)
     except FitOutOfTime:
         pass
     # a longer prefix must beat the shorter by more than noise

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cache
 
 from optimizer.calibration import Calibration, MeasuredRun, calibrate, measured_run
 from optimizer.validation.published import PublishedRun, published_runs
@@ -125,6 +126,7 @@ def calibrate_group(
     return EngineCalibration(name, tuple(chosen), before, after, result)
 
 
+@cache  # the same views are asked by `validate --markdown` and its checks
 def calibrate_engines(
     n: int,
     profile: str = VALIDATION_PROFILE,
