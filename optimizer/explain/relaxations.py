@@ -1,6 +1,7 @@
 """What relaxing each rule of the request would buy: the best layout without it, re-solved
 on the same model with the rule's enforcement literal let go (or the space widened, for
-max_vpp and the node size). Only layouts whose MFU ceiling reaches the optimum are priced
+max_vpp, the node size and the memory interval's margin: the estimate alone held to the
+limit, search.memory_fit point). Only layouts whose MFU ceiling reaches the optimum are priced
 (optimizer/search/ceilings.py): a relaxed optimum that binds beats the optimum, and every
 layout left out falls short of it.
 
@@ -17,12 +18,13 @@ from functools import partial
 from models.errors import InvalidSpec
 from optimizer.costmodel import CostAssumptions, Estimate
 from optimizer.explain.budget import Budget, priced
-from optimizer.explain.words import _not_binding, _relaxation_words
+from optimizer.explain.words import _not_binding, _relaxation_words, point_fit_words
 from optimizer.results import Relaxation
 from optimizer.search import (
     EVEN_STAGES,
     KV_HEADS,
     MAX_EXPLAIN_CEILING_CELLS,
+    MEMORY_FIT,
     MEMORY_LIMIT,
     MIN_INTERLEAVED_PP,
     Found,
@@ -30,7 +32,9 @@ from optimizer.search import (
     SearchProblem,
     SolveSettings,
     Tables,
+    at_point,
     best_layout_above,
+    best_layout_by_ceilings,
     build_tables,
     choosable_model,
     engine_rules_broken,
@@ -67,14 +71,16 @@ def wide_tables(
 
 
 def _relaxed_problems(problem: SearchProblem) -> dict[str, SearchProblem]:
-    """Rules relaxed by widening the space rather than dropping a literal."""
+    """Rules relaxed by widening the space rather than dropping a literal: the memory
+    interval's margin first (what the request's memory rule costs is part of its answer)."""
     wider_vpp = problem.max_vpp * 2
     cluster = problem.job.cluster
     doubled = {"gpus_per_node": cluster.gpus_per_node * 2}
     if cluster.nvlink_domain is not None or cluster.gpu.nvlink_domain_gpus is not None:
         doubled["nvlink_domain"] = cluster.nvlink_domain_size * 2
     bigger_node = problem.job.model_copy(update={"cluster": cluster.model_copy(update=doubled)})
-    return {
+    margin = {MEMORY_FIT: at_point(problem)} if _has_margin(problem) else {}
+    return margin | {
         "max_vpp": replace(
             problem,
             knobs={**problem.knobs, "vpp": tuple(range(1, wider_vpp + 1))},
@@ -82,6 +88,29 @@ def _relaxed_problems(problem: SearchProblem) -> dict[str, SearchProblem]:
         ),
         "node_size": replace(problem, job=bigger_node),
     }
+
+
+def _has_margin(problem: SearchProblem) -> bool:
+    return problem.memory_fit is not None and problem.memory_fit.margin
+
+
+def point_fit_when_none(
+    problem: SearchProblem, assumptions: CostAssumptions, budget: Budget
+) -> tuple[Relaxation, ...]:
+    """For a request with no layout under the memory interval's margin: the best layout with
+    the estimate alone held to the limit, if any (none where the request has no margin or
+    the time is up)."""
+    settings = budget.settings()
+    if not _has_margin(problem) or settings is None:
+        return ()
+    point = at_point(problem)
+    found = best_layout_by_ceilings(narrow_to_rules(point), assumptions, settings)
+    if found.layout is None:
+        if not found.proved:
+            return ()
+        return (Relaxation(MEMORY_FIT, point_fit_words(problem, None), None, None, binds=False),)
+    relaxed = priced(point, found.layout, assumptions)
+    return (Relaxation(MEMORY_FIT, point_fit_words(problem, relaxed), relaxed.mfu, relaxed),)
 
 
 def _beyond(
