@@ -79,8 +79,9 @@ def explain(
     try:
         if best is None:
             pricing = pricing or Pricing(problem, assumptions, searched_spaces(problem))
-            conflicting = conflict(problem, assumptions, budget, pricing)
+            # first: a layout at the estimate alone is worth more to the user than the conflict
             point = point_fit_when_none(problem, assumptions, budget)
+            conflicting = conflict(problem, assumptions, budget, pricing)
             return Explanation(relaxations=point, conflict=conflicting)
         if pricing is None:
             tables = wide_tables(problem, best, assumptions, budget)
