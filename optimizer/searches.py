@@ -201,7 +201,7 @@ def stage_plans(request: Request, budget: SolveSettings | None = None) -> stagin
     step time, under profile standard, proved within the time limit (optimizer.staging)."""
     settings = budget or SolveSettings()
     problem, costs = prepare_search(replace(request, profile=DEFAULT_PROFILE))
-    return staging.search_stage_plans(
+    found = staging.search_stage_plans(
         problem,
         costs,
         settings.time_limit_s,
@@ -210,3 +210,4 @@ def stage_plans(request: Request, budget: SolveSettings | None = None) -> stagin
         request.per_stage_recompute,
         request.engine_name,
     )
+    return replace(found, memory_fit=problem.memory_fit)

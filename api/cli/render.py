@@ -176,9 +176,9 @@ def memory_fit_lines(fit: MemoryFitOut | None, best: EstimateOut | None) -> list
     lines = [f"memory fit ({fit.rule}): {fit.description}"]
     point = fit.point_best
     if point is not None and fit.binds:
-        cost = "the margin costs" if best is not None else "without the margin: a layout,"
+        cost = "without the margin there is a layout"
         if fit.point_mfu_gain is not None:
-            cost += f" {100 * fit.point_mfu_gain:.2f} MFU points"
+            cost = f"the margin costs {100 * fit.point_mfu_gain:.2f} MFU points"
         lines.append(
             f"  {cost}: at the estimate alone (--memory-fit point) the best is "
             f"{layout_line(point)} at {100 * point.mfu:.2f}% with {point.memory_gb.total:.2f} of "

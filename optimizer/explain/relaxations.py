@@ -1,7 +1,8 @@
 """What relaxing each rule of the request would buy: the best layout without it, re-solved
 on the same model with the rule's enforcement literal let go (or the space widened, for
-max_vpp, the node size and the memory interval's margin: the estimate alone held to the
-limit, search.memory_fit point). Only layouts whose MFU ceiling reaches the optimum are priced
+max_vpp and the node size; the memory interval's margin is relaxed on the same model, the
+memory limit's literal let go and memory capped at the stated limit: search.memory_fit
+point). Only layouts whose MFU ceiling reaches the optimum are priced
 (optimizer/search/ceilings.py): a relaxed optimum that binds beats the optimum, and every
 layout left out falls short of it.
 
@@ -71,16 +72,14 @@ def wide_tables(
 
 
 def _relaxed_problems(problem: SearchProblem) -> dict[str, SearchProblem]:
-    """Rules relaxed by widening the space rather than dropping a literal: the memory
-    interval's margin first (what the request's memory rule costs is part of its answer)."""
+    """Rules relaxed by widening the space rather than dropping a literal."""
     wider_vpp = problem.max_vpp * 2
     cluster = problem.job.cluster
     doubled = {"gpus_per_node": cluster.gpus_per_node * 2}
     if cluster.nvlink_domain is not None or cluster.gpu.nvlink_domain_gpus is not None:
         doubled["nvlink_domain"] = cluster.nvlink_domain_size * 2
     bigger_node = problem.job.model_copy(update={"cluster": cluster.model_copy(update=doubled)})
-    margin = {MEMORY_FIT: at_point(problem)} if _has_margin(problem) else {}
-    return margin | {
+    return {
         "max_vpp": replace(
             problem,
             knobs={**problem.knobs, "vpp": tuple(range(1, wider_vpp + 1))},
@@ -92,6 +91,12 @@ def _relaxed_problems(problem: SearchProblem) -> dict[str, SearchProblem]:
 
 def _has_margin(problem: SearchProblem) -> bool:
     return problem.memory_fit is not None and problem.memory_fit.margin
+
+
+def _stated_limit_bytes(problem: SearchProblem) -> int | None:
+    """The limit the memory interval's margin is taken under: relaxing the margin holds the
+    estimate to it (the wide tables hold rows over the memory limit, for its relaxation)."""
+    return None if problem.memory_fit is None else int(problem.memory_fit.limit_bytes)
 
 
 def point_fit_when_none(
@@ -155,6 +160,8 @@ def relaxations(
     beneath = engine_rules_broken(problem, placement_classes(problem)) - set(with_literals)
     rules = _named_in_order(problem, with_literals, beneath)
     tries: list[tuple[str, SearchProblem | None]] = [(rule, None) for rule in rules]
+    if _has_margin(problem):  # the same rows, their memory held to the stated limit instead
+        tries.append((MEMORY_FIT, None))
     tries += list(_relaxed_problems(problem).items())
     found = {}
     too_large: list[str] = []
@@ -167,9 +174,10 @@ def relaxations(
         if rule in beneath:  # nothing reaching the optimum breaks it: nothing to solve
             found[rule] = (problem, Found(None, True, 0))
         elif wider is None:
-            dropped = frozenset({rule})
+            dropped = frozenset({MEMORY_LIMIT if rule == MEMORY_FIT else rule})
+            cap = _stated_limit_bytes(problem) if rule == MEMORY_FIT else None
             rows = choosable_model(tables, dropped)
-            found[rule] = (problem, solve_best(rows, settings, dropped, None, binds_above))
+            found[rule] = (problem, solve_best(rows, settings, dropped, cap, binds_above))
         else:
             try:
                 answer = _beyond(rule, wider, problem, assumptions, settings, binds_above)

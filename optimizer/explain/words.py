@@ -58,11 +58,17 @@ def _limit_words(problem: SearchProblem) -> str:
     under the stated one."""
     fit = problem.memory_fit
     if fit is None or not fit.margin:
-        return f"{problem.memory_limit_bytes / GB:g} GB"
+        return limit_gb_words(problem)
     return (
-        f"{problem.memory_limit_bytes / GB:.2f} GB ({fit.limit_bytes / GB:g} GB over the "
-        f"memory interval's {fit.upper_ratio:.3f})"
+        f"{limit_gb_words(problem)} ({fit.limit_bytes / GB:g} GB / {fit.upper_ratio:.3f}: the "
+        "memory interval's margin)"
     )
+
+
+def limit_gb_words(problem: SearchProblem) -> str:
+    """The limit the estimate is held under: as stated, or to the hundredth under a margin."""
+    fit, limit_gb = problem.memory_fit, problem.memory_limit_bytes / GB
+    return f"{limit_gb:.2f} GB" if fit is not None and fit.margin else f"{limit_gb:g} GB"
 
 
 def point_fit_words(
