@@ -18,7 +18,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from api.schemas import EvaluateRequest, SearchRequest, optimize_out
+from api.cli.render import estimate_text
+from api.schemas import EvaluateRequest, SearchRequest, estimate_out, optimize_out
 from optimizer import MEMORY_FIT, OptimizeResult, Request
 from optimizer.search import enumerator
 from optimizer.searches import evaluate_on, optimize, pareto, prepare_search
@@ -26,6 +27,17 @@ from tests.helpers import run_cli
 
 BODY: dict[str, Any] = {"model": "llama3-70b", "cluster": {"gpus": 512, "gpu": "h100-sxm"}}
 POINT = BODY | {"search": {"memory_fit": "point"}}
+LAYOUT_FIELDS = (
+    "tp",
+    "pp",
+    "cp",
+    "vpp",
+    "micro_batch",
+    "zero",
+    "recompute",
+    "placement",
+    "schedule",
+)
 
 
 def request_of(body: dict[str, Any]) -> Request:
@@ -159,3 +171,23 @@ def test_workshop_holds_the_estimate_and_the_frontier_keeps_the_margin() -> None
     mfu, _, _ = every_layout()
     assert frontier.frontier[-1].mfu == pytest.approx(optimum("interval").best.mfu)  # type: ignore[union-attr]
     assert frontier.frontier[-1].mfu < mfu.max()
+
+
+def test_evaluate_keeps_the_estimates_verdict_and_says_the_upper_end_is_over() -> None:
+    """The point rule's optimum re-evaluated: the same figures, `fits` (an audited run that
+    trained near capacity is not priced as not fitting) but not `fits_interval`."""
+    point = optimum("point").best
+    assert point is not None
+    shown = estimate_out(point).layout.model_dump(mode="json")
+    layout = {name: shown[name] for name in LAYOUT_FIELDS}
+    request = EvaluateRequest.model_validate(BODY | {"layout": layout}).to_request()
+    again = estimate_out(evaluate_on(request))
+    assert again.mfu == pytest.approx(point.mfu, abs=1e-4)
+    assert again.memory_gb.total == pytest.approx(point.memory.total / 1e9, abs=0.01)
+    assert again.fits and again.fits_interval is False
+    assert again.interval is not None and again.interval.memory_gb is not None
+    over = again.interval.memory_gb[1]
+    assert over > again.memory_gb.capacity
+    assert f"fits, 0.01 GB free at the estimate; like runs up to {over:.2f} GB" in estimate_text(
+        again
+    )

@@ -49,6 +49,8 @@ def memory_chart(est: EstimateOut) -> list[str]:
         if est.fits
         else f"DOES NOT FIT, {mem.total - mem.capacity:.2f} GB over"
     )
+    if est.fits_interval is False and est.fits and est.interval and est.interval.memory_gb:
+        verdict += f" at the estimate; like runs up to {est.interval.memory_gb[1]:.2f} GB"
     lines.append(
         f"  {'total':<12}{mem.total:>9.2f}  {bar(mem.total, scale):<{BAR_WIDTH}}| {verdict}"
     )
