@@ -8,6 +8,8 @@
 - `explain/`: why the optimum is what it is (relaxations, choices, slack, conflicts);
 - `request.py`: the one request every front door takes, parsed once at the edge;
 - `searches.py`: the front doors, `evaluate_on`, `optimize`, `pareto` and `stage_plans`;
+- `memory_fit.py`: the rule a search holds a layout's memory to (its interval's upper end,
+  or the estimate alone);
 - `uncertainty/`: how sure an estimate is: the interval its regime's published misses give;
 - `ties.py`: the layouts tied with the optimum under that interval, and what they differ in;
 - `validation/`: the cost model against published training runs (and those misses).
@@ -26,6 +28,7 @@ from optimizer.costmodel import (
     evaluate,
 )
 from optimizer.cpsat import StopSignal
+from optimizer.memory_fit import memory_fit_words
 from optimizer.request import DEFAULT_PROFILE, Request
 from optimizer.results import (
     Choice,
@@ -37,7 +40,7 @@ from optimizer.results import (
     SolverStats,
     Status,
 )
-from optimizer.search import SearchSpace, SolveSettings
+from optimizer.search import MEMORY_FIT, MemoryFit, SearchSpace, SolveSettings
 from optimizer.searches import evaluate_on, optimize, pareto, stage_plans
 from optimizer.staging import StageSearch
 from optimizer.ties import TiedLayout
@@ -55,6 +58,8 @@ __all__ = [
     "CostAssumptions",
     "Estimate",
     "Interval",
+    "MEMORY_FIT",
+    "MemoryFit",
     "OptimizeResult",
     "ParetoResult",
     "ProfileName",
@@ -67,6 +72,7 @@ __all__ = [
     "StopSignal",
     "evaluate",
     "evaluate_on",
+    "memory_fit_words",
     "optimize",
     "pareto",
 ]

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from optimizer.costmodel import Estimate
-from optimizer.search import KNOBS, LN_MFU_SCALE, SearchProblem
+from optimizer.search import KNOBS, LN_MFU_SCALE, MemoryFit, SearchProblem
 from optimizer.ties import TiedLayout
 
 # What was proved: the best (optimal), a layout short of that proof (feasible: with the
@@ -130,6 +130,9 @@ class OptimizeResult:
     # the mechanism it differs in, and how far their search went or why it was not made
     tied: tuple[TiedLayout, ...] = ()
     tied_note: str | None = None
+    # The rule the layouts' memory was held to (optimizer.memory_fit); what it costs is the
+    # relaxation named memory_fit, where explanations were worked out
+    memory_fit: MemoryFit | None = None
 
 
 @dataclass(frozen=True)
@@ -141,6 +144,7 @@ class ParetoResult:
     wall_s: float
     proved: bool
     warnings: tuple[str, ...] = ()
+    memory_fit: MemoryFit | None = None  # the rule each point's memory was held to
 
     @property
     def status(self) -> Status:

@@ -18,6 +18,7 @@ from optimizer import staging
 from optimizer.costmodel import CostAssumptions, Estimate, evaluate, profile_named
 from optimizer.costmodel.warnings import calibration_warnings
 from optimizer.engines import engine_placed, judged
+from optimizer.memory_fit import held_to_request, memory_margin_warning
 from optimizer.request import DEFAULT_PROFILE, Request
 from optimizer.results import (
     OptimizeResult,
@@ -41,11 +42,12 @@ from optimizer.uncertainty import RESIDUALS_PROFILE, with_interval
 
 
 def prepare_search(request: Request) -> tuple[SearchProblem, CostAssumptions]:
-    """The request's search problem with its engine's rules (none without an engine), and
-    the assumptions it is priced under."""
+    """The request's search problem with its engine's rules (none without an engine) and its
+    memory rule (optimizer.memory_fit), and the assumptions it is priced under."""
     profile_named(request.profile)
     problem = resolve_space(request.job, request.space, request.profile, request.engine)
     beyond = tuple(calibration_warnings(request.job, request.priced, request.engine_name))
+    problem = held_to_request(problem, request)
     return replace(problem, warnings=problem.warnings + beyond), request.priced
 
 
@@ -75,22 +77,6 @@ def finish_estimate(request: Request, estimate: Estimate) -> Estimate:
     if request.engine is None:
         return estimate
     return judged(request.engine, request.job, estimate, request.recompute_modules)
-
-
-def memory_margin_warning(estimate: Estimate) -> tuple[str, ...]:
-    """A layout that fits at the point estimate but not at its memory interval's upper end
-    says so, and by how much."""
-    interval, memory = estimate.interval, estimate.memory
-    if interval is None or interval.memory_gb is None or not estimate.fits:
-        return ()
-    high_gb, capacity_gb = interval.memory_gb[1], memory.capacity / 1e9
-    if high_gb <= capacity_gb:
-        return ()
-    return (
-        f"memory: {memory.total / 1e9:.2f} of {capacity_gb:.2f} GB at the estimate, but like "
-        f"runs measured up to {high_gb:.2f} GB ({interval.basis.partition('memory: ')[2]}): "
-        "set search.memory_limit_gb lower for a margin",
-    )
 
 
 def optimize(request: Request, budget: SolveSettings | None = None) -> OptimizeResult:
@@ -151,6 +137,7 @@ def optimize(request: Request, budget: SolveSettings | None = None) -> OptimizeR
         explained=explain and status != "unknown",
         tied=tied,
         tied_note=tied_note,
+        memory_fit=problem.memory_fit,
     )
 
 
@@ -193,7 +180,8 @@ def pareto(request: Request, budget: SolveSettings | None = None) -> ParetoResul
         )
     elif not proved:
         warnings += (unknown_warning(problem, time_limit_s, stop.stopped),)
-    return ParetoResult(estimates, time.perf_counter() - start, proved, warnings)
+    wall_s = time.perf_counter() - start
+    return ParetoResult(estimates, wall_s, proved, warnings, problem.memory_fit)
 
 
 def refused_points(estimates: tuple[Estimate, ...], request: Request) -> tuple[str, ...]:
@@ -213,7 +201,7 @@ def stage_plans(request: Request, budget: SolveSettings | None = None) -> stagin
     step time, under profile standard, proved within the time limit (optimizer.staging)."""
     settings = budget or SolveSettings()
     problem, costs = prepare_search(replace(request, profile=DEFAULT_PROFILE))
-    return staging.search_stage_plans(
+    found = staging.search_stage_plans(
         problem,
         costs,
         settings.time_limit_s,
@@ -222,3 +210,4 @@ def stage_plans(request: Request, budget: SolveSettings | None = None) -> stagin
         request.per_stage_recompute,
         request.engine_name,
     )
+    return replace(found, memory_fit=problem.memory_fit)

@@ -25,6 +25,7 @@ from optimizer.search.space import SearchSpace
 from optimizer.search.tables import build_tables
 from optimizer.searches import optimize as search_optimize
 from optimizer.searches import pareto as search_pareto
+from optimizer.searches import prepare_search
 from tests.helpers import plate_job
 
 pytestmark = pytest.mark.slow
@@ -72,9 +73,11 @@ spaces = st.builds(
 
 
 def assert_optimum_matches(job: TrainingJob, space: SearchSpace, profile: str = "workshop") -> None:
-    problem = resolve_space(job, space, profile)
+    # the request's problem: its memory held to the request's rule (search.memory_fit)
+    request = Request(job, space=space, profile=profile, engine=None, explain=False)
+    problem, _ = prepare_search(request)
     expected = enumerator.best_layout(problem, CostAssumptions())
-    result = search_optimize(Request(job, space=space, profile=profile, engine=None, explain=False))
+    result = search_optimize(request)
     if expected is None:
         assert result.status == "infeasible" and result.best is None
         return
@@ -86,11 +89,10 @@ def assert_optimum_matches(job: TrainingJob, space: SearchSpace, profile: str = 
 def assert_frontier_matches(
     job: TrainingJob, space: SearchSpace, profile: str = "workshop"
 ) -> None:
-    problem = resolve_space(job, space, profile)
+    request = Request(job, space=space, profile=profile, engine=None)
+    problem, _ = prepare_search(request)
     expected = enumerator.frontier_points(problem, CostAssumptions())
-    result = search_pareto(
-        Request(job, space=space, profile=profile, engine=None), SolveSettings(time_limit_s=30.0)
-    )
+    result = search_pareto(request, SolveSettings(time_limit_s=30.0))
     assert result.proved
     got = [(e.memory.total, e.mfu) for e in result.frontier]
     assert len(got) == len(expected)

@@ -208,7 +208,11 @@ def test_standard_relaxations_over_their_own_rows_match_the_wide_model_and_enume
     )
     assert result.status == "optimal" and result.explanations_complete
     wide_rules = set(LayoutModel(build_tables(problem, costs)).rules)
-    assert {r.name for r in result.relaxations} - {"max_vpp", "node_size"} == wide_rules
+    assert {r.name for r in result.relaxations} - {
+        "max_vpp",
+        "node_size",
+        "memory_fit",
+    } == wide_rules
     bound = 0
     for relaxation in (r for r in result.relaxations if r.name in wide_rules):
         layout = enumerator.best_layout(problem, costs, frozenset({relaxation.name}))

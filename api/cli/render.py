@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from api.schemas import EstimateOut, OptimizeOut, ParetoOut, SolverOut, TrialsOut
+from api.schemas import EstimateOut, MemoryFitOut, OptimizeOut, ParetoOut, SolverOut, TrialsOut
 
 BAR_WIDTH = 48
 _EIGHTHS = " ▏▎▍▌▋▊▉"
@@ -49,6 +49,8 @@ def memory_chart(est: EstimateOut) -> list[str]:
         if est.fits
         else f"DOES NOT FIT, {mem.total - mem.capacity:.2f} GB over"
     )
+    if est.fits_interval is False and est.fits and est.interval and est.interval.memory_gb:
+        verdict += f" at the estimate; like runs up to {est.interval.memory_gb[1]:.2f} GB"
     lines.append(
         f"  {'total':<12}{mem.total:>9.2f}  {bar(mem.total, scale):<{BAR_WIDTH}}| {verdict}"
     )
@@ -134,9 +136,12 @@ def optimize_text(answer: OptimizeOut) -> str:
             lines.append("no layout satisfies the request; which rules conflict was not worked out")
         else:  # neither a layout nor a proof: claiming a conflict would be a guess
             lines.append("no layout found within the time limit, and none ruled out")
+        lines += memory_fit_lines(answer.memory_fit, answer.best)
         lines += [f"warning: {warning}" for warning in answer.warnings]
         return "\n".join(lines)
-    lines += ["", estimate_text(answer.best), ""]
+    lines += ["", estimate_text(answer.best)]
+    lines += memory_fit_lines(answer.memory_fit, answer.best)
+    lines.append("")
     lines.append("what holds it back (the best without each rule; not layouts to use)")
     complete = answer.explanations_complete
     nothing = "nothing we can relax" if complete else "none found before the time limit"
@@ -146,7 +151,9 @@ def optimize_text(answer: OptimizeOut) -> str:
         )
     if not answer.explained:
         nothing = "not worked out: explanations off (--no-explain, explain: false)"
-    lines += [f"  - {b.description}" for b in answer.binding] or [f"  - {nothing}"]
+    # the memory rule's cost is said with the rule, above
+    held = [b for b in answer.binding if b.name != "memory_fit"]
+    lines += [f"  - {b.description}" for b in held] or [f"  - {nothing}"]
     idle = [r.name for r in answer.relaxations if not r.binds]
     if idle:
         lines.append(f"  relaxing would not raise MFU: {', '.join(idle)}")
@@ -162,6 +169,28 @@ def optimize_text(answer: OptimizeOut) -> str:
     shown = set(answer.best.warnings)
     lines += [f"warning: {w}" for w in answer.warnings if w not in shown]
     return "\n".join(lines)
+
+
+def memory_fit_lines(fit: MemoryFitOut | None, best: EstimateOut | None) -> list[str]:
+    """The rule the layouts' memory was held to and, where worked out, what it costs."""
+    if fit is None:
+        return []
+    lines = [f"memory fit ({fit.rule}): {fit.description}"]
+    point = fit.point_best
+    if point is not None and fit.binds:
+        cost = "without the margin there is a layout"
+        if fit.point_mfu_gain is not None:
+            cost = f"the margin costs {100 * fit.point_mfu_gain:.2f} MFU points"
+        lines.append(
+            f"  {cost}: at the estimate alone (--memory-fit point) the best is "
+            f"{layout_line(point)} at {100 * point.mfu:.2f}% with {point.memory_gb.total:.2f} of "
+            f"{point.memory_gb.capacity:.2f} GB"
+        )
+    elif fit.binds is False and best is not None:
+        lines.append("  the margin costs nothing: at the estimate alone the best is no better")
+    elif fit.binds is False:
+        lines.append("  no layout fits at the estimate alone either")
+    return lines
 
 
 def tied_block(answer: OptimizeOut) -> list[str]:
@@ -190,6 +219,9 @@ def pareto_text(answer: ParetoOut) -> str:
         lines.append("the time limit ran out before the frontier's first point: nothing is proved")
     else:
         lines.append(f"{'memory GB':>10}  {'MFU':>6}  {'':<{BAR_WIDTH // 2}}  layout")
+    if answer.memory_fit is not None:
+        fit = answer.memory_fit
+        lines.insert(1, f"memory fit ({fit.rule}): {fit.description}")
     for est in answer.frontier:
         chart = bar(est.mfu, 0.6, BAR_WIDTH // 2)
         lines.append(

@@ -39,6 +39,7 @@ _SEARCH_FLAGS = (
     "recompute",
     "micro_batches",
     "memory_limit_gb",
+    "memory_fit",
     "require_tp_divides_kv_heads",
     "even_stages",
     "min_interleaved_pp",
@@ -83,6 +84,13 @@ def add_search_flags(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--memory-limit-gb", type=float, dest="memory_limit_gb", help="default: GPU capacity"
+    )
+    parser.add_argument(
+        "--memory-fit",
+        choices=("interval", "point"),
+        dest="memory_fit",
+        help="what must be under the limit: the memory interval's upper end (default) or the "
+        "estimate alone",
     )
     parser.add_argument(
         "--allow-tp-beyond-kv-heads",

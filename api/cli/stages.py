@@ -47,6 +47,8 @@ def stages_text(answer: StagesOut) -> str:
         )
     if answer.status == "feasible":
         lines.append("not proved optimal: the time ran out before every layout was examined")
+    if answer.memory_fit is not None:
+        lines.append(f"memory fit ({answer.memory_fit.rule}): {answer.memory_fit.description}")
     return "\n".join(lines)
 
 

@@ -3,23 +3,26 @@ interface contract (../shared/spec/interface.md), and the error shape."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
 from models.artefact import Artefact
 from models.layout import Dimension, Layout
 from optimizer import (
+    MEMORY_FIT,
     Choice,
     Conflict,
     Estimate,
     Interval,
+    MemoryFit,
     OptimizeResult,
     ParetoResult,
     Relaxation,
     Slack,
     Status,
     TiedLayout,
+    memory_fit_words,
 )
 
 MEMORY_DECIMALS = 2  # GB, as the plate prints
@@ -116,7 +119,13 @@ class EstimateOut(BaseModel):
     profile: str
     layout: LayoutOut
     memory_gb: MemoryOut
-    fits: bool
+    fits: bool = Field(description="The memory estimate is within the device's capacity.")
+    fits_interval: bool | None = Field(
+        None,
+        description="The upper end of the memory interval is within the capacity too: the "
+        "searches' default rule (search.memory_fit interval) would choose the layout. Null "
+        "without a memory interval (profile workshop).",
+    )
     bubble: float
     mfu: float
     mfu_steps: list[MfuStepOut]
@@ -194,6 +203,7 @@ def estimate_out(estimate: Estimate) -> EstimateOut:
             capacity=_gb(memory.capacity),
         ),
         fits=estimate.fits,
+        fits_interval=estimate.fits_interval,
         bubble=_fraction(estimate.bubble),
         mfu=_fraction(estimate.mfu),
         mfu_steps=[MfuStepOut(name=s.name, mfu=_fraction(s.mfu)) for s in estimate.mfu_steps],
@@ -330,6 +340,64 @@ def tied_out(tie: TiedLayout) -> TiedOut:
     )
 
 
+class MemoryFitOut(BaseModel):
+    """The rule the search held each layout's memory to (search.memory_fit) and, for an
+    optimum under the interval's margin, what the margin costs."""
+
+    rule: Literal["interval", "point"] = Field(
+        description="interval: the memory interval's upper end within the limit; point: the "
+        "estimate alone (asked for, or the profile gives no interval: see `description`)."
+    )
+    limit_gb: float = Field(
+        description="The limit as stated: search.memory_limit_gb, or the device's capacity."
+    )
+    upper_ratio: float = Field(
+        description="The memory interval's upper end over the estimate for jobs of this "
+        "regime (at least 1); 1 under the point rule."
+    )
+    point_limit_gb: float = Field(
+        description="What the estimate itself was held under: limit_gb / upper_ratio."
+    )
+    basis: str | None = Field(None, description="The published runs upper_ratio rests on.")
+    description: str = Field(description="The rule in words, with its numbers.")
+    binds: bool | None = Field(
+        None,
+        description="Whether the margin holds the optimum back (the best layout at the "
+        "estimate alone has a higher MFU, or only it finds a layout); null where there is no "
+        "margin or it was not worked out (explain false, or the time limit).",
+    )
+    point_best: EstimateOut | None = Field(
+        None,
+        description="When the margin binds: the best layout with the estimate alone held to "
+        "the limit (search.memory_fit point), i.e. what the margin costs.",
+    )
+    point_mfu_gain: float | None = Field(
+        None,
+        description="point_best's MFU minus the optimum's, where both exist: the margin's "
+        "cost in MFU (fraction).",
+    )
+
+
+def memory_fit_out(
+    fit: MemoryFit, best: Estimate | None = None, relaxations: tuple[Relaxation, ...] = ()
+) -> MemoryFitOut:
+    """`fit` with what relaxing it buys, where a relaxation named memory_fit says so."""
+    relaxed = next((r for r in relaxations if r.name == MEMORY_FIT), None)
+    point = None if relaxed is None else relaxed.relaxed
+    gain = None if point is None or best is None else _fraction(point.mfu - best.mfu)
+    return MemoryFitOut(
+        rule="interval" if fit.rule == "interval" else "point",
+        limit_gb=_gb(fit.limit_bytes),
+        upper_ratio=round(fit.upper_ratio, FRACTION_DECIMALS),
+        point_limit_gb=_gb(fit.point_limit_bytes),
+        basis=fit.basis,
+        description=memory_fit_words(fit),
+        binds=None if relaxed is None else relaxed.binds,
+        point_best=None if point is None else estimate_out(point),
+        point_mfu_gain=gain,
+    )
+
+
 class OptimizeOut(BaseModel):
     status: Status = Field(description=STATUS_DESCRIPTION)
     best: EstimateOut | None
@@ -375,6 +443,12 @@ class OptimizeOut(BaseModel):
         description="How far the search for tied layouts went (only the degree tuples whose "
         "MFU ceiling reaches a floor under the optimum are priced), or why it was not made.",
     )
+    memory_fit: MemoryFitOut | None = Field(
+        None,
+        description="The rule each layout's memory was held to (search.memory_fit) and, with "
+        "explanations, what the interval's margin costs (also the relaxation named "
+        "memory_fit).",
+    )
 
 
 class ParetoOut(BaseModel):
@@ -393,6 +467,11 @@ class ParetoOut(BaseModel):
         "proved.",
     )
     complete: bool = Field(True, description="Every point of the frontier was found and proved.")
+    memory_fit: MemoryFitOut | None = Field(
+        None,
+        description="The rule each point's memory was held to (search.memory_fit): under "
+        "interval, layouts whose memory interval's upper end is over the limit are not points.",
+    )
 
 
 def _binding_fields(relaxation: Relaxation) -> dict[str, Any]:
@@ -425,6 +504,9 @@ def optimize_out(result: OptimizeResult) -> OptimizeOut:
         explained=result.explained,
         tied=[tied_out(tie) for tie in result.tied],
         tied_note=result.tied_note,
+        memory_fit=None
+        if result.memory_fit is None
+        else memory_fit_out(result.memory_fit, result.best, result.relaxations),
     )
 
 
@@ -435,4 +517,5 @@ def pareto_out(result: ParetoResult) -> ParetoOut:
         solver=SolverOut(wall_s=result.wall_s, proved_optimal=result.proved),
         status=result.status,
         complete=result.proved,
+        memory_fit=None if result.memory_fit is None else memory_fit_out(result.memory_fit),
     )

@@ -14,7 +14,16 @@ from optimizer import Request, StageSearch
 from optimizer.engines import PLAN_EXPORTERS, export_plan, plan_layout_string
 from optimizer.staging import PlanFound
 
-from .answers import FRACTION_DECIMALS, ExportOut, LayoutOut, Status, export_out, layout_out
+from .answers import (
+    FRACTION_DECIMALS,
+    ExportOut,
+    LayoutOut,
+    MemoryFitOut,
+    Status,
+    export_out,
+    layout_out,
+    memory_fit_out,
+)
 from .requests import SEARCH_EXAMPLE, SearchRequest
 
 # the plate under Megatron-LM, priced by profile standard: stage plans are priced rank by rank
@@ -89,6 +98,11 @@ class StagesOut(BaseModel):
     )
     gain: float | None = Field(description="best MFU / even_best MFU - 1.")
     solver: StagesSolverOut
+    memory_fit: MemoryFitOut | None = Field(
+        None,
+        description="The rule each rank's memory was held to (search.memory_fit): by default "
+        "the memory interval's upper end within the limit.",
+    )
 
 
 def plan_out(found: PlanFound, micro_batches: int) -> StagePlanOut:
@@ -143,6 +157,7 @@ def stages_answer(request: Request, result: StageSearch) -> StagesOut:
         best=best_out,
         even_best=out(even),
         gain=None if gain is None else round(gain, FRACTION_DECIMALS),
+        memory_fit=None if result.memory_fit is None else memory_fit_out(result.memory_fit),
         solver=StagesSolverOut(
             wall_s=round(result.wall_s, 3),
             proved_optimal=result.proved and best is not None,

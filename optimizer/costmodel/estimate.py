@@ -88,6 +88,14 @@ class Estimate:
     def fits(self) -> bool:
         return self.memory.total <= self.memory.capacity
 
+    @property
+    def fits_interval(self) -> bool | None:
+        """Whether the upper end of the memory interval is within the capacity too (the
+        searches' default rule, optimizer.memory_fit); None without a memory interval."""
+        if self.interval is None or self.interval.memory_gb is None:
+            return None
+        return self.fits and self.interval.memory_gb[1] * 1e9 <= self.memory.capacity
+
     def summary(self) -> str:
         """The layout in words, as explanations quote it (schedule and ep when not default)."""
         lay = self.layout

@@ -16,7 +16,7 @@ from optimizer.cpsat import CutShort
 from optimizer.explain.budget import CUT_SHORT, Budget, priced
 from optimizer.explain.choices import choice_spaces, choices
 from optimizer.explain.conflicts import conflict
-from optimizer.explain.relaxations import relaxations, wide_tables
+from optimizer.explain.relaxations import point_fit_when_none, relaxations, wide_tables
 from optimizer.explain.slack import slacks
 from optimizer.results import Choice, Conflict, Relaxation, Slack
 from optimizer.search import Pricing, SearchProblem, narrow_to_rules
@@ -66,7 +66,9 @@ def explain(
     budget: Budget,
     pricing: Pricing | None = None,
 ) -> Explanation:
-    """Slack and relaxations for an optimum; a minimal conflict when there is none.
+    """Slack and relaxations for an optimum; a minimal conflict when there is none, and
+    under the memory interval's margin the best layout with the estimate alone held to the
+    limit.
 
     Without `pricing`, only the layouts that can change an answer are priced: the wide
     model's rows whose MFU ceiling reaches the optimum (relaxations.wide_tables), and each
@@ -77,7 +79,10 @@ def explain(
     try:
         if best is None:
             pricing = pricing or Pricing(problem, assumptions, searched_spaces(problem))
-            return Explanation(conflict=conflict(problem, assumptions, budget, pricing))
+            # first: a layout at the estimate alone is worth more to the user than the conflict
+            point = point_fit_when_none(problem, assumptions, budget)
+            conflicting = conflict(problem, assumptions, budget, pricing)
+            return Explanation(relaxations=point, conflict=conflicting)
         if pricing is None:
             tables = wide_tables(problem, best, assumptions, budget)
         else:

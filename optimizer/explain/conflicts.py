@@ -10,7 +10,7 @@ from optimizer import cpsat
 from optimizer.costmodel import CostAssumptions
 from optimizer.cpsat import CutShort
 from optimizer.explain.budget import GB, Budget, priced
-from optimizer.explain.words import _rule_words
+from optimizer.explain.words import _rule_words, limit_gb_words
 from optimizer.results import Conflict
 from optimizer.search import (
     MAX_TERM,
@@ -129,5 +129,5 @@ def _conflict_item(
     return Conflict(
         name,
         f"{words}: even the least-memory layout ({estimate.summary()}) "
-        f"needs {memory.total / GB:.1f} GB > {problem.memory_limit_bytes / GB:g} GB",
+        f"needs {memory.total / GB:.1f} GB > {limit_gb_words(problem)}",
     )

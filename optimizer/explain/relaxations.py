@@ -1,6 +1,8 @@
 """What relaxing each rule of the request would buy: the best layout without it, re-solved
 on the same model with the rule's enforcement literal let go (or the space widened, for
-max_vpp and the node size). Only layouts whose MFU ceiling reaches the optimum are priced
+max_vpp and the node size; the memory interval's margin is relaxed on the same model, the
+memory limit's literal let go and memory capped at the stated limit: search.memory_fit
+point). Only layouts whose MFU ceiling reaches the optimum are priced
 (optimizer/search/ceilings.py): a relaxed optimum that binds beats the optimum, and every
 layout left out falls short of it.
 
@@ -17,12 +19,13 @@ from functools import partial
 from models.errors import InvalidSpec
 from optimizer.costmodel import CostAssumptions, Estimate
 from optimizer.explain.budget import Budget, priced
-from optimizer.explain.words import _not_binding, _relaxation_words
+from optimizer.explain.words import _not_binding, _relaxation_words, point_fit_words
 from optimizer.results import Relaxation
 from optimizer.search import (
     EVEN_STAGES,
     KV_HEADS,
     MAX_EXPLAIN_CEILING_CELLS,
+    MEMORY_FIT,
     MEMORY_LIMIT,
     MIN_INTERLEAVED_PP,
     Found,
@@ -30,7 +33,9 @@ from optimizer.search import (
     SearchProblem,
     SolveSettings,
     Tables,
+    at_point,
     best_layout_above,
+    best_layout_by_ceilings,
     build_tables,
     choosable_model,
     engine_rules_broken,
@@ -84,6 +89,35 @@ def _relaxed_problems(problem: SearchProblem) -> dict[str, SearchProblem]:
     }
 
 
+def _has_margin(problem: SearchProblem) -> bool:
+    return problem.memory_fit is not None and problem.memory_fit.margin
+
+
+def _stated_limit_bytes(problem: SearchProblem) -> int | None:
+    """The limit the memory interval's margin is taken under: relaxing the margin holds the
+    estimate to it (the wide tables hold rows over the memory limit, for its relaxation)."""
+    return None if problem.memory_fit is None else int(problem.memory_fit.limit_bytes)
+
+
+def point_fit_when_none(
+    problem: SearchProblem, assumptions: CostAssumptions, budget: Budget
+) -> tuple[Relaxation, ...]:
+    """For a request with no layout under the memory interval's margin: the best layout with
+    the estimate alone held to the limit, if any (none where the request has no margin or
+    the time is up)."""
+    settings = budget.settings()
+    if not _has_margin(problem) or settings is None:
+        return ()
+    point = at_point(problem)
+    found = best_layout_by_ceilings(narrow_to_rules(point), assumptions, settings)
+    if found.layout is None:
+        if not found.proved:
+            return ()
+        return (Relaxation(MEMORY_FIT, point_fit_words(problem, None), None, None, binds=False),)
+    relaxed = priced(point, found.layout, assumptions)
+    return (Relaxation(MEMORY_FIT, point_fit_words(problem, relaxed), relaxed.mfu, relaxed),)
+
+
 def _beyond(
     rule: str,
     wider: SearchProblem,
@@ -126,6 +160,8 @@ def relaxations(
     beneath = engine_rules_broken(problem, placement_classes(problem)) - set(with_literals)
     rules = _named_in_order(problem, with_literals, beneath)
     tries: list[tuple[str, SearchProblem | None]] = [(rule, None) for rule in rules]
+    if _has_margin(problem):  # the same rows, their memory held to the stated limit instead
+        tries.append((MEMORY_FIT, None))
     tries += list(_relaxed_problems(problem).items())
     found = {}
     too_large: list[str] = []
@@ -138,9 +174,10 @@ def relaxations(
         if rule in beneath:  # nothing reaching the optimum breaks it: nothing to solve
             found[rule] = (problem, Found(None, True, 0))
         elif wider is None:
-            dropped = frozenset({rule})
+            dropped = frozenset({MEMORY_LIMIT if rule == MEMORY_FIT else rule})
+            cap = _stated_limit_bytes(problem) if rule == MEMORY_FIT else None
             rows = choosable_model(tables, dropped)
-            found[rule] = (problem, solve_best(rows, settings, dropped, None, binds_above))
+            found[rule] = (problem, solve_best(rows, settings, dropped, cap, binds_above))
         else:
             try:
                 answer = _beyond(rule, wider, problem, assumptions, settings, binds_above)

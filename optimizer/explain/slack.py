@@ -15,8 +15,11 @@ def slacks(problem: SearchProblem, best: Estimate) -> tuple[Slack, ...]:
     layers, node = job.model.num_layers, fast_link_domain(problem)
     limit_gb, memory_gb = problem.memory_limit_bytes / GB, best.memory.total / GB
     span = lay.group_span("tp")
+    fit, memory_words = problem.memory_fit, "memory per device"
+    if fit is not None and fit.margin:  # the limit is the stated one over the interval's ratio
+        memory_words += f", x{fit.upper_ratio:.3f} within {fit.limit_bytes / GB:.2f} GB"
     rows = [
-        ("memory_limit", memory_gb, limit_gb, "GB", "memory per device"),
+        ("memory_limit", memory_gb, limit_gb, "GB", memory_words),
         ("pipeline_layers", lay.pp, layers, "stages", "pipeline stages <= layers"),
         ("chunk_layers", lay.pp * lay.vpp, layers, "chunks", "pp * vpp chunks <= layers"),
         ("max_vpp", lay.vpp, problem.max_vpp, "chunks", "interleaved chunks <= max_vpp"),

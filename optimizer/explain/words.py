@@ -8,6 +8,7 @@ from optimizer.results import Relaxation
 from optimizer.search import (
     EVEN_STAGES,
     KV_HEADS,
+    MEMORY_FIT,
     MEMORY_LIMIT,
     MIN_INTERLEAVED_PP,
     SearchProblem,
@@ -19,7 +20,9 @@ def _rule_words(problem: SearchProblem, name: str) -> str:
     """The rule in words with its numbers."""
     job = problem.job
     if name == MEMORY_LIMIT:
-        return f"memory per device <= {problem.memory_limit_bytes / GB:g} GB"
+        return f"memory per device <= {_limit_words(problem)}"
+    if name == MEMORY_FIT:
+        return "the memory interval's upper end within the limit (search.memory_fit interval)"
     if name == KV_HEADS:
         return f"tp divides num_kv_heads({job.model.num_kv_heads})"
     if name == EVEN_STAGES:
@@ -50,6 +53,50 @@ def _rule_words(problem: SearchProblem, name: str) -> str:
     return name
 
 
+def _limit_words(problem: SearchProblem) -> str:
+    """The limit the estimate is held under, and where it comes from when it is a margin
+    under the stated one."""
+    fit = problem.memory_fit
+    if fit is None or not fit.margin:
+        return limit_gb_words(problem)
+    return (
+        f"{limit_gb_words(problem)} ({fit.limit_bytes / GB:g} GB / {fit.upper_ratio:.3f}: the "
+        "memory interval's margin)"
+    )
+
+
+def limit_gb_words(problem: SearchProblem) -> str:
+    """The limit the estimate is held under: as stated, or to the hundredth under a margin."""
+    fit, limit_gb = problem.memory_fit, problem.memory_limit_bytes / GB
+    return f"{limit_gb:.2f} GB" if fit is not None and fit.margin else f"{limit_gb:g} GB"
+
+
+def point_fit_words(
+    problem: SearchProblem, relaxed: Estimate | None, now: Estimate | None = None
+) -> str:
+    """What holding the estimate alone to the limit would buy (search.memory_fit point)."""
+    fit = problem.memory_fit
+    assert fit is not None
+    rule = (
+        f"the memory interval's margin binds: like runs measured up to {fit.upper_ratio:.3f} "
+        f"times the estimate, so the estimate is held within "
+        f"{fit.point_limit_bytes / GB:.2f} of {fit.limit_bytes / GB:.2f} GB"
+    )
+    if relaxed is None:
+        return (
+            f"the memory interval's margin ({fit.upper_ratio:.3f} times the estimate) does not "
+            f"bind: no layout fits within {fit.limit_bytes / GB:.2f} GB even at the estimate"
+        )
+    at = f"{relaxed.summary()} at {relaxed.mfu:.2%} with {relaxed.memory.total / GB:.2f} GB"
+    if now is None:
+        return f"{rule}; at the estimate alone (search.memory_fit point) the best is {at}"
+    return (
+        f"{rule}; at the estimate alone (search.memory_fit point) the best is {at}, "
+        f"{100 * (relaxed.mfu - now.mfu):.2f} points more (now {now.mfu:.2%} with "
+        f"{now.memory.total / GB:.2f} GB)"
+    )
+
+
 def _relaxation_words(
     problem: SearchProblem,
     name: str,
@@ -58,8 +105,10 @@ def _relaxation_words(
     step_up: Estimate | None = None,
 ) -> str:
     gain = f"the best is {relaxed.summary()} at {relaxed.mfu:.2%} (now {best.mfu:.2%})"
+    if name == MEMORY_FIT:
+        return point_fit_words(problem, relaxed, best)
     if name == MEMORY_LIMIT:
-        words = f"memory binds: {best.memory.total / GB:.1f} of {problem.memory_limit_bytes / GB:g} GB; "
+        words = f"memory binds: {best.memory.total / GB:.1f} of {_limit_words(problem)}; "
         if step_up is not None and step_up.memory.total < relaxed.memory.total:
             return (
                 words + f"with {step_up.memory.total / GB:.1f} GB the best is {step_up.summary()} "
@@ -77,7 +126,8 @@ def _relaxation_words(
 
 def _not_binding(problem: SearchProblem, name: str, best: Estimate) -> Relaxation:
     labels = {
-        MEMORY_LIMIT: f"the memory limit ({problem.memory_limit_bytes / GB:g} GB)",
+        MEMORY_LIMIT: f"the memory limit ({_limit_words(problem)})",
+        MEMORY_FIT: "the memory interval's margin (search.memory_fit point)",
         "max_vpp": f"max_vpp ({problem.max_vpp})",
         "node_size": f"the node size ({fast_link_domain(problem)} GPUs)",
     }

@@ -28,12 +28,16 @@ from optimizer.search.problem import (
     EVEN_STAGES,
     KNOBS,
     KV_HEADS,
+    MEMORY_FIT,
     MEMORY_LIMIT,
     MIN_INTERLEAVED_PP,
     PRICED_KNOBS,
+    MemoryFit,
     SearchProblem,
+    at_point,
     divisors,
     fast_link_domain,
+    held_to,
     narrow_to_rules,
     priced_knobs,
     resolve_space,
@@ -47,7 +51,12 @@ from optimizer.search.solve import (
     new_solver,
     solve_best,
 )
-from optimizer.search.space import MAX_MICRO_BATCH_VALUES, MAX_SEARCH_VPP, SearchSpace
+from optimizer.search.space import (
+    MAX_MICRO_BATCH_VALUES,
+    MAX_SEARCH_VPP,
+    MemoryFitRule,
+    SearchSpace,
+)
 from optimizer.search.tables import NoLayouts, Tables, build_tables
 from optimizer.search.terms import LN_MFU_SCALE, MAX_TERM
 
@@ -60,6 +69,7 @@ __all__ = [
     "MAX_MICRO_BATCH_VALUES",
     "MAX_SEARCH_VPP",
     "MAX_TERM",
+    "MEMORY_FIT",
     "MEMORY_LIMIT",
     "MIN_INTERLEAVED_PP",
     "NoLayouts",
@@ -69,11 +79,14 @@ __all__ = [
     "Found",
     "PricedSpace",
     "LayoutModel",
+    "MemoryFit",
+    "MemoryFitRule",
     "SearchProblem",
     "SearchSpace",
     "SolveSettings",
     "StopSignal",
     "Tables",
+    "at_point",
     "best_layout",
     "best_layout_above",
     "best_layout_by_ceilings",
@@ -82,6 +95,7 @@ __all__ = [
     "divisors",
     "engine_rules_broken",
     "fast_link_domain",
+    "held_to",
     "frontier",
     "layout_grid",
     "least_memory_beating",

@@ -32,6 +32,9 @@ from optimizer.search.space import SearchSpace
 
 # Rules the user may relax; the CP-SAT model and the enumerator name them alike.
 MEMORY_LIMIT = "memory_limit"
+# Not a literal: the memory interval's margin, relaxed by holding the estimate alone to the
+# limit (search.memory_fit point)
+MEMORY_FIT = "memory_fit"
 KV_HEADS = "kv_heads"
 EVEN_STAGES = "even_stages"
 MIN_INTERLEAVED_PP = "min_interleaved_pp"
@@ -90,6 +93,30 @@ KNOBS: tuple[str, ...] = ("vpp", "micro_batch", "zero", "recompute", "schedule",
 
 
 @dataclass(frozen=True)
+class MemoryFit:
+    """The rule a layout's memory is held to: under `interval`, the upper end of its memory
+    interval (the point estimate times `upper_ratio`, its regime's worst-case measured over
+    predicted peak) within the limit; under `point`, the estimate alone. `note`: why the rule
+    is not the one the request asked for."""
+
+    rule: str  # "interval" or "point" (search.memory_fit)
+    limit_bytes: float  # the stated limit: search.memory_limit_gb or the device's
+    upper_ratio: float = 1.0  # at least 1: the estimate itself is held to the limit too
+    basis: str | None = None  # the runs the ratio rests on
+    note: str | None = None
+
+    @property
+    def point_limit_bytes(self) -> float:
+        """What the point estimate is held under."""
+        return self.limit_bytes / self.upper_ratio
+
+    @property
+    def margin(self) -> bool:
+        """Whether the rule holds the estimate under less than the limit."""
+        return self.upper_ratio > 1.0
+
+
+@dataclass(frozen=True)
 class SearchProblem:
     """A search space resolved against one job: everything both searches enumerate."""
 
@@ -98,7 +125,7 @@ class SearchProblem:
     degrees: np.ndarray  # (K, 4) int64 rows of (tp, pp, cp, dp), product = gpus
     knobs: dict[str, tuple[int, ...]]  # knob -> allowed values (recompute as codes)
     placements: tuple[int, ...]  # indices into PLACEMENTS
-    memory_limit_bytes: float
+    memory_limit_bytes: float  # what the point estimate is held under (memory_fit's)
     require_kv_divisibility: bool
     fixed: dict[str, int]  # degree or knob -> value the user fixed
     allowed: dict[str, tuple[int, ...]]  # knob -> user's subset of the priced values
@@ -116,6 +143,8 @@ class SearchProblem:
     known_ceilings: tuple[np.ndarray, np.ndarray] | None = field(
         default=None, compare=False, repr=False
     )
+    # The rule memory_limit_bytes comes from; None: the point estimate under the limit
+    memory_fit: MemoryFit | None = None
 
     @property
     def gpus(self) -> int:
@@ -133,6 +162,19 @@ class SearchProblem:
             return {}
         masks = rule_masks(self.engine, self.job, grid)
         return {ENGINE_RULE_PREFIX + name: ~mask for name, mask in masks.items()}
+
+
+def held_to(problem: SearchProblem, fit: MemoryFit) -> SearchProblem:
+    """The same search with its layouts' memory held to `fit`."""
+    return replace(problem, memory_limit_bytes=fit.point_limit_bytes, memory_fit=fit)
+
+
+def at_point(problem: SearchProblem) -> SearchProblem:
+    """The same search with the point estimate alone held to the stated limit."""
+    fit = problem.memory_fit
+    if fit is None or not fit.margin:
+        return problem
+    return held_to(problem, MemoryFit("point", fit.limit_bytes))
 
 
 def divisors(n: int) -> list[int]:

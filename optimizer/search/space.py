@@ -4,7 +4,7 @@ it against a job."""
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, Field, field_validator, model_validator
 
@@ -26,6 +26,9 @@ MAX_SEARCH_VPP = 64
 MAX_MICRO_BATCH_VALUES = 16
 Stage = Annotated[JsonInt, Field(ge=0, le=3)]
 MicroBatch = Annotated[JsonInt, Field(ge=1, le=1_000_000)]
+# How a layout's memory is held to the limit: the upper end of its memory interval (the
+# published runs' misses of its regime) or the point estimate alone.
+MemoryFitRule = Literal["interval", "point"]
 
 
 class SearchSpace(BaseModel):
@@ -87,6 +90,13 @@ class SearchSpace(BaseModel):
         "standard the CUDA context and NCCL's buffers too); default the GPU's: what CUDA "
         "reports as its total (usable_memory_gb) for standard, its nominal memory_gb for "
         "workshop.",
+    )
+    memory_fit: MemoryFitRule = Field(
+        "interval",
+        description="What must be under the memory limit: `interval`, the upper end of the "
+        "layout's memory interval (like runs measured up to that much more than the estimate), "
+        "or `point`, the estimate alone. Under a profile without intervals (workshop) the "
+        "estimate; the answer's memory_fit says which rule held and what it costs.",
     )
     even_stages: bool = Field(
         False,

@@ -24,7 +24,7 @@ from optimizer.costmodel import RECOMPUTE_CODES, CostAssumptions, LayoutGrid
 from optimizer.costmodel import stage_plans as sp
 from optimizer.cpsat import Budget
 from optimizer.results import Status, status_of
-from optimizer.search import SearchProblem, SolveSettings
+from optimizer.search import MemoryFit, SearchProblem, SolveSettings
 from optimizer.staging.bounds import least_busy_units, step_bound_s
 from optimizer.staging.model import StageModel
 from optimizer.staging.tables import plan_tables, with_dp_tables, with_least_dp
@@ -60,6 +60,7 @@ class StageSearch:
     pruned: int  # layouts whose bound proved them no better
     rounding: float  # the solver's largest relative rounding of a fraction
     wall_s: float = 0.0
+    memory_fit: MemoryFit | None = None  # the rule each rank's memory was held to
 
     @property
     def status(self) -> Status:

@@ -146,6 +146,19 @@ def published_bounds(regime: Regime) -> Bounds | None:
     return bounds_for(regime, published_residuals())
 
 
+def memory_upper_ratio(
+    job: TrainingJob, engine: str | None, precision: str
+) -> tuple[float, str] | None:
+    """The upper end of the memory interval over the point estimate for jobs of this regime,
+    and the runs it rests on; None where no published run of a like regime reports a peak.
+    Known before any layout is priced: the searches hold the point estimate under the limit
+    over it (optimizer.memory_fit)."""
+    bounds = published_bounds(regime_of(job, engine, precision))
+    if bounds is None or bounds.memory_ratio is None:
+        return None
+    return bounds.memory_ratio[1], bounds.basis.partition("memory: ")[2]
+
+
 def with_interval(
     estimate: Estimate, job: TrainingJob, engine: str | None, precision: str
 ) -> Estimate:

@@ -7,9 +7,7 @@ export function renderEstimate(estimate) {
   const memory = estimate.memory_gb;
   const layout = estimate.layout;
   $("total-memory").textContent = gb(memory.total, 1);
-  $("memory-note").textContent = estimate.fits
-    ? `of ${memory.capacity} GB · fits`
-    : `exceeds ${memory.capacity} GB by ${gb(memory.total - memory.capacity, 1)}`;
+  $("memory-note").textContent = memoryNote(estimate);
   $("stat-memory").classList.toggle("bad", !estimate.fits);
   $("mfu").textContent = `${Math.round(estimate.mfu * 100)}%`;
   $("mfu-note").textContent = `${pct(estimate.mfu, 2)} unrounded`;
@@ -22,6 +20,15 @@ export function renderEstimate(estimate) {
   renderWarnings(estimate.warnings);
   drawMemoryChart(memory, estimate.fits);
   drawMfuChart(estimate.mfu_steps);
+}
+
+// The fit verdict: the estimate's, and where it fits only at the estimate, how far like runs
+// went (the searches by default ask that the memory interval's upper end fit too).
+function memoryNote(estimate) {
+  const memory = estimate.memory_gb;
+  if (!estimate.fits) return `exceeds ${memory.capacity} GB by ${gb(memory.total - memory.capacity, 1)}`;
+  if (estimate.fits_interval !== false) return `of ${memory.capacity} GB · fits`;
+  return `of ${memory.capacity} GB · fits at the estimate; like runs up to ${gb(estimate.interval.memory_gb[1], 1)}`;
 }
 
 // Where the measured figures are expected (profile standard): the validation residuals of
