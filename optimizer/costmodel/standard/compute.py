@@ -20,6 +20,7 @@ from optimizer.costmodel.assumptions import (
     PLATE_KERNEL_EFFICIENCY,
     CostAssumptions,
 )
+from optimizer.costmodel.standard import attention_kernels as attn_kernels
 from optimizer.costmodel.standard import attention_table as attn_table
 from optimizer.costmodel.standard import kernels as kern
 from optimizer.costmodel.standard import memory as mem
@@ -201,11 +202,11 @@ def gradient_accumulation_s(job: TrainingJob, a: CostAssumptions, k: Degrees) ->
 
 
 def attention_efficiency(job: TrainingJob, a: CostAssumptions) -> float:
-    """The request's, else the GPU preset's, else FlashAttention-2's on H100; times the
-    request's attention_kernel_efficiency_scale, at most 1."""
-    return a.attention_efficiency_or(
-        job.cluster.gpu.attention_efficiency or DEFAULT_ATTENTION_EFFICIENCY
-    )
+    """The request's, else the GPU preset's (else FlashAttention-2's on H100) carried to the
+    kernel the engine runs (attention_kernels.py); times the request's
+    attention_kernel_efficiency_scale, at most 1."""
+    preset = job.cluster.gpu.attention_efficiency or DEFAULT_ATTENTION_EFFICIENCY
+    return a.attention_efficiency_or(preset * attn_kernels.attention_kernel_factor(job, a))
 
 
 def attention_rate(job: TrainingJob, a: CostAssumptions) -> Callable[[float], float] | None:
