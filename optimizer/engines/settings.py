@@ -29,6 +29,8 @@ InForce = Mapping[str, SettingValue]
 # `local` and `unfused` run the s x s scores through HBM; the others are fused kernels.
 ATTENTION_BACKENDS = ("flash", "fused", "unfused", "local", "auto")
 UNFUSED_BACKENDS = ("unfused", "local")
+# the backends that name Transformer Engine's kernel: cuDNN's fused attention, or FlashAttention
+KERNEL_OF_BACKEND = {"fused": True, "flash": False}
 MOE_DISPATCHERS = ("allgather", "alltoall", "flex")
 # the flex dispatcher's backends (transformer_config.py l.895-898 at d98e8a6); DeepEP and
 # HybridEP send a token once per remote NVLink domain, NCCL's EP API is not read (UNVERIFIED)
@@ -209,12 +211,31 @@ def _modules(value: SettingValue, _: InForce) -> dict[str, object]:
 
 def _transformer_impl(value: SettingValue, _: InForce) -> dict[str, object]:
     # Megatron-LM's local layers run FusedScaleMaskSoftmax on the stored s x s scores;
-    # Transformer Engine's DotProductAttention picks flash or cuDNN's fused kernel itself
-    return {"fused_attention": value == "transformer_engine"}
+    # Transformer Engine's DotProductAttention picks flash or cuDNN's fused kernel itself (the
+    # version's cudnn_fused_attention)
+    if value == "transformer_engine":
+        return {"fused_attention": True}
+    return {"fused_attention": False, "cudnn_fused_attention": False}
 
 
 def _flash(value: SettingValue, _: InForce) -> dict[str, object]:
-    return {"fused_attention": True} if value else {}
+    # the flash-attn package under Megatron-LM's local layers: FlashAttention, not cuDNN
+    return {"fused_attention": True, "cudnn_fused_attention": False} if value else {}
+
+
+def _attention_backend(value: SettingValue, _: InForce) -> dict[str, object]:
+    # Megatron-Core's AttnBackend: flash sets NVTE_FLASH_ATTN=1, NVTE_FUSED_ATTN=0; fused the
+    # reverse; auto leaves Transformer Engine its own choice, the version's
+    # (cudnn_fused_attention; attention_kernels.py)
+    values: dict[str, object] = {"fused_attention": value not in UNFUSED_BACKENDS}
+    if value in KERNEL_OF_BACKEND:
+        values["cudnn_fused_attention"] = KERNEL_OF_BACKEND[value]
+    return values
+
+
+def _nvte_fused_attn(value: SettingValue, _: InForce) -> dict[str, object]:
+    # NVTE_FUSED_ATTN=0 leaves Transformer Engine FlashAttention; 1 lets it take cuDNN's
+    return {"cudnn_fused_attention": bool(value)}
 
 
 # HBM bytes per logit of Megatron-Core's fused cross entropy (megatron/core/fusions/
@@ -310,7 +331,7 @@ def mcore_settings() -> tuple[EngineSetting, ...]:
             str,
             f"{MLM} megatron/core/transformer/enums.py (AttnBackend)",
             choices=ATTENTION_BACKENDS,
-            prices=lambda v, _: {"fused_attention": v not in UNFUSED_BACKENDS},
+            prices=_attention_backend,
         ),
         EngineSetting(
             "async_tensor_model_parallel_allreduce",
@@ -464,6 +485,7 @@ MCORE_SETTINGS = mcore_settings()
 
 NEMO1 = "NVIDIA/NeMo@000316c nemo/collections/nlp/models/language_modeling/megatron_base_model.py"
 APEX = "NVIDIA/apex@b7a4acc1 apex/contrib/optimizers/distributed_fused_adam.py"
+TE_ATTENTION = "NVIDIA/TransformerEngine@v1.11 transformer_engine/pytorch/attention.py"
 
 
 def _grad_sync_bytes(in_force: InForce) -> int:
@@ -505,6 +527,14 @@ def _optimizer_dtype(value: SettingValue, in_force: InForce) -> dict[str, object
 
 
 NEMO1_SETTINGS = (
+    EngineSetting(
+        "nvte_fused_attn",
+        "NVTE_FUSED_ATTN (environment)",
+        bool,
+        f"{TE_ATTENTION} l.89-90, 327-337 (get_attention_backend: 0 keeps FlashAttention, 1 lets "
+        "Transformer Engine take cuDNN's fused attention)",
+        prices=_nvte_fused_attn,
+    ),
     EngineSetting(
         "ub_tp_comm_overlap",
         "model.ub_tp_comm_overlap",

@@ -75,6 +75,18 @@ class KernelAssumptions(BaseModel):
         )
         return min(asked * self.attention_kernel_efficiency_scale, 1.0)
 
+    cudnn_fused_attention: bool = Field(
+        False,
+        description=(
+            "Fused attention runs cuDNN's kernel (Transformer Engine's FusedAttention) rather "
+            "than FlashAttention-2, whose figure the GPU presets' attention_efficiency is: on "
+            "Hopper (sm_90) profile standard prices it at cuDNN's measured rate over "
+            "FlashAttention-2's on the same GPU (docs/cost-model.md, 'Attention kernels'); "
+            "elsewhere, and where attention_kernel_efficiency is stated, it changes nothing. "
+            "Engines that run Transformer Engine 1.2 or later set it (its default backend on "
+            "Hopper), unless their attention backend says flash."
+        ),
+    )
     fused_attention: bool = Field(
         True,
         description=(

@@ -22,6 +22,7 @@ from optimizer.costmodel.assumptions import (
     PLATE_KERNEL_EFFICIENCY,
     CostAssumptions,
 )
+from optimizer.costmodel.standard import attention_kernels as attn_kernels
 from optimizer.costmodel.standard import attention_table as attn_table
 from optimizer.costmodel.standard import kernels as kern
 from optimizer.costmodel.standard import memory as mem
@@ -264,11 +265,11 @@ def gradient_accumulation_s(
 
 
 def attention_efficiency(job: TrainingJob, a: CostAssumptions) -> float:
-    """The request's, else the GPU preset's, else FlashAttention-2's on H100; times the
-    request's attention_kernel_efficiency_scale, at most 1."""
-    return a.attention_efficiency_or(
-        job.cluster.gpu.attention_efficiency or DEFAULT_ATTENTION_EFFICIENCY
-    )
+    """The request's, else the GPU preset's (else FlashAttention-2's on H100) carried to the
+    kernel the engine runs (attention_kernels.py); times the request's
+    attention_kernel_efficiency_scale, at most 1."""
+    preset = job.cluster.gpu.attention_efficiency or DEFAULT_ATTENTION_EFFICIENCY
+    return a.attention_efficiency_or(preset * attn_kernels.attention_kernel_factor(job, a))
 
 
 def attention_rate(table: str | None, by_length: bool) -> Callable[[float], float] | None:
