@@ -17,7 +17,8 @@ CP-SAT runs with these; the simulator needs pandas 1.5's `DataFrame.append`).
 Policies:
 - `planner-a`: each round, the goodput table Sia's own policy builds (its profiled
   throughput models, its configurations, normalised to the smallest, as in
-  `SiaPolicy.optimize_mip`) is each job's measured throughput; the planner's `fairness`
+  `SiaPolicy.optimize_mip`) is each job's measured throughput, as the coefficients Sia's
+  solver is given (g^p rounded to two decimals, `sia_rounded`); the planner's `fairness`
   objective with Sia's p and weights is Sia's objective (bench/sia_mapping.py); a restart
   costs what Sia's restart factor takes off (`restart_factor`: the application's restart
   delay, the job's age and past restarts); a job Sia would keep (it is checkpointing) is
@@ -62,6 +63,7 @@ from bench.sia_mapping import (
     plan_jobs,
     pools_of,
     rejected,
+    sia_rounded,
 )
 from models.errors import InvalidSpec
 from optimizer.planning import MAX_CELL_VARIABLES, PlanProblem, PlanSettings, plan
@@ -197,7 +199,7 @@ def planner_policy_class(sia_policy: type) -> type:
             jobs = [
                 SiaJob(
                     name,
-                    sia_goodput(self, info),
+                    sia_rounded(sia_goodput(self, info)),
                     HORIZON_S * (1.0 - restart_factor(info, self.restart_s(name))),
                     bool(getattr(info, "scaling_underway", False)),
                 )
