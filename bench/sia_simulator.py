@@ -177,6 +177,8 @@ class RoundLog:
 
     latency_s: list[float] = field(default_factory=list)  # optimize(), mapping included
     plan_s: list[float] = field(default_factory=list)  # the plan call alone
+    objective_s: list[float] = field(default_factory=list)  # its solve that settled the objective
+    topology_unproved: int = 0  # rounds whose node packing was not proved fewest racks
     rejected: list[str] = field(default_factory=list)
     unsolved: int = 0  # rounds whose plan had no assignment (previous allocations kept)
     statuses: dict[str, int] = field(default_factory=dict)
@@ -254,6 +256,8 @@ def plan_round(
         rounds.unsolved += 1
         return {j.name: kept.get(j.name, (None, ())) for j in jobs}
     rounds.plan_s.append(time.perf_counter() - start)
+    rounds.objective_s.append(result.stats.objective_solve_s)
+    rounds.topology_unproved += name_nodes and not result.stats.topology_proved
     rounds.statuses[result.status] = rounds.statuses.get(result.status, 0) + 1
     if not result.jobs:
         rounds.unsolved += 1
@@ -524,6 +528,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             unsolved_rounds=rounds.unsolved,
             plan_statuses=rounds.statuses,
             plan_call_p95_s=percentile(rounds.plan_s, 0.95),
+            objective_solve_p95_s=percentile(rounds.objective_s, 0.95),
+            topology_unproved_rounds=rounds.topology_unproved,
+            time_limit_s=args.time_limit_s,
         )
     result.update(
         policy=args.policy,
@@ -586,6 +593,7 @@ INTRO = [
     "simulator's dependencies and this project (bench/sia_simulator.py says which).",
     "",
     "- planner-a: our planner each round, on the goodput table Sia's own policy builds, "
+    "as the coefficients Sia's solver is given (g^p rounded to two decimals), "
     "Sia's objective (its p = -0.5, weights, lambda_n) and Sia's restart factor as the "
     "restart cost (bench/sia_mapping.py); sia, gavel, pollux: the simulator's own entry "
     "points with run_experiment.sh's flags. planner-b is not run: no GPT job in these "
