@@ -22,7 +22,11 @@ Policies:
   objective with Sia's p and weights is Sia's objective (bench/sia_mapping.py); a restart
   costs what Sia's restart factor takes off (`restart_factor`: the application's restart
   delay, the job's age and past restarts); a job Sia would keep (it is checkpointing) is
-  pinned. Solver against solver on the same curves, the same restart cost.
+  pinned. Solver against solver on the same curves, the same restart cost. The planner
+  names each job's GPUs (fewest Sia nodes first); with `--packed` it plans pools and
+  counts only and the harness packs them onto nodes (`place_counts`), as Sia's policy
+  places after its solve: at 2,048 GPUs the planner's node model alone takes seconds
+  to build.
 - `sia`, `gavel`, `pollux`: the simulator's own `multi_simulate`, with the arguments of its
   `run_experiment.sh` (Sia: p = -0.5, lambda_a 0.01, lambda_n 1.1, 60 s rounds, projected
   throughputs; Gavel: 360 s rounds; Pollux: heterogeneity-unaware, p = -1).
@@ -189,9 +193,10 @@ def planner_policy_class(sia_policy: type) -> type:
     isinstance(policy, SiaPolicy), so it steps the jobs exactly as for Sia)."""
 
     class PlannerPolicy(sia_policy):  # type: ignore[misc,valid-type]
-        def __init__(self, restart_s: Any, time_limit_s: float, **kw: Any):
+        def __init__(self, restart_s: Any, time_limit_s: float, packed: bool = False, **kw: Any):
             super().__init__(**kw)
             self.restart_s = restart_s
+            self.packed = packed
             self.settings = PlanSettings(time_limit_s=time_limit_s, explain=False, gap_limit=1e-4)
             self.rounds = RoundLog()
 
@@ -207,7 +212,9 @@ def planner_policy_class(sia_policy: type) -> type:
                 )
                 for name, info in job_infos.items()
             ]
-            allocations = plan_round(jobs, cluster, prev_allocs, self.settings, self.rounds)
+            allocations = plan_round(
+                jobs, cluster, prev_allocs, self.settings, self.rounds, self.packed
+            )
             limits = {t: self.cluster_max_physical_nnodes(t, cluster) for t in cluster}
             tables = {job.name: job.goodput for job in jobs}
             self.rounds.rejected += rejected(allocations, tables, cluster, limits)
@@ -231,14 +238,17 @@ def plan_round(
     previous: Mapping[str, SiaAllocation],
     settings: PlanSettings,
     rounds: RoundLog,
+    packed: bool = False,
 ) -> dict[str, SiaAllocation]:
-    """One round: the plan problem, the plan, each job's allocation in Sia's format."""
+    """One round: the plan problem, the plan, each job's allocation in Sia's format.
+    `packed`: the planner plans pools and counts, and the harness packs them onto Sia's
+    nodes (`place_counts`), as Sia's own policy does after its solve."""
     kept = {j.name: previous[j.name] for j in jobs if j.name in previous}
     running = gpu_slots(kept, cluster)
     pools = pools_of(cluster)
     # nodes named by the planner while the model's jobs x racks stays within its cap; past it
     # (2,048 GPUs and hundreds of jobs) pools and counts only, packed here
-    name_nodes = len(jobs) * sum(pool.racks for pool in pools) <= MAX_CELL_VARIABLES
+    name_nodes = not packed and len(jobs) * sum(pool.racks for pool in pools) <= MAX_CELL_VARIABLES
     problem = PlanProblem(
         pools=pools,
         jobs=plan_jobs(jobs, running),
@@ -273,6 +283,7 @@ def simulate_planner(
     time_limit_s: float,
     max_rounds: int | None = None,
     scale: int | None = None,
+    packed: bool = False,
 ) -> RoundLog:
     """The simulator's round loop (multi_simulator.py `multi_simulate`, without its tables
     printed) with the planner as the policy, Sia's settings otherwise."""
@@ -288,6 +299,7 @@ def simulate_planner(
     policy = planner_policy_class(SiaPolicy)(
         get_restart_penalty,
         time_limit_s,
+        packed,
         p_fairness=-0.5,
         restart_penalty=30,
         lambda_a=0.01,
@@ -508,7 +520,12 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             pass  # a finished run's log and output: its figures only
         elif args.policy == "planner-a":
             rounds = simulate_planner(
-                workload, log_path, args.time_limit_s, args.max_rounds, args.cluster_scale
+                workload,
+                log_path,
+                args.time_limit_s,
+                args.max_rounds,
+                args.cluster_scale,
+                args.packed,
             )
         else:
             simulate_baseline(args.policy, workload, log_path, args.cluster_scale)
@@ -531,6 +548,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             objective_solve_p95_s=percentile(rounds.objective_s, 0.95),
             topology_unproved_rounds=rounds.topology_unproved,
             time_limit_s=args.time_limit_s,
+            packed=args.packed,
         )
     result.update(
         policy=args.policy,
@@ -556,6 +574,11 @@ def main(argv: list[str] | None = None) -> None:
     one.add_argument("--time-limit-s", type=float, default=10.0, help="each plan call's")
     one.add_argument("--cluster-scale", type=int, default=None, help="x the cluster's nodes")
     one.add_argument("--max-rounds", type=int, default=None, help="planner: stop after these")
+    one.add_argument(
+        "--packed",
+        action="store_true",
+        help="planner: plan pools and counts, pack them onto Sia's nodes here (as Sia does)",
+    )
     one.add_argument(
         "--no-ftf", dest="ftf", action="store_false", help="skip the isolated runs of the FTF"
     )
