@@ -329,6 +329,13 @@ def simulate_planner(
 def simulate_baseline(policy: str, workload_csv: Path, log_path: Path, scale: int | None) -> None:
     """The simulator's own entry point for Sia, Gavel or Pollux, run_experiment.sh's flags."""
     if policy == "pollux":
+        import numpy
+
+        # its policy (pollux_unaware.py) still says np.int and np.float, aliases of the
+        # builtins that numpy 1.24 removed
+        for alias, builtin in (("int", int), ("float", float), ("bool", bool)):
+            if not hasattr(numpy, alias):
+                setattr(numpy, alias, builtin)
         from multi_simulator_unaware import multi_simulate
     else:
         from multi_simulator import multi_simulate
@@ -452,11 +459,15 @@ def logged_rejections(log_lines: list[dict]) -> int:
 
 
 def latencies_from_stdout(stdout: str) -> list[float]:
-    """Each round's policy time, from the simulator's 'Policy optimization took X ms'."""
+    """Each round's policy time, from the simulator's 'Policy optimization took X ms'; for
+    Pollux (cluster_unaware.py prints no such line), its 'Scheduling compute time: X ms',
+    the round less the jobs' stepping: the policy and the reallocation after it."""
     found = []
     for line in stdout.splitlines():
         if line.startswith("Policy optimization took "):
             found.append(float(line.split()[3].rstrip(",").removesuffix("ms")) / 1000.0)
+        elif line.startswith("Scheduling compute time: "):
+            found.append(float(line.split()[3].removesuffix("ms")) / 1000.0)
     return found
 
 
