@@ -17,6 +17,14 @@ same sum, term by term (`sia_weight`). Sia scales a changed configuration's good
 restart factor (its restart delay, its age, its past restarts); the planner takes a
 restart's loss as seconds off its horizon (`PlanProblem.horizon_minutes`): `restart_s`,
 the horizon times one minus that factor, makes a restart weigh the same in both.
+
+Sia's solver is not given g^p itself but g^p rounded to two decimals and capped at 3,000
+(`__power_up_speedup_matrix`): near-equal configurations are ties to it, and which of them
+it takes moves which GPU types a job is profiled on next (its goodput model is fitted
+online from where it ran). `sia_rounded` hands the planner the goodput whose g^p is that
+rounded figure, so that both solvers minimise the same coefficients; the one difference
+left is the restart factor f, which Sia applies before rounding (round((f g)^p)) and the
+planner after (f^p round(g^p)), at most 0.005 f^p a job apart.
 """
 
 from __future__ import annotations
@@ -28,6 +36,8 @@ from models.hardware import GpuSpec
 from optimizer.planning import JobPlan, MeasuredThroughput, PlanJob, Pool, Running
 
 SIA_P = -0.5  # the fairness exponent Sia runs with (run_experiment.sh)
+SIA_DECIMALS = 2  # sia.py rounds each g^p to two decimals before its solver sees it
+SIA_CLIP = 3000.0  # ... and caps it there (simulator_config.sia_goodput_clip_val)
 
 # A placeholder accelerator: jobs that bring their goodput are priced from it alone, so the
 # cost model never reads these figures; the GPU type's name is what the tables key on.
@@ -92,6 +102,20 @@ def sia_weight(goodput: Mapping[str, Mapping[int, float]]) -> float:
     """w = g_alone^p: the weight that makes the planner's fairness term Sia's (module note)."""
     best = max((g for counts in goodput.values() for g in counts.values()), default=0.0)
     return best**SIA_P if best > 0 else 1.0
+
+
+def sia_rounded(goodput: Mapping[str, Mapping[int, float]]) -> dict[str, dict[int, float]]:
+    """The goodput whose g^p is the coefficient Sia's solver is given: g^p rounded to two
+    decimals and capped (module note). A g^p that rounds to 0 (g above 40,000, beyond any
+    table Sia builds) is kept at half a step, 0.005, the most the rounding can hide."""
+    least = 0.5 * 10.0**-SIA_DECIMALS
+    return {
+        gpu: {
+            n: max(min(round(g**SIA_P, SIA_DECIMALS), SIA_CLIP), least) ** (1.0 / SIA_P)
+            for n, g in counts.items()
+        }
+        for gpu, counts in goodput.items()
+    }
 
 
 def plan_jobs(jobs: Iterable[SiaJob], running: Mapping[str, Running]) -> tuple[PlanJob, ...]:

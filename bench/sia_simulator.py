@@ -17,11 +17,16 @@ CP-SAT runs with these; the simulator needs pandas 1.5's `DataFrame.append`).
 Policies:
 - `planner-a`: each round, the goodput table Sia's own policy builds (its profiled
   throughput models, its configurations, normalised to the smallest, as in
-  `SiaPolicy.optimize_mip`) is each job's measured throughput; the planner's `fairness`
+  `SiaPolicy.optimize_mip`) is each job's measured throughput, as the coefficients Sia's
+  solver is given (g^p rounded to two decimals, `sia_rounded`); the planner's `fairness`
   objective with Sia's p and weights is Sia's objective (bench/sia_mapping.py); a restart
   costs what Sia's restart factor takes off (`restart_factor`: the application's restart
   delay, the job's age and past restarts); a job Sia would keep (it is checkpointing) is
-  pinned. Solver against solver on the same curves, the same restart cost.
+  pinned. Solver against solver on the same curves, the same restart cost. The planner
+  names each job's GPUs (fewest Sia nodes first); with `--packed` it plans pools and
+  counts only and the harness packs them onto nodes (`place_counts`), as Sia's policy
+  places after its solve: at 2,048 GPUs the planner's node model alone takes seconds
+  to build.
 - `sia`, `gavel`, `pollux`: the simulator's own `multi_simulate`, with the arguments of its
   `run_experiment.sh` (Sia: p = -0.5, lambda_a 0.01, lambda_n 1.1, 60 s rounds, projected
   throughputs; Gavel: 360 s rounds; Pollux: heterogeneity-unaware, p = -1).
@@ -62,6 +67,7 @@ from bench.sia_mapping import (
     plan_jobs,
     pools_of,
     rejected,
+    sia_rounded,
 )
 from models.errors import InvalidSpec
 from optimizer.planning import MAX_CELL_VARIABLES, PlanProblem, PlanSettings, plan
@@ -175,6 +181,8 @@ class RoundLog:
 
     latency_s: list[float] = field(default_factory=list)  # optimize(), mapping included
     plan_s: list[float] = field(default_factory=list)  # the plan call alone
+    objective_s: list[float] = field(default_factory=list)  # its solve that settled the objective
+    topology_unproved: int = 0  # rounds whose node packing was not proved fewest racks
     rejected: list[str] = field(default_factory=list)
     unsolved: int = 0  # rounds whose plan had no assignment (previous allocations kept)
     statuses: dict[str, int] = field(default_factory=dict)
@@ -185,9 +193,10 @@ def planner_policy_class(sia_policy: type) -> type:
     isinstance(policy, SiaPolicy), so it steps the jobs exactly as for Sia)."""
 
     class PlannerPolicy(sia_policy):  # type: ignore[misc,valid-type]
-        def __init__(self, restart_s: Any, time_limit_s: float, **kw: Any):
+        def __init__(self, restart_s: Any, time_limit_s: float, packed: bool = False, **kw: Any):
             super().__init__(**kw)
             self.restart_s = restart_s
+            self.packed = packed
             self.settings = PlanSettings(time_limit_s=time_limit_s, explain=False, gap_limit=1e-4)
             self.rounds = RoundLog()
 
@@ -197,13 +206,15 @@ def planner_policy_class(sia_policy: type) -> type:
             jobs = [
                 SiaJob(
                     name,
-                    sia_goodput(self, info),
+                    sia_rounded(sia_goodput(self, info)),
                     HORIZON_S * (1.0 - restart_factor(info, self.restart_s(name))),
                     bool(getattr(info, "scaling_underway", False)),
                 )
                 for name, info in job_infos.items()
             ]
-            allocations = plan_round(jobs, cluster, prev_allocs, self.settings, self.rounds)
+            allocations = plan_round(
+                jobs, cluster, prev_allocs, self.settings, self.rounds, self.packed
+            )
             limits = {t: self.cluster_max_physical_nnodes(t, cluster) for t in cluster}
             tables = {job.name: job.goodput for job in jobs}
             self.rounds.rejected += rejected(allocations, tables, cluster, limits)
@@ -227,14 +238,17 @@ def plan_round(
     previous: Mapping[str, SiaAllocation],
     settings: PlanSettings,
     rounds: RoundLog,
+    packed: bool = False,
 ) -> dict[str, SiaAllocation]:
-    """One round: the plan problem, the plan, each job's allocation in Sia's format."""
+    """One round: the plan problem, the plan, each job's allocation in Sia's format.
+    `packed`: the planner plans pools and counts, and the harness packs them onto Sia's
+    nodes (`place_counts`), as Sia's own policy does after its solve."""
     kept = {j.name: previous[j.name] for j in jobs if j.name in previous}
     running = gpu_slots(kept, cluster)
     pools = pools_of(cluster)
     # nodes named by the planner while the model's jobs x racks stays within its cap; past it
     # (2,048 GPUs and hundreds of jobs) pools and counts only, packed here
-    name_nodes = len(jobs) * sum(pool.racks for pool in pools) <= MAX_CELL_VARIABLES
+    name_nodes = not packed and len(jobs) * sum(pool.racks for pool in pools) <= MAX_CELL_VARIABLES
     problem = PlanProblem(
         pools=pools,
         jobs=plan_jobs(jobs, running),
@@ -252,6 +266,8 @@ def plan_round(
         rounds.unsolved += 1
         return {j.name: kept.get(j.name, (None, ())) for j in jobs}
     rounds.plan_s.append(time.perf_counter() - start)
+    rounds.objective_s.append(result.stats.objective_solve_s)
+    rounds.topology_unproved += name_nodes and not result.stats.topology_proved
     rounds.statuses[result.status] = rounds.statuses.get(result.status, 0) + 1
     if not result.jobs:
         rounds.unsolved += 1
@@ -267,6 +283,7 @@ def simulate_planner(
     time_limit_s: float,
     max_rounds: int | None = None,
     scale: int | None = None,
+    packed: bool = False,
 ) -> RoundLog:
     """The simulator's round loop (multi_simulator.py `multi_simulate`, without its tables
     printed) with the planner as the policy, Sia's settings otherwise."""
@@ -282,6 +299,7 @@ def simulate_planner(
     policy = planner_policy_class(SiaPolicy)(
         get_restart_penalty,
         time_limit_s,
+        packed,
         p_fairness=-0.5,
         restart_penalty=30,
         lambda_a=0.01,
@@ -311,6 +329,13 @@ def simulate_planner(
 def simulate_baseline(policy: str, workload_csv: Path, log_path: Path, scale: int | None) -> None:
     """The simulator's own entry point for Sia, Gavel or Pollux, run_experiment.sh's flags."""
     if policy == "pollux":
+        import numpy
+
+        # its policy (pollux_unaware.py) still says np.int and np.float, aliases of the
+        # builtins that numpy 1.24 removed
+        for alias, builtin in (("int", int), ("float", float), ("bool", bool)):
+            if not hasattr(numpy, alias):
+                setattr(numpy, alias, builtin)
         from multi_simulator_unaware import multi_simulate
     else:
         from multi_simulator import multi_simulate
@@ -434,11 +459,15 @@ def logged_rejections(log_lines: list[dict]) -> int:
 
 
 def latencies_from_stdout(stdout: str) -> list[float]:
-    """Each round's policy time, from the simulator's 'Policy optimization took X ms'."""
+    """Each round's policy time, from the simulator's 'Policy optimization took X ms'; for
+    Pollux (cluster_unaware.py prints no such line), its 'Scheduling compute time: X ms',
+    the round less the jobs' stepping: the policy and the reallocation after it."""
     found = []
     for line in stdout.splitlines():
         if line.startswith("Policy optimization took "):
             found.append(float(line.split()[3].rstrip(",").removesuffix("ms")) / 1000.0)
+        elif line.startswith("Scheduling compute time: "):
+            found.append(float(line.split()[3].removesuffix("ms")) / 1000.0)
     return found
 
 
@@ -502,7 +531,12 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             pass  # a finished run's log and output: its figures only
         elif args.policy == "planner-a":
             rounds = simulate_planner(
-                workload, log_path, args.time_limit_s, args.max_rounds, args.cluster_scale
+                workload,
+                log_path,
+                args.time_limit_s,
+                args.max_rounds,
+                args.cluster_scale,
+                args.packed,
             )
         else:
             simulate_baseline(args.policy, workload, log_path, args.cluster_scale)
@@ -522,6 +556,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             unsolved_rounds=rounds.unsolved,
             plan_statuses=rounds.statuses,
             plan_call_p95_s=percentile(rounds.plan_s, 0.95),
+            objective_solve_p95_s=percentile(rounds.objective_s, 0.95),
+            topology_unproved_rounds=rounds.topology_unproved,
+            time_limit_s=args.time_limit_s,
+            packed=args.packed,
         )
     result.update(
         policy=args.policy,
@@ -547,6 +585,11 @@ def main(argv: list[str] | None = None) -> None:
     one.add_argument("--time-limit-s", type=float, default=10.0, help="each plan call's")
     one.add_argument("--cluster-scale", type=int, default=None, help="x the cluster's nodes")
     one.add_argument("--max-rounds", type=int, default=None, help="planner: stop after these")
+    one.add_argument(
+        "--packed",
+        action="store_true",
+        help="planner: plan pools and counts, pack them onto Sia's nodes here (as Sia does)",
+    )
     one.add_argument(
         "--no-ftf", dest="ftf", action="store_false", help="skip the isolated runs of the FTF"
     )
@@ -584,6 +627,7 @@ INTRO = [
     "simulator's dependencies and this project (bench/sia_simulator.py says which).",
     "",
     "- planner-a: our planner each round, on the goodput table Sia's own policy builds, "
+    "as the coefficients Sia's solver is given (g^p rounded to two decimals), "
     "Sia's objective (its p = -0.5, weights, lambda_n) and Sia's restart factor as the "
     "restart cost (bench/sia_mapping.py); sia, gavel, pollux: the simulator's own entry "
     "points with run_experiment.sh's flags. planner-b is not run: no GPT job in these "

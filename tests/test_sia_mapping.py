@@ -18,6 +18,7 @@ from bench.sia_mapping import (
     plan_jobs,
     pools_of,
     rejected,
+    sia_rounded,
     sia_weight,
 )
 from optimizer.planning import JobPlan, PlanProblem, PlanSettings, Running, plan
@@ -52,15 +53,67 @@ def test_sia_weight_is_the_best_goodput_to_the_p() -> None:
 
 
 def _sia_objective(
-    jobs: list[SiaJob], allocations: dict[str, tuple[str | None, int]], p: float = -0.5
+    jobs: list[SiaJob],
+    allocations: dict[str, tuple[str | None, int]],
+    p: float = -0.5,
+    decimals: int | None = None,
 ) -> float:
     """Sia's __solve_mip_rescaled objective: sum of g^p over allocated jobs, 1.1 a job given
-    nothing (its goodputs already normalised to the smallest configuration's)."""
+    nothing (its goodputs already normalised to the smallest configuration's); `decimals`:
+    each g^p rounded as its solver is given it."""
     total = 0.0
     for job in jobs:
         gpu_type, gpus = allocations[job.name]
-        total += 1.1 if gpu_type is None else job.goodput[gpu_type][gpus] ** p
+        if gpu_type is None:
+            total += 1.1
+        else:
+            term = job.goodput[gpu_type][gpus] ** p
+            total += term if decimals is None else round(term, decimals)
     return total
+
+
+def _best_by_enumeration(jobs: list[SiaJob], decimals: int | None = None) -> float:
+    """Sia's objective at its minimum over every combination of one configuration (or
+    nothing) per job within each type's GPUs."""
+    choices = [
+        [(None, 0)] + [(t, n) for t, counts in job.goodput.items() for n in counts] for job in jobs
+    ]
+    return min(
+        _sia_objective(jobs, dict(zip([j.name for j in jobs], combo, strict=True)), -0.5, decimals)
+        for combo in itertools.product(*choices)
+        if all(
+            sum(n for t, n in combo if t == gpu_type) <= nodes * per_node
+            for gpu_type, (nodes, per_node) in CLUSTER.items()
+        )
+    )
+
+
+def test_sia_rounded_gives_the_goodput_whose_power_is_sias_rounded_coefficient() -> None:
+    rounded = sia_rounded({"aws": {1: 1.0, 4: 6.6}, "rtx": {1: 1e-8, 8: 1e9}})
+    assert rounded["aws"][1] == pytest.approx(1.0)
+    assert rounded["aws"][4] == pytest.approx(0.39**-2)  # 6.6^-0.5 = 0.389 -> 0.39
+    assert rounded["rtx"][1] == pytest.approx(3000.0**-2)  # 10,000 capped at 3,000
+    assert rounded["rtx"][8] == pytest.approx(0.005**-2)  # 3e-5 rounds to 0: half a step
+
+
+def test_on_rounded_tables_the_plan_minimises_sias_rounded_objective() -> None:
+    # the exact optimum (aws 8, rtx 4, rtx 4: 1.349 exact) is 1.36 rounded; Sia's solver,
+    # given the rounded terms, takes aws 4, aws 4, rtx 8 (1.35 rounded, 1.354 exact)
+    tables = [
+        {"aws": {1: 1.0, 2: 1.85, 4: 3.87, 8: 4.4}, "rtx": {1: 2.55, 4: 3.43, 8: 13.17}},
+        {"aws": {1: 1.0, 2: 1.73, 4: 3.04, 8: 6.83}, "rtx": {1: 1.18, 4: 6.09, 8: 13.59}},
+        {"aws": {1: 1.0, 2: 1.69, 4: 2.89, 8: 4.83}, "rtx": {1: 2.33, 4: 4.58, 8: 13.49}},
+    ]
+    jobs = [SiaJob(f"job-{i}", table, 0.0) for i, table in enumerate(tables)]
+    given = [SiaJob(job.name, sia_rounded(job.goodput), 0.0) for job in jobs]
+    problem = PlanProblem(
+        pools_of(CLUSTER), plan_jobs(given, {}), objective="fairness", fairness_p=-0.5
+    )
+    result = plan(problem, PlanSettings(time_limit_s=10, explain=False))
+    chosen = {a.name: (a.pool, a.gpus) for a in result.jobs}
+    assert _best_by_enumeration(jobs, decimals=2) == pytest.approx(1.35)
+    assert _sia_objective(jobs, chosen, decimals=2) == pytest.approx(1.35)
+    assert _best_by_enumeration(jobs) < _sia_objective(jobs, chosen)  # not the exact optimum
 
 
 def test_the_plan_minimises_sias_objective_on_sias_tables() -> None:
@@ -75,18 +128,7 @@ def test_the_plan_minimises_sias_objective_on_sias_tables() -> None:
     result = plan(problem, PlanSettings(time_limit_s=10, explain=False))
     assert result.status == "optimal"
     chosen = {a.name: (a.pool, a.gpus) for a in result.jobs}
-    # every combination of one configuration (or nothing) per job within each type's GPUs
-    choices = [
-        [(None, 0)] + [(t, n) for t, counts in job.goodput.items() for n in counts] for job in jobs
-    ]
-    best = min(
-        _sia_objective(jobs, dict(zip([j.name for j in jobs], combo, strict=True)))
-        for combo in itertools.product(*choices)
-        if all(
-            sum(n for t, n in combo if t == gpu_type) <= nodes * per_node
-            for gpu_type, (nodes, per_node) in CLUSTER.items()
-        )
-    )
+    best = _best_by_enumeration(jobs)
     assert _sia_objective(jobs, chosen) == pytest.approx(best, rel=1e-6)
     assert result.objective_value == pytest.approx(best, rel=1e-6)
     allocations = {a.name: allocation_of(a, CLUSTER, None) for a in result.jobs}

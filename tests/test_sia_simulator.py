@@ -1,6 +1,7 @@
 """The planner inside Sia's simulator, end to end on a slice of a Philly workload (three
 jobs, a few rounds). Runs only where a checkout of the simulator is given (SIA_PATH, its
-sia-simulator/ folder) and its dependencies import; CI has neither."""
+sia-simulator/ folder) and its dependencies import; CI has neither. One round of the
+harness's pure half (plan_round) runs everywhere."""
 
 from __future__ import annotations
 
@@ -13,7 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from bench.sia_simulator import main
+from bench.sia_mapping import SiaAllocation, SiaJob, rejected
+from bench.sia_simulator import RoundLog, main, plan_round
+from optimizer.planning import PlanSettings
 
 ROOT = Path(__file__).resolve().parent.parent
 SIA_DEPS = ("cvxpy", "pandas", "rich", "psutil", "autograd", "scipy")
@@ -76,3 +79,31 @@ def test_mode_b_is_refused_with_its_reason(
         main(["run", "--trace", "x", "--policy", "planner-b", "--out", str(tmp_path)])
     assert stopped.value.code == 2
     assert "hold no GPT job" in capsys.readouterr().err
+
+
+def test_a_packed_round_gives_the_same_counts_as_a_named_one_on_whole_nodes() -> None:
+    # plan_round is the harness's pure half: no simulator needed. Two Sia nodes of 4 T4s
+    # and one of 8 RTXs; the job that holds node 0's four T4s is kept there in both modes.
+    cluster = {"aws": (2, 4), "rtx": (1, 8)}
+    jobs = [
+        SiaJob("a", {"aws": {1: 1.0, 4: 3.0}, "rtx": {1: 1.2, 8: 5.0}}, 0.0),
+        SiaJob("b", {"aws": {1: 1.0, 2: 1.8, 4: 3.2}}, 600.0),
+        SiaJob("c", {"aws": {1: 1.0, 4: 3.5}, "rtx": {4: 4.0}}, 0.0),
+    ]
+    previous = {"b": ("aws", (0, 0, 0, 0))}
+    settings = PlanSettings(time_limit_s=10, explain=False)
+    named, packed = RoundLog(), RoundLog()
+    by_name = plan_round(jobs, cluster, previous, settings, named)
+    by_count = plan_round(jobs, cluster, previous, settings, packed, packed=True)
+
+    def counts(allocations: dict[str, SiaAllocation]) -> dict[str, tuple[str | None, int]]:
+        return {name: (gpu_type, len(nodes)) for name, (gpu_type, nodes) in allocations.items()}
+
+    assert counts(by_count) == counts(by_name)
+    assert by_count["b"] == previous["b"]  # kept: no restart
+    tables = {job.name: job.goodput for job in jobs}
+    assert rejected(by_count, tables, cluster, {"aws": 2, "rtx": 1}) == []
+    for gpu_type, nodes in by_count.values():  # each job on as few Sia nodes as it can be
+        if gpu_type is not None:
+            assert len(set(nodes)) == -(-len(nodes) // cluster[gpu_type][1])
+    assert named.topology_unproved == packed.topology_unproved == 0
