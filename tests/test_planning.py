@@ -25,8 +25,8 @@ from optimizer.planning import (
     given_curves,
     plan,
 )
-from optimizer.planning.enumerator import exhaustive, fewest_racks_for
 from optimizer.planning import solve as plan_solve
+from optimizer.planning.enumerator import exhaustive, fewest_racks_for
 from optimizer.planning.greedy import Assignment, greedy_plan, pack
 from optimizer.planning.model import BuildOutOfTime, PlanModel
 from optimizer.planning.options import option_table

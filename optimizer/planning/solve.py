@@ -366,5 +366,11 @@ def _greedy_for_lack_of_time(
         return Solved("unknown", None, notes=(BUILD_OUT_OF_TIME,))
     racks = racks_of(problem.cells(), greedy)
     return Solved(
-        "feasible", greedy, value_of(table, greedy), None, racks, from_greedy=True, notes=(BUILD_OUT_OF_TIME,)
+        "feasible",
+        greedy,
+        value_of(table, greedy),
+        None,
+        racks,
+        from_greedy=True,
+        notes=(BUILD_OUT_OF_TIME,),
     )
