@@ -26,8 +26,11 @@ install: $(STAMP)
 run: install
 	HOST=$(HOST) PORT=$(PORT) SOLVE_IN=$(SOLVE_IN) CURVE_STORE=$(CURVE_STORE) $(BIN)/layoutopt serve
 
+# Two parts: what neither spawns nor times, on two workers (a module to a worker: its
+# fixtures are built once); then, alone, what does (tests/conftest.py SERIAL_MODULES).
 test: install
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n 2 --dist loadfile -m "not serial"
+	$(BIN)/python -m pytest -m serial
 
 lint: install
 	$(BIN)/ruff check models optimizer api tests bench

@@ -16,6 +16,52 @@ from api.http.settings import Settings
 from api.schemas import PLATE_EXAMPLE
 from bench.server import free_port, start_server, stop_server
 
+# Modules that start servers, worker processes, a browser, Dask, Ray or Slurm, or that clock
+# a time limit: `make test` runs them alone, after the rest has run on two workers
+# (pytest-xdist), so that no other test's work lands on the cores they time or spawn onto.
+SERIAL_MODULES = frozenset(
+    {
+        "test_artefact_text",
+        "test_bounds",
+        "test_cli_evaluate",
+        "test_cpsat_kernel",
+        "test_curve_store",
+        "test_docs_offline",
+        "test_packaging",
+        "test_page_browser",
+        "test_page_charts",
+        "test_page_export",
+        "test_planning",
+        "test_planning_api",
+        "test_pricing_reuse",
+        "test_ray_placement",
+        "test_readme",
+        "test_reliability",
+        "test_reliability_deadlines",
+        "test_reliability_edge",
+        "test_schema_fuzz",
+        "test_server",
+        "test_sia_simulator",
+        "test_slurm_job_submit",
+        "test_slurm_sidecar",
+        "test_solve_processes",
+        "test_standard_comm_formulas",
+        "test_standard_formulas",
+        "test_standard_profile",
+        "test_studies_cli",
+        "test_studies_dask",
+        "test_studies_http",
+        "test_studies_signals",
+        "test_usage_examples",
+    }
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.path.stem in SERIAL_MODULES:
+            item.add_marker(pytest.mark.serial)
+
 
 @pytest.fixture
 def plate_body() -> dict[str, Any]:

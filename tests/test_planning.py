@@ -25,8 +25,10 @@ from optimizer.planning import (
     given_curves,
     plan,
 )
+from optimizer.planning import solve as plan_solve
 from optimizer.planning.enumerator import exhaustive, fewest_racks_for
-from optimizer.planning.greedy import Assignment, greedy_plan
+from optimizer.planning.greedy import Assignment, greedy_plan, pack
+from optimizer.planning.model import BuildOutOfTime, PlanModel
 from optimizer.planning.options import option_table
 from optimizer.planning.placement import name_nodes
 from optimizer.planning.problem import released_from_failures
@@ -139,6 +141,40 @@ def test_large_cluster_plan_keeps_its_time_limit_within_50_ms() -> None:
         assert wall_s <= time_limit_s + 0.05, (time_limit_s, wall_s)
         assert result.status in ("optimal", "feasible")
         check_plan(problem, result)
+
+
+def test_a_node_model_whose_build_outlasts_the_time_stops_and_the_options_are_packed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # On a busy host the node model of a large plan takes longer to build than any estimate
+    # made beforehand, and a build is not a solve that the time limit stops: the build
+    # checks the time between constraint families and job by job.
+    problem, curves = large_instance(jobs=4, nodes=64)
+    table = option_table(problem, curves)
+    checks = []
+
+    def out_of_time_after_three() -> bool:
+        checks.append(1)
+        return len(checks) > 3
+
+    with pytest.raises(BuildOutOfTime):
+        PlanModel(problem, table, out_of_time=out_of_time_after_three)
+    assert len(checks) == 4  # stopped at the first check past the time, not at the end
+
+    # Through the solve: the node model's build runs out; part 1's options stand, packed
+    # greedily, the topology not proved, and the answer says why.
+    def node_model_out_of_time(problem, table, free_rules=False, out_of_time=None):  # type: ignore[no-untyped-def]
+        if problem.assign_nodes:
+            raise BuildOutOfTime()
+        return PlanModel(problem, table, free_rules)
+
+    monkeypatch.setattr(plan_solve, "PlanModel", node_model_out_of_time)
+    settings = PlanSettings(time_limit_s=20, explain=False)
+    solved = plan_solve.solve_plan(problem, table, settings, time.perf_counter() + 20)
+    assert solved.status == "optimal" and solved.assignment is not None
+    assert solved.notes == (plan_solve.BUILD_OUT_OF_TIME,) and not solved.topology_proved
+    choice = list(solved.assignment.choice)
+    assert solved.assignment == pack(problem, table, problem.cells(), choice)
 
 
 def test_a_failed_node_moves_only_the_job_that_ran_on_it() -> None:

@@ -116,7 +116,7 @@ class WhatIf:
         if status != cp_model.OPTIMAL:
             raise OutOfTime()
         found = read_assignment(self.plan, solver)
-        return value_of(self.plan, found), found
+        return value_of(self.plan.table, found), found
 
 
 def _best_alone(table: OptionTable, j: int) -> int:

@@ -15,6 +15,7 @@ solve): must_run, keeps_nodes, capacity, unavailable, nvlink_domains.
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable
 
 from ortools.sat.python import cp_model
 
@@ -27,9 +28,22 @@ Literal = cp_model.IntVar
 SYMMETRY_KEY_LIMIT = 2**50
 
 
+class BuildOutOfTime(Exception):
+    """The caller's time ran out while the node families were being added: a model of
+    tens of thousands of node-count variables takes seconds to build, more on a busy host
+    than any estimate made beforehand, and a build is not a solve that a time limit stops."""
+
+
 class PlanModel:
-    def __init__(self, problem: PlanProblem, table: OptionTable, free_rules: bool = False):
+    def __init__(
+        self,
+        problem: PlanProblem,
+        table: OptionTable,
+        free_rules: bool = False,
+        out_of_time: Callable[[], bool] | None = None,
+    ):
         self.problem, self.table = problem, table
+        self.out_of_time = out_of_time
         self.model = cp_model.CpModel()
         self.free_rules = free_rules
         self.rules: dict[str, Literal] = {}
@@ -45,13 +59,23 @@ class PlanModel:
         self.add_job_rules()
         self.add_pool_capacity()
         if problem.assign_nodes:
-            self.add_node_counts()
-            self.add_cell_capacity()
-            self.add_stays_keep_their_nodes()
-            self.add_nvlink_domains()
-            self.add_racks_spanned()
-            self.add_least_racks()
-            self.add_identical_racks_in_order()
+            for add_family in (
+                self.add_node_counts,
+                self.add_cell_capacity,
+                self.add_stays_keep_their_nodes,
+                self.add_nvlink_domains,
+                self.add_racks_spanned,
+                self.add_least_racks,
+                self.add_identical_racks_in_order,
+            ):
+                self.check_time()
+                add_family()
+
+    def check_time(self) -> None:
+        """BuildOutOfTime once the caller's time is up: checked between families and, in
+        those that grow with jobs x cells, job by job."""
+        if self.out_of_time is not None and self.out_of_time():
+            raise BuildOutOfTime()
 
     # --- data ----------------------------------------------------------------------------
 
@@ -127,6 +151,7 @@ class PlanModel:
     def add_node_counts(self) -> None:
         """A job's nodes over a pool's cells add up to its option's node count there."""
         for j in range(len(self.problem.jobs)):
+            self.check_time()
             for p in self.pools_of(j):
                 counts = []
                 for c, cell in enumerate(self.cells):
@@ -180,6 +205,7 @@ class PlanModel:
                 continue
             enforce = self.rule(f"nvlink_domains:{pool.name}")
             for j in range(len(self.problem.jobs)):
+                self.check_time()
                 if p not in self.pools_of(j):
                     continue
                 options = self.table.options[j]
@@ -239,6 +265,7 @@ class PlanModel:
         """A job of n nodes spans at least ceil(n / the pool's largest rack) racks (implied;
         stated so that the LP bound on the topology term is tight)."""
         for j in range(len(self.problem.jobs)):
+            self.check_time()
             for p in self.pools_of(j):
                 racks: dict[int, int] = {}
                 for cell in self.cells:

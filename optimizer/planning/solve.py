@@ -29,7 +29,7 @@ from optimizer import cpsat
 from optimizer.cpsat import Budget
 from optimizer.planning.cluster import Cell
 from optimizer.planning.greedy import Assignment, greedy_plan, pack
-from optimizer.planning.model import PlanModel
+from optimizer.planning.model import BuildOutOfTime, PlanModel
 from optimizer.planning.options import OptionTable
 from optimizer.planning.problem import PlanProblem, PlanSettings
 from optimizer.results import Status
@@ -88,8 +88,8 @@ def read_assignment(plan: PlanModel, solver: cp_model.CpSolver) -> Assignment:
     return Assignment(choice, {key: n for key, n in counts.items() if n})
 
 
-def value_of(plan: PlanModel, assignment: Assignment) -> int:
-    return sum(plan.table.values[j][o] for j, o in enumerate(assignment.choice))
+def value_of(table: OptionTable, assignment: Assignment) -> int:
+    return sum(table.values[j][o] for j, o in enumerate(assignment.choice))
 
 
 def racks_of(cells: tuple[Cell, ...], assignment: Assignment) -> int:
@@ -238,7 +238,7 @@ def _settled(
             variables=sizes[0],
             constraints=sizes[1],
         )
-    value = value_of(plan, found)
+    value = value_of(plan.table, found)
     optimal = status == cp_model.OPTIMAL and settings.gap_limit == 0
     proved = optimal or (bound is not None and value >= bound)
     return Solved(
@@ -268,7 +268,10 @@ def _nodes(
     """Part 2 with the options fixed: fewest racks spanned, then the node tie-break."""
     assert first.assignment is not None
     choice = first.assignment.choice
-    plan = PlanModel(problem, _restricted(table, choice))
+    try:
+        plan = PlanModel(problem, _restricted(table, choice), out_of_time=lambda: budget.expired)
+    except BuildOutOfTime:
+        return _packed_for_lack_of_time(problem, first, placed)
     plan.fix_options(tuple(int(o > 0) for o in choice))
     tie, most_tie = plan.cell_tie_break()
     objective, multipliers = _fold(
@@ -321,7 +324,10 @@ def _joint(
 ) -> Solved:
     """Part 1 on the joint model (NVLink domains spanning nodes): the objective, the option
     tie-break and the topology; part 2, at that, the node tie-break."""
-    plan = PlanModel(problem, table)
+    try:
+        plan = PlanModel(problem, table, out_of_time=lambda: budget.expired)
+    except BuildOutOfTime:
+        return _greedy_for_lack_of_time(problem, table, greedy)
     tie, most_tie = plan.option_tie_break()
     levels = [
         (plan.value(), _value_range(plan), 1),
@@ -332,3 +338,39 @@ def _joint(
     if first.assignment is None or not (first.topology_proved and first.tie_break_proved):
         return replace(first, tie_break_proved=False)
     return _nodes(problem, table, settings, budget, first, first.assignment)
+
+
+BUILD_OUT_OF_TIME = (
+    "the time ran out while the node model was being built: nodes are packed greedily "
+    "(topology not proved)"
+)
+
+
+def _packed_for_lack_of_time(
+    problem: PlanProblem, first: Solved, placed: Assignment | None
+) -> Solved:
+    """Part 1's options on the greedy packing, or, with none, no answer with nodes."""
+    if placed is None:
+        return replace(first, status="unknown", assignment=None, notes=(BUILD_OUT_OF_TIME,))
+    racks = racks_of(problem.cells(), placed)
+    return replace(
+        first, assignment=placed, racks=racks, tie_break_proved=False, notes=(BUILD_OUT_OF_TIME,)
+    )
+
+
+def _greedy_for_lack_of_time(
+    problem: PlanProblem, table: OptionTable, greedy: Assignment | None
+) -> Solved:
+    """The joint model never built: the greedy plan, its objective not proved."""
+    if greedy is None:
+        return Solved("unknown", None, notes=(BUILD_OUT_OF_TIME,))
+    racks = racks_of(problem.cells(), greedy)
+    return Solved(
+        "feasible",
+        greedy,
+        value_of(table, greedy),
+        None,
+        racks,
+        from_greedy=True,
+        notes=(BUILD_OUT_OF_TIME,),
+    )
