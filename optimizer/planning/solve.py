@@ -153,8 +153,7 @@ def solve_plan(
             f"the node model ({chosen_cells:,} node-count variables) would take longer to "
             "build than the time left allows: nodes are packed greedily (topology not proved)"
         )
-        racks = racks_of(cells, placed)
-        return replace(first, assignment=placed, racks=racks, tie_break_proved=False, notes=(note,))
+        return _packed_greedily(problem, first, placed, note)
     return _nodes(problem, table, settings, budget, first, placed)
 
 
@@ -271,7 +270,7 @@ def _nodes(
     try:
         plan = PlanModel(problem, _restricted(table, choice), out_of_time=lambda: budget.expired)
     except BuildOutOfTime:
-        return _packed_for_lack_of_time(problem, first, placed)
+        return _packed_greedily(problem, first, placed, BUILD_OUT_OF_TIME)
     plan.fix_options(tuple(int(o > 0) for o in choice))
     tie, most_tie = plan.cell_tie_break()
     objective, multipliers = _fold(
@@ -346,16 +345,15 @@ BUILD_OUT_OF_TIME = (
 )
 
 
-def _packed_for_lack_of_time(
-    problem: PlanProblem, first: Solved, placed: Assignment | None
+def _packed_greedily(
+    problem: PlanProblem, first: Solved, placed: Assignment | None, why: str
 ) -> Solved:
-    """Part 1's options on the greedy packing, or, with none, no answer with nodes."""
+    """Part 1's options on the greedy packing, the node model not solved (`why`), or, with
+    no packing, no answer with nodes."""
     if placed is None:
-        return replace(first, status="unknown", assignment=None, notes=(BUILD_OUT_OF_TIME,))
+        return replace(first, status="unknown", assignment=None, notes=(why,))
     racks = racks_of(problem.cells(), placed)
-    return replace(
-        first, assignment=placed, racks=racks, tie_break_proved=False, notes=(BUILD_OUT_OF_TIME,)
-    )
+    return replace(first, assignment=placed, racks=racks, tie_break_proved=False, notes=(why,))
 
 
 def _greedy_for_lack_of_time(
