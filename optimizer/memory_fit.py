@@ -59,11 +59,10 @@ def memory_fit_words(fit: MemoryFit) -> str:
 def memory_margin_warning(estimate: Estimate) -> tuple[str, ...]:
     """A layout that fits at the point estimate but not at its memory interval's upper end
     says so, and by how much."""
+    if not estimate.fits or estimate.fits_interval is not False:  # None: no memory interval
+        return ()
     interval, memory = estimate.interval, estimate.memory
-    if interval is None or interval.memory_gb is None or not estimate.fits:
-        return ()
-    if estimate.fits_interval:
-        return ()
+    assert interval is not None and interval.memory_gb is not None
     high_gb, capacity_gb = interval.memory_gb[1], memory.capacity / GB
     return (
         f"memory: {memory.total / GB:.2f} of {capacity_gb:.2f} GB at the estimate, but like "

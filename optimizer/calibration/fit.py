@@ -214,8 +214,9 @@ def fit_values(
     measured = np.array([math.log(r.step_time_s) for r in runs])
     span = np.array([p.upper - p.lower for p in freed])
     lower = np.array([p.lower for p in freed])
-    centre = _scaled(freed, {p.name: float(defaults[p.name] or p.lower) for p in freed})
-    start = centre if settings.start is None else _scaled(freed, start_values(settings, freed))
+    centre_values = {p.name: float(defaults[p.name] or p.lower) for p in freed}
+    centre = _scaled(freed, centre_values)
+    start = _scaled(freed, centre_values | (settings.start or {}))
     evaluations = 0
     least: tuple[float, np.ndarray] = (math.inf, start)  # the least cost seen, and where
 
@@ -261,12 +262,6 @@ def fit_values(
 def _scaled(freed: list[Parameter], values: dict[str, float]) -> np.ndarray:
     """The values as shares of each parameter's range, the fit's coordinates."""
     return np.clip([(values[p.name] - p.lower) / (p.upper - p.lower) for p in freed], 0.0, 1.0)
-
-
-def start_values(settings: FitSettings, freed: list[Parameter]) -> dict[str, float]:
-    """Each freed parameter's start: `settings.start`'s value, or its default."""
-    start = settings.start or {}
-    return {p.name: start.get(p.name, float(settings.defaults[p.name] or p.lower)) for p in freed}
 
 
 # A fitted value this close to a bound (share of its range) is taken as at the bound.
