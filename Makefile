@@ -13,12 +13,17 @@ STAMP  := $(VENV)/.installed
 
 .PHONY: install run test lint bench validate clean test-engines screenshot
 
+# The installer, uv, is pip's equal in what it installs (the versions pyproject.toml allows)
+# and several times faster at unpacking them: a fresh clone's set-up took most of two minutes
+# of CI's fifteen with pip. Where uv cannot reach the package index pip is configured with
+# (it reads no pip.conf), pip installs as before.
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet --upgrade pip 'uv>=0.4'
 
 $(STAMP): pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install --quiet -e '.[test]'
+	$(BIN)/uv pip install --quiet --python $(BIN)/python -e '.[test]' \
+		|| $(BIN)/python -m pip install --quiet -e '.[test]'
 	touch $(STAMP)
 
 install: $(STAMP)
