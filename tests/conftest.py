@@ -33,7 +33,6 @@ SERIAL_MODULES = frozenset(
         "test_page_export",
         "test_planning",
         "test_planning_api",
-        "test_pricing_reuse",
         "test_ray_placement",
         "test_readme",
         "test_reliability",
