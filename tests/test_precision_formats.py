@@ -11,6 +11,8 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
+from api.cli.render import estimate_text
+from api.schemas.answers import estimate_out
 from models.errors import InvalidSpec
 from models.hardware import ClusterSpec
 from models.job import TrainingJob
@@ -254,6 +256,9 @@ def test_mfu_stays_over_the_bf16_peak_with_the_formats_peak_beside_it() -> None:
     assert est.mfu_fp8_peak == pytest.approx(est.mfu * 2500 / 15000)
     mx = evaluate(job("mxfp8", "mi355x"), LAYOUT, "standard")
     assert mx.mfu_fp8_peak == pytest.approx(mx.mfu * 2516.6 / 5033.2)
+    # each names the format whose peak it is over, which the CLI prints
+    assert (est.mfu_fp8_peak_format, mx.mfu_fp8_peak_format) == ("nvfp4", "mxfp8")
+    assert "of the NVFP4 dense peak" in estimate_text(estimate_out(est))
     bf16 = evaluate(job("bf16", "gb300"), LAYOUT, "standard")
     assert est.step_time_s < bf16.step_time_s and est.mfu > bf16.mfu
     # a calibration's measured MFU may reach the format's peak over bf16's: 15,000 / 2,500

@@ -100,9 +100,10 @@ def estimate_text(est: EstimateOut) -> str:
     )
     lines += interval_line(est)
     if est.mfu_fp8_peak is not None:
+        low = est.mfu_fp8_peak_format or "fp8"
         lines.append(
-            f"fp8      MFU {est.mfu * 100:.2f}% of the bf16 dense peak (as Megatron-LM and "
-            f"torchtitan count it), {est.mfu_fp8_peak * 100:.2f}% of the FP8 dense peak"
+            f"{low:<8} MFU {est.mfu * 100:.2f}% of the bf16 dense peak (as Megatron-LM and "
+            f"torchtitan count it), {est.mfu_fp8_peak * 100:.2f}% of the {low.upper()} dense peak"
         )
     lines += [f"warning: {warning}" for warning in est.warnings]
     return "\n".join(lines)

@@ -140,6 +140,9 @@ class EstimateOut(BaseModel):
         "format's dense peak; `mfu` stays over the bf16 dense peak, as Megatron-LM and "
         "torchtitan report it. Null in bf16.",
     )
+    mfu_fp8_peak_format: str | None = Field(
+        None, description="The format whose dense peak `mfu_fp8_peak` is over. Null in bf16."
+    )
     export: ExportOut | None = Field(None, description=EXPORT_DESCRIPTION)
     export_error: str | None = Field(
         None,
@@ -215,6 +218,7 @@ def estimate_out(estimate: Estimate) -> EstimateOut:
         if estimate.hardware_flops_utilization is None
         else _fraction(estimate.hardware_flops_utilization),
         mfu_fp8_peak=None if estimate.mfu_fp8_peak is None else _fraction(estimate.mfu_fp8_peak),
+        mfu_fp8_peak_format=estimate.mfu_fp8_peak_format,
         export=None if estimate.export is None else export_out(estimate.export),
         export_error=estimate.export_error,
         interval=None if estimate.interval is None else interval_out(estimate.interval),

@@ -71,8 +71,10 @@ class Estimate:
     warnings: tuple[str, ...] = ()
     # Hardware FLOPs (model FLOPs plus recomputation) over peak, where the profile reports it.
     hardware_flops_utilization: float | None = None
-    # Under precision fp8, the model FLOPs over the FP8 dense peak (MFU stays over bf16's).
+    # Under a low precision (fp8, mxfp8, nvfp4: `mfu_fp8_peak_format`), the model FLOPs over
+    # that format's dense peak (MFU stays over bf16's).
     mfu_fp8_peak: float | None = None
+    mfu_fp8_peak_format: str | None = None
     # The engine's verdict on the layout (optimizer.engines.judged): its input, or why it
     # refuses the layout; neither when no engine was asked.
     export: Artefact | None = None

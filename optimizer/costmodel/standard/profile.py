@@ -136,6 +136,7 @@ def price_standard(job: TrainingJob, layout: Layout, assumptions: CostAssumption
     # one layout is a grid of one: the very formulas the search prices with
     b = breakdown(job, assumptions, grid_degrees(LayoutGrid.from_layouts([layout]))).first()
     step_time_s = float(b.step_time_s)
+    mfu_fp8_peak = mfu_against_fp8_peak(job.cluster.gpu, job.training.precision, float(b.mfu))
     return Estimate(
         profile="standard",
         layout=layout,
@@ -158,7 +159,8 @@ def price_standard(job: TrainingJob, layout: Layout, assumptions: CostAssumption
         times_s={**{name: float(v) for name, v in b.layer_times_s.items()}, "step": step_time_s},
         warnings=tuple(standard_warnings(job, layout)),
         hardware_flops_utilization=float(b.hfu),
-        mfu_fp8_peak=mfu_against_fp8_peak(job.cluster.gpu, job.training.precision, float(b.mfu)),
+        mfu_fp8_peak=mfu_fp8_peak,
+        mfu_fp8_peak_format=None if mfu_fp8_peak is None else job.training.precision,
     )
 
 
