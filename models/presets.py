@@ -19,21 +19,36 @@ def _catalogue(kind: str) -> dict[str, dict[str, Any]]:
     return {name: entry for name, entry in json.loads(text).items() if not name.startswith("_")}
 
 
-def _lookup(kind: str, name: str) -> dict[str, Any]:
-    catalogue = _catalogue(kind)
+@cache
+def _model_catalogue() -> dict[str, dict[str, Any]]:
+    """`presets/models.json`'s models, then the published Hugging Face configs kept beside the
+    published runs (`presets/published_runs.json`, `hf_configs`: deepseek-v3, gpt-oss-120b,
+    qwen3-235b-a22b, ...), imported as any config.json is and named by their key: a user asks
+    for a current model by name as the validation rows do."""
+    imported = {
+        name: {
+            "source": entry["source"],
+            "spec": from_hf_config(entry["config"]).model_copy(update={"name": name}).model_dump(),
+        }
+        for name, entry in published_hf_configs().items()
+    }
+    return _catalogue("models") | imported
+
+
+def _lookup(kind: str, catalogue: dict[str, dict[str, Any]], name: str) -> dict[str, Any]:
     key = name.strip().lower()
     if key not in catalogue:
         known = ", ".join(sorted(catalogue))
-        raise UnknownPreset(f"unknown {kind[:-1]} preset {name!r}; known: {known}")
+        raise UnknownPreset(f"unknown {kind} preset {name!r}; known: {known}")
     return catalogue[key]
 
 
 def model_preset(name: str) -> TransformerSpec:
-    return TransformerSpec.model_validate(_lookup("models", name)["spec"])
+    return TransformerSpec.model_validate(_lookup("model", _model_catalogue(), name)["spec"])
 
 
 def gpu_preset(name: str) -> GpuSpec:
-    entry = _lookup("gpus", name)
+    entry = _lookup("gpu", _catalogue("gpus"), name)
     return GpuSpec.model_validate({**entry["spec"], "source": entry["source"]})
 
 
@@ -41,7 +56,7 @@ def model_presets() -> dict[str, dict[str, Any]]:
     """Every model preset with its spec, parameter count and source."""
     return {
         name: {**entry, "total_params": model_preset(name).total_params}
-        for name, entry in _catalogue("models").items()
+        for name, entry in _model_catalogue().items()
     }
 
 
@@ -76,17 +91,3 @@ def published_gpus() -> dict[str, Any]:
     """The GPU specs of published clusters no preset describes, by name, each `{"source",
     "spec"}`: rows name them as they name presets."""
     return dict(published_data().get("gpus", {}))
-
-
-@cache
-def reference_model(name: str) -> TransformerSpec:
-    """A model preset, or one of the published Hugging Face configs kept beside the
-    published runs (`presets/published_runs.json`, `hf_configs`: gpt-oss-120b, deepseek-v3,
-    ...), imported as any config.json is."""
-    if name.strip().lower() in _catalogue("models"):
-        return model_preset(name)
-    configs = published_hf_configs()
-    if name not in configs:
-        known = ", ".join(sorted([*_catalogue("models"), *configs]))
-        raise UnknownPreset(f"unknown model {name!r}; known: {known}")
-    return from_hf_config(configs[name]["config"])

@@ -9,7 +9,7 @@ import pytest
 
 from models.hf_config import from_hf_config
 from models.layout import Layout
-from models.presets import reference_model
+from models.presets import model_preset
 from optimizer.engines import export, get_engine, stages, violations
 from tests.helpers import plate_job
 
@@ -112,7 +112,7 @@ def test_nemo_runs_published_hf_configs_through_the_recipes_that_load_them(
 ) -> None:
     # each recipe loads the model with AutoBridge.from_hf_pretrained from the Hub: the same
     # config.json, imported, is that recipe's model (a user pasting it gets the recipe)
-    model = reference_model(published)
+    model = model_preset(published)
     job = plate_job(gpus=256, model="llama3-8b").model_copy(update={"model": model})
     layout = Layout(tp=1, pp=4, ep=8, zero=1)
     assert not [v for v in violations(get_engine("nemo"), job, layout) if "recipe" in v]

@@ -12,7 +12,7 @@ import pytest
 from models.errors import InvalidSpec
 from models.job import TrainingJob
 from models.layout import Layout, Recompute, Schedule, resolve_layout
-from models.presets import reference_model
+from models.presets import model_preset
 from models.transformer import TransformerSpec
 from optimizer.costmodel import LayoutGrid
 from optimizer.engines import ENGINES, get_engine, violations
@@ -34,7 +34,7 @@ L70_960 = plate_job(1024, "llama3-70b", global_batch=960)
 MIXTRAL = plate_job(256, "mixtral-8x7b", global_batch=1024)  # 32 layers, 8 experts
 # DeepSeek-V3's multi-head latent attention at a vocabulary of its own: no recipe trains it
 CUSTOM_MLA = L70.model_copy(
-    update={"model": reference_model("deepseek-v3").model_copy(update={"vocab_size": 100_352})}
+    update={"model": model_preset("deepseek-v3").model_copy(update={"vocab_size": 100_352})}
 )
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from pydantic import ValidationError
 
@@ -9,7 +11,13 @@ from models.errors import InvalidSpec, UnknownPreset
 from models.hardware import ClusterSpec, domain_segment_gpus
 from models.hf_config import from_hf_config, looks_like_hf_config
 from models.layout import Layout, resolve_layout
-from models.presets import gpu_preset, gpu_presets, model_preset, model_presets
+from models.presets import (
+    gpu_preset,
+    gpu_presets,
+    model_preset,
+    model_presets,
+    published_hf_configs,
+)
 from models.transformer import TransformerSpec
 from tests.helpers import plate_job
 
@@ -36,6 +44,26 @@ def test_every_preset_loads_and_cites_its_source() -> None:
         assert gpu_preset(name).source == entry["source"]
     assert {"llama3-8b", "llama3-70b", "llama3-405b"} <= set(model_presets())
     assert {"h100-sxm", "a100-80gb", "h200-sxm", "b200", "mi300x"} <= set(gpu_presets())
+
+
+def test_current_models_are_presets_imported_from_their_published_configs() -> None:
+    # the Hugging Face configs the validation rows name are presets a user asks for by name,
+    # priced exactly as the rows price them
+    configs = published_hf_configs()
+    assert {"deepseek-v3", "gpt-oss-120b", "qwen3-235b-a22b"} <= set(configs)
+    for name, entry in configs.items():
+        imported = from_hf_config(entry["config"])
+        assert model_preset(name) == imported.model_copy(update={"name": name})
+        assert model_presets()[name]["source"] == entry["source"]
+    # DeepSeek-V3 technical report (arXiv 2412.19437): 671B parameters, MTP module apart
+    assert model_preset("DeepSeek-V3").total_params == pytest.approx(671e9, rel=1e-3)
+    assert model_preset("deepseek-v3").is_mla
+
+
+def test_usage_md_lists_every_preset() -> None:
+    table = Path("docs/usage.md").read_text().split("| models | GPUs |")[1].splitlines()[2]
+    models, gpus = ([n.strip() for n in cell.split(",")] for cell in table.strip("| ").split(" | "))
+    assert (models, gpus) == (list(model_presets()), list(gpu_presets()))
 
 
 def test_the_plates_h100_figures() -> None:

@@ -13,7 +13,7 @@ import numpy as np
 
 from models.job import TrainingJob
 from models.layout import Layout
-from models.presets import reference_model
+from models.presets import model_preset
 from models.transformer import TransformerSpec
 from optimizer.costmodel import LayoutGrid
 
@@ -30,7 +30,7 @@ def config_for(model: TransformerSpec, configs: Mapping[str, str]) -> str | None
     """The engine config (key of `configs`, which maps config -> the preset or published
     Hugging Face config it trains) training `model`."""
     wanted = shape(model)
-    return next((c for c, name in configs.items() if shape(reference_model(name)) == wanted), None)
+    return next((c for c, name in configs.items() if shape(model_preset(name)) == wanted), None)
 
 
 # The pieces of a model the engine's code lacks, each named ("mixture-of-experts layers").
