@@ -20,6 +20,7 @@ from functools import cached_property
 from models.hardware import ClusterSpec
 from models.job import TrainingJob
 from models.layout import Layout
+from optimizer.calibration import Reach, within_reach
 from optimizer.costmodel import CostAssumptions
 from optimizer.engines import DEFAULT_ENGINE, Engine, engine_assumptions, get_engine
 from optimizer.search import SearchSpace
@@ -48,12 +49,20 @@ class Request:
         return None if self.engine is None else self.engine.name
 
     @cached_property
+    def reach(self) -> Reach:
+        """The request's assumptions with a calibration's fitted values held to their reach
+        (optimizer.calibration.reach): outside it the default prices them, and `notes` say
+        which and why."""
+        return within_reach(self.assumptions, self.job, self.engine)
+
+    @cached_property
     def priced(self) -> CostAssumptions:
-        """The request's assumptions with its engine's way of running laid under them (its
-        gradient sync, kernels, overlaps); no engine: the engine-agnostic figures."""
+        """The request's assumptions within their reach, with its engine's way of running
+        laid under them (its gradient sync, kernels, overlaps); no engine: the
+        engine-agnostic figures."""
         if self.engine is None:
-            return self.assumptions
-        return engine_assumptions(self.engine, self.assumptions)
+            return self.reach.assumptions
+        return engine_assumptions(self.engine, self.reach.assumptions)
 
     @property
     def recompute_modules(self) -> Sequence[str] | None:

@@ -16,7 +16,6 @@ from models.errors import InvalidSpec
 from optimizer import explain as explaining
 from optimizer import staging
 from optimizer.costmodel import CostAssumptions, Estimate, evaluate, profile_named
-from optimizer.costmodel.warnings import calibration_warnings
 from optimizer.engines import engine_placed, judged
 from optimizer.memory_fit import held_to_request, memory_margin_warning
 from optimizer.request import DEFAULT_PROFILE, Request
@@ -46,9 +45,8 @@ def prepare_search(request: Request) -> tuple[SearchProblem, CostAssumptions]:
     memory rule (optimizer.memory_fit), and the assumptions it is priced under."""
     profile_named(request.profile)
     problem = resolve_space(request.job, request.space, request.profile, request.engine)
-    beyond = tuple(calibration_warnings(request.job, request.priced, request.engine_name))
     problem = held_to_request(problem, request)
-    return replace(problem, warnings=problem.warnings + beyond), request.priced
+    return replace(problem, warnings=problem.warnings + request.reach.notes), request.priced
 
 
 def evaluate_on(request: Request) -> Estimate:
@@ -60,7 +58,7 @@ def evaluate_on(request: Request) -> Estimate:
     if request.engine is not None:
         layout = engine_placed(layout, request.engine)
     estimate = evaluate(request.job, layout, request.profile, request.priced)
-    beyond = tuple(calibration_warnings(request.job, request.priced, request.engine_name))
+    beyond = request.reach.notes  # a calibration's fitted values this request lies outside
     estimate = replace(estimate, warnings=estimate.warnings + beyond) if beyond else estimate
     return finish_estimate(request, estimate)
 

@@ -9,16 +9,19 @@ import math
 import pytest
 
 from api.schemas import EvaluateRequest
+from models.job import TrainingJob
 from models.layout import Layout
 from models.presets import gpu_preset
 from optimizer import Request, SolveSettings
-from optimizer.calibration import MeasuredRun, calibrate, choose, measured_run
+from optimizer.calibration import MeasuredRun, calibrate, choose, measured_run, within_reach
 from optimizer.calibration.parameters import PRIOR_SD_OF_RANGE, RUN_LOG_ERROR, prior_weight
-from optimizer.costmodel import CostAssumptions, evaluate, kernel_efficiency
+from optimizer.calibration.reach import differences, regime_of
+from optimizer.costmodel import CostAssumptions, attention_efficiency, evaluate, kernel_efficiency
+from optimizer.costmodel.assumptions import CalibrationProvenance
 from optimizer.engines import get_engine
 from optimizer.searches import evaluate_on, optimize
 from optimizer.validation import published_runs
-from optimizer.validation.calibrated import GROUPINGS, calibrate_engines, measured, spread
+from optimizer.validation.calibrated import GROUPINGS, measured
 from optimizer.validation.report import compare
 from tests.helpers import engine_or_none, plate_job
 
@@ -253,27 +256,23 @@ def test_assumptions_a_request_states_are_facts_not_fitted() -> None:
     assert request.assumptions.kernel_efficiency_scale == out["kernel_efficiency_scale"]
 
 
-def test_the_file_carries_a_fitted_efficiency_to_other_gpus_as_its_ratio() -> None:
+@pytest.fixture(scope="module")
+def three_runs_fit():
+    """Three H100 runs of llama3-8b under the generic engine, fitted (kernel_efficiency)."""
+    return calibrate(synthetic(TRUTH, SHAPES[:3]), leave_one_out=False)
+
+
+def test_the_file_holds_a_fitted_efficiency_as_its_ratio(three_runs_fit) -> None:
     # fitted on H100 runs, the kernel efficiency is a share of H100's peak; the file holds its
-    # ratio to H100's default, so on H100 it prices the fitted share and on A100 or B200 that
-    # GPU's own default times the same ratio (not H100's share of another GPU's peak)
-    result = calibrate(synthetic(TRUTH, SHAPES[:3]), leave_one_out=False)
-    fitted = result.fitted["kernel_efficiency"]
-    out = result.assumptions()
+    # ratio to H100's default, which prices the fitted share there
+    fitted = three_runs_fit.fitted["kernel_efficiency"]
+    out = three_runs_fit.assumptions()
     assert "kernel_efficiency" not in out
     h100 = plate_job(64, "llama3-8b")
     ratio = fitted / kernel_efficiency(h100, CostAssumptions())
     assert out["kernel_efficiency_scale"] == pytest.approx(ratio, abs=5e-5)
     written = CostAssumptions.model_validate(out)
     assert kernel_efficiency(h100, written) == pytest.approx(fitted, abs=5e-5)
-    for gpu in ("a100-80gb", "b200"):
-        job = h100.model_copy(
-            update={"cluster": h100.cluster.model_copy(update={"gpu": gpu_preset(gpu)})}
-        )
-        default = kernel_efficiency(job, CostAssumptions())
-        assert default != pytest.approx(kernel_efficiency(h100, CostAssumptions()))
-        assert kernel_efficiency(job, written) == pytest.approx(min(default * ratio, 1.0), abs=1e-4)
-    assert any("kernel_efficiency_scale" in note for note in result.transfer_notes)
 
 
 def test_leave_one_out_by_hand() -> None:
@@ -335,22 +334,6 @@ def test_published_rows_read_as_measured_runs() -> None:
         assert m.step_time_s > 0 and est.step_time_s > 0
 
 
-def test_validate_calibrates_each_engine_and_checks_the_rest() -> None:
-    results = calibrate_engines(3)
-    engines = {r.engine for r in results}
-    assert {"megatron", "nemo", "torchtitan", "deepspeed", "generic"} <= engines
-    for r in results:
-        if r.calibration is None:
-            continue
-        assert len(r.calibration_rows) == 3
-        assert not {run.name for run in r.calibration_rows} & {
-            row.run.name for row in r.held_out_after
-        }
-        assert len(r.held_out_before) == len(r.held_out_after) > 0
-        assert all(row.run.engine_name == r.engine for row in r.held_out_after)
-    assert spread(list(range(21)), 3) == [0, 10, 20]  # type: ignore[arg-type]
-
-
 @pytest.mark.parametrize(("engine", "zero"), [("torchtitan", 3), ("megatron", 1), ("deepspeed", 3)])
 def test_a_run_is_priced_as_its_engine_runs_it(engine: str, zero: int) -> None:
     # the fit starts from the step time evaluate gives the same request (its engine's gradient
@@ -371,50 +354,124 @@ def test_a_run_is_priced_as_its_engine_runs_it(engine: str, zero: int) -> None:
     assert as_evaluated != pytest.approx(agnostic, rel=1e-3)  # the engine changes the price
 
 
-def test_the_file_says_what_it_was_fitted_on_and_a_request_elsewhere_is_warned() -> None:
-    # three H100 runs under the generic engine: the file names them; a request on H100 under
-    # that engine hears nothing, one on A100 or under megatron is told, and still priced
-    result = calibrate(synthetic(TRUTH, SHAPES[:3]), leave_one_out=False)
-    out = result.assumptions()
+def on_gpu(job: TrainingJob, gpu: str) -> TrainingJob:
+    cluster = job.cluster.model_copy(update={"gpu": gpu_preset(gpu)})
+    return job.model_copy(update={"cluster": cluster})
+
+
+def in_precision(job: TrainingJob, precision: str) -> TrainingJob:
+    training = job.training.model_copy(update={"precision": precision})
+    return job.model_copy(update={"training": training})
+
+
+def test_a_fitted_value_applies_only_within_its_reach(three_runs_fit) -> None:
+    # three H100 bf16 runs of a dense model under the generic engine, at 8,192 tokens: the file
+    # names all that; a request sharing it is priced with the fitted value, one on another GPU,
+    # in another precision or under another engine with the default, and told so
+    out = three_runs_fit.assumptions()
     assert out["calibrated_on"] == {
         "gpus": ["h100-sxm"],
         "engines": ["generic"],
         "runs": 3,
-        "fitted": sorted(result.fitted),
+        "fitted": ["kernel_efficiency"],
+        "engine_versions": ["generic"],
+        "precisions": ["bf16"],
+        "architectures": ["dense"],
+        "seq_lens": [8192],
+        "hidden_sizes": [4096],
     }
     written = CostAssumptions.model_validate(out)
-    h100 = plate_job(64, "llama3-8b")
-    a100 = h100.model_copy(
-        update={"cluster": h100.cluster.model_copy(update={"gpu": gpu_preset("a100-80gb")})}
-    )
+    scale = CostAssumptions(kernel_efficiency_scale=out["kernel_efficiency_scale"])
     layout = Layout(tp=2, zero=1)
+    h100 = plate_job(64, "llama3-8b", global_batch=128)
 
-    def told(job, engine=None) -> list[str]:
-        warnings = evaluate_on(
-            Request(job, layout=layout, assumptions=written, engine=engine_or_none(engine))
-        ).warnings
-        return [w for w in warnings if "calibrated on 3 measured runs" in w]
+    def priced(job: TrainingJob, assumptions: CostAssumptions, engine: str = "generic"):
+        request = Request(job, layout=layout, assumptions=assumptions, engine=get_engine(engine))
+        return evaluate_on(request)
 
-    assert told(h100) == [] and told(h100, "generic") == []
-    (gpu,) = told(a100)
-    assert "h100-sxm" in gpu and "a100-80gb" in gpu
-    (engine,) = told(h100, "megatron")
-    assert "generic" in engine and "megatron" in engine
-    assert len(told(a100, "megatron")) == 2
+    # within: the fitted ratio prices it, as the same ratio stated by hand does; no note
+    within = priced(h100, written)
+    assert within.step_time_s == pytest.approx(priced(h100, scale).step_time_s, rel=1e-12)
+    assert within.step_time_s != pytest.approx(priced(h100, CostAssumptions()).step_time_s)
+    assert not any(w.startswith("kernel_efficiency") for w in within.warnings)
+    # outside: priced as with no calibration at all, the note naming the assumption and how
+    # the request differs
+    outside = {
+        "a100-80gb": (on_gpu(h100, "a100-80gb"), "generic"),
+        "fp8": (in_precision(h100, "fp8"), "generic"),
+        "torchtitan@0.3.0": (h100, "torchtitan"),
+    }
+    for differs, (job, engine) in outside.items():
+        estimate = priced(job, written, engine)
+        assert estimate.step_time_s == priced(job, CostAssumptions(), engine).step_time_s
+        assert estimate.step_time_s != pytest.approx(priced(job, scale, engine).step_time_s)
+        (note,) = [w for w in estimate.warnings if w.startswith("kernel_efficiency")]
+        assert differs in note and "its default prices it" in note, note
+    # the search holds the file to its reach too: its optimum on A100 is priced as the
+    # defaults price that layout
+    a100 = on_gpu(h100, "a100-80gb")
     searched = optimize(
         Request(a100, assumptions=written, engine=None, explain=False),
         SolveSettings(time_limit_s=20),
     )
-    assert any("calibrated on 3 measured runs" in w for w in searched.warnings)
-    # the warning does not change the price; a file with nothing fitted warns of nothing
-    plain = written.model_copy(update={"calibrated_on": None})
-    assert (
-        evaluate_on(Request(a100, layout=layout, assumptions=plain, engine=None)).mfu
-        == evaluate_on(Request(a100, layout=layout, assumptions=written, engine=None)).mfu
+    assert any(w.startswith("kernel_efficiency") for w in searched.warnings)
+    assert searched.best is not None
+    unfitted = evaluate_on(Request(a100, layout=searched.best.layout, engine=None))
+    assert searched.best.mfu == pytest.approx(unfitted.mfu, rel=1e-9)
+
+
+def test_reach_by_engine_version_model_kind_and_sequence_length() -> None:
+    # a file fitted under megatron@core_r0.20.0 on dense runs of llama3-8b (hidden size 4,096)
+    # at 4,096 to 8,192 tokens: each fitted value is held to the engine version and the kind of
+    # model, the kernel efficiency also to the runs' hidden sizes (GEMM shapes), the attention
+    # efficiency to their sequence lengths
+    origin = CalibrationProvenance(
+        gpus=["h100-sxm"],
+        engines=["megatron"],
+        runs=3,
+        fitted=["kernel_efficiency", "attention_kernel_efficiency"],
+        engine_versions=["megatron@core_r0.20.0"],
+        precisions=["bf16"],
+        architectures=["dense"],
+        seq_lens=[4096, 8192],
+        hidden_sizes=[4096],
     )
-    unfitted = written.calibrated_on.model_copy(update={"fitted": []})
-    quiet = written.model_copy(update={"calibrated_on": unfitted})
-    assert not any(
-        "calibrated on" in w
-        for w in evaluate_on(Request(a100, layout=layout, assumptions=quiet, engine=None)).warnings
+    megatron = get_engine("megatron")  # the bare name: its newest version
+    assert megatron.spec == "megatron@core_r0.20.0"
+    at = regime_of(plate_job(64, "llama3-8b", seq_len=8192), megatron)
+    assert differences("kernel_efficiency", origin, at) == []
+    assert differences("attention_kernel_efficiency", origin, at) == []
+    older = regime_of(plate_job(64, "llama3-8b", seq_len=8192), get_engine("megatron@core_r0.8.0"))
+    assert differences("kernel_efficiency", origin, older) == [
+        "it runs megatron@core_r0.8.0, not megatron@core_r0.20.0"
+    ]
+    moe = regime_of(plate_job(64, "mixtral-8x7b", seq_len=8192), megatron)
+    assert differences("kernel_efficiency", origin, moe) == ["its model is moe, not dense"]
+    wider = regime_of(plate_job(64, "llama3-70b", seq_len=8192), megatron)
+    assert differences("kernel_efficiency", origin, wider) == [
+        "its hidden size is 8,192, the runs' 4,096"
+    ]
+    assert differences("attention_kernel_efficiency", origin, wider) == []
+    long_job = plate_job(64, "llama3-8b", seq_len=32768)
+    longer = regime_of(long_job, megatron)
+    assert differences("kernel_efficiency", origin, longer) == []
+    assert differences("attention_kernel_efficiency", origin, longer) == [
+        "its sequence is 32,768 tokens, the runs' 4,096 to 8,192 tokens"
+    ]
+    # the request at 32,768 tokens: the attention efficiency dropped, the kernel one kept
+    assumptions = CostAssumptions(
+        kernel_efficiency_scale=0.9, attention_kernel_efficiency_scale=0.8, calibrated_on=origin
     )
+    reach = within_reach(assumptions, long_job, megatron)
+    assert reach.dropped == ("attention_kernel_efficiency",)
+    assert reach.assumptions.kernel_efficiency_scale == 0.9
+    assert "attention_kernel_efficiency_scale" not in reach.assumptions.model_fields_set
+    assert attention_efficiency(long_job, reach.assumptions) == attention_efficiency(
+        long_job, CostAssumptions()
+    )
+    # a file written before the regime was recorded is judged on what it records
+    old = origin.model_copy(
+        update={"engine_versions": None, "precisions": None, "architectures": None}
+    )
+    assert differences("kernel_efficiency", old, older) == []
+    assert differences("kernel_efficiency", old, moe) == []

@@ -73,6 +73,11 @@ def test_cli_round_trip(
     assert "memory" in captured.err  # the run with a peak memory is compared
     # the fitted kernel efficiency is a share of the runs' GPU's peak: the report says so
     assert "note: kernel_efficiency" in captured.err and "h100-sxm peak" in captured.err
+    # and where it applies: the runs' engine, GPU, precision, kind of model and hidden size
+    assert (
+        "applies to requests under generic, on h100-sxm, in bf16, dense models, hidden sizes "
+        "of 4,096; elsewhere its default" in captured.err
+    )
     # the file is any request's `assumptions`: evaluate takes it as it stands
     spec = tmp_path / "spec.json"
     spec.write_text(
@@ -86,7 +91,11 @@ def test_cli_round_trip(
         )
     )
     assert main(["evaluate", "--spec", str(spec), "--json"]) == 0
-    capsys.readouterr()
+    # under megatron, the default engine, it lies outside the fit's reach: the answer says so
+    (note,) = [
+        w for w in json.loads(capsys.readouterr().out)["warnings"] if "kernel_efficiency" in w
+    ]
+    assert "megatron@core_r0.20.0, not generic" in note and "its default prices it" in note
 
 
 def test_cli_json_prints_the_http_answer(
@@ -248,14 +257,29 @@ def test_http_round_trip(api: TestClient, tmp_path: Path) -> None:
     assert len(fit["runs"]) == 3 and fit["rms_log_error"] < fit["rms_log_error_before"]
     assert len(fit["leave_one_out"]["runs"]) == 3
     assert fit["runs"][0]["memory_error"] is not None
-    # the answer's assumptions priced through /v1/evaluate
-    evaluate_body = {
-        "model": "llama3-8b",
-        "cluster": {"gpus": 8},
-        "profile": "standard",
-        "assumptions": body["assumptions"],
-    }
-    assert api.post("/v1/evaluate", json=evaluate_body).status_code == 200
+    # the answer's assumptions priced through /v1/evaluate: as the same scale stated by hand
+    # within the fit's reach (the runs' engine and GPU), as the defaults outside it (A100)
+    fitted = next(p for p in fit["parameters"] if p["name"] == "kernel_efficiency")
+    assert fitted["applies_to"].startswith("requests under generic, on h100-sxm")
+    scale = {"kernel_efficiency_scale": body["assumptions"]["kernel_efficiency_scale"]}
+
+    def step_s(assumptions: dict[str, Any], gpu: str) -> tuple[float, list[str]]:
+        evaluate_body = {
+            "model": "llama3-8b",
+            "cluster": {"gpus": 8, "gpu": gpu},
+            "engine": "generic",
+            "profile": "standard",
+            "assumptions": assumptions,
+        }
+        answer = api.post("/v1/evaluate", json=evaluate_body)
+        assert answer.status_code == 200, answer.text
+        return answer.json()["step_time_s"], answer.json()["warnings"]
+
+    assert step_s(body["assumptions"], "h100-sxm")[0] == step_s(scale, "h100-sxm")[0]
+    assert step_s(body["assumptions"], "h100-sxm")[0] != step_s({}, "h100-sxm")[0]
+    outside, warnings = step_s(body["assumptions"], "a100-80gb")
+    assert outside == step_s({}, "a100-80gb")[0] != step_s(scale, "a100-80gb")[0]
+    assert any("on a100-80gb, not h100-sxm" in w for w in warnings)
 
 
 def test_http_refuses_bad_bodies(api: TestClient) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,7 @@ from api.cli.validate import (
     calibration_markdown,
     markdown,
 )
+from optimizer.calibration.results import rms
 from optimizer.validation import (
     MAX_ABS_ERROR_TARGET,
     MEAN_ABS_ERROR_TARGET,
@@ -20,6 +22,7 @@ from optimizer.validation import (
     calibrate_engines,
     validate,
 )
+from optimizer.validation.calibrated import measured, spread
 from optimizer.validation.report import ranked_degrees
 
 REPO = Path(__file__).resolve().parents[1]
@@ -243,10 +246,61 @@ def test_issue_6_layouts_fit(report) -> None:
 
 @pytest.fixture(scope="module")
 def views() -> list[tuple[str, tuple[EngineCalibration, ...]]]:
-    # `make validate` writes four views of the calibration on 3 rows per engine, 45 s of fits
-    # here; the first view (11 s) is recomputed, the others come from the same code
+    # `make validate` writes four views of the calibration on 3 rows per engine, 90 s of fits
+    # and leave-one-out refits here; the first view (20 s) is recomputed, the others come from
+    # the same code
     title, selection, grouping = CALIBRATION_VIEWS[0]
     return [(title, calibrate_engines(DOCS_CALIBRATE_N, "standard", selection, grouping))]
+
+
+def test_validate_calibrates_each_engine_and_checks_the_rest(views) -> None:
+    _, results = views[0]  # the first rows of each engine
+    engines = {r.engine for r in results}
+    assert {"megatron", "nemo", "torchtitan", "deepspeed", "generic"} <= engines
+    for r in results:
+        if r.calibration is None:
+            continue
+        assert len(r.calibration_rows) == 3
+        assert not {run.name for run in r.calibration_rows} & {
+            row.run.name for row in r.held_out_after
+        }
+        assert len(r.held_out_before) == len(r.held_out_after) > 0
+        assert all(row.run.engine_name == r.engine for row in r.held_out_after)
+    assert spread(list(range(21)), 3) == [0, 10, 20]  # type: ignore[arg-type]
+
+
+def test_the_views_calibrate_as_layoutopt_calibrate_does(views) -> None:
+    # the views run `layoutopt calibrate`'s own procedure: each row of a fit predicted by the
+    # calibration of the others (leave-one-out), and the whole fit dropped where that predicts
+    # the rows no better than the defaults do
+    _, results = views[0]
+    for r in results:
+        calibration = r.calibration
+        assert calibration is not None and calibration.leave_one_out is not None, r.engine
+        runs = [measured(run) for run in r.calibration_rows]
+        defaults = rms([math.log(run.estimate().step_time_s / run.step_time_s) for run in runs])
+        assert calibration.rms_log_error_before == pytest.approx(defaults, rel=1e-9)
+        if calibration.fitted:
+            assert calibration.loo_rms_log_error < defaults
+    # nemo's first three rows (GB200, H100, B200) free an inter-node efficiency that predicts
+    # each of them from the other two worse than the defaults: kept at its default, said why
+    (nemo,) = [r for r in results if r.engine == "nemo"]
+    assert nemo.calibration is not None and nemo.calibration.fitted == {}
+    reason = nemo.calibration.pinned["inter_node_bandwidth_efficiency"]
+    assert "no better than the defaults" in reason
+
+
+def test_the_views_hold_a_fit_to_its_reach(views) -> None:
+    # torchtitan's first three rows (Llama 3.1 8B on H100) fit its kernel efficiency; its
+    # held-out rows, all on A100 under torchtitan 0.1.0, lie outside that fit's reach: each is
+    # priced exactly as the defaults price it
+    _, results = views[0]
+    (titan,) = [r for r in results if r.engine == "torchtitan"]
+    assert titan.calibration is not None and "kernel_efficiency" in titan.calibration.fitted
+    assert {row.run.job.cluster.gpu.name for row in titan.held_out_after} == {"a100-80gb"}
+    assert titan.within_reach == (False,) * len(titan.held_out_after)
+    for before, after in zip(titan.held_out_before, titan.held_out_after, strict=True):
+        assert after.estimate.step_time_s == before.estimate.step_time_s
 
 
 SENTINEL = "@@ the calibration section @@"

@@ -192,6 +192,7 @@ def report_text(answer: CalibrateOut) -> str:
                 f"  fitted {p.name} = {p.value:g} (default {p.default}{bound}; the runs alone: "
                 f"{p.runs_value:g}; {p.what})"
             )
+            lines.append(f"    applies to {p.applies_to}; elsewhere its default")
     if fit.shrinkage is not None and any(p.status == "fitted" for p in fit.parameters):
         shrink = fit.shrinkage
         lines.append(

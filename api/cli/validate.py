@@ -5,7 +5,8 @@ with the summary, the fp8 and excluded rows' own figures, and breakdowns by mode
 count, GPU type, engine, precision and source, and each source's error with the defaults
 chosen by looking at rows chosen without it; `--markdown PATH` also writes it all as a document
 (the Makefile's `validate` target writes docs/validation.md). `--calibrate N` calibrates the
-cost model on N rows of each engine and reports the error on that engine's other rows.
+cost model on N rows of each engine as `layoutopt calibrate` does and reports the error on that
+engine's other rows, the file held to its reach as a request's is.
 """
 
 from __future__ import annotations
@@ -318,10 +319,18 @@ def _calibration_verdict(results: tuple[EngineCalibration, ...]) -> str:
     if after is None or before is None:
         return "no group had rows left to check"
     met = [r.engine for r in results if (r.mean_abs_error_after or 1) <= CALIBRATED_TARGET]
+    raised = [
+        r.engine
+        for r in results
+        if r.mean_abs_error_after is not None
+        and r.mean_abs_error_before is not None
+        and round(r.mean_abs_error_after, 4) > round(r.mean_abs_error_before, 4)
+    ]
     return (
         f"{count} held-out rows: mean absolute error {100 * before:.2f} points with the "
         f"defaults, {100 * after:.2f} calibrated; within the issue's "
-        f"{100 * CALIBRATED_TARGET:.0f}-point mean: {', '.join(met) if met else 'no group'}"
+        f"{100 * CALIBRATED_TARGET:.0f}-point mean: {', '.join(met) if met else 'no group'}; "
+        f"raised by the calibration: {', '.join(raised) if raised else 'no group'}"
     )
 
 

@@ -234,6 +234,13 @@ class ParameterOut(BaseModel):
         description="A fitted value on a bound its default is not on: the runs ask for more "
         "than the bounds allow, a sign the cost model misses something they have.",
     )
+    applies_to: str | None = Field(
+        None,
+        description="For a fitted value, the requests it applies to (calibration's reach: the "
+        "runs' engine versions, GPUs, precisions, dense or MoE, and for the attention "
+        "efficiency their sequence lengths); a request outside them is priced with the "
+        "default instead, and told so.",
+    )
 
 
 class LogReadingOut(BaseModel):
@@ -354,11 +361,16 @@ NOTES = [
     "do; with leave_one_out, the whole fit is dropped where the runs predicted by the fit of "
     "the others miss more than the defaults miss them.",
     "Peak memory is compared, not fitted: no fitted assumption changes memory.",
+    "A fitted value applies only to requests that share the runs' engine version, GPU, "
+    "precision and dense or MoE model (the attention efficiency also their range of sequence "
+    "lengths): each parameter's `applies_to`; elsewhere the default prices the request, and "
+    "its answer says so.",
     "The assumptions hold for the profile they were fitted under; use them with it.",
 ]
 
 
 def _parameters_out(result: Calibration) -> list[ParameterOut]:
+    reach = result.reach()
     return [
         ParameterOut(
             name=p.name,
@@ -371,6 +383,7 @@ def _parameters_out(result: Calibration) -> list[ParameterOut]:
             reason=p.pinned,
             at_bound=p.at_bound,  # type: ignore[arg-type]
             runs_value=_r(p.runs_value),
+            applies_to=reach.get(p.name),
         )
         for p in result.parameters
     ]

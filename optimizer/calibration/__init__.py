@@ -7,6 +7,7 @@ residuals, and each run predicted by the fit of the others (leave-one-out).
     result = calibrate(runs)
     result.assumptions()      # an `assumptions` object any request takes as it stands
     run_from_log("b", request, log_text)  # a run measured by its training log (logs.py)
+    within_reach(assumptions, job, engine)  # a fitted value only where it applies (reach.py)
 
 Needs scipy (the `calibration` extra), imported when a fit runs. Other rooms import from this
 module only.
@@ -28,6 +29,7 @@ from optimizer.calibration.logs import (
 )
 from optimizer.calibration.parameters import PARAMETERS, SHRINK_RUNS, Parameter
 from optimizer.calibration.procedure import calibrate, select
+from optimizer.calibration.reach import Reach, applies_to, within_reach
 from optimizer.calibration.results import Calibration, LeftOut, ParameterFit, RunFit
 from optimizer.calibration.runs import (
     MEASURES,
@@ -44,6 +46,7 @@ __all__ = [
     "MAX_RUNS",
     "MEASURES",
     "PARAMETERS",
+    "Reach",
     "SHRINK_RUNS",
     "Calibration",
     "CalibrationStopped",
@@ -55,6 +58,7 @@ __all__ = [
     "Parameter",
     "ParameterFit",
     "RunFit",
+    "applies_to",
     "calibrate",
     "check_repeats",
     "choose",
@@ -64,4 +68,5 @@ __all__ = [
     "ran_on",
     "read_log",
     "run_from_log",
+    "within_reach",
 ]

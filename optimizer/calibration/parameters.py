@@ -31,6 +31,17 @@ class Parameter:
     varies: tuple[str, Callable[[MeasuredRun], object]] | None = None
     # why a run may not depend on it at all, for the report
     absent: str = ""
+    # what its mechanism varies with beyond the runs' regime, so that a fitted value holds
+    # only within the range the runs spanned (reach.RANGES): "seq_len", "hidden_size"
+    reach: tuple[str, ...] = ()
+
+
+# Assumptions whose default is the GPU's own figure, a share of its peak (the plate's kernel
+# efficiency carried by the GPU's matmul ceiling; the preset's attention efficiency carried to
+# the kernel the engine runs): the file holds a fitted value as its ratio to the runs' default
+# (`<name>_scale`, CostAssumptions), which multiplies whatever default a request prices.
+GPU_RELATIVE = ("kernel_efficiency", "attention_kernel_efficiency")
+SCALE_SUFFIX = "_scale"
 
 
 def _micro_batch_tokens(run: MeasuredRun) -> int:
@@ -44,6 +55,9 @@ PARAMETERS: tuple[Parameter, ...] = (
         0.95,
         "share of peak the matmul kernels reach",
         absent="no run's step time depends on the matmul kernels",
+        # its rate by GEMM shape is borrowed (gemm_throughput.json): the runs fix its level
+        # only at the shapes they ran
+        reach=("hidden_size",),
     ),
     # At long sequences (the reference of attention_table.py), no fused kernel's published
     # figure is below FlashAttention-1's 25% of A100's peak (Dao, FlashAttention-2, arXiv
@@ -56,6 +70,9 @@ PARAMETERS: tuple[Parameter, ...] = (
         0.9,
         "share of peak fused attention reaches on long sequences",
         absent="no run uses fused attention",
+        # its rate by sequence length is borrowed (attention_table.py): the runs fix its
+        # level only at the lengths they attended
+        reach=("seq_len",),
     ),
     Parameter(
         "inter_node_bandwidth_efficiency",

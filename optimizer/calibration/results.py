@@ -8,15 +8,11 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from optimizer.calibration.parameters import GPU_RELATIVE, SCALE_SUFFIX
+from optimizer.calibration.reach import applies_to, recorded, regime_of
 from optimizer.calibration.runs import MeasuredRun
 from optimizer.costmodel import CostAssumptions
-
-# Assumptions whose default is the GPU's own figure, a share of its peak (the plate's kernel
-# efficiency carried by the GPU's matmul ceiling; the preset's attention efficiency): a
-# fitted value holds for the GPU the runs ran on, its ratio to that default for any GPU, so
-# the file holds the ratio (`<name>_scale`, CostAssumptions).
-GPU_RELATIVE = ("kernel_efficiency", "attention_kernel_efficiency")
-SCALE_SUFFIX = "_scale"
+from optimizer.costmodel.assumptions import CalibrationProvenance
 
 
 @dataclass(frozen=True)
@@ -140,20 +136,27 @@ class Calibration:
     @property
     def transfer_notes(self) -> list[str]:
         """For each fitted assumption whose default is the GPU's own figure, how the file
-        carries it to another GPU: as its ratio to the runs' GPU's default."""
+        holds it: as its ratio to the runs' GPU's default."""
         gpus = ", ".join(sorted({r.run.job.cluster.gpu.name for r in self.runs}))
         return [
             f"{p.name} {p.value:.4g} is a share of the {gpus} peak as these runs reached it, "
             f"{p.ratio_to_default:.3g} times its default there ({p.default:.4g}); the file "
-            f"holds that ratio as {p.name}{SCALE_SUFFIX}, which multiplies any GPU's default, "
-            "so that it carries to another GPU where the share itself would not"
+            f"holds that ratio as {p.name}{SCALE_SUFFIX}, which multiplies the default a "
+            "request within its reach prices (the attention kernel its engine's settings "
+            "choose, say)"
             for p in self.parameters
             if p.ratio_to_default is not None
         ]
 
+    def reach(self) -> dict[str, str]:
+        """Each fitted assumption's reach in words: the requests it applies to (reach.py);
+        elsewhere the default prices them."""
+        origin = CalibrationProvenance.model_validate(self.provenance())
+        return {name: applies_to(name, origin) for name in sorted(self.fitted)}
+
     def portable(self, stated: dict[str, Any] | None = None) -> dict[str, float]:
-        """The fitted values as a request takes them on any GPU: an assumption whose default
-        is the runs' GPU's own figure as its ratio to that default (`<name>_scale`, times
+        """The fitted values as a request takes them: an assumption whose default is the
+        runs' GPU's own figure as its ratio to that default (`<name>_scale`, times
         any scale the runs' requests `stated`), the others as fitted. Where the runs' GPUs
         have different defaults the fit is of the share itself, and so is the value."""
         stated = stated or {}
@@ -200,12 +203,13 @@ class Calibration:
         return out
 
     def provenance(self) -> dict[str, Any]:
-        """What the file's values were fitted on, for a request elsewhere to be warned."""
+        """What the file's values were fitted on: what bounds their reach (reach.py)."""
         return {
             "gpus": sorted({r.run.job.cluster.gpu.name for r in self.runs}),
             "engines": sorted({r.run.engine for r in self.runs}),
             "runs": len(self.runs),
             "fitted": sorted(self.fitted),
+            **recorded(regime_of(r.run.job, r.run.request.engine) for r in self.runs),
         }
 
 

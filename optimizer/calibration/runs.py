@@ -17,6 +17,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 from models.errors import InvalidSpec
 from models.job import TrainingJob
@@ -25,7 +26,9 @@ from optimizer.calibration.logs import LogReading, read_log
 from optimizer.costmodel import CostAssumptions, Estimate, evaluate
 from optimizer.costmodel.standard.precision import format_peak_flop_s
 from optimizer.engines import Engine, engine_assumptions
-from optimizer.request import Request
+
+if TYPE_CHECKING:  # a run holds the request it ran; the request reads calibration's reach
+    from optimizer.request import Request
 
 MEASURES = ("step_time_s", "tokens_per_s_per_gpu", "samples_per_s", "mfu", "hfu")
 # Repeats of one configuration differ by a few percent (a slow node, warm-up left in the

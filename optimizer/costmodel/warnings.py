@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from models.job import TrainingJob
 from models.layout import Layout
-from optimizer.costmodel.assumptions import CostAssumptions
 
 
 def tp_in_node(job: TrainingJob, layout: Layout) -> bool:
@@ -48,33 +47,3 @@ def cluster_warnings(job: TrainingJob) -> list[str]:
         f"({cluster.gpus / cluster.gpus_per_node:,.2f} nodes): groups are placed and their "
         "links priced as if every node were full; check gpus_per_node"
     ]
-
-
-def calibration_warnings(
-    job: TrainingJob, assumptions: CostAssumptions, engine: str | None
-) -> list[str]:
-    """A calibration taken beyond the runs it was fitted on: another GPU, another engine. Its
-    fitted values still price the request; the warning says what they were measured on."""
-    origin = assumptions.calibrated_on
-    if origin is None or not origin.fitted:
-        return []
-    fitted = ", ".join(origin.fitted)
-    runs = f"{origin.runs} measured run{'s' if origin.runs != 1 else ''}"
-    warnings = []
-    gpu = job.cluster.gpu.name
-    if gpu not in origin.gpus:
-        warnings.append(
-            f"the assumptions were calibrated on {runs} on {', '.join(origin.gpus)}, this "
-            f"request is on {gpu}: the fitted values ({fitted}) carry as ratios of each GPU's "
-            "defaults, which a fit on one GPU's runs need not keep on another "
-            "(docs/validation.md, 'Calibrated on 3 rows per engine'); calibrate on runs of "
-            "this GPU to rely on them"
-        )
-    named = engine or "generic"
-    if named not in origin.engines:
-        warnings.append(
-            f"the assumptions were calibrated on {runs} under {', '.join(origin.engines)}, "
-            f"this request is priced under {named}: the fitted values ({fitted}) measure how "
-            "those engines ran, not this one"
-        )
-    return warnings

@@ -2,10 +2,12 @@
 how well a user's handful of measured runs would let it predict their other layouts.
 
 For each engine, its priced rows that report a utilisation or throughput are taken in the data
-file's order (a stable order: the first N calibrate, the others are held out). The fit is the
-calibration room's (optimizer/calibration): the rows' reported figures as step times, the
+file's order (a stable order: the first N calibrate, the others are held out). The fit is
+`layoutopt calibrate`'s own (optimizer.calibration.calibrate, its leave-one-out refits and its
+check against the defaults included): the rows' reported figures as step times, the
 assumptions their sources state kept as stated. Each held-out row is then priced with the
-fitted values laid over its own assumptions, and its error compared with the defaults'.
+assumptions file it writes laid over its own, held to the calibration's reach as a user's
+request is, and its error compared with the defaults'.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from dataclasses import dataclass
 from functools import cache
 
 from optimizer.calibration import Calibration, MeasuredRun, calibrate, measured_run
+from optimizer.costmodel import CostAssumptions
 from optimizer.validation.published import PublishedRun, published_runs
 from optimizer.validation.report import VALIDATION_PROFILE, Comparison, compare
 from optimizer.validation.tables import points_text
@@ -66,6 +69,16 @@ class EngineCalibration:
     held_out_before: tuple[Comparison, ...]  # the held-out rows under the defaults
     held_out_after: tuple[Comparison, ...]  # and under the fitted assumptions
     calibration: Calibration | None  # None when the engine has too few rows
+    # for each held-out row, whether a fitted value applies to it (calibration's reach)
+    within_reach: tuple[bool, ...] = ()
+
+    @property
+    def reached_errors(self) -> tuple[float | None, float | None]:
+        """(mean absolute error under the defaults, calibrated) of the held-out rows a
+        fitted value applies to; None where none does."""
+        pairs = zip(self.held_out_before, self.held_out_after, self.within_reach, strict=True)
+        reached = [(before, after) for before, after, within in pairs if within]
+        return _mean_abs(tuple(b for b, _ in reached)), _mean_abs(tuple(a for _, a in reached))
 
     @property
     def mean_abs_error_before(self) -> float | None:
@@ -113,17 +126,15 @@ def calibrate_group(
     before = tuple(compare(run, profile) for run in held)
     if len(chosen) < n or not held:
         return EngineCalibration(name, tuple(chosen), before, (), None)
-    result = calibrate([measured(run, profile) for run in chosen], leave_one_out=False)
-    fitted = result.portable()  # a fitted efficiency as its ratio to the GPU's default
-    after = tuple(
-        compare(
-            run,
-            profile,
-            fitted,
-        )
+    result = calibrate([measured(run, profile) for run in chosen])  # as `layoutopt calibrate`
+    written = CostAssumptions.model_validate(result.assumptions())  # the file it writes
+    fitted = {name: getattr(written, name) for name in written.model_fields_set}
+    after = tuple(compare(run, profile, fitted) for run in held)  # held to its reach
+    within = tuple(
+        bool(result.fitted) and len(run.request(profile, fitted).reach.dropped) < len(result.fitted)
         for run in held
     )
-    return EngineCalibration(name, tuple(chosen), before, after, result)
+    return EngineCalibration(name, tuple(chosen), before, after, result, within)
 
 
 @cache  # the same views are asked by `validate --markdown` and its checks
@@ -173,6 +184,7 @@ CALIBRATION_HEADER = [
     "mean abs error, defaults (points)",
     "mean abs error, calibrated (points)",
     "max, calibrated (points)",
+    "within its reach: rows, defaults -> calibrated (points)",
 ]
 
 
@@ -200,6 +212,18 @@ def calibration_table(results: tuple[EngineCalibration, ...]) -> list[list[str]]
                 points_text(result.mean_abs_error_before),
                 points_text(result.mean_abs_error_after),
                 points_text(result.max_abs_error_after),
+                _reached_text(result),
             ]
         )
     return table
+
+
+def _reached_text(result: EngineCalibration) -> str:
+    """The held-out rows a fitted value applies to, and their error before and after."""
+    if result.calibration is None or not result.calibration.fitted:
+        return "-"
+    count = sum(result.within_reach)
+    if not count:
+        return "none"
+    before, after = result.reached_errors
+    return f"{count}: {points_text(before)} -> {points_text(after)}"

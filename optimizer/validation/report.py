@@ -301,10 +301,11 @@ def priced_assumptions(
     profile: str = VALIDATION_PROFILE,
     overrides: dict[str, Any] | None = None,
 ) -> CostAssumptions:
-    """The assumptions a row is priced under: `overrides` over its own, then its engine's
-    way of running in every field those leave unset."""
+    """The assumptions a row is priced under: `overrides` over its own, held to a
+    calibration's reach as any request's are (Request.reach), then its engine's way of
+    running in every field those leave unset."""
     request = run.request(profile, overrides)
-    return engine_assumptions(ran_on(request), request.assumptions, run.precision)
+    return engine_assumptions(ran_on(request), request.reach.assumptions, run.precision)
 
 
 def ranked_degrees(

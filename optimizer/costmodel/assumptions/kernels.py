@@ -35,9 +35,10 @@ class KernelAssumptions(BaseModel):
             "else 0.35."
         ),
     )
-    # What calibration writes (optimizer.calibration): a fitted efficiency is a share of the
-    # peak of the GPU its runs ran on, so the file holds its ratio to that GPU's default,
-    # which carries to another GPU where the share itself would not.
+    # What calibration writes (optimizer.calibration): a fitted efficiency as its ratio to the
+    # default the runs were priced with, which multiplies whatever default a request prices
+    # (the attention kernel its engine's settings choose, say); a calibration's applies only
+    # within its reach (optimizer/calibration/reach.py).
     kernel_efficiency_scale: float = Field(
         1.0,
         gt=0,
@@ -45,8 +46,8 @@ class KernelAssumptions(BaseModel):
         description=(
             "Multiplies the matmul kernel efficiency the request otherwise prices "
             "(kernel_efficiency, or the GPU's default), capped at 1: the form a calibration "
-            "writes a fitted kernel efficiency in, as its ratio to the runs' GPU's default, so "
-            "that it carries to other GPUs."
+            "writes a fitted kernel efficiency in, as its ratio to the runs' GPU's default; a "
+            "calibration's applies only to requests within its reach (calibrated_on)."
         ),
     )
     attention_kernel_efficiency_scale: float = Field(
