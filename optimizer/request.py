@@ -53,7 +53,8 @@ class Request:
         gradient sync, kernels, overlaps); no engine: the engine-agnostic figures."""
         if self.engine is None:
             return self.assumptions
-        return engine_assumptions(self.engine, self.assumptions)
+        precision = self.job.training.precision
+        return engine_assumptions(self.engine, self.assumptions, training_precision=precision)
 
     @property
     def recompute_modules(self) -> Sequence[str] | None:
