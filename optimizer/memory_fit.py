@@ -15,7 +15,7 @@ from __future__ import annotations
 from optimizer.costmodel import Estimate
 from optimizer.request import Request
 from optimizer.search import MemoryFit, SearchProblem, held_to
-from optimizer.uncertainty import RESIDUALS_PROFILE, memory_upper_ratio
+from optimizer.uncertainty import RESIDUALS_PROFILE, memory_basis, memory_upper_ratio
 
 GB = 1e9
 
@@ -66,6 +66,6 @@ def memory_margin_warning(estimate: Estimate) -> tuple[str, ...]:
     high_gb, capacity_gb = interval.memory_gb[1], memory.capacity / GB
     return (
         f"memory: {memory.total / GB:.2f} of {capacity_gb:.2f} GB at the estimate, but like "
-        f"runs measured up to {high_gb:.2f} GB ({interval.basis.partition('memory: ')[2]}): "
+        f"runs measured up to {high_gb:.2f} GB ({memory_basis(interval.basis)}): "
         'the searches\' default rule (search.memory_fit "interval") would not choose it',
     )

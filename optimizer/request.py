@@ -62,7 +62,7 @@ class Request:
         engine-agnostic figures."""
         if self.engine is None:
             return self.reach.assumptions
-        return engine_assumptions(self.engine, self.reach.assumptions)
+        return engine_assumptions(self.engine, self.reach.assumptions, self.job.training.precision)
 
     @property
     def recompute_modules(self) -> Sequence[str] | None:

@@ -94,6 +94,12 @@ def test_the_point_rule_gives_the_old_optimum_and_warns_of_its_margin() -> None:
     assert capacity - best.memory.total < 0.1e9  # the 0.01 GB free
     assert best.fits and best.fits_interval is False
     assert any('search.memory_fit "interval"' in warning for warning in best.warnings)
+    # the warning and the interval rule name the same runs, the memory part of the basis
+    interval_fit = optimum("interval").memory_fit
+    assert interval_fit is not None and interval_fit.basis is not None
+    rests_on = interval_fit.basis
+    assert "with a peak" in rests_on and "memory:" not in rests_on
+    assert any(f"({rests_on})" in warning for warning in best.warnings)
     fit = optimum("point").memory_fit
     assert fit is not None and fit.rule == "point" and fit.upper_ratio == 1.0
 

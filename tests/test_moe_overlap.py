@@ -153,8 +153,12 @@ def test_bridges_performance_script_flag_prices_the_same_overlap() -> None:
         return float(evaluate(job, LAYOUT, "standard", a).times_s["moe_all_to_all"])
 
     assert a2a("nemo", moe_a2a_overlap=True) == a2a("nemo", overlap_moe_expert_parallel_comm=True)
-    # Megatron-Bridge 0.4.2 (NeMo 26.04.01) leaves it off unless a recipe sets it
-    assert a2a("nemo@26.04.01", moe_a2a_overlap=True) < a2a("nemo@26.04.01")
+    # Megatron-Bridge 0.4.2 (NeMo 26.04.01) leaves it off unless a recipe sets it, with the
+    # alltoall dispatcher the MoE recipes set
+    recipe = {"moe_token_dispatcher_type": "alltoall"}
+    assert a2a("nemo@26.04.01", moe_a2a_overlap=True, **recipe) < a2a("nemo@26.04.01", **recipe)
+    # beside its default allgather dispatcher Megatron-Core refuses the overlap: unpaired
+    assert a2a("nemo@26.04.01", moe_a2a_overlap=True) == a2a("nemo@26.04.01")
     with pytest.raises(InvalidSpec, match="moe_a2a_overlap"):
         get_engine("nemo@24.09", {"moe_a2a_overlap": True})
     with pytest.raises(InvalidSpec, match="moe_a2a_overlap"):

@@ -6,6 +6,7 @@ format as 422s naming the field."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -29,6 +30,9 @@ from optimizer.costmodel.standard.compute import (
     gemm_s,
 )
 from optimizer.costmodel.standard.degrees import Degrees
+from optimizer.engines import get_engine
+from optimizer.request import Request
+from optimizer.searches import evaluate_on
 
 # Llama 3 70B, by hand: h 8192, 64 heads of 128, 8 KV heads, FFN 28672 (SwiGLU).
 H, Q, KV, F = 8192, 8192, 2 * 8 * 128, 28672
@@ -193,13 +197,33 @@ def test_quantised_weight_copies_by_hand() -> None:
     # NVFP4: 2 x 0.5625 = 1.125 bytes: 2.4065 GB more
     nvfp4 = evaluate(job("nvfp4", "gb200"), LAYOUT, "standard").memory.weights
     assert nvfp4 - bf16 == pytest.approx(params * 1.125)
-    # MXFP8 weights kept alone (fp8_param_gather): 2.0625 - 2 = 0.0625 a parameter more;
-    # NVFP4 has no FP4 parameters, so its bf16 weights stay beside the copy
+    # MXFP8 weights kept alone (fp8_param_gather): 2.0625 - 2 = 0.0625 a parameter more
     alone = CostAssumptions(fp8_params=True)
     mx_alone = evaluate(job("mxfp8", "gb200"), LAYOUT, "standard", alone).memory.weights
     assert mx_alone - bf16 == pytest.approx(params * 0.0625)
+    # the formula takes fp8_params as given: NVFP4 casts alone, 1.125 - 2 = 0.875 a parameter less
     nv_alone = evaluate(job("nvfp4", "gb200"), LAYOUT, "standard", alone).memory.weights
-    assert nv_alone == nvfp4
+    assert bf16 - nv_alone == pytest.approx(params * 0.875)
+
+
+def test_no_engine_keeps_nvfp4_weights_alone() -> None:
+    # Megatron-Bridge refuses FP4 parameters: the Megatron-Core engines, which keep FP8 and
+    # MXFP8 weights alone, keep NVFP4's bf16 weights beside the copy (1.125 bytes more)
+    nvfp4 = Request(job("nvfp4", "gb200"), layout=LAYOUT, engine=get_engine("megatron"))
+    assert not nvfp4.priced.fp8_params
+    mxfp8 = Request(job("mxfp8", "gb200"), layout=LAYOUT, engine=get_engine("megatron"))
+    assert mxfp8.priced.fp8_params
+    bf16 = Request(job("bf16", "gb200"), layout=LAYOUT, engine=get_engine("megatron"))
+    params = 10 * LAYER_PARAMS / 4
+    added = evaluate_on(nvfp4).memory.weights - evaluate_on(bf16).memory.weights
+    assert added == pytest.approx(params * 1.125)
+    # a request that states it there, on any engine, is told so rather than priced
+    stated = CostAssumptions(fp8_params=True)
+    for engine in ("generic", "megatron", "torchtitan"):
+        asked = replace(nvfp4, assumptions=stated, engine=get_engine(engine))
+        with pytest.raises(InvalidSpec) as refused:
+            evaluate_on(asked)
+        assert refused.value.field == "assumptions.fp8_params"
 
 
 def test_saved_inputs_shrink_to_the_formats_copy_by_hand() -> None:

@@ -35,7 +35,8 @@ from optimizer.costmodel.profiles import (
 from optimizer.costmodel.standard import stage_plans
 from optimizer.costmodel.standard.collectives import domains_spanned
 from optimizer.costmodel.standard.compute import attention_efficiency, kernel_efficiency
-from optimizer.costmodel.standard.profile import expert_span
+from optimizer.costmodel.standard.profile import expert_span, layout_degrees
+from optimizer.costmodel.standard.ranks import paired_overlap_on
 from optimizer.costmodel.standard.times import contended_overlap
 
 __all__ = [
@@ -54,6 +55,8 @@ __all__ = [
     "expert_span",
     "attention_efficiency",
     "kernel_efficiency",
+    "layout_degrees",
+    "paired_overlap_on",
     "GridPrices",
     "LayoutBox",
     "LayoutGrid",

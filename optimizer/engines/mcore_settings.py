@@ -10,11 +10,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from models.job import TrainingJob
 from models.layout import Layout, Recompute
 from models.transformer import TransformerSpec
+from optimizer.costmodel import layout_degrees, paired_overlap_on
 
 from .mcore import DEFAULT_RECOMPUTE_MODULES, FSDP_STRATEGY
+from .settings import PAIRED_OVERLAP_DISPATCHERS, moe_dispatcher
 from .stages import McoreSplit, mcore_split, plan_split
 
 
@@ -109,30 +113,24 @@ def mcore_settings(
         attention_backend=_optional(named.get("attention_backend"), str),
         cuda_graph_impl=_optional(named.get("cuda_graph_impl"), str),
         ddp_bucket_size=_optional(named.get("ddp_bucket_size"), int),
-        moe_token_dispatcher_type=str(named.get("moe_token_dispatcher_type", "alltoall")),
+        moe_token_dispatcher_type=moe_dispatcher(named),
         # Megatron-Bridge's performance scripts spell it moe_a2a_overlap
         overlap_moe_expert_parallel_comm=bool(
             named.get("overlap_moe_expert_parallel_comm", False)
             or named.get("moe_a2a_overlap", False)
         )
-        and _moe_overlap_runs(job, layout, str(named.get("moe_token_dispatcher_type", "alltoall"))),
+        and _moe_overlap_runs(job, layout, moe_dispatcher(named)),
     )
 
 
 def _moe_overlap_runs(job: TrainingJob, layout: Layout, dispatcher: str) -> bool:
-    """Where Megatron-Core takes --overlap-moe-expert-parallel-comm: expert parallelism, the
-    alltoall or flex dispatcher, interleaving with a pipeline, no full recompute
-    (transformer_config.py:3002-3041), and where it can overlap: before Blackwell, tp or cp
-    above 1 needs CUDA_DEVICE_MAX_CONNECTIONS=1, which serialises it (arguments.py:1451-1475).
-    Elsewhere the exports leave it off, as it is priced (costmodel ranks.paired_overlap_on)."""
-    streams_apart = job.cluster.gpu.streams_run_apart or (layout.tp == 1 and layout.cp == 1)
-    return (
-        layout.ep > 1
-        and dispatcher in ("alltoall", "flex")
-        and (layout.pp == 1 or layout.vpp > 1)
-        and layout.recompute != Recompute.FULL
-        and streams_apart
-    )
+    """Where --overlap-moe-expert-parallel-comm runs: where the cost model prices the expert
+    all-to-all paired (ranks.paired_overlap_on: expert parallelism, 1F1B, interleaving with a
+    pipeline, no full recompute, streams apart), beside a dispatcher Megatron-Core takes it
+    with (settings.PAIRED_OVERLAP_DISPATCHERS). Elsewhere the exports leave it off."""
+    streams_apart = job.cluster.gpu.streams_run_apart
+    runs = paired_overlap_on(layout_degrees(layout), streams_apart)
+    return dispatcher in PAIRED_OVERLAP_DISPATCHERS and bool(np.asarray(runs).item())
 
 
 def _optional(value: object, kind: type) -> Any:

@@ -73,7 +73,9 @@ def engine_traffic(engine: Engine, precision: str = "bf16") -> dict[str, object]
         "per_micro_batch_sync_with_pp": not any(deferred),
     }
     accumulation = engine.runtime.bf16_pipelined_accumulation_bytes
-    if accumulation is not None and precision == "bf16":
+    # DeepSpeed's BF16_Optimizer runs whenever its bf16 is on, FP8 GEMMs (Transformer
+    # Engine's autocast) or not; fp16 runs its FP16 optimizer instead
+    if accumulation is not None and precision != "fp16":
         traffic["pipelined_gradient_accumulation_bytes_per_param"] = list(accumulation)
     return traffic | runtime_choices(engine)
 
@@ -114,17 +116,46 @@ def runtime_choices(engine: Engine) -> dict[str, object]:
     return values
 
 
+# The formats whose casts no engine keeps in place of the bf16 weights (fp8_params): NVFP4's
+# bf16 weights stay, as Megatron-Bridge refuses FP4 parameters ('fp4_param and
+# fp4_param_gather are not supported for now', MixedPrecisionConfig.finalize) and Megatron-LM's
+# export writes --fp8-param-gather under fp8 and mxfp8 only (mcore_settings).
+NO_WEIGHTS_ALONE = ("nvfp4",)
+
+
+def weights_alone(values: dict[str, object], stated: bool, precision: str) -> dict[str, object]:
+    """`values` with fp8_params off in a format whose weights no engine keeps alone; a
+    request that states it there is refused rather than priced as something no engine runs
+    (or silently ignored)."""
+    if precision not in NO_WEIGHTS_ALONE:
+        return values
+    if stated:
+        raise InvalidSpec(
+            f"fp8_params keeps the layers' weights only as their quantised casts, which no "
+            f"engine does in {precision} (Megatron-Bridge refuses FP4 parameters): drop it, "
+            "or train in fp8 or mxfp8",
+            "assumptions.fp8_params",
+        )
+    return values | {"fp8_params": False}
+
+
 def engine_assumptions(
-    engine: Engine, assumptions: CostAssumptions, precision: str = "bf16"
+    engine: Engine,
+    assumptions: CostAssumptions,
+    precision: str = "bf16",
 ) -> CostAssumptions:
     """`assumptions` with the engine's way of running in every field they leave unset: its
     data-parallel traffic and kernels, then what its version's code did that no setting
     names, then what its settings in force set (its version's defaults and the request's
-    `engine_settings`)."""
+    `engine_settings`). `precision` is the job's format (the weights it keeps and how it
+    reduces depend on it), or fp16 for a run that trained in it (a training spec cannot say
+    fp16: published and measured runs can)."""
     traffic = engine_traffic(engine, precision)
     if engine.release is not None:
         traffic |= engine.release.assumptions
     traffic |= settings_assumptions(engine.settings, engine.settings_in_force)
+    fp8_params_stated = "fp8_params" in assumptions.model_fields_set and assumptions.fp8_params
+    traffic = weights_alone(traffic, fp8_params_stated, precision)
     stated = set(assumptions.model_fields_set)
     if "dp_overlap_microbatches" in stated:  # a request that says how the step's sync hides
         stated.add("dp_sync_per_chunk")

@@ -260,6 +260,23 @@ def _loss(value: SettingValue, in_force: InForce) -> dict[str, object]:
     return {"loss_bytes_per_logit": FUSED_LOSS[impl]}
 
 
+# the dispatchers Megatron-Core runs its EP all-to-all overlap with; with allgather it refuses
+# overlap_moe_expert_parallel_comm (transformer_config.py l.3002-3041 at d98e8a6)
+PAIRED_OVERLAP_DISPATCHERS = ("alltoall", "flex")
+
+
+def moe_dispatcher(in_force: Mapping[str, object]) -> str:
+    """The token dispatcher in force: the setting's, else Megatron-Core's own default."""
+    return str(in_force.get("moe_token_dispatcher_type", "alltoall"))
+
+
+def _paired_overlap(asked: SettingValue, in_force: InForce) -> dict[str, object]:
+    """The EP all-to-all overlap, asked, runs only beside a dispatcher that takes it; where
+    it runs on a layout is the cost model's (ranks.paired_overlap_on)."""
+    takes = moe_dispatcher(in_force) in PAIRED_OVERLAP_DISPATCHERS
+    return {"moe_all_to_all_paired_overlap": bool(asked) and takes}
+
+
 def _dispatch(value: SettingValue, in_force: InForce) -> dict[str, object]:
     backend = in_force.get("moe_flex_dispatcher_backend", "deepep")
     return {"moe_dispatch_dedup": value == "flex" and backend in DEDUP_BACKENDS}
@@ -440,7 +457,7 @@ def mcore_settings() -> tuple[EngineSetting, ...]:
             "interleaving with pp > 1, no full recompute); "
             f"{MLM} megatron/core/pipeline_parallel/combined_1f1b.py l.55-67; from "
             "core_v0.14.0 (ae1c88296f, 2025-08-01)",
-            prices=lambda v, _: {"moe_all_to_all_paired_overlap": bool(v)},
+            prices=_paired_overlap,
         ),
         EngineSetting(
             "main_params_dtype",
@@ -583,9 +600,9 @@ NEMO1_SETTINGS = (
 PERF_SCRIPTS = f"{BRIDGE} scripts/performance"
 
 
-def _a2a_overlap(value: SettingValue, _: InForce) -> dict[str, object]:
+def _a2a_overlap(value: SettingValue, in_force: InForce) -> dict[str, object]:
     # off leaves the recipe's own choice (run_script.py l.73-75 keeps its base value)
-    return {"moe_all_to_all_paired_overlap": True} if value else {}
+    return _paired_overlap(value, in_force) if value else {}
 
 
 BRIDGE_SETTINGS = (

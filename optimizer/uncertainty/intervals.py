@@ -98,6 +98,15 @@ class Bounds:
     basis: str
 
 
+# A basis names the memory rows after this, following the timed rows (bounds_for).
+MEMORY_BASIS = "memory: "
+
+
+def memory_basis(basis: str) -> str:
+    """The runs a basis's memory bounds rest on ('' where none reports a peak)."""
+    return basis.partition(MEMORY_BASIS)[2]
+
+
 def bounds_for(regime: Regime, residuals: Sequence[Residual]) -> Bounds | None:
     """The bounds `residuals` give an estimate of `regime`; None where none bears on time."""
     timed = [r for r in residuals if r.mfu_points is not None and r.step_ratio is not None]
@@ -110,7 +119,7 @@ def bounds_for(regime: Regime, residuals: Sequence[Residual]) -> Bounds | None:
     if memory:
         memory_regime, memory_rows = nearest(memory, regime)
         memory_ratio = bounds_of(memory_rows, "memory_ratio")
-        basis += f"; memory: {len(memory_rows)} with a peak ({memory_regime.words()})"
+        basis += f"; {MEMORY_BASIS}{len(memory_rows)} with a peak ({memory_regime.words()})"
     return Bounds(bounds_of(rows, "mfu_points"), bounds_of(rows, "step_ratio"), memory_ratio, basis)
 
 
@@ -156,7 +165,7 @@ def memory_upper_ratio(
     bounds = published_bounds(regime_of(job, engine, precision))
     if bounds is None or bounds.memory_ratio is None:
         return None
-    return bounds.memory_ratio[1], bounds.basis.partition("memory: ")[2]
+    return bounds.memory_ratio[1], memory_basis(bounds.basis)
 
 
 def with_interval(

@@ -18,6 +18,7 @@ import numpy as np
 
 from models.job import TrainingJob
 from optimizer.costmodel.assumptions import CostAssumptions
+from optimizer.costmodel.standard import all_to_all as a2a
 from optimizer.costmodel.standard import links as lnk
 from optimizer.costmodel.standard import memory as mem
 from optimizer.costmodel.standard import ranks as rnk
@@ -158,11 +159,6 @@ def layer_times(job: TrainingJob, a: CostAssumptions, k: Degrees) -> dict[str, N
     tp_bandwidth = link(k.tp_span, tokens * model.hidden_size * mem.BF16_BYTES, k.tp)
     tp_transfer_s = tim.tp_transfer_s(k.tp, tokens, model.hidden_size, tp_bandwidth, k.recompute)
     tp_s = lnk.collective_s(links, k.tp, k.tp_span, tim.tp_collectives(k.recompute), tp_transfer_s)
-    a2a_overlap = np.where(
-        k.schedule == mem.SCHEDULE_DUALPIPE,
-        a.dualpipe_all_to_all_overlap_fraction,
-        a.moe_all_to_all_overlap_fraction,
-    )
     return {
         "matmul": matmul,
         "attention": attention,
@@ -171,49 +167,11 @@ def layer_times(job: TrainingJob, a: CostAssumptions, k: Degrees) -> dict[str, N
         "tp_comm": tp_s
         * tim.exposed_share(a.tp_overlap_fraction, slowdown * a.tp_overlap_sm_share),
         "cp_comm": tim.exposed_s(cp_s, attention, a.cp_overlap_fraction, slowdown),
-        "moe_all_to_all": moe_all_to_all_s(job, a, k, tokens, a2a_overlap, matmul + attention),
+        "moe_all_to_all": a2a.moe_all_to_all_s(
+            job, links, a2a.all_to_all_hiding(a), k, tokens, matmul + attention
+        ),
         "moe_host": tim.moe_host_s(model.moe_layer_share, a.moe_host_ms_per_layer, tokens),
     }
-
-
-def moe_all_to_all_s(
-    job: TrainingJob,
-    a: CostAssumptions,
-    k: Degrees,
-    tokens: Number,
-    overlap: Number,
-    compute_s: Number,
-) -> Number:
-    """A layer's exposed expert all-to-all a micro-batch: `overlap` of it hidden, or, where
-    Megatron-Core's paired overlap runs (ranks.paired_overlap_on), hidden under `compute_s`
-    in the passes that run paired (times.paired_pass_share)."""
-    model = job.model
-    token_bytes = model.experts_per_token * model.hidden_size * mem.BF16_BYTES
-    bandwidth = lnk.all_to_all_bytes_s(
-        lnk.job_links(job, a), k.ep, k.ep_span, tokens / k.tp * token_bytes, model.experts_per_token
-    )
-
-    def priced(hidden: Number) -> Number:
-        return tim.moe_all_to_all_s(
-            k.ep,
-            tokens,
-            k.tp,
-            model.experts_per_token,
-            model.hidden_size,
-            bandwidth,
-            model.moe_layer_share,
-            hidden,
-            a.overlap_compute_slowdown,
-        )
-
-    if not a.moe_all_to_all_paired_overlap:
-        return priced(overlap)
-    m = job.training.global_batch // (k.dp * k.micro_batch)
-    pairs = rnk.paired_overlap_on(k, job.cluster.gpu.streams_run_apart)
-    share = np.where(pairs, tim.paired_pass_share(m, k.pp, k.vpp), 0.0)
-    whole = priced(0.0)
-    paired = tim.paired_all_to_all_s(whole, compute_s, share, a.overlap_compute_slowdown)
-    return np.where(pairs, paired, priced(overlap))
 
 
 def busiest_stage_s(layers: mem.StageLayers, pp: Number, layer_s: Number, head_s: Number) -> Number:

@@ -5,6 +5,7 @@ group's links carry it (docs/cost-model.md, "ZeRO-3 / FSDP", "Mixture of experts
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -64,7 +65,8 @@ def rank_data_parallel_s(
     # distributed optimizer's reduce-scatter and all-gather it may not
     all_reduce = per_synced_stage(a.gradient_sync_all_reduce, k)
     links, span = job_links(job, a), k.data_group_span
-    zero3_s = zero3_collectives_s(job, a, links, k, n_layers, shares, dense + experts)
+    zero3 = zero3_costs(a)
+    zero3_s = zero3_collectives_s(job, zero3, links, k, n_layers, shares, dense + experts)
     return (
         synced_s(links, span, shares, bucket, per_step, tim.GRAD_SYNC_PASSES, all_reduce),
         synced_s(links, span, shares, bucket, per_micro_batch, 1),
@@ -128,9 +130,42 @@ def synced_s(
     return np.where(volumes > 0, seconds, 0.0)
 
 
+@dataclass(frozen=True)
+class Zero3Costs:
+    """How ZeRO-3's collectives run beside the bytes they move: how many a layer, which passes
+    gather again, and what each costs on the host and in HBM (zero3_costs)."""
+
+    gather_unit: str  # zero3_gather_unit
+    gathers_per_layer: int | None  # zero3_gathers_per_layer
+    scatters_per_layer: int | None  # zero3_reduce_scatters_per_layer
+    reuse_distance_params: float | None  # zero3_reuse_distance_params
+    recompute_regathers: bool  # zero3_recompute_regathers
+    copy_per_rank_s: float  # zero3_copy_per_rank_s
+    gather_views_per_rank_s: float  # zero3_gather_views_per_rank_s
+    scatter_views_per_rank_s: float  # zero3_scatter_views_per_rank_s
+    gather_buffer_bytes_per_param: float  # zero3_gather_buffer_bytes_per_param
+    scatter_buffer_bytes_per_param: float  # zero3_scatter_buffer_bytes_per_param
+
+
+def zero3_costs(a: CostAssumptions) -> Zero3Costs:
+    """The request's ZeRO-3 collective costs."""
+    return Zero3Costs(
+        gather_unit=a.zero3_gather_unit,
+        gathers_per_layer=a.zero3_gathers_per_layer,
+        scatters_per_layer=a.zero3_reduce_scatters_per_layer,
+        reuse_distance_params=a.zero3_reuse_distance_params,
+        recompute_regathers=a.zero3_recompute_regathers,
+        copy_per_rank_s=a.zero3_copy_per_rank_s,
+        gather_views_per_rank_s=a.zero3_gather_views_per_rank_s,
+        scatter_views_per_rank_s=a.zero3_scatter_views_per_rank_s,
+        gather_buffer_bytes_per_param=a.zero3_gather_buffer_bytes_per_param,
+        scatter_buffer_bytes_per_param=a.zero3_scatter_buffer_bytes_per_param,
+    )
+
+
 def zero3_collectives_s(
     job: TrainingJob,
-    a: CostAssumptions,
+    zero3: Zero3Costs,
     links: Links,
     k: Degrees,
     n_layers: Number,
@@ -143,18 +178,19 @@ def zero3_collectives_s(
     model, group, span = job.model, k.dp * k.cp, k.data_group_span
     gather_message = mem.dense_params_per_layer_per_device(model, k.tp) * mem.BF16_BYTES
     gathers, scatters = zero3_collectives_per_layer(
-        model, a.zero3_gather_unit, a.zero3_gathers_per_layer, a.zero3_reduce_scatters_per_layer
+        model, zero3.gather_unit, zero3.gathers_per_layer, zero3.scatters_per_layer
     )
     passes, gather_rounds = zero3_gather_passes(
-        model, k, stage_params, a.zero3_reuse_distance_params, a.zero3_recompute_regathers
+        model, k, stage_params, zero3.reuse_distance_params, zero3.recompute_regathers
     )
     all_gathers, reduce_scatters = n_layers * gather_rounds * gathers, n_layers * scatters
     gathers_moved_s = sum(
         moved_s(links, span, passes + 1, gather_message / gathers, params, ranks)
         for params, ranks in shares
     )
-    per_rank_s = all_gathers * (a.zero3_copy_per_rank_s + a.zero3_gather_views_per_rank_s) + (
-        reduce_scatters * (a.zero3_copy_per_rank_s + a.zero3_scatter_views_per_rank_s)
+    copy_s = zero3.copy_per_rank_s
+    per_rank_s = all_gathers * (copy_s + zero3.gather_views_per_rank_s) + (
+        reduce_scatters * (copy_s + zero3.scatter_views_per_rank_s)
     )
     return (
         collective_s(links, group, span, all_gathers + reduce_scatters, gathers_moved_s)
@@ -163,8 +199,8 @@ def zero3_collectives_s(
         * zero3_buffer_s(
             mem.params_per_layer_per_device(model, k.tp, k.ep),
             passes,
-            a.zero3_gather_buffer_bytes_per_param,
-            a.zero3_scatter_buffer_bytes_per_param,
+            zero3.gather_buffer_bytes_per_param,
+            zero3.scatter_buffer_bytes_per_param,
             job.cluster.gpu.memory_bandwidth_bytes_s,
         )
     )

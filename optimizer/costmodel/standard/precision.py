@@ -172,19 +172,17 @@ def fp8_weight_copy_bytes_per_param(
 ) -> Number:
     """Bytes per transformer-layer parameter the quantised weights add to the bf16 ones: the
     copy (`copy_bytes_per_param`, weight_copy_bytes_per_param) beside each bf16 weight, or,
-    with `fp8_params` under
-    fp8 or mxfp8, in its place from ZeRO-1 on (then the net is the copy less the bf16
+    with `fp8_params`, in its place from ZeRO-1 on (then the net is the copy less the bf16
     weight's 2 bytes: -1 on Blackwell, 0 on Hopper in FP8): Megatron-LM takes
     --fp8-param-gather only with the distributed optimizer (NVIDIA/Megatron-LM@d98e8a6
-    megatron/training/arguments.py l.1095-1097). NVFP4 keeps its bf16 weights:
-    Megatron-Bridge refuses FP4 parameters ('fp4_param and fp4_param_gather are not supported
-    for now', MixedPrecisionConfig.finalize). Nothing at ZeRO-3 or in bf16."""
+    megatron/training/arguments.py l.1095-1097). Which formats an engine keeps its weights
+    alone in is the engine's (optimizer.engines.pricing: not NVFP4). Nothing at ZeRO-3 or in
+    bf16."""
     if not is_fp8(precision):
         return 0.0
     zero = np.asarray(zero)
-    in_place = fp8_params and precision != NVFP4
     net = np.where(
-        in_place & (zero >= 1), copy_bytes_per_param - mem.BF16_BYTES, copy_bytes_per_param
+        fp8_params & (zero >= 1), copy_bytes_per_param - mem.BF16_BYTES, copy_bytes_per_param
     )
     return np.where(zero >= 3, 0.0, net)
 

@@ -45,6 +45,11 @@ def grid_degrees(grid: LayoutGrid) -> Degrees:
     )
 
 
+def layout_degrees(layout: Layout) -> Degrees:
+    """One resolved layout's degrees: a grid of one, read by the very formulas a grid is."""
+    return grid_degrees(LayoutGrid.from_layouts([layout]))
+
+
 def box_degrees(box: LayoutBox) -> Degrees:
     """The box's degrees, knobs and spans, each on the axes it varies along."""
     return Degrees(
@@ -134,7 +139,7 @@ def capacity_bytes(gpu: GpuSpec) -> float:
 
 def price_standard(job: TrainingJob, layout: Layout, assumptions: CostAssumptions) -> Estimate:
     # one layout is a grid of one: the very formulas the search prices with
-    b = breakdown(job, assumptions, grid_degrees(LayoutGrid.from_layouts([layout]))).first()
+    b = breakdown(job, assumptions, layout_degrees(layout)).first()
     step_time_s = float(b.step_time_s)
     mfu_fp8_peak = mfu_against_fp8_peak(job.cluster.gpu, job.training.precision, float(b.mfu))
     return Estimate(

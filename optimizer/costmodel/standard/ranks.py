@@ -116,7 +116,9 @@ def paired_overlap_on(k: Degrees, streams_run_apart: bool) -> Number:
     above 1 needs CUDA_DEVICE_MAX_CONNECTIONS=1, which queues the all-to-all's stream behind
     the compute: Megatron-LM warns that the two cannot both have their way (arguments.py
     l.1451-1475), and it is priced unpaired there (`streams_run_apart`: the GPU's, from
-    Blackwell on)."""
+    Blackwell on). The one rule: the Megatron-Core exports write the flag where this holds,
+    beside a dispatcher that takes it (optimizer.engines, whose settings price the overlap
+    off with one that does not)."""
     streams_apart = streams_run_apart | ((k.tp == 1) & (k.cp == 1))
     return (
         (np.asarray(k.ep) > 1)
