@@ -1,7 +1,8 @@
 """One body, one meaning: the optimum's layout POSTed back to evaluate with the same body is
-priced to the same figures, on every preset and engine (the routes share their defaults:
-profile standard, engine megatron), and evaluate lays a layout without a placement in the
-engine's own rank order."""
+priced to the same figures, on 50 requests drawn over every preset and engine (the routes
+share their defaults: profile standard, engine megatron); a study row and a plan job of the
+same body carry the HTTP answer's warnings and engine verdict; evaluate lays a layout without
+a placement in the engine's own rank order."""
 
 from __future__ import annotations
 
@@ -38,12 +39,17 @@ def _body(preset: str, engine: str, gpus: int) -> dict[str, Any]:
     }
 
 
-@pytest.mark.parametrize(("preset", "engine", "gpus"), _cases(14))
+CASES = _cases(50)
+
+
+@pytest.mark.parametrize(("preset", "engine", "gpus"), CASES)
 def test_evaluating_the_optimum_gives_the_optimums_figures(
     api: TestClient, preset: str, engine: str, gpus: int
 ) -> None:
     body = _body(preset, engine, gpus)
     answer = api.post("/v1/optimize", json=body | {"explain": False, "time_limit_s": 20}).json()
+    row = _study_row(body | {"explain": False, "time_limit_s": 20}, "optimize")
+    assert row["status"] == answer.get("status", "error")
     if answer.get("status") not in ("optimal", "feasible"):
         pytest.skip(f"{preset} under {engine} on {gpus} GPUs: {answer.get('status')}, no layout")
     best = answer["best"]
@@ -54,6 +60,34 @@ def test_evaluating_the_optimum_gives_the_optimums_figures(
     assert priced["memory_gb"] == best["memory_gb"]
     for figure in FIGURES:
         assert priced.get(figure) == best.get(figure), figure
+    # the study row of the same body: the same optimum, warnings and engine verdict
+    assert (row["mfu"], row["step_time_s"]) == (best["mfu"], best["step_time_s"])
+    assert json.loads(row["warnings"]) == best["warnings"]
+    assert row["export_error"] == best["export_error"]
+
+
+@pytest.mark.parametrize(("preset", "engine", "gpus"), CASES[::3])
+def test_a_plan_job_carries_the_warnings_and_export_of_its_layouts_http_answer(
+    api: TestClient, preset: str, engine: str, gpus: int
+) -> None:
+    body = _body(preset, engine, gpus)
+    # a plan job's request is the body less its cluster: the plan's pools are the cluster
+    request = {k: v for k, v in body.items() if k != "cluster"}
+    job = {"name": "one", "request": request, "min_gpus": gpus, "max_gpus": gpus}
+    pool = {"name": "h100", "gpu": "h100-sxm", "nodes": gpus // 8}
+    response = api.post("/v1/plan", json={"cluster": {"pools": [pool]}, "jobs": [job]})
+    assert response.status_code == 200, response.text
+    plan = response.json()
+    planned = next((j for j in plan.get("jobs", []) if j["name"] == "one"), None)
+    if planned is None or planned["best"] is None:
+        pytest.skip(f"{preset} under {engine} on {gpus} GPUs: not planned ({plan.get('status')})")
+    priced = api.post("/v1/evaluate", json=body | {"layout": planned["best"]["layout"]}).json()
+    assert planned["best"]["warnings"] == priced["warnings"]
+    assert planned["best"]["mfu"] == priced["mfu"]
+    assert (planned["export"] is None) == (priced["export"] is None)
+    if planned["export"] is not None:
+        assert planned["export"]["engine"] == priced["export"]["engine"]
+        assert planned["export"]["filename"] == priced["export"]["filename"]
 
 
 def test_the_same_body_without_profile_or_engine_means_the_same_on_both_routes(
