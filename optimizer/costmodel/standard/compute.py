@@ -266,19 +266,28 @@ def gradient_accumulation_s(
 
 def attention_efficiency(job: TrainingJob, a: CostAssumptions) -> float:
     """The request's, else the GPU preset's (else FlashAttention-2's on H100) carried to the
-    kernel the engine runs (attention_kernels.py); times the request's
-    attention_kernel_efficiency_scale, at most 1."""
+    kernel the engine runs at the reference length (attention_kernels.py); times the
+    request's attention_kernel_efficiency_scale, at most 1."""
     preset = job.cluster.gpu.attention_efficiency or DEFAULT_ATTENTION_EFFICIENCY
-    return a.attention_efficiency_or(preset * attn_kernels.attention_kernel_factor(job, a))
+    factor = attn_kernels.attention_kernel_factor(job, a, attn_table.REFERENCE_LENGTH)
+    return a.attention_efficiency_or(preset * float(factor))
 
 
-def attention_rate(table: str | None, by_length: bool) -> Callable[[float], float] | None:
+def attention_rate(job: TrainingJob, a: CostAssumptions) -> Callable[[float], float] | None:
     """Fused attention's relative throughput by attended keys on the GPU's architecture
-    (attention_table.py, `table`), where its preset names one and the request prices it
-    (attention_length_throughput, `by_length`); None: one efficiency for every length."""
-    if table is None or not by_length:
+    (attention_table.py), where its preset names one (`gemm_table`) and the request prices it
+    (attention_length_throughput), times the kernel's own change from the reference length
+    (attention_kernels.attention_kernel_factor); None: one efficiency for every length."""
+    table = job.cluster.gpu.gemm_table
+    if table is None or not a.attention_length_throughput:
         return None
-    return functools.partial(attn_table.relative_rate, table)
+    at_reference = attn_kernels.attention_kernel_factor(job, a, attn_table.REFERENCE_LENGTH)
+
+    def rate(length: float) -> float:
+        kernel = attn_kernels.attention_kernel_factor(job, a, length) / at_reference
+        return attn_table.relative_rate(table, length) * kernel
+
+    return rate
 
 
 def attention_time_s(job: TrainingJob, a: CostAssumptions, k: Degrees, tokens: Number) -> Number:
@@ -286,7 +295,7 @@ def attention_time_s(job: TrainingJob, a: CostAssumptions, k: Degrees, tokens: N
     it (fused_attention_s, unfused_attention_s)."""
     model, gpu, s = job.model, job.cluster.gpu, job.training.seq_len
     if a.fused_attention:
-        rate = attention_rate(gpu.gemm_table, a.attention_length_throughput)
+        rate = attention_rate(job, a)
         efficiency = attention_efficiency(job, a)
         causal = a.causal_attention_work_fraction
         return fused_attention_s(model, s, tokens, k.tp, gpu.peak_flop_s, efficiency, causal, rate)
