@@ -25,10 +25,11 @@ MAX_ECHO_CHARS = 500
 
 def capped(text: str, limit_chars: int = MAX_ECHO_CHARS) -> str:
     """`text` if it is short, else its start and end around an ellipsis that gives its
-    length (the end often says what was expected)."""
+    length. The end keeps three quarters: it is where messages say what was expected (a
+    preset name's known ones, after the name)."""
     if len(text) <= limit_chars:
         return text
-    head = limit_chars * 3 // 4
+    head = limit_chars // 4
     tail = limit_chars - head
     return f"{text[:head]}…[{len(text):,} characters]…{text[-tail:]}"
 
