@@ -24,6 +24,7 @@ from optimizer.costmodel.standard import memory as mem
 from optimizer.costmodel.standard import ranks as rnk
 from optimizer.costmodel.standard import times as tim
 from optimizer.costmodel.standard.compute import (
+    attention_kernel,
     attention_time_s,
     elementwise_kernels,
     elementwise_s,
@@ -147,7 +148,7 @@ def layer_times(job: TrainingJob, a: CostAssumptions, k: Degrees) -> dict[str, N
     )
     elementwise = elementwise_s(model, elementwise_kernels(job, a), k, tokens)
     matmul = gemm + elementwise + accumulation_s
-    attention = attention_time_s(job, a, k, tokens)
+    attention = attention_time_s(model, s, attention_kernel(job, a), k, tokens)
     cp_bytes = tim.cp_exchange_bytes(
         k.cp, s * k.micro_batch, model.kv_width, model.num_kv_heads, k.tp, k.recompute
     )

@@ -290,15 +290,28 @@ def attention_rate(job: TrainingJob, a: CostAssumptions) -> Callable[[float], fl
     return rate
 
 
-def attention_time_s(job: TrainingJob, a: CostAssumptions, k: Degrees, tokens: Number) -> Number:
-    """One layer's attention on `tokens` tokens of a rank, fused or not, as the request prices
-    it (fused_attention_s, unfused_attention_s)."""
-    model, gpu, s = job.model, job.cluster.gpu, job.training.seq_len
+@dataclass(frozen=True)
+class AttentionKernel:
+    """What a layer's attention time reads besides the model and the layout (attention_kernel):
+    fused, the kernels' efficiency at the reference length, their rate by attended keys and the
+    causal share of the square; unfused, the matmuls' efficiency and the scores' HBM traffic."""
+
+    fused: bool
+    peak_flop_s: float
+    efficiency: float  # fused: attention_efficiency; unfused: kernel_efficiency
+    causal_fraction: float  # causal_attention_work_fraction (fused)
+    rate: Callable[[float], float] | None = None  # attention_rate (fused); None: one rate
+    bytes_per_score: float = 0.0  # unfused_attention_bytes_per_score (unfused)
+    hbm_bytes_s: float = 0.0  # the GPU's memory bandwidth (unfused)
+
+
+def attention_kernel(job: TrainingJob, a: CostAssumptions) -> AttentionKernel:
+    """The attention kernels the request prices (fused_attention): read once a pricing."""
+    gpu = job.cluster.gpu
+    causal = a.causal_attention_work_fraction
     if a.fused_attention:
-        rate = attention_rate(job, a)
-        efficiency = attention_efficiency(job, a)
-        causal = a.causal_attention_work_fraction
-        return fused_attention_s(model, s, tokens, k.tp, gpu.peak_flop_s, efficiency, causal, rate)
+        efficiency, rate = attention_efficiency(job, a), attention_rate(job, a)
+        return AttentionKernel(True, gpu.peak_flop_s, efficiency, causal, rate)
     bandwidth = gpu.memory_bandwidth_bytes_s
     if bandwidth is None:
         raise InvalidSpec(
@@ -306,9 +319,37 @@ def attention_time_s(job: TrainingJob, a: CostAssumptions, k: Degrees, tokens: N
             "memory_bandwidth_gb_s",
             "cluster.gpu.memory_bandwidth_gb_s",
         )
-    efficiency, per_score = kernel_efficiency(job, a), a.unfused_attention_bytes_per_score
+    per_score = a.unfused_attention_bytes_per_score
+    return AttentionKernel(
+        False, gpu.peak_flop_s, kernel_efficiency(job, a), causal, None, per_score, bandwidth
+    )
+
+
+def attention_time_s(
+    model: TransformerSpec, seq_len: int, kernel: AttentionKernel, k: Degrees, tokens: Number
+) -> Number:
+    """One layer's attention on `tokens` tokens of a rank, fused or not (fused_attention_s,
+    unfused_attention_s)."""
+    if kernel.fused:
+        return fused_attention_s(
+            model,
+            seq_len,
+            tokens,
+            k.tp,
+            kernel.peak_flop_s,
+            kernel.efficiency,
+            kernel.causal_fraction,
+            kernel.rate,
+        )
     return unfused_attention_s(
-        model, s, tokens, k, gpu.peak_flop_s, efficiency, per_score, bandwidth
+        model,
+        seq_len,
+        tokens,
+        k,
+        kernel.peak_flop_s,
+        kernel.efficiency,
+        kernel.bytes_per_score,
+        kernel.hbm_bytes_s,
     )
 
 
