@@ -72,7 +72,9 @@ def priced_box(model: str, gpus: int) -> Box:
         warmup = tim.warmup_micro_batches(
             k.pp, k.vpp, k.schedule, a.zero_bubble_weight_grad_fraction
         )
-        dp_step, dp_mb, zero3_mb = dpl.data_parallel_s(job, a, k, layers)
+        dp_step, dp_mb, zero3_mb = dpl.data_parallel_s(
+            job, dpl.data_parallel_sync(job, a), k, layers
+        )
         parts = bd.stage_memory(job, a, k, m)
         terms = {
             "layer": sum(times[part] for part in bd.LAYER_PARTS),

@@ -137,7 +137,7 @@ def test_experts_sync_over_their_own_data_parallel_group() -> None:
     layout = resolve_layout(Layout(tp=1, pp=1, cp=1, ep=8, zero=1), job)
     k = grid_degrees(LayoutGrid.from_layouts([layout]))
     layers = mem.stage_layers(job.model.num_layers, k.pp, k.vpp)
-    step_s = float(dpl.data_parallel_s(job, a, k, layers)[0][0])
+    step_s = float(dpl.data_parallel_s(job, dpl.data_parallel_sync(job, a), k, layers)[0][0])
     model, nic = job.model, 50e9 * a.inter_node_bandwidth_efficiency
     experts = model.num_layers * model.num_experts * model.expert_params // 8
     dense = model.total_params - model.num_layers * model.num_experts * model.expert_params

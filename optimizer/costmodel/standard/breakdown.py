@@ -32,7 +32,7 @@ from optimizer.costmodel.standard.compute import (
     gemm_s,
     gradient_accumulation_s,
 )
-from optimizer.costmodel.standard.data_parallel import data_parallel_s, sync_overlap
+from optimizer.costmodel.standard.data_parallel import data_parallel_s, data_parallel_sync
 from optimizer.costmodel.standard.degrees import Degrees
 from optimizer.costmodel.standard.recompute import engine_replayed_share, layer_recompute_s
 
@@ -340,13 +340,14 @@ def breakdown(job: TrainingJob, a: CostAssumptions, k: Degrees) -> Breakdown:
         pipe.warmup,
         pipe.p2p,
     )
-    dp_step_s, dp_mb_s, zero3_mb_s = data_parallel_s(job, a, k, layers)
+    sync = data_parallel_sync(job, a)
+    dp_step_s, dp_mb_s, zero3_mb_s = data_parallel_s(job, sync, k, layers)
     optimizer_s = rnk.optimizer_step_s(job, a, k, layers)
     stage = pipe.stage
     per_layer = times["matmul"] + times["attention"]
     balanced = m * (model.num_layers * per_layer + times["head"]) / k.pp
     busy = stage(*LAYER_PARTS)
-    hiding = (a.zero3_overlap_fraction, sync_overlap(a, k.pp, k.vpp), a.overlap_compute_slowdown)
+    hiding = (a.zero3_overlap_fraction, sync.overlap(k.pp, k.vpp), a.overlap_compute_slowdown)
     zero3_exposed, dp_mb_exposed, per_mb, dp_exposed = micro_batch_and_step_s(
         busy, p2p, zero3_mb_s, dp_mb_s, dp_step_s, *hiding
     )

@@ -5,6 +5,7 @@ group's links carry it (docs/cost-model.md, "ZeRO-3 / FSDP", "Mixture of experts
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,8 +22,47 @@ from optimizer.costmodel.standard.links import Links, collective_s, job_links, l
 Number = Any
 
 
+@dataclass(frozen=True)
+class DataParallelSync:
+    """What a rank's data-parallel traffic reads besides the model and the layout
+    (data_parallel_sync): by ZeRO stage 0-2, the bf16 parameter volumes its sync sends a step
+    and a micro-batch and whether the step's is an all-reduce; the gradient buckets; how the
+    step's sync hides; the links; ZeRO-3's collectives."""
+
+    volumes_per_step: tuple[float, ...]  # gradient_volumes_per_step
+    volumes_per_micro_batch: tuple[float, ...]  # gradient_volumes_per_micro_batch
+    per_micro_batch_with_pp: bool  # per_micro_batch_sync_with_pp
+    all_reduce: tuple[bool, ...]  # gradient_sync_all_reduce
+    bucket_params: float  # dp_bucket_params
+    bucket_grows_with_dp: bool  # dp_bucket_grows_with_dp
+    sync_per_chunk: bool  # dp_sync_per_chunk
+    overlap_micro_batches: float  # dp_overlap_microbatches
+    links: Links
+    zero3: Zero3Costs
+
+    def overlap(self, pp: Number, vpp: Number) -> tuple[Number, Number]:
+        """step_sync_overlap as the request's engine hides the step's sync."""
+        return step_sync_overlap(pp, vpp, self.sync_per_chunk, self.overlap_micro_batches)
+
+
+def data_parallel_sync(job: TrainingJob, a: CostAssumptions) -> DataParallelSync:
+    """The request's data-parallel sync, read once a pricing."""
+    return DataParallelSync(
+        volumes_per_step=tuple(a.gradient_volumes_per_step),
+        volumes_per_micro_batch=tuple(a.gradient_volumes_per_micro_batch),
+        per_micro_batch_with_pp=a.per_micro_batch_sync_with_pp,
+        all_reduce=tuple(a.gradient_sync_all_reduce),
+        bucket_params=a.dp_bucket_params,
+        bucket_grows_with_dp=a.dp_bucket_grows_with_dp,
+        sync_per_chunk=a.dp_sync_per_chunk,
+        overlap_micro_batches=a.dp_overlap_microbatches,
+        links=job_links(job, a),
+        zero3=zero3_costs(a),
+    )
+
+
 def data_parallel_s(
-    job: TrainingJob, a: CostAssumptions, k: Degrees, layers: mem.StageLayers
+    job: TrainingJob, sync: DataParallelSync, k: Degrees, layers: mem.StageLayers
 ) -> tuple[Number, Number, Number]:
     """(per step, per micro-batch gradient sync, per micro-batch ZeRO-3) exposure-free seconds
     of data-parallel traffic: each rank syncs its own parameters, the step waits for the
@@ -32,13 +72,13 @@ def data_parallel_s(
         job,
         k,
         layers,
-        lambda n_layers, embedding: rank_data_parallel_s(job, a, k, n_layers, embedding),
+        lambda n_layers, embedding: rank_data_parallel_s(job, sync, k, n_layers, embedding),
     )
     return tuple(np.maximum(e, m) for e, m in zip(ends, middle, strict=True))  # type: ignore[return-value]
 
 
 def rank_data_parallel_s(
-    job: TrainingJob, a: CostAssumptions, k: Degrees, n_layers: Number, embedding: Number
+    job: TrainingJob, sync: DataParallelSync, k: Degrees, n_layers: Number, embedding: Number
 ) -> tuple[Number, Number, Number]:
     """The same seconds for a pipeline rank of `n_layers` layers and `embedding` parameters
     (its share of the embedding and output head)."""
@@ -55,18 +95,14 @@ def rank_data_parallel_s(
     if not model.is_moe:  # a dense model's expert share is zero everywhere
         shares = shares[:1]
     per_step, per_micro_batch = gradient_volumes(
-        k,
-        a.gradient_volumes_per_step,
-        a.gradient_volumes_per_micro_batch,
-        a.per_micro_batch_sync_with_pp,
+        k, sync.volumes_per_step, sync.volumes_per_micro_batch, sync.per_micro_batch_with_pp
     )
-    bucket = bucket_params(group, dense + experts, a.dp_bucket_params, a.dp_bucket_grows_with_dp)
+    bucket = bucket_params(group, dense + experts, sync.bucket_params, sync.bucket_grows_with_dp)
     # a once-a-step all-reduce (DDP's, DeepSpeed's ZeRO-1) NCCL may run on its tree; the
     # distributed optimizer's reduce-scatter and all-gather it may not
-    all_reduce = per_synced_stage(a.gradient_sync_all_reduce, k)
-    links, span = job_links(job, a), k.data_group_span
-    zero3 = zero3_costs(a)
-    zero3_s = zero3_collectives_s(job, zero3, links, k, n_layers, shares, dense + experts)
+    all_reduce = per_synced_stage(sync.all_reduce, k)
+    links, span = sync.links, k.data_group_span
+    zero3_s = zero3_collectives_s(job, sync.zero3, links, k, n_layers, shares, dense + experts)
     return (
         synced_s(links, span, shares, bucket, per_step, tim.GRAD_SYNC_PASSES, all_reduce),
         synced_s(links, span, shares, bucket, per_micro_batch, 1),
@@ -319,8 +355,8 @@ def step_sync_overlap(
 
 def gradient_volumes(
     k: Degrees,
-    per_step_by_stage: list[float],
-    per_micro_batch_by_stage: list[float],
+    per_step_by_stage: Sequence[float],
+    per_micro_batch_by_stage: Sequence[float],
     per_micro_batch_with_pp: bool,
 ) -> tuple[Number, Number]:
     """(per step, per micro-batch) volumes of the stage's bf16 parameters the ZeRO 0-2 sync
@@ -334,8 +370,3 @@ def gradient_volumes(
         per_step, per_micro_batch = per_step + deferred, per_micro_batch - deferred
     zero3 = np.asarray(k.zero) >= 3
     return np.where(zero3, 0.0, per_step), np.where(zero3, 0.0, per_micro_batch)
-
-
-def sync_overlap(a: CostAssumptions, pp: Number, vpp: Number) -> tuple[Number, Number]:
-    """step_sync_overlap as the request's engine hides the step's sync."""
-    return step_sync_overlap(pp, vpp, a.dp_sync_per_chunk, a.dp_overlap_microbatches)

@@ -3,6 +3,7 @@ spans of their groups: what every standard-profile formula reads."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -44,7 +45,7 @@ class Degrees:
         return np.maximum(self.dp_span, self.cp_span)
 
 
-def per_synced_stage(values: list[Any], k: Degrees) -> Number:
+def per_synced_stage(values: Sequence[Any], k: Degrees) -> Number:
     """A per-ZeRO-stage assumption (stages 0, 1, 2) read at each layout's stage; ZeRO-3 reads
     stage 2's, which its callers zero or ignore (its traffic is priced apart)."""
     return np.asarray(values)[np.clip(np.asarray(k.zero, dtype=np.int64), 0, 2)]
