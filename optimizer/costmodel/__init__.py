@@ -33,8 +33,9 @@ from optimizer.costmodel.profiles import (
     require_finite,
 )
 from optimizer.costmodel.standard import stage_plans
+from optimizer.costmodel.standard.attention import attention_efficiency
 from optimizer.costmodel.standard.collectives import domains_spanned
-from optimizer.costmodel.standard.compute import attention_efficiency, kernel_efficiency
+from optimizer.costmodel.standard.compute import kernel_efficiency
 from optimizer.costmodel.standard.profile import expert_span, layout_degrees
 from optimizer.costmodel.standard.ranks import paired_overlap_on
 from optimizer.costmodel.standard.times import contended_overlap

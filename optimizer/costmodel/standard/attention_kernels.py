@@ -37,7 +37,7 @@ each length, the ratio measured there.
 
 Only Hopper is priced so: the measurement is Hopper's, and Transformer Engine's preference was
 sm90's alone until 1.8. On other GPUs the factor is 1. Blackwell's presets name no
-FlashAttention-2 figure of their own (compute.DEFAULT_ATTENTION_EFFICIENCY, H100's), and the
+FlashAttention-2 figure of their own (attention.DEFAULT_ATTENTION_EFFICIENCY, H100's), and the
 one measurement of both there (cudnn-frontend@9793df5 benchmark/sdpa_benchmark_training/
 artifacts/sdpa_bf16_benchmark_results_NVIDIA_B200.csv: cuDNN 9.10.2 against flash-attn 2.7.4,
 whose Ampere kernels B200 runs) puts cuDNN 1.32 times FlashAttention-2 at 512 tokens and 3.06 at

@@ -23,9 +23,8 @@ from optimizer.costmodel.standard import links as lnk
 from optimizer.costmodel.standard import memory as mem
 from optimizer.costmodel.standard import ranks as rnk
 from optimizer.costmodel.standard import times as tim
+from optimizer.costmodel.standard.attention import attention_kernel, attention_time_s
 from optimizer.costmodel.standard.compute import (
-    attention_kernel,
-    attention_time_s,
     elementwise_kernels,
     elementwise_s,
     gemm_rates,
