@@ -55,6 +55,14 @@ class Request:
         which and why."""
         return within_reach(self.assumptions, self.job, self.engine)
 
+    @property
+    def notes(self) -> tuple[str, ...]:
+        """What every answer to the request warns of how it is priced: a calibration's values
+        outside their reach, an engine release priced by another's profile."""
+        release = None if self.engine is None else self.engine.release
+        stands_in = () if release is None or release.note is None else (release.note,)
+        return stands_in + tuple(self.reach.notes)
+
     @cached_property
     def priced(self) -> CostAssumptions:
         """The request's assumptions within their reach, with its engine's way of running

@@ -46,7 +46,7 @@ def prepare_search(request: Request) -> tuple[SearchProblem, CostAssumptions]:
     profile_named(request.profile)
     problem = resolve_space(request.job, request.space, request.profile, request.engine)
     problem = held_to_request(problem, request)
-    return replace(problem, warnings=problem.warnings + request.reach.notes), request.priced
+    return replace(problem, warnings=problem.warnings + request.notes), request.priced
 
 
 def evaluate_on(request: Request) -> Estimate:
@@ -58,7 +58,7 @@ def evaluate_on(request: Request) -> Estimate:
     if request.engine is not None:
         layout = engine_placed(layout, request.engine)
     estimate = evaluate(request.job, layout, request.profile, request.priced)
-    beyond = request.reach.notes  # a calibration's fitted values this request lies outside
+    beyond = request.notes  # an engine release or calibration priced from elsewhere
     estimate = replace(estimate, warnings=estimate.warnings + beyond) if beyond else estimate
     return finish_estimate(request, estimate)
 

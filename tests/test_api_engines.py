@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 from typing import Any
 
 import pytest
@@ -45,14 +46,18 @@ def megatron_body(plate_body: dict[str, Any], zero: int) -> dict[str, Any]:
 @pytest.mark.parametrize(
     ("schema", "default"), [("EvaluateRequest", "megatron"), ("SearchRequest", "megatron")]
 )
-def test_engine_is_an_enum_in_the_published_schema(
+def test_engine_is_published_with_its_pattern_and_the_versions_read(
     api: TestClient, schema: str, default: str
 ) -> None:
     field = api.get("/openapi.json").json()["components"]["schemas"][schema]["properties"]
-    # each engine bare (its newest version) and at each version it knows
-    assert [spec.partition("@")[0] for spec in field["engine"]["enum"]] == [
+    # each engine bare (its newest version) and at each version it knows, as examples
+    assert [spec.partition("@")[0] for spec in field["engine"]["examples"]] == [
         name for name in ENGINE_NAMES for _ in (None, *ENGINES[name].versions)
     ]
+    pattern = re.compile(field["engine"]["pattern"])
+    assert all(pattern.match(spec) for spec in field["engine"]["examples"])
+    assert pattern.match("nemo@25.09") and not pattern.match("nemo@25.09\nrm -rf /")
+    assert not pattern.match("megatronx") and not pattern.match("nemo@")
     assert field["engine"]["default"] == default
 
 

@@ -61,7 +61,7 @@ def get_engine(spec: str, settings: Mapping[str, object] | None = None) -> Engin
     stated = settings_named(engine.settings, settings or {}, engine.name)
     if not engine.versions:
         return replace(engine, settings_in_force=stated)
-    release = version_named(engine.versions, version_name, engine.name)
+    release = version_named(engine.versions, version_name, engine.name, engine.release_months)
     release.check_stated(stated, engine.name)
     in_force = {**release.defaults, **stated}
     runtime = settings_runtime(engine.settings, in_force, engine.runtime)
@@ -75,7 +75,8 @@ def known_engine(spec: str) -> str:
     if name not in ENGINES:
         raise InvalidSpec(f"unknown engine {name!r}; known: {', '.join(ENGINES)}", "engine")
     if version is not None:
-        version_named(ENGINES[name].versions, version, name)
+        engine = ENGINES[name]
+        version_named(engine.versions, version, name, engine.release_months)
     return spec
 
 
@@ -88,9 +89,21 @@ def engine_specs() -> list[str]:
     ]
 
 
-# A request's engine: one of engine_specs(), published as an enum.
+# A request's engine: an engine's name, at a release after `@` or its newest. Published with
+# the versions read as examples, not an enum: a release with no profile of its own is priced
+# by the one standing for it (versions.version_named).
+ENGINE_PATTERN = rf"^({'|'.join(ENGINES)})(@[A-Za-z0-9._-]{{1,40}})?$"
 EngineName = Annotated[
-    str, AfterValidator(known_engine), Field(json_schema_extra={"enum": engine_specs()})
+    str,
+    AfterValidator(known_engine),
+    Field(
+        max_length=60,
+        json_schema_extra={"pattern": ENGINE_PATTERN, "examples": engine_specs()},
+        description="megatron, torchtitan, deepspeed, nemo or generic, optionally at a release "
+        "after @ (megatron@core_r0.14, nemo@25.09): a release with no profile of its own is "
+        "priced by the nearest read before it, or the one whose span holds it, and said so "
+        "in a warning (docs/engines.md, 'Versions and settings')",
+    ),
 ]
 # A request's `engine_settings`: the engine's own named flags, checked against the engine
 # (and its version) where the request is resolved, by get_engine.

@@ -271,6 +271,9 @@ class Engine:
     settings: tuple[EngineSetting, ...] = ()
     # the versions a request may name, oldest first: the bare name is the last
     versions: tuple[EngineVersion, ...] = ()
+    # how a release with no profile of its own is placed among them (versions.version_named):
+    # by date, numbered releases dated here ((major, minor) -> "YYYY-MM"); None: by number
+    release_months: Mapping[tuple[int, ...], str] | None = None
     # the version and settings in force (set by get_engine; runtime is already theirs)
     release: EngineVersion | None = None
     settings_in_force: Mapping[str, SettingValue] = field(default_factory=dict)

@@ -202,6 +202,31 @@ CORE_R0_20_0 = EngineVersion(
 
 MEGATRON_VERSIONS = (V2_5, V23_04, CORE_R0_8_0, CORE_R0_20_0)
 
+# When each Megatron-Core release came out: the commit date of its core_v0.N.0 tag in
+# NVIDIA/Megatron-LM (`git log -1 --format=%cs core_v0.N.0`; core_v0.8.0 was tagged later, its
+# branch core_r0.8.0 dates it), 0.20 the code read (d98e8a6). A request naming a release
+# with no profile of its own (megatron@core_r0.14) is placed among the profiles by it.
+MEGATRON_CORE_RELEASED: dict[tuple[int, ...], str] = {
+    (0, 4): "2023-12",
+    (0, 5): "2024-02",
+    (0, 6): "2024-04",
+    (0, 7): "2024-05",
+    (0, 8): "2024-08",
+    (0, 9): "2024-10",
+    (0, 10): "2025-02",
+    (0, 11): "2025-03",
+    (0, 12): "2025-05",
+    (0, 13): "2025-07",
+    (0, 14): "2025-10",
+    (0, 15): "2025-12",
+    (0, 16): "2026-02",
+    (0, 17): "2026-04",
+    (0, 18): "2026-06",
+    (0, 19): "2026-08",
+    (0, 20): "2026-08",
+    (2, 5): "2021-08",  # the SC21 tag, v2.5
+}
+
 # --- NeMo ---------------------------------------------------------------------------------
 
 DGXC = "NVIDIA/dgxc-benchmarking@143b90d"
@@ -281,6 +306,10 @@ NEMO_26_04_01 = EngineVersion(
         f"{BRIDGE} src/megatron/bridge/perf_recipes/deepseek/common.py l.49-77)",
     },
     lacks=BRIDGE_LACKS,
+    # the first NeMo container on Megatron-Bridge: the performance summary's archive starts
+    # at '25.09 NeMo Container' (Megatron-Bridge@067f987 docs/performance-summary-archive.md
+    # l.599)
+    covers_from="2025-09",
 )
 
 NEMO_VERSIONS = (

@@ -332,4 +332,5 @@ NEMO = Engine(
     rank_orders=(mcore.DEFAULT_RANK_ORDER,),
     settings=MCORE_SETTINGS + NEMO1_SETTINGS + BRIDGE_SETTINGS,
     versions=NEMO_VERSIONS,
+    release_months={},  # calendar releases, by date
 )
