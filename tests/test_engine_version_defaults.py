@@ -9,7 +9,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fastapi.testclient import TestClient
 
+from api.http.app import create_app
 from models.errors import InvalidSpec
 from optimizer.costmodel import CostAssumptions
 from optimizer.engines import ENGINES, engine_assumptions, get_engine
@@ -367,3 +369,31 @@ def test_a_rows_version_and_settings_price_what_its_assumptions_did(
     now = priced(spec, settings)
     for name, value in old.items():
         assert getattr(now, name) == value, name
+
+
+def test_bridge_fp8_recipes_keep_fp8_weights_unless_a_run_states_otherwise() -> None:
+    # Megatron-Bridge's FP8 and MXFP8 precision recipes set fp8_param_gather
+    # (mixed_precision.py at v0.4.2 l.237, 270, 308): a 25.09-26.04 run that names fp8
+    # keeps its weights in FP8 without saying so; a blockwise run states it off
+    assert priced("nemo@26.04.01").fp8_params is True
+    client = TestClient(create_app())
+    body: dict[str, Any] = {
+        "model": "llama3-70b",
+        "cluster": {"gpus": 64, "gpu": "h100-sxm"},
+        "training": {"global_batch": 64, "seq_len": 8192, "precision": "fp8"},
+        "layout": {"tp": 4, "pp": 4, "micro_batch": 1, "zero": 1, "recompute": "none"},
+        "engine": "nemo@25.09",
+    }
+
+    def weights_gb(precision: str, settings: dict[str, Any]) -> float:
+        asked = body | {"engine_settings": settings}
+        asked["training"] = body["training"] | {"precision": precision}
+        answer = client.post("/v1/evaluate", json=asked)
+        assert answer.status_code == 200, answer.text
+        return float(answer.json()["memory_gb"]["weights"])
+
+    unstated = weights_gb("fp8", {})
+    assert unstated == weights_gb("fp8", {"fp8_param_gather": True})
+    assert unstated < weights_gb("fp8", {"fp8_param_gather": False})
+    # in bf16 there are no FP8 weights to keep either way
+    assert weights_gb("bf16", {}) == weights_gb("bf16", {"fp8_param_gather": False})

@@ -277,7 +277,7 @@ NEMO_26_04_01 = EngineVersion(
         "grad_reduce_in_fp32": True,
         "overlap_grad_reduce": True,
         "ddp_bucket_size": 128 * 1024 * 1024,
-        "fp8_param_gather": False,
+        "fp8_param_gather": True,
         "cross_entropy_loss_fusion": True,
         "cross_entropy_fusion_impl": "native",
         "moe_token_dispatcher_type": "allgather",
@@ -292,7 +292,10 @@ NEMO_26_04_01 = EngineVersion(
         "ddp_bucket_size": f"{COMM_OVERLAP_042} l.577 (128 x 1024 x 1024 parameters with dp > 1, "
         "fixed)",
         "fp8_param_gather": f"{BRIDGE_042} src/megatron/bridge/training/mixed_precision.py l.61 "
-        "(the FP8 recipes set it)",
+        "(False), set by the precision recipe a run names: the FP8 delayed and current "
+        "scaling and MXFP8 recipes set it (l.237, 270, 308), so it is on where the job trains "
+        "in fp8 or mxfp8 with the distributed optimizer (mcore_settings); the blockwise "
+        "(subchannel) and NVFP4 recipes do not (l.390, 421): a run on them states it off",
         "cross_entropy_loss_fusion": f"{BRIDGE_042} src/megatron/bridge/models/gpt_provider.py "
         "l.196",
         "cross_entropy_fusion_impl": f"{MLM} megatron/core/model_parallel_config.py l.325 "
