@@ -397,3 +397,39 @@ def test_bridge_fp8_recipes_keep_fp8_weights_unless_a_run_states_otherwise() -> 
     assert unstated < weights_gb("fp8", {"fp8_param_gather": False})
     # in bf16 there are no FP8 weights to keep either way
     assert weights_gb("bf16", {}) == weights_gb("bf16", {"fp8_param_gather": False})
+
+
+def test_megatron_reduces_in_bf16_only_when_its_own_flag_says_so() -> None:
+    # arguments.py l.1213-1216 at d98e8a6: --bf16 reduces in fp32 unless --grad-reduce-in-bf16
+    assert priced("megatron").gradient_bytes_per_param == 4
+    halved = priced("megatron", {"grad_reduce_in_bf16": True})
+    assert halved.gradient_bytes_per_param == 2
+    reduce_bytes = {
+        s.reduce_bytes_per_value
+        for s in get_engine("megatron", {"grad_reduce_in_bf16": True}).runtime.gradient_sync
+    }
+    assert reduce_bytes == {2}
+    # the flag arrived in core_v0.12.0: core_r0.8.0 refuses it, a later release takes it
+    with pytest.raises(InvalidSpec) as refused:
+        get_engine("megatron@core_r0.8.0", {"grad_reduce_in_bf16": True})
+    assert refused.value.field == "engine_settings.grad_reduce_in_bf16"
+    assert (
+        priced("megatron@core_r0.14", {"grad_reduce_in_bf16": True}).gradient_bytes_per_param == 2
+    )
+    client = TestClient(create_app())
+    body: dict[str, Any] = {
+        "model": "llama3-70b",
+        "cluster": {"gpus": 64, "gpu": "h100-sxm"},
+        "training": {"global_batch": 64, "seq_len": 8192},
+        "layout": {"tp": 4, "pp": 4, "micro_batch": 1, "zero": 1, "recompute": "none"},
+        "engine": "megatron",
+    }
+    fp32 = client.post("/v1/evaluate", json=body).json()
+    bf16 = client.post(
+        "/v1/evaluate", json=body | {"engine_settings": {"grad_reduce_in_bf16": True}}
+    ).json()
+    # 70.6B parameters over tp 4 x pp 4, two bytes fewer each (the stage with the embedding
+    # or head holds more)
+    assert fp32["memory_gb"]["gradients"] == pytest.approx(2 * bf16["memory_gb"]["gradients"])
+    assert "--grad-reduce-in-bf16" in bf16["export"]["text"]
+    assert "--grad-reduce-in-bf16" not in fp32["export"]["text"]

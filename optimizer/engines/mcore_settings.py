@@ -104,7 +104,10 @@ def mcore_settings(
         overlap_param_gather=layout.zero >= 1 and bool(named.get("overlap_grad_reduce", True)),
         # userbuffers overlap needs sequence parallelism (arguments.py:1441-1442)
         tp_comm_overlap=layout.tp > 1 and bool(named.get("tp_comm_overlap", False)),
-        grad_reduce_in_fp32=bool(named.get("grad_reduce_in_fp32", True)),
+        # Megatron-Bridge's field, or Megatron-LM's --grad-reduce-in-bf16
+        grad_reduce_in_fp32=bool(
+            named.get("grad_reduce_in_fp32", not named.get("grad_reduce_in_bf16", False))
+        ),
         # FP8 parameters need the distributed optimizer (arguments.py:1095-1097)
         fp8_param_gather=job.training.precision in ("fp8", "mxfp8")
         and layout.zero >= 1

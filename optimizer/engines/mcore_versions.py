@@ -18,6 +18,7 @@ from .mcore_absent_flags import (
 from .settings import (
     BRIDGE,
     BRIDGE_SETTINGS,
+    GRAD_REDUCE_IN_BF16,
     MCORE_SETTINGS,
     MLM_2304,
     MLM_R08,
@@ -32,7 +33,9 @@ ARGS_R08 = f"{MLM_R08} megatron/training/arguments.py"
 ARGS_2304 = f"{MLM_2304} megatron/arguments.py"
 MLM_V25 = "NVIDIA/Megatron-LM@v2.5"
 BRIDGE_042 = "NVIDIA-NeMo/Megatron-Bridge@v0.4.2"
-MCORE_NAMES = frozenset(s.name for s in MCORE_SETTINGS)
+# Megatron-Core's settings and Megatron-LM's own spelling of one of them: what a release
+# before core_v0.12.0 lacks unless it has it
+MCORE_NAMES = frozenset(s.name for s in MCORE_SETTINGS) | {GRAD_REDUCE_IN_BF16.name}
 NEMO1_NAMES = frozenset(s.name for s in NEMO1_SETTINGS)
 BRIDGE_NAMES = frozenset(s.name for s in BRIDGE_SETTINGS)
 
@@ -195,8 +198,9 @@ CORE_R0_20_0 = EngineVersion(
     "core_r0.20.0",
     "2026-08",
     f"{MLM} (d98e8a6, Megatron-Core 0.20.0 by its package_info.py, untagged)",
-    LAUNCHED_DEFAULTS,
-    LAUNCHED_SOURCES,
+    LAUNCHED_DEFAULTS | {"grad_reduce_in_bf16": False},
+    LAUNCHED_SOURCES
+    | {"grad_reduce_in_bf16": f"{ARGS} l.3053 (store_true): fp32 under --bf16 unless asked"},
     lacks=frozenset({"async_tensor_model_parallel_allreduce"}),
 )
 

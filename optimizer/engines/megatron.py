@@ -22,7 +22,7 @@ from .mcore import MLM
 from .mcore_settings import McoreSettings, mcore_settings
 from .mcore_versions import MEGATRON_CORE_RELEASED, MEGATRON_VERSIONS
 from .rules import offer_rules, seq_len_divisible_by_2cp
-from .settings import MCORE_SETTINGS
+from .settings import GRAD_REDUCE_IN_BF16, MCORE_SETTINGS
 
 LABEL = "Megatron-LM"
 ARGS = f"{MLM} megatron/training/arguments.py"
@@ -320,6 +320,8 @@ def _precision(job: TrainingJob, s: McoreSettings) -> Pairs:
     (arguments.py:1095-1097): the engine is priced so. NVFP4 keeps bf16 weights (Bridge
     refuses FP4 parameters)."""
     pairs: Pairs = [("--bf16", None)]
+    if not s.grad_reduce_in_fp32:  # stated: --grad-reduce-in-bf16 (arguments.py:1213-1214)
+        pairs += [("--grad-reduce-in-bf16", None)]
     precision = job.training.precision
     if precision == "fp8":
         pairs += [("--fp8-format", "hybrid"), ("--fp8-recipe", "tensorwise")]
@@ -372,9 +374,11 @@ DEFAULT_ORDER = mcore.DEFAULT_RANK_ORDER
 PP_DP_ORDER: tuple[Dimension, ...] = ("tp", "cp", "pp", "dp")
 USE_PP_DP_ORDER = "--use-tp-pp-dp-mapping"  # arguments.py, _add_distributed_args
 
-# Megatron-LM reduces in fp32 whatever is asked under bf16 (arguments.py: bf16 forces
-# accumulate_allreduce_grads_in_fp32), so the choice is not Megatron-LM's to offer.
-MEGATRON_SETTINGS = tuple(s for s in MCORE_SETTINGS if s.name != "grad_reduce_in_fp32")
+# Megatron-LM states the gradient dtype its own way: fp32 under bf16 unless
+# --grad-reduce-in-bf16 (settings.GRAD_REDUCE_IN_BF16), not Megatron-Bridge's field.
+MEGATRON_SETTINGS = tuple(s for s in MCORE_SETTINGS if s.name != "grad_reduce_in_fp32") + (
+    GRAD_REDUCE_IN_BF16,
+)
 
 
 MEGATRON = Engine(

@@ -497,6 +497,19 @@ def mcore_settings() -> tuple[EngineSetting, ...]:
 
 MCORE_SETTINGS = mcore_settings()
 
+# Megatron-LM's own spelling of the gradient dtype: under --bf16 it reduces in fp32 unless
+# --grad-reduce-in-bf16 (arguments.py l.1204-1217 at d98e8a6; the flag arrives in
+# core_v0.12.0), where Megatron-Bridge states grad_reduce_in_fp32.
+GRAD_REDUCE_IN_BF16 = EngineSetting(
+    "grad_reduce_in_bf16",
+    "--grad-reduce-in-bf16",
+    bool,
+    f"{MLM} megatron/training/arguments.py l.1213-1216, 3053 (store_true; the gradient buffer "
+    "and its reduce in bf16, not fp32)",
+    prices=lambda v, in_force: _gradient_buffer(not v, in_force),
+    runs=lambda v, runtime: reduced_in(not v, runtime),
+)
+
 
 # --- NeMo 1 (NeMo Framework 24.x: megatron_gpt_pretraining.py, Apex's distributed Adam) ---
 
