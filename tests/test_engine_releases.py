@@ -47,6 +47,10 @@ BODY: dict[str, Any] = {
         ("nemo@26.12", "bridge_0.7"),
         ("deepspeed@0.14.4", "0.6.2"),
         ("torchtitan@0.2.1", "0.1.0"),
+        # older than every profile: the oldest, the warning saying so
+        ("nemo@23.11", "24.09"),
+        ("deepspeed@0.2", "0.3.15"),
+        ("megatron@core_r0.4", "23.04"),  # dated by its tag, between 23.04 and core_r0.8.0
     ],
 )
 def test_a_release_with_no_profile_is_priced_by_the_one_standing_for_it(
@@ -60,6 +64,8 @@ def test_a_release_with_no_profile_is_priced_by_the_one_standing_for_it(
     assert f"{engine.name}@{profile}'s defaults" in note and stated in note
     assert engine.settings_in_force == standing.settings_in_force
     assert engine.runtime == standing.runtime
+    if stated in ("nemo@23.11", "deepspeed@0.2"):
+        assert "older than every release read" in note
 
 
 def test_past_the_profile_a_setting_a_later_release_has_may_be_stated() -> None:
@@ -96,8 +102,6 @@ def test_over_http_the_release_prices_as_its_profile_and_the_answer_says_so(
 @pytest.mark.parametrize(
     ("stated", "words"),
     [
-        ("nemo@23.11", "older than every version priced"),
-        ("deepspeed@0.2", "older than every version priced"),
         ("megatron@core_r0.2", "known: "),  # undated: nothing to place it by
         ("megatron@v3.0", "known: "),
         ("nemo@latest", "known: "),

@@ -146,8 +146,8 @@ def version_named(
 ) -> EngineVersion:
     """The version of that name, the newest for None; a release read no profile of its own,
     the profile that stands for it (module note: a patch of a profile's release line, or in
-    its span, or else the newest before it), named as stated, with a `note`; one older than
-    every profile, or that reads as no release, is an error listing the known ones."""
+    its span, or else the newest before it, or, older than all, the oldest), named as
+    stated, with a `note`; one that reads as no release is an error listing the known ones."""
     if name is None:
         return versions[-1]
     for version in versions:
@@ -168,24 +168,31 @@ def version_named(
         if versions[i].covers_from is not None and first <= stated <= last
     ]
     before = [i for i, (_, last) in enumerate(spans) if last < stated]
-    if not covering and not before:
-        raise InvalidSpec(
-            f"{engine}@{name} is older than every version priced; known: {known}", "engine"
-        )
-    index = covering[-1] if covering else before[-1]
-    return _standing_in(versions, index, name, engine, covered=bool(covering))
+    if covering:
+        return _standing_in(versions, covering[-1], name, engine, covered=True)
+    if before:
+        return _standing_in(versions, before[-1], name, engine, covered=False)
+    return _standing_in(versions, 0, name, engine, covered=False, older=True)
 
 
 def _standing_in(
-    versions: tuple[EngineVersion, ...], index: int, name: str, engine: str, covered: bool
+    versions: tuple[EngineVersion, ...],
+    index: int,
+    name: str,
+    engine: str,
+    covered: bool,
+    older: bool = False,
 ) -> EngineVersion:
     """versions[index] priced for release `name`: past the profile's span, a setting the
-    next read release has may be stated, and its export flags are not refused."""
+    next read release has may be stated, and its export flags are not refused; before the
+    oldest profile, that profile as read."""
     base = versions[index]
     later = versions[index + 1] if index + 1 < len(versions) else None
     lacks, absent = base.lacks, base.absent_flags
     how = "whose span of releases holds it" if covered else "the newest read before it"
-    if later is not None and not covered:
+    if older:
+        how = "the oldest read: it is older than every release read, whose code may differ"
+    elif later is not None and not covered:
         lacks, absent = lacks & later.lacks, absent & later.absent_flags
         how += f"; settings {engine}@{later.name} has may be stated, their defaults its code's"
     note = (
