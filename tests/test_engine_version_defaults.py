@@ -351,8 +351,13 @@ ROWS: list[tuple[str, str, dict[str, Any], dict[str, Any]]] = [
     (
         "Megatron-Core GPT 7.1B on 96 H100 (weak scaling",
         "megatron@core_r0.8.0",
-        {"sequence_parallel": True, "tp_comm_overlap": True, "overlap_grad_reduce": True},
-        {"tp_overlap_fraction": 0.9375},
+        {
+            "sequence_parallel": True,
+            "tp_comm_overlap": True,
+            "overlap_grad_reduce": True,
+            "overlap_param_gather": True,
+        },
+        {"tp_overlap_fraction": 0.9375, "dp_param_gather_hidden": True},
     ),
 ]
 

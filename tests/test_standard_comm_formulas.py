@@ -203,3 +203,54 @@ def test_ring_across_domains_uses_the_fewest_nics_of_a_domain() -> None:
     assert float(rails_per_rank(6, 6, 8)) == 2
     # a group with one rank a domain has one NIC
     assert float(rails_per_rank(4, 64, 8)) == 1
+
+
+def test_a_gather_run_in_the_optimizer_step_hides_under_nothing() -> None:
+    # --overlap-param-gather off: the all-gather, g of the sync, is paid whole; the reduce
+    # hides as before, its last chunk's 1/v under nothing: g + (1 - g) / v
+    from optimizer.costmodel.standard.data_parallel import step_sync_overlap
+
+    overlap, unhidden = step_sync_overlap(np.array([4, 4]), np.array([4, 1]), True, 1.0, 1 / 3)
+    assert overlap.tolist() == pytest.approx([3.0, 1.0])
+    assert unhidden.tolist() == pytest.approx([1 / 3 + 2 / 3 / 4, 1 / 3])
+    # a 1.5 s sync under ample compute, no contention: the gather's 0.5 s, plus the
+    # reduce's last chunk, 1 s / 4: 0.75 s
+    assert tim.exposed_s(1.5, 10.0, 3.0, 0.0, 0.5) == pytest.approx(0.75)
+
+
+def test_fp8_parameters_gather_in_their_own_bytes() -> None:
+    # ZeRO-1 reducing in fp32: 2 volumes of reduce, 1 of gather a step (pricing.stage_volumes)
+    from optimizer.costmodel.standard.data_parallel import data_parallel_sync, gather_bytes_ratio
+
+    assert gather_bytes_ratio("fp8", True) == 0.5  # 1 byte against bf16's 2
+    assert gather_bytes_ratio("mxfp8", True) == pytest.approx(1.03125 / 2)  # its 1/32 scales
+    assert gather_bytes_ratio("nvfp4", True) == 1.0  # kept in bf16 (engines/pricing.py)
+    assert gather_bytes_ratio("fp8", False) == gather_bytes_ratio("bf16", True) == 1.0
+    job = plate_job().model_copy(
+        update={"training": plate_job().training.model_copy(update={"precision": "fp8"})}
+    )
+    a = CostAssumptions(gradient_volumes_per_step=[2.0, 3.0, 3.0], fp8_params=True)
+    sync = data_parallel_sync(job, a)
+    total, gather = sync.step_volumes(np.array([0, 1, 2]))
+    # 3 - 1 x (1 - 0.5) = 2.5, of it 0.5 the gather; ZeRO-0 gathers nothing
+    assert total.tolist() == pytest.approx([2.0, 2.5, 2.5])
+    assert gather.tolist() == pytest.approx([0.0, 0.5, 0.5])
+    assert sync.gather_share(np.array([0, 1, 3])).tolist() == pytest.approx([0.0, 0.2, 0.0])
+    # only where the engine does not overlap it does that share go unhidden
+    assert sync.overlap(4, 1, 1) == (1.0, 0.0)
+    hidden_off = data_parallel_sync(job, a.model_copy(update={"dp_param_gather_hidden": False}))
+    assert float(hidden_off.overlap(4, 1, 1)[1]) == pytest.approx(0.2)
+
+
+def test_the_step_pays_a_gather_run_after_the_optimizer() -> None:
+    # the plate's layout at ZeRO-1 under Megatron-LM: the same sync, its gather exposed whole
+    from optimizer.engines import engine_assumptions, get_engine
+
+    job, layout = plate_job(), Layout(tp=8, pp=16, vpp=4, zero=1)
+
+    def exposed(overlap_param_gather: bool) -> float:
+        engine = get_engine("megatron", {"overlap_param_gather": overlap_param_gather})
+        priced = evaluate(job, layout, "standard", engine_assumptions(engine, CostAssumptions()))
+        return float(priced.times_s["dp_comm_exposed"])
+
+    assert exposed(False) > exposed(True) > 0

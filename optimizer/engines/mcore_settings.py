@@ -101,7 +101,9 @@ def mcore_settings(
         overlap_grad_reduce=bool(named.get("overlap_grad_reduce", True)),
         # --overlap-param-gather needs a distributed optimizer and --overlap-grad-reduce
         # (arguments.py:1025-1029).
-        overlap_param_gather=layout.zero >= 1 and bool(named.get("overlap_grad_reduce", True)),
+        overlap_param_gather=layout.zero >= 1
+        and bool(named.get("overlap_grad_reduce", True))
+        and bool(named.get("overlap_param_gather", True)),
         # userbuffers overlap needs sequence parallelism (arguments.py:1441-1442)
         tp_comm_overlap=layout.tp > 1 and bool(named.get("tp_comm_overlap", False)),
         # Megatron-Bridge's field, or Megatron-LM's --grad-reduce-in-bf16

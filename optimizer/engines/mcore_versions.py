@@ -49,6 +49,7 @@ def lacking(*having: str) -> frozenset[str]:
 LAUNCHED_DEFAULTS: dict[str, SettingValue] = {
     "tp_comm_overlap": False,
     "overlap_grad_reduce": True,
+    "overlap_param_gather": True,
     "fp8_param_gather": True,
     "sequence_parallel": True,
     "overlap_p2p_comm": True,
@@ -58,6 +59,7 @@ LAUNCHED_DEFAULTS: dict[str, SettingValue] = {
 LAUNCHED_SOURCES = {
     "tp_comm_overlap": f"{ARGS}:1441-1442 (off unless asked); the exports leave it off",
     "overlap_grad_reduce": "written by both exports (megatron.py, nemo.py)",
+    "overlap_param_gather": "written by both exports with the distributed optimizer",
     "fp8_param_gather": "written by both exports under fp8/mxfp8 with the distributed optimizer",
     "sequence_parallel": "written by both exports at tp > 1",
     "overlap_p2p_comm": f"{ARGS}:3118-3120 (on with interleaving unless turned off)",
@@ -153,6 +155,7 @@ CORE_R0_8_0 = EngineVersion(
         "use_flash_attn": False,
         "tp_comm_overlap": False,
         "overlap_grad_reduce": False,
+        "overlap_param_gather": False,
         "overlap_p2p_comm": True,
         "cross_entropy_loss_fusion": False,
         "moe_token_dispatcher_type": "allgather",
@@ -166,6 +169,8 @@ CORE_R0_8_0 = EngineVersion(
         "tp_comm_overlap": f"{ARGS_R08} l.1053-1056 (store_true; --tp-comm-overlap-cfg None: "
         "Transformer Engine's default userbuffers); l.199-200 (needs --sequence-parallel)",
         "overlap_grad_reduce": f"{ARGS_R08} l.1413-1414 (default False)",
+        "overlap_param_gather": f"{ARGS_R08} l.1429 (store_true; needs --overlap-grad-reduce "
+        "and the distributed optimizer, l.279-285)",
         "overlap_p2p_comm": f"{ARGS_R08} l.1405 (--no-overlap-p2p-communication store_false)",
         "cross_entropy_loss_fusion": f"{ARGS_R08} l.1134 (store_true)",
         "moe_token_dispatcher_type": f"{MLM_R08} megatron/core/transformer/"
@@ -182,6 +187,7 @@ CORE_R0_8_0 = EngineVersion(
         "tp_comm_overlap",
         "tp_comm_overlap_cfg",
         "overlap_grad_reduce",
+        "overlap_param_gather",
         "overlap_p2p_comm",
         "ddp_bucket_size",
         "cross_entropy_loss_fusion",
@@ -280,6 +286,7 @@ NEMO_26_04_01 = EngineVersion(
     {
         "grad_reduce_in_fp32": True,
         "overlap_grad_reduce": True,
+        "overlap_param_gather": True,
         "ddp_bucket_size": 128 * 1024 * 1024,
         "fp8_param_gather": True,
         "cross_entropy_loss_fusion": True,
@@ -293,6 +300,7 @@ NEMO_26_04_01 = EngineVersion(
         "l.47, 191-202 (bf16_mixed); the performance recipes turn it off",
         "overlap_grad_reduce": f"{COMM_OVERLAP_042} l.569-579 (_get_optimizer_overlap_cfgs: "
         "on with dp > 1)",
+        "overlap_param_gather": f"{COMM_OVERLAP_042} l.576-579 (on with dp > 1)",
         "ddp_bucket_size": f"{COMM_OVERLAP_042} l.577 (128 x 1024 x 1024 parameters with dp > 1, "
         "fixed)",
         "fp8_param_gather": f"{BRIDGE_042} src/megatron/bridge/training/mixed_precision.py l.61 "

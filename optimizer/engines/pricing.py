@@ -48,6 +48,7 @@ def engine_traffic(engine: Engine, precision: str = "bf16") -> dict[str, object]
     per_step = list(defaults.gradient_volumes_per_step)
     per_micro_batch = list(defaults.gradient_volumes_per_micro_batch)
     all_reduce = list(defaults.gradient_sync_all_reduce)
+    gathers = list(defaults.param_gather_volumes_per_step)
     deferred: set[bool] = set()  # per stage that syncs every micro-batch: does pp defer it?
     for stage in SYNCED_STAGES:
         sync = engine.runtime.sync_for(stage)
@@ -58,6 +59,7 @@ def engine_traffic(engine: Engine, precision: str = "bf16") -> dict[str, object]
         # the step's sync: an all-reduce every micro-batch (DeepSpeed's ZeRO-2) leaves the
         # step only its parameters' all-gather
         all_reduce[stage] = sync.collective == "all-reduce" and sync.timing_at(1) == "per_step"
+        gathers[stage] = 1.0 if sync.param_gather_at(1) == "per_step" else 0.0
         with_pp = stage_volumes(sync, with_pp=True, precision=precision)
         moved = (alone[0] + alone[1], 0.0)
         if with_pp not in (alone, moved):
@@ -70,6 +72,7 @@ def engine_traffic(engine: Engine, precision: str = "bf16") -> dict[str, object]
         "gradient_volumes_per_step": per_step,
         "gradient_volumes_per_micro_batch": per_micro_batch,
         "gradient_sync_all_reduce": all_reduce,
+        "param_gather_volumes_per_step": gathers,
         "per_micro_batch_sync_with_pp": not any(deferred),
     }
     accumulation = engine.runtime.bf16_pipelined_accumulation_bytes

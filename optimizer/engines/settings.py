@@ -382,6 +382,14 @@ def mcore_settings() -> tuple[EngineSetting, ...]:
             prices=_dp_overlap,
         ),
         EngineSetting(
+            "overlap_param_gather",
+            "--overlap-param-gather",
+            bool,
+            f"{MLM} megatron/core/optimizer/distrib_optimizer.py l.3168-3198 (off: the "
+            "all-gathers run in the optimizer step, synchronously)",
+            prices=lambda v, _: {"dp_param_gather_hidden": bool(v)},
+        ),
+        EngineSetting(
             "grad_reduce_in_fp32",
             "--accumulate-allreduce-grads-in-fp32",
             bool,

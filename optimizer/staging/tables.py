@@ -173,7 +173,7 @@ def plan_tables(
     # max(c - (1 - s) o h, s c) (times.exposed_s), so the tables hold (1 - s) o and s
     slowdown = a.overlap_compute_slowdown
     zero3_overlap, z_error = scaled(contended_overlap(a.zero3_overlap_fraction, slowdown))
-    dp_hiding, dp_least = sp.step_sync_hiding(a, terms)
+    dp_hiding, dp_least = sp.step_sync_hiding(job, a, terms)
     dp_overlap, d_error = scaled(dp_hiding)
     dp_floor, f_error = scaled(dp_least)
     slowdown_scaled, s_error = scaled(slowdown)

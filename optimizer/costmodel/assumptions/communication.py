@@ -208,6 +208,29 @@ class CommunicationAssumptions(BaseModel):
             "engines; without interleaving the sync hides under dp_overlap_microbatches slots."
         ),
     )
+    param_gather_volumes_per_step: list[Volumes] = Field(
+        [0.0, 1.0, 1.0],
+        min_length=3,
+        max_length=3,
+        description=(
+            "Per ZeRO stage 0, 1, 2: the part of gradient_volumes_per_step that is the "
+            "updated parameters' all-gather, one pass of the stage's parameters in bf16; "
+            "with fp8_params in fp8 or mxfp8 the layers' weights travel in their FP8 bytes "
+            "(1, MXFP8 1 + 1/32 with its scales: Megatron-Core's --fp8-param-gather gathers "
+            "the FP8 parameter buffer). Set per engine from its gradient sync."
+        ),
+    )
+    dp_param_gather_hidden: bool = Field(
+        True,
+        description=(
+            "Whether that all-gather hides as the reduce does (dp_overlap_microbatches, "
+            "dp_sync_per_chunk): Megatron-Core's --overlap-param-gather. False: it runs after "
+            "the optimizer step with no compute beside it and is paid whole; only the "
+            "gradient reduce hides (NVIDIA/Megatron-LM@d98e8a6 megatron/core/optimizer/"
+            "distrib_optimizer.py l.3168-3198: step_with_ready_grads launches the all-gathers "
+            "synchronously unless overlap_param_gather)."
+        ),
+    )
     zero3_overlap_fraction: float = fraction_field(
         0.5,
         "Share of a micro-batch's compute under which ZeRO-3's per-micro-batch parameter "

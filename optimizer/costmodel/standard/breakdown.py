@@ -346,7 +346,11 @@ def breakdown(job: TrainingJob, a: CostAssumptions, k: Degrees) -> Breakdown:
     per_layer = times["matmul"] + times["attention"]
     balanced = m * (model.num_layers * per_layer + times["head"]) / k.pp
     busy = stage(*LAYER_PARTS)
-    hiding = (a.zero3_overlap_fraction, sync.overlap(k.pp, k.vpp), a.overlap_compute_slowdown)
+    hiding = (
+        a.zero3_overlap_fraction,
+        sync.overlap(k.pp, k.vpp, k.zero),
+        a.overlap_compute_slowdown,
+    )
     zero3_exposed, dp_mb_exposed, per_mb, dp_exposed = micro_batch_and_step_s(
         busy, p2p, zero3_mb_s, dp_mb_s, dp_step_s, *hiding
     )

@@ -14,6 +14,7 @@ import numpy as np
 from models.job import TrainingJob
 from optimizer.costmodel.assumptions import CostAssumptions
 from optimizer.costmodel.standard import memory as mem
+from optimizer.costmodel.standard import precision as prec
 from optimizer.costmodel.standard import ranks as rnk
 from optimizer.costmodel.standard import times as tim
 from optimizer.costmodel.standard.degrees import Degrees, per_synced_stage
@@ -39,10 +40,31 @@ class DataParallelSync:
     overlap_micro_batches: float  # dp_overlap_microbatches
     links: Links
     zero3: Zero3Costs
+    gather_volumes_per_step: tuple[float, ...] = (0.0, 1.0, 1.0)  # param_gather_volumes_per_step
+    gather_hidden: bool = True  # dp_param_gather_hidden
+    # the layers' weights' bytes on the gather's wire over bf16's: 1 unless they are kept in
+    # FP8 (fp8_params in fp8 or mxfp8)
+    gather_bytes_ratio: float = 1.0
 
-    def overlap(self, pp: Number, vpp: Number) -> tuple[Number, Number]:
-        """step_sync_overlap as the request's engine hides the step's sync."""
-        return step_sync_overlap(pp, vpp, self.sync_per_chunk, self.overlap_micro_batches)
+    def overlap(self, pp: Number, vpp: Number, zero: Number) -> tuple[Number, Number]:
+        """step_sync_overlap as the request's engine hides the step's sync: the parameters'
+        all-gather, where the engine does not overlap it, among what nothing hides."""
+        gather = 0.0 if self.gather_hidden else self.gather_share(zero)
+        return step_sync_overlap(pp, vpp, self.sync_per_chunk, self.overlap_micro_batches, gather)
+
+    def step_volumes(self, zero: Number) -> tuple[Number, Number]:
+        """(the step's volumes, of them the parameters' all-gather's) at each ZeRO stage, the
+        layers' weights gathered in their bytes."""
+        gather = np.asarray(self.gather_volumes_per_step)[np.clip(np.asarray(zero), 0, 2)]
+        per_step = np.asarray(self.volumes_per_step)[np.clip(np.asarray(zero), 0, 2)]
+        saved = gather * (1.0 - self.gather_bytes_ratio)
+        return per_step - saved, gather - saved
+
+    def gather_share(self, zero: Number) -> Number:
+        """The all-gather's share of the step's sync (none at ZeRO-3, priced apart)."""
+        total, gather = self.step_volumes(zero)
+        share = np.where(total > 0, gather / np.maximum(total, 1e-12), 0.0)
+        return np.where(np.asarray(zero) >= 3, 0.0, share)
 
 
 def data_parallel_sync(job: TrainingJob, a: CostAssumptions) -> DataParallelSync:
@@ -58,7 +80,20 @@ def data_parallel_sync(job: TrainingJob, a: CostAssumptions) -> DataParallelSync
         overlap_micro_batches=a.dp_overlap_microbatches,
         links=job_links(job, a),
         zero3=zero3_costs(a),
+        gather_volumes_per_step=tuple(a.param_gather_volumes_per_step),
+        gather_hidden=a.dp_param_gather_hidden,
+        gather_bytes_ratio=gather_bytes_ratio(job.training.precision, a.fp8_params),
     )
+
+
+def gather_bytes_ratio(precision: str, fp8_params: bool) -> float:
+    """Bytes a layer weight takes on the distributed optimizer's all-gather over bf16's: its
+    FP8 bytes where the engine keeps it in FP8 (fp8_params in fp8 or mxfp8, with its block
+    scales: precision.stored_bytes_per_value), else bf16's."""
+    fmt = prec.gemm_format(precision)
+    if not fp8_params or fmt is None or precision == "nvfp4":
+        return 1.0
+    return prec.stored_bytes_per_value(fmt) / mem.BF16_BYTES
 
 
 def data_parallel_s(
@@ -97,14 +132,24 @@ def rank_data_parallel_s(
     per_step, per_micro_batch = gradient_volumes(
         k, sync.volumes_per_step, sync.volumes_per_micro_batch, sync.per_micro_batch_with_pp
     )
+    # the layers' weights gather in their own bytes (FP8 parameters), the embedding in bf16
+    gather = per_synced_stage(sync.gather_volumes_per_step, k)
+    saved = np.where(np.asarray(k.zero) >= 3, 0.0, gather * (1 - sync.gather_bytes_ratio))
+    layer_share = np.where(dense > 0, n_layers * layer_params / np.maximum(dense, 1.0), 0.0)
     bucket = bucket_params(group, dense + experts, sync.bucket_params, sync.bucket_grows_with_dp)
     # a once-a-step all-reduce (DDP's, DeepSpeed's ZeRO-1) NCCL may run on its tree; the
     # distributed optimizer's reduce-scatter and all-gather it may not
     all_reduce = per_synced_stage(sync.all_reduce, k)
     links, span = sync.links, k.data_group_span
     zero3_s = zero3_collectives_s(job, sync.zero3, links, k, n_layers, shares, dense + experts)
+    step_s = sum(
+        synced_s(links, span, (share,), bucket, volumes, tim.GRAD_SYNC_PASSES, all_reduce)
+        for share, volumes in zip(
+            shares, (per_step - saved * layer_share, per_step - saved), strict=False
+        )
+    )
     return (
-        synced_s(links, span, shares, bucket, per_step, tim.GRAD_SYNC_PASSES, all_reduce),
+        step_s,
         synced_s(links, span, shares, bucket, per_micro_batch, 1),
         np.where(k.zero >= 3, zero3_s, 0.0),
     )
@@ -325,7 +370,11 @@ def zero3_collectives_per_layer(
 
 
 def step_sync_overlap(
-    pp: Number, vpp: Number, per_chunk: bool, overlap_microbatches: float
+    pp: Number,
+    vpp: Number,
+    per_chunk: bool,
+    overlap_microbatches: float,
+    unhidden_gather: Number = 0.0,
 ) -> tuple[Number, Number]:
     """(micro-batch slots of the busiest stage the per-step sync hides under, its share sent
     with no compute beside it), for times.exposed_s.
@@ -346,11 +395,14 @@ def step_sync_overlap(
     the last chunk's reduce-scatter and the first's gather, 1/v of the sync, hide under
     nothing (its other chunks get one bucket each, training.py l.2504-2514).
     Otherwise: `overlap_microbatches` slots (dp_overlap_microbatches: the last micro-batch's
-    backward and the first forward), nothing unhidden."""
+    backward and the first forward), nothing unhidden. An all-gather the engine runs after
+    the optimizer step (`unhidden_gather`, its share of the sync) hides under nothing either:
+    the unhidden share is then g + (1 - g) u."""
     chunked = per_chunk & (np.asarray(vpp) > 1)
     vpp = np.maximum(vpp, 1)
     overlap = np.where(chunked, (vpp - 1) / vpp * pp, overlap_microbatches)
-    return overlap, np.where(chunked, 1 / vpp, 0.0)
+    chunk_unhidden = np.where(chunked, 1 / vpp, 0.0)
+    return overlap, unhidden_gather + (1 - unhidden_gather) * chunk_unhidden
 
 
 def gradient_volumes(

@@ -186,7 +186,7 @@ def price_plan_terms(
     traffic = [rank_data_parallel_s(job, a, terms, r, n, mode) for r, n, mode in ranks]
     dp_step, dp_mb, zero3 = (max(float(t[i]) for t in traffic) for i in range(3))
     busy = max(times)
-    step_overlap = dpl.data_parallel_sync(job, a).overlap(pp, layout_vpp(terms))
+    step_overlap = dpl.data_parallel_sync(job, a).overlap(pp, layout_vpp(terms), layout_zero(terms))
     hiding = (a.zero3_overlap_fraction, step_overlap, a.overlap_compute_slowdown)
     _, _, per_mb, dp_exposed = brk.micro_batch_and_step_s(
         busy, terms.p2p_s, zero3, dp_mb, dp_step, *hiding
@@ -209,13 +209,17 @@ def layout_vpp(terms: PlanTerms) -> int:
     return int(np.asarray(terms.degrees.vpp).reshape(-1)[0])
 
 
-def step_sync_hiding(a: CostAssumptions, terms: PlanTerms) -> tuple[float, float]:
+def layout_zero(terms: PlanTerms) -> int:
+    """The layout's ZeRO stage."""
+    return int(np.asarray(terms.degrees.zero).reshape(-1)[0])
+
+
+def step_sync_hiding(job: TrainingJob, a: CostAssumptions, terms: PlanTerms) -> tuple[float, float]:
     """(the contended slots the per-step sync hides under, the least share of it charged) as
     times.exposed_s applies them: max(c - o' h, f c)."""
     pp = int(np.asarray(terms.degrees.pp).reshape(-1)[0])
-    overlap, unhidden = dpl.step_sync_overlap(
-        pp, layout_vpp(terms), a.dp_sync_per_chunk, a.dp_overlap_microbatches
-    )
+    sync = dpl.data_parallel_sync(job, a)
+    overlap, unhidden = sync.overlap(pp, layout_vpp(terms), layout_zero(terms))
     slowdown = a.overlap_compute_slowdown
     contended = float(tim.contended_overlap(overlap, slowdown))
     return contended, float(tim.exposed_floor(slowdown, unhidden))
@@ -250,7 +254,7 @@ def step_lower_bounds_s(job: TrainingJob, a: CostAssumptions, grid: LayoutGrid) 
     sync = dpl.data_parallel_sync(job, a)
     dp_step, dp_mb, zero3 = dpl.rank_data_parallel_s(job, sync, k, most_layers, 0.0)
     slowdown = a.overlap_compute_slowdown  # the overlaps as exposed_s applies them
-    step_overlap = sync.overlap(k.pp, k.vpp)
+    step_overlap = sync.overlap(k.pp, k.vpp, k.zero)
     hiding = (a.zero3_overlap_fraction, step_overlap, slowdown)
     _, _, per_mb, dp_exposed = brk.micro_batch_and_step_s(busy, p2p, zero3, dp_mb, dp_step, *hiding)
     # the busiest rank holds at least most_layers layers' parameters, so steps at least this
