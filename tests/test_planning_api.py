@@ -226,3 +226,25 @@ def test_client_plans_against_a_real_server(client: Client) -> None:
     with pytest.raises(LayoutoptError) as refused:
         client.plan({**SMALL, "jobs": [{"name": "x"}]})
     assert refused.value.status == 422
+
+
+def test_a_job_short_of_a_pools_unavailable_nodes_is_told_so_not_who_holds_them(
+    api: TestClient,
+) -> None:
+    # one job alone wants the whole pool, two of its nodes are down: no other job holds any
+    body = {
+        "cluster": {
+            "pools": [{"name": "h100", "gpu": "h100-sxm", "nodes": 8, "unavailable_nodes": [3, 5]}]
+        },
+        "jobs": [_job("a", "llama3-8b", [2, 4, 8])],
+        "time_limit_s": 20,
+    }
+    response = api.post("/v1/plan", json=body)
+    assert response.status_code == 200, response.text
+    reasons = [
+        reason["message"]
+        for shortfall in response.json()["explanations"]["jobs"]
+        for reason in shortfall["reasons"]
+    ]
+    assert any("has 6 available nodes (2 unavailable)" in why for why in reasons), reasons
+    assert not any("held by )" in why for why in reasons)

@@ -152,12 +152,16 @@ def _reasons(
         return [Reason("rule", "it is pinned where it runs (running, not movable)")]
     free = _free_for(problem, table, plan, j, option.pool or 0)
     if option.nodes > free:
+        holders = _holders(problem, table, plan, j, option.pool or 0)
+        has = f"{max(free, 0)} of its {pool.available_nodes} available nodes free of other jobs"
+        if holders:
+            has += f" (held by {holders})"
+        elif pool.available_nodes < pool.nodes:  # none held: the pool is short of nodes
+            has = f"{pool.available_nodes} available nodes ({pool.nodes - pool.available_nodes} unavailable)"
         return [
             Reason(
                 "capacity",
-                f"pool {pool.name!r} has {max(free, 0)} of its {pool.available_nodes} available "
-                f"nodes free of other jobs (held by {_holders(problem, table, plan, j, option.pool or 0)}); "
-                f"its best configuration needs {option.nodes}",
+                f"pool {pool.name!r} has {has}; its best configuration needs {option.nodes}",
             )
         ]
     lost_minutes = lost_on_restart_s(problem, job) / 60.0
