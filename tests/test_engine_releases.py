@@ -106,6 +106,7 @@ def test_over_http_the_release_prices_as_its_profile_and_the_answer_says_so(
         ("megatron@v3.0", "known: "),
         ("nemo@latest", "known: "),
         ("torchtitan@0.3.0; rm -rf /", "known: "),
+        ("nemo@\uff12\uff15.09", "known: "),  # full-width digits: not a release's name
     ],
 )
 def test_what_cannot_be_placed_is_refused_naming_the_field(stated: str, words: str) -> None:

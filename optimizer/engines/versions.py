@@ -89,9 +89,11 @@ def split_spec(spec: str) -> tuple[str, str | None]:
 
 
 # A calendar release, "25.09" or "26.04.01" (NGC containers, Megatron-LM's YY.MM tags).
-CALENDAR = re.compile(r"(\d{2})\.(\d{2})(?:\.\d+)?(?:-[A-Za-z0-9.]+)?")
+CALENDAR = re.compile(r"(\d{2})\.(\d{2})(?:\.\d+)?(?:-[A-Za-z0-9.]+)?", re.ASCII)
 # A numbered release, "0.19", "v0.3.0", "core_r0.14", "core_v0.15.0rc3".
-NUMBERED = re.compile(r"(?:core_[rv]|[rv])?(\d+)\.(\d+)(?:\.(\d+))?(?:\.?(?:rc|a|b|post|dev)\d*)?")
+NUMBERED = re.compile(
+    r"(?:core_[rv]|[rv])?(\d+)\.(\d+)(?:\.(\d+))?(?:\.?(?:rc|a|b|post|dev)\d*)?", re.ASCII
+)
 Key = tuple[int, ...]
 
 
