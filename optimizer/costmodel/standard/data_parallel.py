@@ -52,13 +52,20 @@ class DataParallelSync:
         gather = 0.0 if self.gather_hidden else self.gather_share(zero)
         return step_sync_overlap(pp, vpp, self.sync_per_chunk, self.overlap_micro_batches, gather)
 
+    def gather_saving(self, zero: Number) -> Number:
+        """Volumes a step's all-gather of the layers' weights saves at each ZeRO stage where
+        they travel in fewer bytes than bf16 (none at ZeRO-3, priced apart)."""
+        stage = np.clip(np.asarray(zero, dtype=np.int64), 0, 2)
+        saved = np.asarray(self.gather_volumes_per_step)[stage] * (1.0 - self.gather_bytes_ratio)
+        return np.where(np.asarray(zero) >= 3, 0.0, saved)
+
     def step_volumes(self, zero: Number) -> tuple[Number, Number]:
         """(the step's volumes, of them the parameters' all-gather's) at each ZeRO stage, the
         layers' weights gathered in their bytes."""
-        gather = np.asarray(self.gather_volumes_per_step)[np.clip(np.asarray(zero), 0, 2)]
-        per_step = np.asarray(self.volumes_per_step)[np.clip(np.asarray(zero), 0, 2)]
-        saved = gather * (1.0 - self.gather_bytes_ratio)
-        return per_step - saved, gather - saved
+        stage = np.clip(np.asarray(zero, dtype=np.int64), 0, 2)
+        saved = self.gather_saving(zero)
+        per_step = np.asarray(self.volumes_per_step)[stage]
+        return per_step - saved, np.asarray(self.gather_volumes_per_step)[stage] - saved
 
     def gather_share(self, zero: Number) -> Number:
         """The all-gather's share of the step's sync (none at ZeRO-3, priced apart)."""
@@ -133,8 +140,7 @@ def rank_data_parallel_s(
         k, sync.volumes_per_step, sync.volumes_per_micro_batch, sync.per_micro_batch_with_pp
     )
     # the layers' weights gather in their own bytes (FP8 parameters), the embedding in bf16
-    gather = per_synced_stage(sync.gather_volumes_per_step, k)
-    saved = np.where(np.asarray(k.zero) >= 3, 0.0, gather * (1 - sync.gather_bytes_ratio))
+    saved = sync.gather_saving(k.zero)
     layer_share = np.where(dense > 0, n_layers * layer_params / np.maximum(dense, 1.0), 0.0)
     bucket = bucket_params(group, dense + experts, sync.bucket_params, sync.bucket_grows_with_dp)
     # a once-a-step all-reduce (DDP's, DeepSpeed's ZeRO-1) NCCL may run on its tree; the
