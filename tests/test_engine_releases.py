@@ -51,6 +51,8 @@ BODY: dict[str, Any] = {
         ("nemo@23.11", "24.09"),
         ("deepspeed@0.2", "0.3.15"),
         ("megatron@core_r0.4", "23.04"),  # dated by its tag, between 23.04 and core_r0.8.0
+        ("megatron@v2.6", "v2.5"),  # 17 days after it
+        ("megatron@v2.0", "v2.5"),  # before it: the oldest
     ],
 )
 def test_a_release_with_no_profile_is_priced_by_the_one_standing_for_it(
@@ -64,7 +66,7 @@ def test_a_release_with_no_profile_is_priced_by_the_one_standing_for_it(
     assert f"{engine.name}@{profile}'s defaults" in note and stated in note
     assert engine.settings_in_force == standing.settings_in_force
     assert engine.runtime == standing.runtime
-    if stated in ("nemo@23.11", "deepspeed@0.2"):
+    if stated in ("nemo@23.11", "deepspeed@0.2", "megatron@v2.0"):
         assert "older than every release read" in note
 
 
@@ -103,7 +105,7 @@ def test_over_http_the_release_prices_as_its_profile_and_the_answer_says_so(
     ("stated", "words"),
     [
         ("megatron@core_r0.2", "known: "),  # undated: nothing to place it by
-        ("megatron@v3.0", "known: "),
+        ("megatron@v3.0", "known: "),  # no tag of it in the repository read
         ("nemo@latest", "known: "),
         ("torchtitan@0.3.0; rm -rf /", "known: "),
         ("nemo@\uff12\uff15.09", "known: "),  # full-width digits: not a release's name

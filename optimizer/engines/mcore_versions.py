@@ -212,29 +212,33 @@ CORE_R0_20_0 = EngineVersion(
 
 MEGATRON_VERSIONS = (V2_5, V23_04, CORE_R0_8_0, CORE_R0_20_0)
 
-# When each Megatron-Core release came out: the commit date of its core_v0.N.0 tag in
-# NVIDIA/Megatron-LM (`git log -1 --format=%cs core_v0.N.0`; core_v0.8.0 was tagged later, its
-# branch core_r0.8.0 dates it), 0.20 the code read (d98e8a6). A request naming a release
-# with no profile of its own (megatron@core_r0.14) is placed among the profiles by it.
-MEGATRON_CORE_RELEASED: dict[tuple[int, ...], str] = {
-    (0, 4): "2023-12",
-    (0, 5): "2024-02",
-    (0, 6): "2024-04",
-    (0, 7): "2024-05",
-    (0, 8): "2024-08",
-    (0, 9): "2024-10",
-    (0, 10): "2025-02",
-    (0, 11): "2025-03",
-    (0, 12): "2025-05",
-    (0, 13): "2025-07",
-    (0, 14): "2025-10",
-    (0, 15): "2025-12",
-    (0, 16): "2026-02",
-    (0, 17): "2026-04",
-    (0, 18): "2026-06",
-    (0, 19): "2026-08",
-    (0, 20): "2026-08",
-    (2, 5): "2021-08",  # the SC21 tag, v2.5
+# When each Megatron-LM release came out: the commit date of its tag in NVIDIA/Megatron-LM
+# (`git log -1 --format=%cs core_v0.N.0`; core_v0.8.0 was tagged later, its branch
+# core_r0.8.0 dates it; v1.0 to v2.6 the first releases), 0.20 the code read (d98e8a6). A
+# request naming a release with no profile of its own (megatron@core_r0.14) is placed among
+# the profiles by it.
+MEGATRON_RELEASED: dict[tuple[int, ...], str] = {
+    (1, 0): "2020-04-21",
+    (2, 0): "2021-01-12",
+    (2, 5): "2021-08-10",
+    (2, 6): "2021-08-27",
+    (0, 4): "2023-12-11",
+    (0, 5): "2024-02-26",
+    (0, 6): "2024-04-18",
+    (0, 7): "2024-05-30",
+    (0, 8): "2024-08-12",
+    (0, 9): "2024-10-24",
+    (0, 10): "2025-02-17",
+    (0, 11): "2025-03-14",
+    (0, 12): "2025-05-06",
+    (0, 13): "2025-07-25",
+    (0, 14): "2025-10-08",
+    (0, 15): "2025-12-05",
+    (0, 16): "2026-02-26",
+    (0, 17): "2026-04-14",
+    (0, 18): "2026-06-22",
+    (0, 19): "2026-08-19",
+    (0, 20): "2026-08-22",
 }
 
 # --- NeMo ---------------------------------------------------------------------------------

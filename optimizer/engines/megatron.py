@@ -20,7 +20,7 @@ from . import mcore, mcore_rules
 from .base import Artefact, Engine, Overlap, model_named
 from .mcore import MLM
 from .mcore_settings import McoreSettings, mcore_settings
-from .mcore_versions import MEGATRON_CORE_RELEASED, MEGATRON_VERSIONS
+from .mcore_versions import MEGATRON_RELEASED, MEGATRON_VERSIONS
 from .rules import offer_rules, seq_len_divisible_by_2cp
 from .settings import GRAD_REDUCE_IN_BF16, MCORE_SETTINGS
 
@@ -402,5 +402,5 @@ MEGATRON = Engine(
     rank_orders=(DEFAULT_ORDER, PP_DP_ORDER),
     settings=MEGATRON_SETTINGS,
     versions=MEGATRON_VERSIONS,
-    release_months=MEGATRON_CORE_RELEASED,
+    release_months=MEGATRON_RELEASED,
 )

@@ -97,15 +97,16 @@ NUMBERED = re.compile(
 Key = tuple[int, ...]
 
 
-def _month(text: str) -> Key:
-    year, month = text.split("-")
-    return (int(year), int(month))
+def _date(text: str) -> Key:
+    """(year, month[, day]) of "YYYY-MM[-DD]": a month orders before each of its days."""
+    return tuple(int(part) for part in text.split("-"))
 
 
 def stated_key(text: str, months: Mapping[Key, str] | None) -> Key | None:
-    """Where a version string falls among an engine's releases: its (year, month) where the
-    engine orders its releases by date (`months`: when each numbered release came out), its
-    (major, minor, patch) where the numbers order them; None where it reads as neither."""
+    """Where a version string falls among an engine's releases: its (year, month[, day])
+    where the engine orders its releases by date (`months`: when each numbered release came
+    out), its (major, minor, patch) where the numbers order them; None where it reads as
+    neither."""
     calendar = CALENDAR.fullmatch(text)
     if months is not None and calendar and int(calendar[1]) >= 20:
         return (2000 + int(calendar[1]), int(calendar[2]))
@@ -116,7 +117,7 @@ def stated_key(text: str, months: Mapping[Key, str] | None) -> Key | None:
     if months is None:
         return numbers
     if numbers[:2] in months:
-        return _month(months[numbers[:2]])
+        return _date(months[numbers[:2]])
     # past the newest release of its line dated: newer than every profile
     dated = [key for key in months if key[0] == numbers[0]]
     return (9999, 12) if dated and numbers[:2] > max(dated) else None
@@ -135,9 +136,14 @@ def _span(version: EngineVersion, months: Mapping[Key, str] | None) -> tuple[Key
         own = stated_key(version.name, None)
         assert own is not None, version.name  # a numbered engine's names are numbers
         return own, own
-    calendar = CALENDAR.fullmatch(version.name)
-    last = (2000 + int(calendar[1]), int(calendar[2])) if calendar else _month(version.released)
-    return (_month(version.covers_from) if version.covers_from else last), last
+    calendar, line = CALENDAR.fullmatch(version.name), _line(version.name)
+    if line is not None and line in months:  # dated to the day
+        last = _date(months[line])
+    elif calendar:
+        last = (2000 + int(calendar[1]), int(calendar[2]))
+    else:
+        last = _date(version.released)
+    return (_date(version.covers_from) if version.covers_from else last), last
 
 
 def version_named(
