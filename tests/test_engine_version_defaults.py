@@ -438,3 +438,32 @@ def test_megatron_reduces_in_bf16_only_when_its_own_flag_says_so() -> None:
     assert fp32["memory_gb"]["gradients"] == pytest.approx(2 * bf16["memory_gb"]["gradients"])
     assert "--grad-reduce-in-bf16" in bf16["export"]["text"]
     assert "--grad-reduce-in-bf16" not in fp32["export"]["text"]
+
+
+def test_a_parameter_gather_stated_off_is_written_off_and_priced_unhidden() -> None:
+    # Megatron-LM's --overlap-param-gather is store_true; Megatron-Bridge turns it on with
+    # dp > 1 (comm_overlap.py l.576-579 at v0.4.2); the export writes what is in force
+    assert priced("megatron").dp_param_gather_hidden is True  # the export's
+    assert priced("megatron@core_r0.8.0").dp_param_gather_hidden is False  # the library's
+    assert priced("nemo@26.04.01").dp_param_gather_hidden is True
+    client = TestClient(create_app())
+    body: dict[str, Any] = {
+        "model": "llama3-70b",
+        "cluster": {"gpus": 64, "gpu": "h100-sxm"},
+        "training": {"global_batch": 64, "seq_len": 8192},
+        "layout": {"tp": 4, "pp": 4, "micro_batch": 1, "zero": 1, "recompute": "none"},
+    }
+    for engine, written_on, written_off in (
+        ("megatron", "--overlap-param-gather", None),
+        ("nemo", "ddp.overlap_param_gather=true", "ddp.overlap_param_gather=false"),
+    ):
+        on = client.post("/v1/evaluate", json=body | {"engine": engine}).json()
+        off = client.post(
+            "/v1/evaluate",
+            json=body | {"engine": engine, "engine_settings": {"overlap_param_gather": False}},
+        ).json()
+        assert written_on in on["export"]["text"]
+        assert written_on not in off["export"]["text"]
+        if written_off is not None:
+            assert written_off in off["export"]["text"]
+        assert off["times_s"]["dp_comm_exposed"] > on["times_s"]["dp_comm_exposed"]
