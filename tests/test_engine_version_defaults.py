@@ -19,6 +19,15 @@ from optimizer.engines import ENGINES, engine_assumptions, get_engine
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "engines.md"
 
 
+# A request the settings' tests price over HTTP: Llama 3 70B at tp 4, pp 4, ZeRO-1
+LLAMA_70B_ON_64: dict[str, Any] = {
+    "model": "llama3-70b",
+    "cluster": {"gpus": 64, "gpu": "h100-sxm"},
+    "training": {"global_batch": 64, "seq_len": 8192},
+    "layout": {"tp": 4, "pp": 4, "micro_batch": 1, "zero": 1, "recompute": "none"},
+}
+
+
 def priced(spec: str, settings: dict[str, Any] | None = None) -> CostAssumptions:
     return engine_assumptions(get_engine(spec, settings), CostAssumptions())
 
@@ -381,14 +390,7 @@ def test_bridge_fp8_recipes_keep_fp8_weights_unless_a_run_states_otherwise() -> 
     # (mixed_precision.py at v0.4.2 l.237, 270, 308): a 25.09-26.04 run that names fp8
     # keeps its weights in FP8 without saying so; a blockwise run states it off
     assert priced("nemo@26.04.01").fp8_params is True
-    client = TestClient(create_app())
-    body: dict[str, Any] = {
-        "model": "llama3-70b",
-        "cluster": {"gpus": 64, "gpu": "h100-sxm"},
-        "training": {"global_batch": 64, "seq_len": 8192, "precision": "fp8"},
-        "layout": {"tp": 4, "pp": 4, "micro_batch": 1, "zero": 1, "recompute": "none"},
-        "engine": "nemo@25.09",
-    }
+    client, body = TestClient(create_app()), LLAMA_70B_ON_64 | {"engine": "nemo@25.09"}
 
     def weights_gb(precision: str, settings: dict[str, Any]) -> float:
         asked = body | {"engine_settings": settings}
@@ -421,14 +423,7 @@ def test_megatron_reduces_in_bf16_only_when_its_own_flag_says_so() -> None:
     assert (
         priced("megatron@core_r0.14", {"grad_reduce_in_bf16": True}).gradient_bytes_per_param == 2
     )
-    client = TestClient(create_app())
-    body: dict[str, Any] = {
-        "model": "llama3-70b",
-        "cluster": {"gpus": 64, "gpu": "h100-sxm"},
-        "training": {"global_batch": 64, "seq_len": 8192},
-        "layout": {"tp": 4, "pp": 4, "micro_batch": 1, "zero": 1, "recompute": "none"},
-        "engine": "megatron",
-    }
+    client, body = TestClient(create_app()), LLAMA_70B_ON_64 | {"engine": "megatron"}
     fp32 = client.post("/v1/evaluate", json=body).json()
     bf16 = client.post(
         "/v1/evaluate", json=body | {"engine_settings": {"grad_reduce_in_bf16": True}}
@@ -446,13 +441,7 @@ def test_a_parameter_gather_stated_off_is_written_off_and_priced_unhidden() -> N
     assert priced("megatron").dp_param_gather_hidden is True  # the export's
     assert priced("megatron@core_r0.8.0").dp_param_gather_hidden is False  # the library's
     assert priced("nemo@26.04.01").dp_param_gather_hidden is True
-    client = TestClient(create_app())
-    body: dict[str, Any] = {
-        "model": "llama3-70b",
-        "cluster": {"gpus": 64, "gpu": "h100-sxm"},
-        "training": {"global_batch": 64, "seq_len": 8192},
-        "layout": {"tp": 4, "pp": 4, "micro_batch": 1, "zero": 1, "recompute": "none"},
-    }
+    client, body = TestClient(create_app()), LLAMA_70B_ON_64
     for engine, written_on, written_off in (
         ("megatron", "--overlap-param-gather", None),
         ("nemo", "ddp.overlap_param_gather=true", "ddp.overlap_param_gather=false"),
