@@ -129,6 +129,17 @@ def group_span(
 LAYOUT_CHOICES = tuple(name for name in Layout.model_fields if name != "placement")
 
 
+def chunks_hold_layers(num_layers: Any, pp: Any, vpp: Any) -> Any:
+    """Whether pp * vpp pipeline chunks can each hold a layer: no more chunks than layers, or
+    exactly two more with pp > 1, the embedding and the loss each taking a chunk's slot
+    (Megatron-Core's --account-for-embedding-in-pipeline-split and
+    --account-for-loss-in-pipeline-split: transformer_config.py l.2371-2414 @d98e8a6;
+    Megatron-Bridge's GB200 recipes run Llama 3.1 405B's 126 layers on 16 x 8 chunks so).
+    Numbers or equally shaped arrays."""
+    chunks = pp * vpp
+    return (chunks <= num_layers) | ((pp > 1) & (chunks == num_layers + 2))
+
+
 def resolve_layout(layout: Layout, job: TrainingJob) -> Layout:
     """Derive dp and check the layout against the job; every message names the numbers."""
     model, gpus, batch = job.model, job.cluster.gpus, job.training.global_batch
@@ -154,10 +165,10 @@ def resolve_layout(layout: Layout, job: TrainingJob) -> Layout:
         raise InvalidSpec(
             f"vpp({layout.vpp}) interleaves pipeline stages and needs pp > 1", "layout.vpp"
         )
-    if pp * layout.vpp > model.num_layers:
+    if not chunks_hold_layers(model.num_layers, pp, layout.vpp):
         raise InvalidSpec(
             f"pp({pp}) * vpp({layout.vpp}) = {pp * layout.vpp} chunks exceed num_layers({model.num_layers}):"
-            " each chunk needs at least one layer",
+            " each chunk needs at least one layer (or the embedding or loss: num_layers + 2 chunks)",
             "layout.vpp",
         )
     if batch % (dp * layout.micro_batch):

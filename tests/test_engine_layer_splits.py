@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from fastapi.testclient import TestClient
 
+from api.http.app import create_app
 from models.hf_config import from_hf_config
 from models.layout import Layout
 from models.presets import model_preset
@@ -117,3 +119,23 @@ def test_nemo_runs_published_hf_configs_through_the_recipes_that_load_them(
     layout = Layout(tp=1, pp=4, ep=8, zero=1)
     assert not [v for v in violations(get_engine("nemo"), job, layout) if "recipe" in v]
     assert f"--recipe {recipe}" in export(get_engine("nemo"), job, layout).text
+
+
+def test_the_bridge_recipes_128_chunks_of_126_layers_price_and_export() -> None:
+    # Megatron-Bridge's Llama 3.1 405B GB200 MXFP8 recipe: tp 4, pp 16, vpp 8 (archive at
+    # 067f987, 26.02 and 26.04.01): 128 chunks for 126 layers, the embedding and the loss a
+    # chunk each; it was refused as "chunks exceed num_layers"
+    body = {
+        "model": "llama3-405b",
+        "cluster": {"gpus": 256, "gpu": "gb200"},
+        "training": {"global_batch": 1536, "seq_len": 8192, "precision": "mxfp8"},
+        "layout": {"tp": 4, "pp": 16, "vpp": 8, "micro_batch": 1, "zero": 1},
+        "engine": "nemo",
+    }
+    answer = TestClient(create_app()).post("/v1/evaluate", json=body)
+    assert answer.status_code == 200, answer.text
+    text = answer.json()["export"]["text"]
+    assert "model.account_for_embedding_in_pipeline_split=true" in text
+    assert "model.account_for_loss_in_pipeline_split=true" in text
+    split = stages.mcore_split(126, 16, 8)
+    assert split.method == "account_for" and split.chunk_layers[0] == split.chunk_layers[-1] == 0

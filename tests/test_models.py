@@ -10,7 +10,8 @@ from pydantic import ValidationError
 from models.errors import InvalidSpec, UnknownPreset
 from models.hardware import ClusterSpec, domain_segment_gpus
 from models.hf_config import from_hf_config, looks_like_hf_config
-from models.layout import Layout, resolve_layout
+from models.job import TrainingJob
+from models.layout import Layout, chunks_hold_layers, resolve_layout
 from models.presets import (
     gpu_preset,
     gpu_presets,
@@ -18,6 +19,7 @@ from models.presets import (
     model_presets,
     published_hf_configs,
 )
+from models.training import TrainingSpec
 from models.transformer import TransformerSpec
 from tests.helpers import plate_job
 
@@ -229,3 +231,26 @@ def test_a_job_inside_one_domain_is_its_own_domain() -> None:
     cluster = ClusterSpec(gpus=48, gpu=gpu_preset("gb200"), gpus_per_node=4)
     assert cluster.job_nvlink_domain == 48
     assert ClusterSpec(gpus=512, gpu=gpu_preset("gb200"), gpus_per_node=4).job_nvlink_domain == 64
+
+
+def test_two_more_chunks_than_layers_hold_the_embedding_and_the_loss() -> None:
+    # Megatron-Bridge's GB200 recipes: Llama 3.1 405B's 126 layers on pp 16 x vpp 8 = 128
+    # chunks, the first holding only the embedding and the last only the loss
+    from optimizer.costmodel.standard import memory as mem  # the pricing's own split
+
+    assert chunks_hold_layers(126, 16, 8) and chunks_hold_layers(126, 2, 63)
+    assert not chunks_hold_layers(126, 1, 128)  # no pipeline to put them on
+    assert not chunks_hold_layers(126, 127, 1)  # one more than layers: a chunk holds nothing
+    assert not chunks_hold_layers(126, 8, 17)  # 136 chunks
+    # 128 slots over 16 ranks: 8 each, the ends one layer fewer (7 + embedding, 7 + loss)
+    layers = mem.stage_layers(126, 16, 8)
+    assert (layers.first, layers.middle, layers.last, bool(layers.valid)) == (7, 8, 7, True)
+    job = TrainingJob(
+        model=model_preset("llama3-405b"),
+        cluster=ClusterSpec(gpus=256, gpu=gpu_preset("gb200")),
+        training=TrainingSpec(global_batch=1536, seq_len=8192),
+    )
+    resolved = resolve_layout(Layout(tp=4, pp=16, vpp=8), job)
+    assert resolved.dp == 4
+    with pytest.raises(InvalidSpec, match=r"136 chunks exceed num_layers\(126\)"):
+        resolve_layout(Layout(tp=4, pp=8, vpp=17), job)

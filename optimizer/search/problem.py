@@ -327,7 +327,9 @@ def valid_knob_mask(
     ep: np.ndarray | None = None,
     structure: bool = True,
 ) -> np.ndarray:
-    """Rows a layout may take: vpp > 1 only with pp > 1 and each chunk at least one layer;
+    """Rows a layout may take: vpp > 1 only with pp > 1 and each chunk at least one layer (the
+    search leaves out the num_layers + 2 chunks that evaluate also prices, the embedding and
+    loss taking a chunk each: models.layout.chunks_hold_layers);
     dp * micro_batch divides the global batch; zero-bubble and DualPipe without interleaving,
     DualPipe on an even pp; ep divides dp * cp (models.layout's rules). `structure` False
     leaves out the first two (the CP-SAT model's own families then enforce them)."""

@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from models.layout import chunks_hold_layers
 from models.transformer import TransformerSpec
 from optimizer.costmodel.standard.degrees import Degrees
 
@@ -43,15 +44,17 @@ def stage_layers(num_layers: Number, pp: Number, vpp: Number) -> StageLayers:
     `(L + 2)` divides, the embedding and the output head taking one layer's slot on the first
     and last stage (Llama 3 paper, section 3.3.2: 126 layers on 16 stages as 7, 8, ..., 8, 7);
     else the busiest devices hold `ceil(L / (p*v))` layers a chunk and set the pace (the end
-    stages are priced as full too: an upper bound). `valid` is False only with more chunks
-    than layers."""
+    stages are priced as full too: an upper bound). `valid` is False where some chunk would
+    hold nothing (models.layout.chunks_hold_layers)."""
     chunks = pp * vpp
     even = num_layers % chunks == 0
     uneven = ((num_layers + 2) % chunks == 0) & (pp > 1) & ~even
     ceiling = np.ceil(num_layers / chunks) * vpp
     per_device = np.where(even, num_layers / pp, np.where(uneven, (num_layers + 2) / pp, ceiling))
     end = np.where(uneven, per_device - 1, per_device)
-    return StageLayers(first=end, middle=per_device, last=end, valid=chunks <= num_layers)
+    return StageLayers(
+        first=end, middle=per_device, last=end, valid=chunks_hold_layers(num_layers, pp, vpp)
+    )
 
 
 # --- activations ----------------------------------------------------------------------
