@@ -175,10 +175,10 @@ def test_tp_16_lowers_the_mfu_and_warns(page: WebDriver) -> None:
 
 @pytest.mark.browser
 def test_invalid_values_are_disabled_or_explained(page: WebDriver) -> None:
-    # pp 32 with vpp 4 needs 128 chunks of 126 layers: offered, but disabled with the reason.
-    pp_32 = page.find_element(By.CSS_SELECTOR, "#pp option[value='32']")
-    assert not pp_32.is_enabled()
-    assert "exceed num_layers(126)" in (pp_32.get_attribute("textContent") or "")
+    # pp 64 with vpp 4 needs 256 chunks of 126 layers: offered, but disabled with the reason.
+    pp_64 = page.find_element(By.CSS_SELECTOR, "#pp option[value='64']")
+    assert not pp_64.is_enabled()
+    assert "exceed num_layers(126)" in (pp_64.get_attribute("textContent") or "")
     # A global batch dp(128) does not divide: the server's message, beside the controls.
     batch = page.find_element(By.ID, "global-batch")
     batch.send_keys(Keys.CONTROL, "a")
@@ -361,11 +361,11 @@ def test_choices_mark_what_the_cost_model_refuses(api: TestClient, plate_body: d
     assert answer.status_code == 200
     pp = {choice["value"]: choice for choice in answer.json()["pp"]}
     # 16384 = 2**14, so pp is offered in powers of two up to 128; with vpp 4 every pp needs
-    # pp * 4 <= 126 chunks of layers: pp 32 (128 chunks) and pp 64, 128 are refused, and
-    # pp 1 because interleaving needs a pipeline.
+    # pp * 4 <= 126 chunks of layers, or exactly 128 with the embedding and the loss a chunk
+    # each (pp 32): pp 64 and 128 are refused, and pp 1 because interleaving needs a pipeline.
     assert sorted(pp) == [1, 2, 4, 8, 16, 32, 64, 128]
-    assert [value for value, choice in pp.items() if choice["valid"]] == [2, 4, 8, 16]
-    assert "exceed num_layers(126)" in pp[32]["reason"]
+    assert [value for value, choice in pp.items() if choice["valid"]] == [2, 4, 8, 16, 32]
+    assert "exceed num_layers(126)" in pp[64]["reason"]
     assert "needs pp > 1" in pp[1]["reason"]
     # micro-batch 16 leaves 2048 / (128 * 16) = 1 micro-batch: valid; tp 16 is priced (warned)
     tp = {choice["value"]: choice["valid"] for choice in answer.json()["tp"]}

@@ -309,7 +309,11 @@ def test_stage_layers_uneven_ceiling() -> None:
     assert (layers.first, layers.middle, layers.last) == (26, 26, 26)
     # 126 layers on 4 stages x 4 chunks: ceil(126/16) = 8 a chunk, 32 a device
     assert mem_stage_layers(126, 4, 4).middle == 32
-    assert not bool(mem_stage_layers(126, 64, 2).valid)  # 128 chunks for 126 layers
+    # 128 chunks for 126 layers: the embedding and the loss a chunk each, 1 + 2 x 62 + 1
+    account_for = mem_stage_layers(126, 64, 2)
+    assert (account_for.first, account_for.middle, account_for.last) == (1, 2, 1)
+    assert bool(account_for.valid)
+    assert not bool(mem_stage_layers(126, 64, 3).valid)  # 192 chunks: some hold nothing
 
 
 def test_tensor_parallelism_across_an_nvl72_domain_is_nvlink() -> None:
