@@ -139,3 +139,20 @@ def test_the_bridge_recipes_128_chunks_of_126_layers_price_and_export() -> None:
     assert "model.account_for_loss_in_pipeline_split=true" in text
     split = stages.mcore_split(126, 16, 8)
     assert split.method == "account_for" and split.chunk_layers[0] == split.chunk_layers[-1] == 0
+
+
+def test_a_search_fixed_on_those_chunks_says_it_leaves_them_out() -> None:
+    # the search keeps a layer in every chunk (its stage plans need one): fixed on 128 chunks
+    # of 126 layers it finds nothing, and says that evaluate prices the layout
+    body = {
+        "model": "llama3-405b",
+        "cluster": {"gpus": 256, "gpu": "gb200"},
+        "training": {"global_batch": 1536, "seq_len": 8192},
+        "search": {"pp": 16, "vpp": 8},
+        "engine": "nemo",
+        "explain": False,
+    }
+    answer = TestClient(create_app()).post("/v1/optimize", json=body)
+    assert answer.status_code == 200, answer.text
+    assert answer.json()["status"] == "infeasible"
+    assert any("128 chunks for num_layers(126)" in w for w in answer.json()["warnings"])

@@ -18,7 +18,7 @@ import numpy as np
 from models.errors import InvalidSpec
 from models.hardware import fits_one_domain
 from models.job import TrainingJob
-from models.layout import Recompute, Schedule
+from models.layout import Recompute, Schedule, chunks_hold_layers
 from optimizer.costmodel import (
     DEGREE_COLUMNS,
     PLACEMENTS,
@@ -233,6 +233,19 @@ def _opened(name: str, requested: list[Any] | None, priced: tuple[Any, ...], war
     return kept or tuple(priced)
 
 
+def _unsearched_chunks(num_layers: int, pp: int, vpp: int) -> list[str]:
+    """A warning where the request fixes the num_layers + 2 chunks that evaluate prices (the
+    embedding and loss a chunk each: models.layout.chunks_hold_layers) but the search, whose
+    stage plans need a layer in every chunk, leaves out."""
+    if vpp == 1 or pp * vpp <= num_layers or not chunks_hold_layers(num_layers, pp, vpp):
+        return []
+    return [
+        f"pp({pp}) * vpp({vpp}) = {pp * vpp} chunks for num_layers({num_layers}): the search "
+        "keeps a layer in every chunk and leaves this layout out; `evaluate` prices it, the "
+        "embedding and the loss taking a chunk each"
+    ]
+
+
 def resolve_space(
     job: TrainingJob, space: SearchSpace, profile: str, engine: Engine | None = None
 ) -> SearchProblem:
@@ -274,6 +287,8 @@ def resolve_space(
     if limit_gb is None:
         limit_gb = device_capacity_bytes(job.cluster.gpu, profile) / 1e9
     max_vpp = space.max_vpp or max(knobs.max_vpp, space.vpp or 1)
+    if space.pp is not None and space.vpp is not None:
+        warnings += _unsearched_chunks(job.model.num_layers, space.pp, space.vpp)
     return SearchProblem(
         job=job,
         profile=profile,
