@@ -97,8 +97,9 @@ def test_stage_plans_price_each_rank_at_its_mode_and_the_search_refuses() -> Non
     # a rank's ZeRO-3 seconds follow its own mode: a replaying rank gathers more
     terms = sp.plan_terms(job, DEEPSPEED, layout)
     full, none = (mem.RECOMPUTE_FULL, mem.RECOMPUTE_NONE)
-    replaying = sp.rank_data_parallel_s(job, DEEPSPEED, terms, 1, 24, full)[2]
-    assert replaying > sp.rank_data_parallel_s(job, DEEPSPEED, terms, 1, 24, none)[2]
+    sync = sp.data_parallel_sync(job, DEEPSPEED)
+    replaying = sp.rank_data_parallel_s(job, sync, terms, 1, 24, full)[2]
+    assert replaying > sp.rank_data_parallel_s(job, sync, terms, 1, 24, none)[2]
     problem, costs = prepare_search(Request(job, space=SearchSpace(zero_stages=[3]), engine=None))
     costs = costs.model_copy(update={"zero3_recompute_regathers": True})
     with pytest.raises(InvalidSpec, match="zero3_recompute_regathers"):

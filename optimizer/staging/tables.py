@@ -104,7 +104,7 @@ def dp_tables(
     # a rank holds at least one layer; index 0 is never chosen but must be a number
     held = np.maximum(counts, 1)
     values = (
-        *sp.rank_data_parallel_s(job, a, terms, rank, held),
+        *sp.rank_data_parallel_s(job, sp.data_parallel_sync(job, a), terms, rank, held),
         sp.rank_optimizer_step_s(job, a, terms, rank, held),
     )
     return tuple(  # type: ignore[return-value]

@@ -27,6 +27,7 @@ from optimizer.costmodel.standard import data_parallel as dpl
 from optimizer.costmodel.standard import memory as mem
 from optimizer.costmodel.standard import ranks as rnk
 from optimizer.costmodel.standard import times as tim
+from optimizer.costmodel.standard.data_parallel import data_parallel_sync
 from optimizer.costmodel.standard.degrees import Degrees
 from optimizer.costmodel.standard.profile import grid_degrees
 from optimizer.costmodel.standard.recompute import engine_replayed_share
@@ -123,14 +124,19 @@ def rank_memory(
 
 
 def rank_data_parallel_s(
-    job: TrainingJob, a: CostAssumptions, terms: PlanTerms, rank: int, layers: Number, mode: int = 0
+    job: TrainingJob,
+    sync: dpl.DataParallelSync,
+    terms: PlanTerms,
+    rank: int,
+    layers: Number,
+    mode: int = 0,
 ) -> tuple[Number, Number, Number]:
     """(per step, per micro-batch sync, per micro-batch ZeRO-3) seconds of the rank's own
     parameters at its recompute mode, which changes them only where a replayed forward
     gathers again (zero3_recompute_regathers)."""
     k = mode_degrees(terms, mode)
     embedding = rank_embedding_params(terms, int(k.pp), rank)
-    return dpl.rank_data_parallel_s(job, dpl.data_parallel_sync(job, a), k, layers, embedding)
+    return dpl.rank_data_parallel_s(job, sync, k, layers, embedding)
 
 
 def rank_optimizer_step_s(
@@ -183,10 +189,11 @@ def price_plan_terms(
     ranks = list(zip(range(pp), plan.layers, modes, strict=True))
     times = [float(rank_time_s(terms, pp, r, n, mode)) for r, n, mode in ranks]
     memory = tuple(rank_memory(terms, a, r, n, mode) for r, n, mode in ranks)
-    traffic = [rank_data_parallel_s(job, a, terms, r, n, mode) for r, n, mode in ranks]
+    sync = data_parallel_sync(job, a)  # read once for every rank of the plan
+    traffic = [rank_data_parallel_s(job, sync, terms, r, n, mode) for r, n, mode in ranks]
     dp_step, dp_mb, zero3 = (max(float(t[i]) for t in traffic) for i in range(3))
     busy = max(times)
-    step_overlap = dpl.data_parallel_sync(job, a).overlap(pp, layout_vpp(terms), layout_zero(terms))
+    step_overlap = sync.overlap(pp, layout_vpp(terms), layout_zero(terms))
     hiding = (a.zero3_overlap_fraction, step_overlap, a.overlap_compute_slowdown)
     _, _, per_mb, dp_exposed = brk.micro_batch_and_step_s(
         busy, terms.p2p_s, zero3, dp_mb, dp_step, *hiding
@@ -218,7 +225,7 @@ def step_sync_hiding(job: TrainingJob, a: CostAssumptions, terms: PlanTerms) -> 
     """(the contended slots the per-step sync hides under, the least share of it charged) as
     times.exposed_s applies them: max(c - o' h, f c)."""
     pp = int(np.asarray(terms.degrees.pp).reshape(-1)[0])
-    sync = dpl.data_parallel_sync(job, a)
+    sync = data_parallel_sync(job, a)
     overlap, unhidden = sync.overlap(pp, layout_vpp(terms), layout_zero(terms))
     slowdown = a.overlap_compute_slowdown
     contended = float(tim.contended_overlap(overlap, slowdown))
@@ -251,7 +258,7 @@ def step_lower_bounds_s(job: TrainingJob, a: CostAssumptions, grid: LayoutGrid) 
     )
     p2p = rnk.p2p_s(job, a, k)
     most_layers = np.ceil(L / k.pp)
-    sync = dpl.data_parallel_sync(job, a)
+    sync = data_parallel_sync(job, a)
     dp_step, dp_mb, zero3 = dpl.rank_data_parallel_s(job, sync, k, most_layers, 0.0)
     slowdown = a.overlap_compute_slowdown  # the overlaps as exposed_s applies them
     step_overlap = sync.overlap(k.pp, k.vpp, k.zero)
@@ -288,6 +295,7 @@ __all__ = [
     "plan_terms",
     "price_plan",
     "price_plan_terms",
+    "data_parallel_sync",
     "rank_data_parallel_s",
     "rank_memory",
     "step_lower_bounds_s",
