@@ -8,7 +8,7 @@ from pydantic import BaseModel, Field
 
 from models.strict import SPEC_CONFIG, JsonInt
 
-from .fields import MIN_EFFICIENCY, Volumes, fraction_field, latency_field
+from .fields import MIN_EFFICIENCY, Volumes, fraction_field, latency_field, per_zero_stage_field
 
 
 class CommunicationAssumptions(BaseModel):
@@ -68,11 +68,9 @@ class CommunicationAssumptions(BaseModel):
             "l.730-738), so a larger group pays its ring latency on as many buckets."
         ),
     )
-    gradient_volumes_per_step: list[Volumes] = Field(
+    gradient_volumes_per_step: list[Volumes] = per_zero_stage_field(
         [2.0, 2.0, 2.0],
-        min_length=3,
-        max_length=3,
-        description=(
+        (
             "Per ZeRO stage 0, 1, 2: the data-parallel traffic made once a step, in volumes of "
             "the stage's parameters in bf16 sent around the data group's ring ((g-1)/g x 2 B a "
             "parameter each). 2 = an all-reduce in bf16, or a reduce-scatter plus the updated "
@@ -80,11 +78,9 @@ class CommunicationAssumptions(BaseModel):
             "counts its gradient passes twice. Set per engine (docs/cost-model.md, 'Engines')."
         ),
     )
-    gradient_sync_all_reduce: list[bool] = Field(
+    gradient_sync_all_reduce: list[bool] = per_zero_stage_field(
         [True, False, False],
-        min_length=3,
-        max_length=3,
-        description=(
+        (
             "Per ZeRO stage 0, 1, 2: whether the once-a-step gradient sync is an all-reduce, which "
             "NCCL may run on its tree (latency logarithmic in the nodes), rather than a "
             "reduce-scatter and an all-gather, which may take PAT. Default: DDP's all-reduce "
@@ -93,11 +89,9 @@ class CommunicationAssumptions(BaseModel):
             "micro-batch is priced as a reduce-scatter and an all-gather, all-reduce or not."
         ),
     )
-    gradient_volumes_per_micro_batch: list[Volumes] = Field(
+    gradient_volumes_per_micro_batch: list[Volumes] = per_zero_stage_field(
         [0.0, 0.0, 0.0],
-        min_length=3,
-        max_length=3,
-        description=(
+        (
             "Per ZeRO stage 0, 1, 2: the data-parallel traffic made every micro-batch, in the "
             "same volumes: engines that keep gradients sharded across gradient accumulation "
             "reduce them each backward (DeepSpeed ZeRO-2, FSDP's gradient sharding). Exposed "
@@ -208,11 +202,9 @@ class CommunicationAssumptions(BaseModel):
             "engines; without interleaving the sync hides under dp_overlap_microbatches slots."
         ),
     )
-    param_gather_volumes_per_step: list[Volumes] = Field(
+    param_gather_volumes_per_step: list[Volumes] = per_zero_stage_field(
         [0.0, 1.0, 1.0],
-        min_length=3,
-        max_length=3,
-        description=(
+        (
             "Per ZeRO stage 0, 1, 2: the part of gradient_volumes_per_step that is the "
             "updated parameters' all-gather, one pass of the stage's parameters in bf16; "
             "with fp8_params in fp8 or mxfp8 the layers' weights travel in their FP8 bytes "

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 from pydantic import Field
 
@@ -18,6 +18,11 @@ MIN_EFFICIENCY = 0.01
 
 def fraction_field(default: float, description: str) -> float:
     return Field(default, ge=0, le=1, description=description)
+
+
+def per_zero_stage_field(default: list[Any], description: str) -> Any:
+    """One value for each of ZeRO stages 0, 1 and 2 (stage 3 is priced apart)."""
+    return Field(default, min_length=3, max_length=3, description=description)
 
 
 # Volumes of a stage's parameters a data-parallel sync sends (docs/cost-model.md, "Engines").

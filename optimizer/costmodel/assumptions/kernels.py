@@ -6,7 +6,7 @@ from pydantic import BaseModel, Field
 
 from models.strict import SPEC_CONFIG, JsonInt
 
-from .fields import MIN_EFFICIENCY, AccumulationBytes
+from .fields import MIN_EFFICIENCY, AccumulationBytes, per_zero_stage_field
 
 
 class KernelAssumptions(BaseModel):
@@ -291,11 +291,9 @@ class KernelAssumptions(BaseModel):
             "bf16_optimizer.py l.383-397)."
         ),
     )
-    pipelined_gradient_accumulation_bytes_per_param: list[AccumulationBytes] = Field(
+    pipelined_gradient_accumulation_bytes_per_param: list[AccumulationBytes] = per_zero_stage_field(
         [0.0, 0.0, 0.0],
-        min_length=3,
-        max_length=3,
-        description=(
+        (
             "Per ZeRO stage 0, 1, 2: HBM bytes per parameter each micro-batch's backward adds to "
             "gradient_accumulation_bytes_per_param where pp > 1 (profile standard), where an "
             "engine's pipeline engine picks an optimiser that accumulates outside the GEMMs. "
